@@ -1,0 +1,5 @@
+"""`python -m tally` runs the CLI."""
+
+from tally.cli.main import app
+
+app()

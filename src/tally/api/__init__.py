@@ -1,0 +1,1 @@
+"""The HTTP layer (FastAPI): routes, request models, error rendering. Calls services."""

@@ -1,0 +1,43 @@
+"""create_app(settings): the ASGI application, with its routers, middleware and errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
+
+from tally import __version__
+from tally.api import health
+from tally.api.errors import install_error_handlers
+from tally.api.v1 import data
+from tally.runtime import Runtime, build_runtime
+from tally.settings import Settings
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
+    runtime = runtime or build_runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        runtime.close()
+
+    app = FastAPI(
+        title="tally",
+        version=__version__,
+        description="tally's Data API (/api/v1, read-only) and ingestion API (/api/v2).",
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.add_middleware(
+        GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=settings.gzip_level
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(data.router)
+    return app

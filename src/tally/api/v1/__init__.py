@@ -1,0 +1,1 @@
+"""The Data API, version 1 (read-only)."""

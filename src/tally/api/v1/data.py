@@ -1,0 +1,156 @@
+"""GET /api/v1/resources/{resource_id}/data: the rows of a resource, per the spec."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from tally.api.errors import openapi_responses
+from tally.core.errors import InvalidWorkspaceHeaderError
+from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAMETERS
+from tally.services.data_query import DataQueryService, DataRequest
+
+router = APIRouter(prefix="/api/v1", tags=["Data API"])
+
+
+class PageMeta(BaseModel):
+    page: int = Field(description="Page returned.")
+    page_size: int = Field(description="Page size actually applied, after capping.")
+    returned_count: int = Field(description="Number of rows in this response.")
+    total_count: int = Field(description="Rows matching the filters across the resource.")
+    total_pages: int = Field(description="total_count divided by page_size, rounded up.")
+
+
+class DataPageResponse(BaseModel):
+    data: list[dict[str, Any]] = Field(
+        description="The rows, keyed by column name; empty when nothing matched. Decimals "
+        "are JSON numbers with their exact digits; dates and timestamps are ISO 8601."
+    )
+    meta: PageMeta
+
+
+DESCRIPTION = """
+Rows of a source, reconciliation output or transformation.
+
+**Filters**: any query parameter other than `page`, `page_size`, `fields` and `ordering`
+filters on the column of that name (case-sensitive; names may contain dots):
+`column=value` and `column__exact=value` (equal), `column__gt`, `__gte`, `__lt`, `__lte`
+(comparisons), `column__in=a,b,c` (any of). Several filters combine with AND. Values are
+parsed by the column's type (integer, decimal, date `YYYY-MM-DD`, timestamp ISO 8601,
+boolean `true`/`false`, text); an empty value (`column=`) matches missing values.
+
+**Order**: without `ordering`, rows come in insertion order, so paging never repeats or
+skips a row. With `ordering=col` or `ordering=-col`, ties break on insertion order in the
+same direction; missing values sort first ascending and last descending.
+
+**Paging**: offset-based; page N skips (N-1) x page_size rows. The last page is reached
+when `returned_count` is lower than `page_size`.
+
+**Caching**: identical requests are served from a cache for five minutes, but a new
+delivery of data is visible at once (the cache is keyed by the resource's data version).
+
+`workspace_id` is a header; sent in the query string it is rejected with 422.
+"""
+
+ERRORS = {
+    400: "`workspace_id must be a valid integer` · `Filter field '<name>' is not a valid "
+    "column for this resource.` · `Field '<name>' is not a valid column for this "
+    "resource.` · `Ordering field '<name>' is not a valid column for this resource.` · "
+    "`Operator '<op>' is not supported.` · `The requested filters or ordering could "
+    "not be applied.`",
+    401: "`Could not validate credentials`: missing or invalid X-API-Key, or a key of "
+    "another workspace.",
+    403: "`Resource does not belong to the specified workspace`",
+    404: "`Workspace not found` · `Resource not found`",
+    503: "`Data platform is temporarily unavailable. Please try again later.`",
+}
+
+FILTERS_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "filters",
+            "in": "query",
+            "required": False,
+            "style": "form",
+            "explode": True,
+            "description": "Column filters: `col`, `col__exact`, `col__gt`, `col__gte`, "
+            "`col__lt`, `col__lte`, `col__in` (comma-separated).",
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+        }
+    ],
+}
+
+
+@router.get(
+    "/resources/{resource_id}/data",
+    summary="Read the rows of a resource",
+    description=DESCRIPTION,
+    response_model=None,
+    responses={
+        200: {"model": DataPageResponse, "description": "A page of rows."},
+        **openapi_responses(ERRORS),
+    },
+    openapi_extra=FILTERS_OPENAPI,
+)
+async def read_resource_data(
+    request: Request,
+    resource_id: Annotated[int, Path(description="Resource id.")],
+    workspace_id: Annotated[
+        str,
+        Header(
+            alias="workspace_id",
+            convert_underscores=False,
+            description="Numeric id of the owning workspace.",
+        ),
+    ],
+    x_api_key: Annotated[str | None, Header(alias="X-API-Key", description="API key.")] = None,
+    page: Annotated[int, Query(ge=1, description="One-based page number.")] = 1,
+    page_size: Annotated[
+        int,
+        Query(
+            ge=1,
+            description=f"Rows per page, at most {MAX_PAGE_SIZE}"
+            " (higher values are capped silently).",
+        ),
+    ] = DEFAULT_PAGE_SIZE,
+    fields: Annotated[str | None, Query(description="Comma-separated columns to return.")] = None,
+    ordering: Annotated[str | None, Query(description="A column; `-` prefix: descending.")] = None,
+) -> Response:
+    if "workspace_id" in request.query_params:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("query", "workspace_id"),
+                    "msg": "workspace_id must be sent as a header, not in the query string",
+                    "input": request.query_params["workspace_id"],
+                }
+            ]
+        )
+    try:
+        workspace = int(workspace_id)
+    except ValueError:
+        raise InvalidWorkspaceHeaderError() from None
+    service: DataQueryService = request.app.state.runtime.data_query
+    filters = [
+        (k, v) for k, v in request.query_params.multi_items() if k not in RESERVED_PARAMETERS
+    ]
+    body = await run_in_threadpool(
+        service.read,
+        DataRequest(
+            resource_id=resource_id,
+            workspace_id=workspace,
+            api_key=x_api_key,
+            filters=filters,
+            fields=fields,
+            ordering=ordering,
+            page=page,
+            page_size=page_size,
+        ),
+    )
+    return Response(body, media_type="application/json")

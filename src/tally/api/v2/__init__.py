@@ -1,0 +1,1 @@
+"""The ingestion API, version 2."""

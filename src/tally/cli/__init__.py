@@ -1,0 +1,1 @@
+"""The `tally` command: onboarding and operation. Every command prints one JSON object."""

@@ -1,0 +1,9 @@
+"""The one source of "now": always UTC, and passed in where a test needs another time."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)

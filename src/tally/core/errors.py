@@ -1,0 +1,190 @@
+"""The one tree of tally's errors; every boundary translates into or out of it.
+
+    TallyError
+    ├── NotFoundError
+    │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
+    │   ├── WebhookNotFoundError, FileNotFoundInSourceError
+    ├── AuthError
+    │   ├── InvalidCredentialsError          (Data API 401)
+    │   ├── ResourceOwnershipError           (Data API 403)
+    │   └── IngestionForbiddenError          (ingestion API 403, no hint)
+    ├── InvalidRequestError                  (a request that names things that do not exist)
+    │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
+    │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
+    │   └── DefinitionRejectedError          (ingestion 400 with an errors list)
+    ├── LoadError                            (a file that cannot be loaded: line and column)
+    │   └── SchemaMismatchError
+    ├── FetchError(transient)                (a download that failed)
+    ├── ConflictError
+    └── StorageError                         (the database could not be reached: 503 / 502)
+
+Services raise these; `api/errors.py` maps them to status codes and texts.
+Every class carries structured context so each edge renders it its own way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class TallyError(Exception):
+    """Something went wrong in tally."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or type(self).__name__).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class NotFoundError(TallyError):
+    """The thing asked for does not exist."""
+
+
+class AccountNotFoundError(NotFoundError):
+    """Account not found"""
+
+
+class WorkspaceNotFoundError(NotFoundError):
+    """Workspace not found"""
+
+
+class ResourceNotFoundError(NotFoundError):
+    """Resource not found"""
+
+
+class WebhookNotFoundError(NotFoundError):
+    """Webhook not found"""
+
+
+class FileNotFoundInSourceError(NotFoundError):
+    """File not found"""
+
+
+class AuthError(TallyError):
+    """Authentication or authorisation failed."""
+
+
+class InvalidCredentialsError(AuthError):
+    """Could not validate credentials"""
+
+
+class ResourceOwnershipError(AuthError):
+    """Resource does not belong to the specified workspace"""
+
+
+class IngestionForbiddenError(AuthError):
+    """Forbidden"""
+
+
+class InvalidRequestError(TallyError):
+    """The request cannot be applied."""
+
+
+class InvalidWorkspaceHeaderError(InvalidRequestError):
+    """workspace_id must be a valid integer"""
+
+
+class UnknownNameError(InvalidRequestError):
+    """A request names a column the resource does not have."""
+
+    template = "{name}"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(self.template.format(name=name))
+
+
+class UnknownFilterFieldError(UnknownNameError):
+    template = "Filter field '{name}' is not a valid column for this resource."
+
+
+class UnknownFieldError(UnknownNameError):
+    template = "Field '{name}' is not a valid column for this resource."
+
+
+class UnknownOrderingFieldError(UnknownNameError):
+    template = "Ordering field '{name}' is not a valid column for this resource."
+
+
+class UnsupportedOperatorError(UnknownNameError):
+    template = "Operator '{name}' is not supported."
+
+
+class QueryNotApplicableError(InvalidRequestError):
+    """The requested filters or ordering could not be applied."""
+
+    def __init__(self, reason: str = "") -> None:
+        # The wire text is fixed by the spec; the reason is kept for logs.
+        self.reason = reason
+        super().__init__()
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One rejected field of a request body: where it is and why."""
+
+    field: str
+    message: str
+
+
+class DefinitionRejectedError(InvalidRequestError):
+    """The platform rejected the definition."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+
+class LoadError(TallyError):
+    """The file could not be loaded."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: str | None = None) -> None:
+        self.line = line
+        self.column = column
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if column is not None:
+            where.append(f"column '{column}'")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.reason = message
+
+
+@dataclass
+class SchemaDifference:
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+
+
+class SchemaMismatchError(LoadError):
+    """The file's columns are not the source's columns."""
+
+    def __init__(self, difference: SchemaDifference) -> None:
+        self.difference = difference
+        parts = []
+        if difference.missing:
+            parts.append("missing columns: " + ", ".join(difference.missing))
+        if difference.unexpected:
+            parts.append("unexpected columns: " + ", ".join(difference.unexpected))
+        super().__init__("header does not match the source's columns; " + "; ".join(parts), line=1)
+
+
+class FetchError(TallyError):
+    """The file could not be downloaded."""
+
+    def __init__(
+        self, message: str, *, transient: bool, retry_after_seconds: float | None = None
+    ) -> None:
+        self.transient = transient
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message)
+
+
+class ConflictError(TallyError):
+    """The change conflicts with what is stored."""
+
+
+class StorageError(TallyError):
+    """Data platform is temporarily unavailable. Please try again later."""

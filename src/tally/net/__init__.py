@@ -1,0 +1,1 @@
+"""Talking to the outside world safely: SSRF-guarded downloads and signed webhooks."""

@@ -1,0 +1,1 @@
+"""The CSV loader: read a file as published, infer its types, load it all or nothing."""

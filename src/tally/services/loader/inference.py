@@ -1,0 +1,148 @@
+"""Type inference over a whole file, a batch at a time, and checks against known types.
+
+Each column holds a candidate type that only ever widens (integer -> decimal -> text,
+date -> timestamp -> text). A batch is tested with one regular-expression match over
+the column's values joined by newlines, which runs in C: inference costs a fraction
+of parsing, even on a 1 GB file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from tally.core.columns import (
+    BOOLEAN_PATTERN,
+    DATE_PATTERN,
+    DECIMAL_PATTERN,
+    INT64_MAX,
+    INTEGER_PATTERN,
+    TIMESTAMP_AWARE_PATTERN,
+    TIMESTAMP_NAIVE_PATTERN,
+    ColumnType,
+)
+from tally.core.errors import LoadError
+
+# Shapes a column can take; "timestamp_naive" also admits bare dates (midnight).
+TEXT, BOOLEAN, INTEGER, DECIMAL, DATE = "text", "boolean", "integer", "decimal", "date"
+TS_NAIVE, TS_AWARE = "timestamp_naive", "timestamp_aware"
+_SHAPE_PATTERNS = {
+    BOOLEAN: BOOLEAN_PATTERN,
+    INTEGER: INTEGER_PATTERN,
+    DECIMAL: DECIMAL_PATTERN,
+    DATE: DATE_PATTERN,
+    TS_NAIVE: f"(?:{TIMESTAMP_NAIVE_PATTERN}|{DATE_PATTERN})",
+    TS_AWARE: TIMESTAMP_AWARE_PATTERN,
+}
+_ONE = {shape: re.compile(p) for shape, p in _SHAPE_PATTERNS.items()}
+_MANY = {shape: re.compile(f"(?:{p})?(?:\n(?:{p})?)*") for shape, p in _SHAPE_PATTERNS.items()}
+_FIRST_GUESSES = (BOOLEAN, INTEGER, DECIMAL, DATE, TS_NAIVE, TS_AWARE)
+_WIDER = {
+    INTEGER: (DECIMAL,),
+    DATE: (TS_NAIVE,),
+    DECIMAL: (),
+    BOOLEAN: (),
+    TS_NAIVE: (),
+    TS_AWARE: (),
+}
+_FRACTION = re.compile(r"\.([0-9]+)")
+# Below this many characters a scaled value cannot leave int64 (19 digits).
+_SAFE_NUMBER_CHARS = 17
+
+
+def shape_of(column_type: ColumnType, timezone: bool) -> str:
+    if column_type is ColumnType.TIMESTAMP:
+        return TS_AWARE if timezone else TS_NAIVE
+    return str(column_type)
+
+
+def values_fit(shape: str, values: Sequence[str]) -> bool:
+    """Do all values (empty ones included, as missing) have this shape?"""
+    if shape == TEXT:
+        return True
+    blob = "\n".join(values)
+    if blob.count("\n") != len(values) - 1:  # a value with an embedded newline
+        pattern = _ONE[shape]
+        return all(v == "" or pattern.fullmatch(v) for v in values)
+    if _MANY[shape].fullmatch(blob) is None:
+        return False
+    if shape in (DATE, TS_NAIVE, TS_AWARE):
+        return _calendar_valid(values)
+    return True
+
+
+def first_misfit(shape: str, values: Sequence[str]) -> int:
+    """Index of the first value that does not have the shape (values_fit was False)."""
+    pattern = _ONE[shape]
+    for i, value in enumerate(values):
+        if value and (pattern.fullmatch(value) is None or not _calendar_valid([value])):
+            return i
+    return -1  # pragma: no cover - only called after a failed fit
+
+
+def _calendar_valid(values: Sequence[str]) -> bool:
+    """The patterns admit 2024-02-30; the calendar does not. Few distinct dates exist."""
+    try:
+        for day in {v[:10] for v in values if v}:
+            dt.date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True
+
+
+def decimal_scale(values: Sequence[str]) -> int:
+    return max((len(m) for m in _FRACTION.findall("\n".join(values))), default=0)
+
+
+def largest_magnitude(values: Sequence[str]) -> Decimal:
+    """Largest absolute value among the long numbers (short ones always fit)."""
+    longest = max(map(len, values), default=0)
+    if longest < _SAFE_NUMBER_CHARS:
+        return Decimal(0)
+    return max(
+        (abs(Decimal(v)) for v in values if len(v) >= _SAFE_NUMBER_CHARS), default=Decimal(0)
+    )
+
+
+@dataclass
+class ColumnGuess:
+    """What one column looks like so far."""
+
+    shape: str | None = None  # None: only empty values so far
+    scale: int = 0
+    magnitude: Decimal = field(default_factory=lambda: Decimal(0))
+
+    def observe(self, values: Sequence[str]) -> None:
+        if self.shape == TEXT or not any(values):
+            return
+        candidates = _FIRST_GUESSES if self.shape is None else (self.shape, *_WIDER[self.shape])
+        self.shape = next((s for s in candidates if values_fit(s, values)), TEXT)
+        if self.shape == DECIMAL:
+            self.scale = max(self.scale, decimal_scale(values))
+        if self.shape in (INTEGER, DECIMAL):
+            self.magnitude = max(self.magnitude, largest_magnitude(values))
+
+    def resolve(self) -> tuple[ColumnType, int, bool]:
+        """(type, scale, timezone) once the whole file has been seen."""
+        shape = self.shape or TEXT
+        if shape in (INTEGER, DECIMAL) and self.magnitude.scaleb(self.scale) > INT64_MAX:
+            return ColumnType.TEXT, 0, False  # beyond exact 64-bit storage: keep the digits
+        if shape in (TS_NAIVE, TS_AWARE):
+            return ColumnType.TIMESTAMP, 0, shape == TS_AWARE
+        return ColumnType(shape), self.scale, False
+
+
+def check_fits(shape: str, values: Sequence[str], *, lines: Sequence[int], column: str) -> None:
+    """Raise a LoadError naming the line and column of the first value of another type."""
+    if values_fit(shape, values):
+        return
+    index = first_misfit(shape, values)
+    kind = shape.replace("timestamp_naive", "timestamp").replace(
+        "timestamp_aware", "timestamp with offset"
+    )
+    raise LoadError(
+        f"value {values[index]!r} is not a valid {kind}", line=lines[index], column=column
+    )

@@ -1,0 +1,1 @@
+"""Storage: the SQL database and the file store. Imports only tally.core."""

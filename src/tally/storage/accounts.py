@@ -1,0 +1,130 @@
+"""Queries for accounts, workspaces, API keys and folders. Callers own the transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from tally.core.errors import AccountNotFoundError, WorkspaceNotFoundError
+from tally.storage.schema import accounts, api_keys, folders, workspaces
+
+MAX_ID = 2**31 - 1  # ids are 32-bit; a larger number names nothing
+
+
+@dataclass(frozen=True)
+class Account:
+    id: int
+    name: str
+    allowed_origins: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: int
+    account_id: int
+    name: str
+    ingestion_enabled: bool
+
+    @classmethod
+    def from_row(cls, row: Any) -> Workspace:
+        return cls(row.id, row.account_id, row.name, bool(row.ingestion_enabled))
+
+
+def insert_account(
+    conn: Connection, *, name: str, allowed_origins: list[str], now: dt.datetime
+) -> Account:
+    account_id = conn.execute(
+        insert(accounts)
+        .values(name=name, allowed_origins=allowed_origins, created_at=now)
+        .returning(accounts.c.id)
+    ).scalar_one()
+    return Account(account_id, name, tuple(allowed_origins))
+
+
+def get_account(conn: Connection, account_id: int) -> Account:
+    row = conn.execute(select(accounts).where(accounts.c.id == account_id)).first()
+    if row is None:
+        raise AccountNotFoundError()
+    return Account(row.id, row.name, tuple(row.allowed_origins or ()))
+
+
+def insert_workspace(
+    conn: Connection, *, account_id: int, name: str, ingestion_enabled: bool, now: dt.datetime
+) -> Workspace:
+    workspace_id = conn.execute(
+        insert(workspaces)
+        .values(
+            account_id=account_id, name=name, ingestion_enabled=ingestion_enabled, created_at=now
+        )
+        .returning(workspaces.c.id)
+    ).scalar_one()
+    return Workspace(workspace_id, account_id, name, ingestion_enabled)
+
+
+def find_workspace(conn: Connection, workspace_id: int) -> Workspace | None:
+    if not 0 < workspace_id <= MAX_ID:
+        return None
+    row = conn.execute(select(workspaces).where(workspaces.c.id == workspace_id)).first()
+    return Workspace.from_row(row) if row else None
+
+
+def get_workspace(conn: Connection, workspace_id: int) -> Workspace:
+    workspace = find_workspace(conn, workspace_id)
+    if workspace is None:
+        raise WorkspaceNotFoundError()
+    return workspace
+
+
+def set_ingestion_enabled(conn: Connection, workspace_id: int, enabled: bool) -> None:
+    result = conn.execute(
+        update(workspaces).where(workspaces.c.id == workspace_id).values(ingestion_enabled=enabled)
+    )
+    if result.rowcount == 0:
+        raise WorkspaceNotFoundError()
+
+
+def insert_api_key(conn: Connection, *, workspace_id: int, key_hash: str, now: dt.datetime) -> int:
+    return int(
+        conn.execute(
+            insert(api_keys)
+            .values(workspace_id=workspace_id, key_hash=key_hash, created_at=now)
+            .returning(api_keys.c.id)
+        ).scalar_one()
+    )
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    workspace_id: int
+    key_hash: str
+
+
+def find_active_key(conn: Connection, key_hash: str) -> StoredKey | None:
+    row = conn.execute(
+        select(api_keys.c.workspace_id, api_keys.c.key_hash).where(
+            api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None)
+        )
+    ).first()
+    return StoredKey(row.workspace_id, row.key_hash) if row else None
+
+
+def insert_folder(conn: Connection, *, workspace_id: int, name: str, now: dt.datetime) -> int:
+    return int(
+        conn.execute(
+            insert(folders)
+            .values(workspace_id=workspace_id, name=name, created_at=now)
+            .returning(folders.c.id)
+        ).scalar_one()
+    )
+
+
+def folder_belongs_to(conn: Connection, folder_id: int, workspace_id: int) -> bool:
+    row = conn.execute(
+        select(folders.c.id).where(
+            folders.c.id == folder_id, folders.c.workspace_id == workspace_id
+        )
+    ).first()
+    return row is not None

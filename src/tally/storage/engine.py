@@ -1,0 +1,90 @@
+"""Engine creation for both backends, and the few flags where their SQL differs.
+
+SQLite (the embedded default) runs in WAL mode so readers never wait for the writer;
+transactions begin explicitly so a writer can take the lock up front (BEGIN IMMEDIATE)
+instead of failing half-way. PostgreSQL is reached through psycopg 3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_OPTION = "tally_write"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What differs between the two databases, named by what it means."""
+
+    is_postgresql: bool
+
+    @property
+    def supports_skip_locked(self) -> bool:
+        return self.is_postgresql
+
+    @property
+    def name(self) -> str:
+        return "postgresql" if self.is_postgresql else "sqlite"
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain postgresql:// URLs and route them to psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        path = url.removeprefix("sqlite:///")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size * 4,
+            connect_args={"check_same_thread": False, "timeout": 30},
+        )
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def backend_of(engine: Engine | Connection) -> Backend:
+    return Backend(is_postgresql=engine.dialect.name == "postgresql")
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Autocommit at the driver level; SQLAlchemy's "begin" event below emits BEGIN.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "foreign_keys=ON",
+            f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+            "temp_store=MEMORY",
+            "cache_size=-65536",
+            "mmap_size=1073741824",
+        ):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def write_connection(engine: Engine) -> Connection:
+    """A connection whose transactions take the write lock at BEGIN on SQLite."""
+    return engine.connect().execution_options(**{WRITE_OPTION: True})

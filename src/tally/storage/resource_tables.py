@@ -1,0 +1,238 @@
+"""The per-resource row tables: DDL, bulk writes, indexes, and the page/count queries.
+
+Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
+and physical columns c0..cN (labels live in the catalogue, so any header text is a
+valid column name). Rows are rendered to JSON by the database itself (json_object on
+SQLite, json_build_object on PostgreSQL): a page travels to Python as one string per
+row, which is what makes large pages cheap, and decimals keep their exact digits.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from tally.core.columns import Column, ColumnType
+from tally.core.filters import Condition, Ordering, RowQuery
+from tally.storage.engine import backend_of
+
+ROW_ID = "_row_id"
+# json_object / json_build_object take at most ~100 arguments: build wider rows in chunks.
+JSON_CHUNK_COLUMNS = 40
+_NUMERIC_TYPES = (ColumnType.INTEGER, ColumnType.DECIMAL)
+
+
+def _sql_type(column: Column, postgresql: bool) -> str:
+    if column.type in _NUMERIC_TYPES:
+        return "BIGINT" if postgresql else "INTEGER"
+    if column.type is ColumnType.BOOLEAN:
+        return "BOOLEAN" if postgresql else "INTEGER"
+    # Byte order, the same on both backends: "C" collation on PostgreSQL.
+    return 'TEXT COLLATE "C"' if postgresql else "TEXT"
+
+
+def create_table(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+    postgresql = backend_of(conn).is_postgresql
+    row_id = (
+        f"{ROW_ID} BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+        if postgresql
+        else f"{ROW_ID} INTEGER PRIMARY KEY"
+    )
+    body = ", ".join([row_id, *(f"{c.physical} {_sql_type(c, postgresql)}" for c in columns)])
+    conn.exec_driver_sql(f"CREATE TABLE {table} ({body})")
+
+
+def drop_table(conn: Connection, table: str) -> None:
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def rescale_column(conn: Connection, table: str, physical: str, factor: int) -> None:
+    """Multiply a stored decimal column (a file brought more fractional digits)."""
+    conn.exec_driver_sql(f"UPDATE {table} SET {physical} = {physical} * {int(factor)}")
+
+
+class RowWriter:
+    """Appends typed rows to a resource table inside the caller's transaction."""
+
+    def __init__(self, conn: Connection, table: str, physicals: Sequence[str]) -> None:
+        self._postgresql = backend_of(conn).is_postgresql
+        self._driver = conn.connection.dbapi_connection
+        assert self._driver is not None
+        names = ", ".join(physicals)
+        self._cursor = self._driver.cursor()
+        if self._postgresql:
+            self._copy_cm = self._cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT csv)")
+            self._copy = self._copy_cm.__enter__()
+        else:
+            marks = ", ".join("?" for _ in physicals)
+            self._insert = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+
+    def write(self, rows: Sequence[Sequence[Any]]) -> None:
+        if self._postgresql:
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerows(rows)
+            self._copy.write(buffer.getvalue())
+        else:
+            self._cursor.executemany(self._insert, rows)
+
+    def close(self, *, failed: bool = False) -> None:
+        if self._postgresql:
+            if failed:
+                self._copy_cm.__exit__(RuntimeError, RuntimeError("load aborted"), None)
+            else:
+                self._copy_cm.__exit__(None, None, None)
+        self._cursor.close()
+
+
+def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+    """One index per column, shaped like the ORDER BY the Data API emits (NULL first,
+    ties on the row id), then fresh planner statistics."""
+    postgresql = backend_of(conn).is_postgresql
+    if postgresql:
+        conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
+    for column in columns:
+        keys = f"{column.physical} NULLS FIRST, {ROW_ID}" if postgresql else column.physical
+        conn.exec_driver_sql(
+            f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({keys})"
+        )
+    conn.exec_driver_sql(f"ANALYZE {table}")
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+def _table(table: str, columns: Sequence[Column]) -> sa.TableClause:
+    return sa.table(table, sa.column(ROW_ID), *(sa.column(c.physical) for c in columns))
+
+
+def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
+    """SQL text rendering one stored value as its JSON value (exact decimals)."""
+    if column.type is ColumnType.DECIMAL and column.scale:
+        unit = 10**column.scale
+        if postgresql:
+            return f"({ref}::numeric * 0.{'0' * (column.scale - 1)}1)"
+        return (
+            f"json((CASE WHEN {ref} < 0 THEN '-' ELSE '' END) || (abs({ref}) / {unit})"
+            f" || '.' || substr('{'0' * column.scale}' || (abs({ref}) % {unit}),"
+            f" -{column.scale}))"
+        )
+    if column.type is ColumnType.BOOLEAN and not postgresql:
+        return f"json(CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END)"
+    if column.type is ColumnType.TIMESTAMP and column.timezone:
+        return f"({ref} || 'Z')"
+    return ref
+
+
+def _json_object(
+    fields: Sequence[Column],
+    prefix: str,
+    postgresql: bool,
+) -> sa.ColumnElement[Any]:
+    """One JSON object text per row; labels are bound parameters, never SQL text."""
+    chunks: list[sa.ColumnElement[Any]] = []
+    for start in range(0, len(fields), JSON_CHUNK_COLUMNS):
+        args: list[sa.ColumnElement[Any]] = []
+        for column in fields[start : start + JSON_CHUNK_COLUMNS]:
+            key = sa.literal(column.name, sa.Text)
+            args += [
+                sa.cast(key, sa.Text) if postgresql else key,
+                sa.literal_column(
+                    _json_value_sql(column, f"{prefix}{column.physical}", postgresql)
+                ),
+            ]
+        chunk = (
+            sa.cast(sa.func.json_build_object(*args), sa.Text)
+            if postgresql
+            else sa.func.json_object(*args)
+        )
+        chunks.append(chunk)
+    if len(chunks) == 1:
+        return chunks[0]
+    # Stitch chunk objects: {"a":1} {"b":2} -> {"a":1,"b":2}. Values are scalars, so
+    # each chunk has exactly one brace at each end.
+    joined: sa.ColumnElement[Any] = sa.func.rtrim(chunks[0], "}")
+    for chunk in chunks[1:-1]:
+        joined = joined.concat(",").concat(sa.func.trim(chunk, "{}"))
+    return joined.concat(",").concat(sa.func.ltrim(chunks[-1], "{"))
+
+
+def _condition(col: sa.ColumnClause[Any], condition: Condition) -> sa.ColumnElement[bool]:
+    op, values = condition.op, condition.values
+    if op == "eq":
+        return col == values[0]
+    if op == "in":
+        return col.in_(values)
+    if op == "in_or_null":
+        return sa.or_(col.in_(values), col.is_(None)) if values else col.is_(None)
+    if op == "is_null":
+        return col.is_(None)
+    if op == "is_not_null":
+        return col.is_not(None)
+    if op == "never":
+        return sa.false()
+    return {
+        "gt": col > values[0],
+        "gte": col >= values[0],
+        "lt": col < values[0],
+        "lte": col <= values[0],
+    }[op]
+
+
+def _where(table: sa.TableClause, query: RowQuery) -> list[sa.ColumnElement[bool]]:
+    return [_condition(table.c[c.column.physical], c) for c in query.conditions]
+
+
+def _order_by(
+    table: sa.TableClause | sa.Subquery,
+    ordering: Ordering,
+    postgresql: bool,
+) -> list[sa.UnaryExpression[Any]]:
+    row_id = table.c[ROW_ID]
+    if ordering.column is None:
+        return [row_id.desc() if ordering.descending else row_id.asc()]
+    col = table.c[ordering.column.physical]
+    if ordering.descending:
+        key = col.desc().nulls_last() if postgresql else col.desc()
+        return [key, row_id.desc()]
+    key = col.asc().nulls_first() if postgresql else col.asc()
+    return [key, row_id.asc()]
+
+
+def select_page(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    query: RowQuery,
+) -> list[str]:
+    """The page's rows, each already a JSON object text."""
+    postgresql = backend_of(conn).is_postgresql
+    source = _table(table, columns)
+    needed = {c.physical for c in query.fields}
+    if query.ordering.column is not None:
+        needed.add(query.ordering.column.physical)
+    inner = (
+        sa.select(source.c[ROW_ID], *(source.c[p] for p in sorted(needed)))
+        .where(*_where(source, query))
+        .order_by(*_order_by(source, query.ordering, postgresql))
+        .limit(query.page_size)
+        .offset(query.offset)
+        .subquery("page")
+    )
+    # The JSON is built above the LIMIT, so rows skipped by OFFSET are never rendered.
+    stmt = (
+        sa.select(_json_object(query.fields, "page.", postgresql))
+        .select_from(inner)
+        .order_by(*_order_by(inner, query.ordering, postgresql))
+    )
+    return list(conn.execute(stmt).scalars())
+
+
+def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:
+    source = _table(table, columns)
+    stmt = sa.select(sa.func.count()).select_from(source).where(*_where(source, query))
+    return int(conn.execute(stmt).scalar_one())

@@ -1,0 +1,164 @@
+"""Queries for the resources catalogue: owner, columns, row count and data version."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from tally.core.columns import Column
+from tally.core.errors import ResourceNotFoundError
+from tally.storage.engine import backend_of
+from tally.storage.schema import resources
+
+MAX_ID = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Resource:
+    id: int
+    workspace_id: int
+    folder_id: int | None
+    name: str
+    kind: str
+    columns: tuple[Column, ...]
+    is_placeholder: bool
+    data_version: int
+    row_count: int
+    indexed_version: int
+
+    @property
+    def table_name(self) -> str:
+        return table_name_for(self.id)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Resource:
+        return cls(
+            id=row.id,
+            workspace_id=row.workspace_id,
+            folder_id=row.folder_id,
+            name=row.name,
+            kind=row.kind,
+            columns=tuple(Column.from_json(c) for c in row.columns),
+            is_placeholder=bool(row.is_placeholder),
+            data_version=int(row.data_version),
+            row_count=int(row.row_count),
+            indexed_version=int(row.indexed_version),
+        )
+
+
+def is_storable_id(value: int) -> bool:
+    """Ids are 32-bit: a larger number names nothing (and must not reach the driver)."""
+    return 0 < value <= MAX_ID
+
+
+def table_name_for(resource_id: int) -> str:
+    return f"r_{resource_id}"
+
+
+def insert_resource(
+    conn: Connection,
+    *,
+    workspace_id: int,
+    name: str,
+    kind: str,
+    columns: tuple[Column, ...],
+    is_placeholder: bool,
+    folder_id: int | None,
+    now: dt.datetime,
+) -> Resource:
+    resource_id = conn.execute(
+        insert(resources)
+        .values(
+            workspace_id=workspace_id,
+            folder_id=folder_id,
+            name=name,
+            kind=kind,
+            columns=[c.to_json() for c in columns],
+            is_placeholder=is_placeholder,
+            data_version=0,
+            row_count=0,
+            indexed_version=0,
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(resources.c.id)
+    ).scalar_one()
+    return Resource(
+        resource_id, workspace_id, folder_id, name, kind, columns, is_placeholder, 0, 0, 0
+    )
+
+
+def find_resource(conn: Connection, resource_id: int) -> Resource | None:
+    if not is_storable_id(resource_id):
+        return None
+    row = conn.execute(select(resources).where(resources.c.id == resource_id)).first()
+    return Resource.from_row(row) if row else None
+
+
+def get_resource(conn: Connection, resource_id: int) -> Resource:
+    resource = find_resource(conn, resource_id)
+    if resource is None:
+        raise ResourceNotFoundError()
+    return resource
+
+
+def lock_resource(conn: Connection, resource_id: int) -> Resource:
+    """Read the resource and hold its row lock until commit (one loader at a time)."""
+    stmt = select(resources).where(resources.c.id == resource_id)
+    if backend_of(conn).is_postgresql:
+        stmt = stmt.with_for_update()
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise ResourceNotFoundError()
+    return Resource.from_row(row)
+
+
+def find_resource_by_name(conn: Connection, workspace_id: int, name: str) -> Resource | None:
+    row = conn.execute(
+        select(resources).where(resources.c.workspace_id == workspace_id, resources.c.name == name)
+    ).first()
+    return Resource.from_row(row) if row else None
+
+
+def record_load(
+    conn: Connection,
+    resource: Resource,
+    *,
+    columns: tuple[Column, ...],
+    added_rows: int,
+    now: dt.datetime,
+) -> Resource:
+    """Bump the data version and row count in the loader's transaction."""
+    version = resource.data_version + 1
+    conn.execute(
+        update(resources)
+        .where(resources.c.id == resource.id)
+        .values(
+            columns=[c.to_json() for c in columns],
+            is_placeholder=False,
+            data_version=version,
+            row_count=resource.row_count + added_rows,
+            updated_at=now,
+        )
+    )
+    return Resource(
+        resource.id,
+        resource.workspace_id,
+        resource.folder_id,
+        resource.name,
+        resource.kind,
+        columns,
+        False,
+        version,
+        resource.row_count + added_rows,
+        resource.indexed_version,
+    )
+
+
+def record_indexed(conn: Connection, resource_id: int, version: int) -> None:
+    conn.execute(
+        update(resources).where(resources.c.id == resource_id).values(indexed_version=version)
+    )
