@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from collections.abc import Callable
 from typing import Any
 
 INT64_MAX = 2**63 - 1
@@ -170,3 +171,19 @@ def parse_value(column: Column, text: str) -> Any:
     if word is None:
         raise ValueError(f"not a boolean: {text!r}")
     return word
+
+
+def stored_value_converter(column: Column) -> Callable[[str], Any]:
+    """Text from a file -> the stored value ("" is a missing value). The text has been
+    checked against the column's type already."""
+    kind = column.type
+    if kind is ColumnType.INTEGER:
+        return lambda v: int(v) if v else None
+    if kind is ColumnType.DECIMAL:
+        scale = column.scale
+        return lambda v: scale_decimal(v, scale) if v else None
+    if kind is ColumnType.BOOLEAN:
+        return lambda v: v.lower() == "true" if v else None
+    if kind is ColumnType.TIMESTAMP:
+        return lambda v: canonical_timestamp(v)[0] if v else None
+    return lambda v: v or None

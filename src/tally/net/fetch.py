@@ -54,7 +54,6 @@ _SCHEMES = frozenset({"http", "https"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
-_CHUNK_BYTES = 64 * 1024
 _DEADLINE_SLACK_SECONDS = 0.01
 
 
@@ -71,10 +70,10 @@ class FetchLimits:
 
 @dataclass(frozen=True)
 class Credentials:
-    """How to authenticate the download; the secrets stay out of `repr`."""
+    """How to authenticate the download; only `kind` shows in `repr`, never a secret."""
 
     kind: Literal["basic_auth", "api_key", "bearer"]
-    username: str | None = None
+    username: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
     api_key: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
@@ -189,6 +188,13 @@ def _resolve(host: str, port: int) -> list[str]:
     return addresses
 
 
+def _same_address(host: str, address: str) -> bool:
+    try:
+        return ipaddress.ip_address(host) == ipaddress.ip_address(address)
+    except ValueError:
+        return False
+
+
 class _VettingBackend(httpcore.NetworkBackend):
     """Resolves the host itself, checks every address, then connects to a checked one.
 
@@ -210,7 +216,12 @@ class _VettingBackend(httpcore.NetworkBackend):
     ) -> httpcore.NetworkStream:
         addresses = _resolve(host, port)
         for address in addresses:  # all of them first: none is tried if any is refused
-            self._policy.check(address)
+            try:
+                self._policy.check(address)
+            except FetchError as exc:
+                if _same_address(host, address):
+                    raise
+                raise FetchError(f"{exc.message} (from {host})", transient=False) from None
         options = list(socket_options or ())
         failure: Exception = httpcore.ConnectError(f"no address to connect to for {host}")
         for address in addresses:
@@ -454,7 +465,9 @@ def classify_status(
     where = f" from {source}" if source else ""
     transient = status >= 500 or status in (408, 429)
     delay = _retry_after_seconds(retry_after) if status in _RETRY_AFTER_STATUSES else None
-    return FetchError(f"HTTP {status}{phrase}{where}", transient=transient, retry_after_seconds=delay)
+    return FetchError(
+        f"HTTP {status}{phrase}{where}", transient=transient, retry_after_seconds=delay
+    )
 
 
 # --- the download -------------------------------------------------------------------------
@@ -463,7 +476,7 @@ def classify_status(
 def _redirect_location(response: httpx.Response, url: httpx.URL) -> str | None:
     if response.status_code not in _REDIRECT_STATUSES:
         return None
-    location = response.headers.get("location")
+    location: str | None = response.headers.get("location")
     if not location:
         message = f"HTTP {response.status_code} redirect from {_describe(url)} has no Location"
         raise FetchError(message, transient=False)
@@ -525,7 +538,7 @@ def _stream_body(
     """Write the body to `out`; return its size and sha256, within the size and time budget."""
     digest, size, limit = hashlib.sha256(), 0, budget.limits.max_file_bytes
     try:
-        for chunk in response.iter_bytes(_CHUNK_BYTES):
+        for chunk in response.iter_bytes():  # as it arrives: limits are checked per piece
             size += len(chunk)
             if size > limit:
                 raise _too_large(limit)

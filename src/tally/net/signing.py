@@ -27,7 +27,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tally.core.errors import AuthError
 
-SECRET_PREFIX = "whsec_"
+SECRET_PREFIX = "whsec_"  # noqa: S105 - the scheme's marker, not a secret
 _SECRET_BYTES = 32
 
 

@@ -9,8 +9,6 @@ row, which is what makes large pages cheap, and decimals keep their exact digits
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,39 +52,6 @@ def drop_table(conn: Connection, table: str) -> None:
 def rescale_column(conn: Connection, table: str, physical: str, factor: int) -> None:
     """Multiply a stored decimal column (a file brought more fractional digits)."""
     conn.exec_driver_sql(f"UPDATE {table} SET {physical} = {physical} * {int(factor)}")
-
-
-class RowWriter:
-    """Appends typed rows to a resource table inside the caller's transaction."""
-
-    def __init__(self, conn: Connection, table: str, physicals: Sequence[str]) -> None:
-        self._postgresql = backend_of(conn).is_postgresql
-        self._driver = conn.connection.dbapi_connection
-        assert self._driver is not None
-        names = ", ".join(physicals)
-        self._cursor = self._driver.cursor()
-        if self._postgresql:
-            self._copy_cm = self._cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT csv)")
-            self._copy = self._copy_cm.__enter__()
-        else:
-            marks = ", ".join("?" for _ in physicals)
-            self._insert = f"INSERT INTO {table} ({names}) VALUES ({marks})"
-
-    def write(self, rows: Sequence[Sequence[Any]]) -> None:
-        if self._postgresql:
-            buffer = io.StringIO()
-            csv.writer(buffer, lineterminator="\n").writerows(rows)
-            self._copy.write(buffer.getvalue())
-        else:
-            self._cursor.executemany(self._insert, rows)
-
-    def close(self, *, failed: bool = False) -> None:
-        if self._postgresql:
-            if failed:
-                self._copy_cm.__exit__(RuntimeError, RuntimeError("load aborted"), None)
-            else:
-                self._copy_cm.__exit__(None, None, None)
-        self._cursor.close()
 
 
 def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> None:

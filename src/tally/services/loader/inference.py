@@ -48,6 +48,11 @@ _WIDER = {
     TS_NAIVE: (),
     TS_AWARE: (),
 }
+# Timestamps already canonical but for a 'T' or a 'Z': stored without Python's help.
+_PLAIN_TIMESTAMPS = re.compile(
+    f"(?:{DATE_PATTERN}[T ][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}Z?)?"
+    f"(?:\n(?:{DATE_PATTERN}[T ][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}Z?)?)*"
+)
 _FRACTION = re.compile(r"\.([0-9]+)")
 # Below this many characters a scaled value cannot leave int64 (19 digits).
 _SAFE_NUMBER_CHARS = 17
@@ -93,8 +98,25 @@ def _calendar_valid(values: Sequence[str]) -> bool:
     return True
 
 
+def timestamps_are_plain(values: Sequence[str]) -> bool:
+    return _PLAIN_TIMESTAMPS.fullmatch("\n".join(values)) is not None
+
+
 def decimal_scale(values: Sequence[str]) -> int:
-    return max((len(m) for m in _FRACTION.findall("\n".join(values))), default=0)
+    return fraction_digits(values)[0]
+
+
+def fraction_digits(values: Sequence[str]) -> tuple[int, int | None]:
+    """(most fractional digits, the one count every non-empty value has, else None)."""
+    lengths = set(map(len, _FRACTION.findall("\n".join(values))))
+    if not lengths:
+        return 0, (0 if any(values) else None)
+    uniform = len(lengths) == 1 and sum(1 for v in values if "." in v) == _filled(values)
+    return max(lengths), (next(iter(lengths)) if uniform else None)
+
+
+def _filled(values: Sequence[str]) -> int:
+    return len(values) - values.count("")
 
 
 def largest_magnitude(values: Sequence[str]) -> Decimal:
@@ -114,16 +136,33 @@ class ColumnGuess:
     shape: str | None = None  # None: only empty values so far
     scale: int = 0
     magnitude: Decimal = field(default_factory=lambda: Decimal(0))
+    plain_timestamps: bool = True
+    has_empty: bool = False
+    fraction_lengths: set[int | None] = field(default_factory=set)
 
     def observe(self, values: Sequence[str]) -> None:
+        if not self.has_empty and "" in values:
+            self.has_empty = True
         if self.shape == TEXT or not any(values):
             return
-        candidates = _FIRST_GUESSES if self.shape is None else (self.shape, *_WIDER[self.shape])
+        before = self.shape
+        candidates = _FIRST_GUESSES if before is None else (before, *_WIDER[before])
         self.shape = next((s for s in candidates if values_fit(s, values)), TEXT)
+        if before == DATE and self.shape == TS_NAIVE:
+            self.plain_timestamps = False  # the dates seen so far need a time added
+        elif self.shape in (TS_NAIVE, TS_AWARE) and self.plain_timestamps:
+            self.plain_timestamps = timestamps_are_plain(values)
         if self.shape == DECIMAL:
-            self.scale = max(self.scale, decimal_scale(values))
+            most, uniform = fraction_digits(values)
+            self.scale = max(self.scale, most)
+            self.fraction_lengths.add(uniform)
         if self.shape in (INTEGER, DECIMAL):
             self.magnitude = max(self.magnitude, largest_magnitude(values))
+
+    @property
+    def uniform_scale(self) -> bool:
+        """Every decimal seen has exactly `scale` fractional digits."""
+        return self.fraction_lengths == {self.scale}
 
     def resolve(self) -> tuple[ColumnType, int, bool]:
         """(type, scale, timezone) once the whole file has been seen."""

@@ -93,6 +93,19 @@ def detect_format(path: Path) -> FileFormat:
     return FileFormat(compressed, encoding, _sniff_delimiter(sample))
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+RAW_CHUNK_BYTES = 1 << 20
+
+
+def raw_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
+    """The file's bytes as published (decompressed, without a BOM), in chunks."""
+    with _open_bytes(path, file_format.compressed) as handle:
+        first = handle.read(RAW_CHUNK_BYTES)
+        yield first[3:] if first.startswith(UTF8_BOM) else first
+        while chunk := handle.read(RAW_CHUNK_BYTES):
+            yield chunk
+
+
 @contextmanager
 def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Iterator[Batch]]]:
     """One pass over the file: its header, and its records in batches."""

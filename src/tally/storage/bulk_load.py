@@ -1,0 +1,274 @@
+"""Bulk appends of file rows, with the type conversions done by the database.
+
+The loader has already checked every value (pass 1); here the rows travel as the text
+the file holds and SQL turns them into stored values. On SQLite they go through one
+`executemany` per batch, untouched by Python; on PostgreSQL the file's bytes are
+COPYed into a staging table and converted by one INSERT ... SELECT. Both are several
+times faster than converting millions of values in Python.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from queue import Full, Queue
+
+from sqlalchemy import Connection
+
+from tally.core.columns import Column, ColumnType, canonical_timestamp, stored_value_converter
+from tally.storage.engine import backend_of
+
+STAGING_ORDER = "_n"
+
+
+@dataclass(frozen=True)
+class ValueShape:
+    """What the loader's first pass saw of one column's values, so the cheapest exact
+    conversion can be chosen: each avoided SQL function saves ~0.1 s per million rows."""
+
+    has_empty: bool = True
+    uniform_scale: bool = False  # every decimal has exactly `scale` fractional digits
+    plain_timestamps: bool = False  # every timestamp is 'YYYY-MM-DD[T ]HH:MM:SS[Z]'
+
+
+def _sqlite_expression(column: Column, n: int, shape: ValueShape) -> str:
+    """SQL turning parameter ?n (the file's text) into the stored value."""
+    v = f"?{n}"
+    kind = column.type
+    maybe_null = f"nullif({v}, '')" if shape.has_empty else v
+    if kind is ColumnType.INTEGER or (kind is ColumnType.DECIMAL and not column.scale):
+        # INTEGER affinity turns '42' into 42 on its own
+        return f"CAST({maybe_null} AS INTEGER)" if shape.has_empty else v
+    if kind is ColumnType.DECIMAL and shape.uniform_scale:
+        return f"CAST(replace({maybe_null}, '.', '') AS INTEGER)"
+    if kind is ColumnType.DECIMAL:
+        zeros, s = "0" * column.scale, column.scale
+        # '12.5' at scale 2 -> '12.50' -> 1250; '12' -> '1200' -> 1200
+        return (f"CASE WHEN {v} = '' THEN NULL WHEN instr({v}, '.') THEN "
+                f"CAST(replace(substr({v} || '{zeros}', 1, instr({v}, '.') + {s}), '.', '')"
+                f" AS INTEGER) ELSE CAST({v} || '{zeros}' AS INTEGER) END")
+    if kind is ColumnType.BOOLEAN:
+        return f"CASE lower({v}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 END"
+    if kind is ColumnType.TIMESTAMP and shape.plain_timestamps:
+        # already canonical but for a ' ' separator or a 'Z'
+        return f"replace(substr({maybe_null}, 1, 19), ' ', 'T')"
+    return maybe_null
+
+
+class SqliteAppender:
+    """Appends batches of raw file rows (lists of str, in the file's column order)."""
+
+    def __init__(self, conn: Connection, table: str, ordered: Sequence[Column],
+                 shapes: Mapping[str, ValueShape]) -> None:
+        shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
+        self._canonicalise = [i for i, (c, shape) in enumerate(shaped)
+                              if c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps]
+        names = ", ".join(c.physical for c in ordered)
+        values = ", ".join(_sqlite_expression(c, i + 1, shape)
+                           for i, (c, shape) in enumerate(shaped))
+        self._sql = f"INSERT INTO {table} ({names}) VALUES ({values})"
+        driver = conn.connection.dbapi_connection
+        assert driver is not None
+        self._cursor = driver.cursor()
+
+    def append(self, rows: list[list[str]]) -> None:
+        for i in self._canonicalise:  # offsets and fractions: exact conversion in Python
+            for row in rows:
+                if row[i]:
+                    row[i] = canonical_timestamp(row[i])[0]
+        self._cursor.executemany(self._sql, rows)
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+# --- PostgreSQL -------------------------------------------------------------------
+
+
+def _pg_expression(column: Column, ref: str) -> str:
+    v = f"NULLIF({ref}, '')"
+    kind = column.type
+    if kind is ColumnType.INTEGER:
+        return f"{v}::bigint"
+    if kind is ColumnType.DECIMAL:
+        return f"({v}::numeric * {10**column.scale})::bigint"
+    if kind is ColumnType.BOOLEAN:
+        return f"{v}::boolean"
+    if kind is ColumnType.TIMESTAMP:
+        cast = "timestamptz AT TIME ZONE 'UTC'" if column.timezone else "timestamp"
+        # canonical text: no trailing zeros in the fraction, no lone '.'
+        return (f"rtrim(rtrim(to_char(({v}::{cast}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), '0'),"
+                f" '.')")
+    return v
+
+
+def create_staging(conn: Connection, staging: str, width: int) -> None:
+    columns = ", ".join(f"s{i} text" for i in range(width))
+    conn.exec_driver_sql(
+        f"CREATE TEMP TABLE {staging} ({STAGING_ORDER} bigserial, {columns}) ON COMMIT DROP")
+
+
+def copy_into_staging(conn: Connection, staging: str, width: int, chunks: Iterable[bytes], *,
+                      delimiter: str, encoding: str) -> None:
+    """Stream the file's bytes (header line included) into the staging table."""
+    names = ", ".join(f"s{i}" for i in range(width))
+    pg_encoding = "UTF8" if encoding.startswith("utf") else "LATIN1"
+    delimiter_sql = "E'\\t'" if delimiter == "\t" else f"'{delimiter}'"
+    sql = (f"COPY {staging} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
+           f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}')")
+    driver = conn.connection.dbapi_connection
+    assert driver is not None
+    with driver.cursor() as cursor, cursor.copy(sql) as copy:
+        for chunk in chunks:
+            copy.write(chunk)
+
+
+def count_staging(conn: Connection, staging: str) -> int:
+    return int(conn.exec_driver_sql(f"SELECT count(*) FROM {staging}").scalar_one())
+
+
+def insert_from_staging(conn: Connection, table: str, staging: str,
+                        ordered: Sequence[Column]) -> None:
+    """Convert and append the staged rows, in file order."""
+    names = ", ".join(c.physical for c in ordered)
+    values = ", ".join(_pg_expression(c, f"s{i}") for i, c in enumerate(ordered))
+    conn.exec_driver_sql("SET LOCAL timezone = 'UTC'")
+    conn.exec_driver_sql(
+        f"INSERT INTO {table} ({names}) SELECT {values} FROM {staging} ORDER BY {STAGING_ORDER}")
+
+
+
+def _read_ahead(batches: RowBatches, depth: int = 2) -> Iterator[list[list[str]]]:
+    """Parse the next batches in a thread while SQLite inserts this one: SQLite's work
+    runs without the GIL, so parsing and inserting overlap on two cores. The queue is
+    bounded, so memory stays flat."""
+    queue: Queue[list[list[str]] | BaseException | None] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            with batches() as rows:
+                for batch in rows:
+                    while not stop.is_set():
+                        try:
+                            queue.put(batch, timeout=0.1)
+                            break
+                        except Full:
+                            continue
+                    if stop.is_set():
+                        return
+            queue.put(None)
+        except BaseException as error:  # handed to the consumer, raised there
+            queue.put(error)
+
+    thread = threading.Thread(target=produce, name="tally-csv-reader", daemon=True)
+    thread.start()
+    try:
+        while (item := queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+# --- one interface for the loader ---------------------------------------------------
+
+RawChunks = Callable[[], Iterator[bytes]]
+RowBatches = Callable[[], AbstractContextManager[Iterator[list[list[str]]]]]
+
+
+class BulkLoad:
+    """One file's rows on their way into a table, inside the caller's transaction.
+
+    `stage` may start moving the raw bytes before the types are known (PostgreSQL
+    COPYs them in a thread while the loader's first pass runs); `append` converts and
+    appends, reading the batches again when the backend needs Python to send them.
+    """
+
+    def __init__(self, conn: Connection, table: str) -> None:
+        self._conn = conn
+        self._table = table
+
+    def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
+        return None
+
+    def append(self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape],
+               batches: RowBatches, expected_rows: int) -> None:
+        appender = SqliteAppender(self._conn, self._table, ordered, shapes)
+        try:
+            for batch in _read_ahead(batches):
+                appender.append(batch)
+        finally:
+            appender.close()
+
+    def abort(self) -> None:
+        return None
+
+
+class PostgresBulkLoad(BulkLoad):
+    _SAVEPOINT = "tally_staging"
+
+    def __init__(self, conn: Connection, table: str) -> None:
+        super().__init__(conn, table)
+        self._staging = f"staging_{table}"
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
+        self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
+        create_staging(self._conn, self._staging, width)
+
+        def run() -> None:
+            try:
+                copy_into_staging(self._conn, self._staging, width, raw(),
+                                  delimiter=delimiter, encoding=encoding)
+            except BaseException as error:  # reported to the loader's thread in append
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="tally-copy", daemon=True)
+        self._thread.start()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def append(self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape],
+               batches: RowBatches, expected_rows: int) -> None:
+        self._join()
+        if self._error is None and count_staging(self._conn, self._staging) == expected_rows:
+            insert_from_staging(self._conn, self._table, self._staging, ordered)
+            return
+        # PostgreSQL read the file differently from the checks (blank lines, say):
+        # forget the staged copy and send the rows the checks saw.
+        self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        self._send_converted(ordered, batches)
+
+    def _send_converted(self, ordered: Sequence[Column], batches: RowBatches) -> None:
+        converters = [stored_value_converter(c) for c in ordered]
+        names = ", ".join(c.physical for c in ordered)
+        driver = self._conn.connection.dbapi_connection
+        assert driver is not None
+        with (driver.cursor() as cursor,
+              cursor.copy(f"COPY {self._table} ({names}) FROM STDIN (FORMAT csv)") as copy,
+              batches() as rows):
+            for batch in rows:
+                buffer = io.StringIO()
+                writer = csv.writer(buffer, lineterminator="\n")
+                writer.writerows([f(v) for f, v in zip(converters, row, strict=True)]
+                                 for row in batch)
+                copy.write(buffer.getvalue())
+
+    def abort(self) -> None:
+        self._join()
+
+
+def bulk_load_for(conn: Connection, table: str) -> BulkLoad:
+    return PostgresBulkLoad(conn, table) if backend_of(conn).is_postgresql else BulkLoad(
+        conn, table)
