@@ -108,10 +108,11 @@ def decimal_scale(values: Sequence[str]) -> int:
 
 def fraction_digits(values: Sequence[str]) -> tuple[int, int | None]:
     """(most fractional digits, the one count every non-empty value has, else None)."""
-    lengths = set(map(len, _FRACTION.findall("\n".join(values))))
+    blob = "\n".join(values)
+    lengths = set(map(len, _FRACTION.findall(blob)))
     if not lengths:
         return 0, (0 if any(values) else None)
-    uniform = len(lengths) == 1 and sum(1 for v in values if "." in v) == _filled(values)
+    uniform = len(lengths) == 1 and blob.count(".") == _filled(values)
     return max(lengths), (next(iter(lengths)) if uniform else None)
 
 
