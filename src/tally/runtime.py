@@ -6,12 +6,19 @@ Entry points (api, cli, worker) reach storage only through what is wired here.
 from __future__ import annotations
 
 import logging
+import ipaddress
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Engine
 
+from tally.core.sealing import SecretBox
+from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.data_query import DataQueryService
+from tally.services.delivery import DeliveryPolicy
 from tally.settings import Settings
+from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
 from tally.storage.migrate import upgrade_database
 
@@ -21,6 +28,9 @@ class Runtime:
     settings: Settings
     engine: Engine
     data_query: DataQueryService
+    box: SecretBox
+    blobs: BlobStore
+    delivery: DeliveryPolicy
 
     @property
     def backend_name(self) -> str:
@@ -45,4 +55,41 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
         cache_entries=settings.response_cache_max_entries,
     )
-    return Runtime(settings, engine, data_query)
+    return Runtime(settings, engine, data_query, SecretBox(_secret_key(settings)),
+                   BlobStore(settings.blob_dir), delivery_policy(settings))
+
+
+def _secret_key(settings: Settings) -> bytes:
+    """TALLY_SECRET_KEY, else a key generated once into TALLY_HOME (single machine)."""
+    if settings.secret_key is not None:
+        return settings.secret_key.get_secret_value().encode()
+    path: Path = settings.secret_key_path
+    if not path.exists():
+        key = SecretBox.new_key()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+    return path.read_bytes().strip()
+
+
+def address_policy(settings: Settings) -> AddressPolicy:
+    allow = tuple(ipaddress.ip_network(part.strip(), strict=False)
+                  for part in settings.fetch_allow.split(",") if part.strip())
+    return AddressPolicy(allow=allow)
+
+
+def delivery_policy(settings: Settings) -> DeliveryPolicy:
+    return DeliveryPolicy(
+        limits=FetchLimits(
+            connect_timeout_seconds=settings.fetch_connect_timeout_seconds,
+            read_timeout_seconds=settings.fetch_read_timeout_seconds,
+            total_timeout_seconds=settings.fetch_total_timeout_seconds,
+            max_file_bytes=settings.max_file_bytes,
+            max_redirects=settings.fetch_max_redirects,
+        ),
+        addresses=address_policy(settings),
+        deadline_seconds=settings.delivery_deadline_seconds,
+        retry_base_seconds=settings.retry_base_seconds,
+        retry_max_seconds=settings.retry_max_seconds,
+        lease_seconds=settings.lease_seconds,
+    )

@@ -47,6 +47,31 @@ class Settings(BaseSettings):
         description="Comma-separated networks downloads may reach despite the SSRF guard, "
         "e.g. 127.0.0.0/8 for tests or on-premises file servers.",
     )
+    max_file_bytes: int = Field(1024**3, description="Largest file a download may bring.")
+    fetch_connect_timeout_seconds: float = Field(10.0, description="Download connect time-out.")
+    fetch_read_timeout_seconds: float = Field(60.0, description="Download read time-out.")
+    fetch_total_timeout_seconds: float = Field(
+        1800.0, description="Longest time one download attempt may take.")
+    fetch_max_redirects: int = Field(3, description="Redirects followed per download.")
+    delivery_deadline_seconds: float = Field(
+        86400.0, description="How long a file is retried after transient failures.")
+    retry_base_seconds: float = Field(
+        2.0, description="First retry delay; doubles each attempt (with jitter).")
+    retry_max_seconds: float = Field(600.0, description="Longest delay between retries.")
+    lease_seconds: float = Field(
+        60.0, description="A claimed job is taken up by another worker this long after "
+        "its worker stops renewing it.")
+    worker_concurrency: int = Field(2, ge=1, description="Jobs a worker process runs at once.")
+    worker_poll_seconds: float = Field(0.5, description="Idle worker's polling interval.")
+    serve_worker: bool = Field(
+        True, description="`tally serve` also runs a worker in the same process.")
+    notification_retry_schedule: str = Field(
+        "5,300,1800,7200,18000,36000,36000",
+        description="Seconds between status-notification attempts (comma-separated): "
+        "the default spans more than 24 hours.")
+    notification_timeout_seconds: float = Field(15.0, description="Callback time-out.")
+    max_notification_bytes: int = Field(
+        65536, description="Largest webhook notification body accepted.")
     log_level: str = Field("INFO", description="Python logging level.")
 
     @property
@@ -56,6 +81,14 @@ class Settings(BaseSettings):
     @property
     def blob_dir(self) -> Path:
         return self.home / "files"
+
+    @property
+    def secret_key_path(self) -> Path:
+        return self.home / "secret.key"
+
+    def retry_schedule(self) -> tuple[float, ...]:
+        return tuple(float(part) for part in self.notification_retry_schedule.split(",")
+                     if part.strip())
 
     def effective_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.sqlite_path.resolve()}"

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from starlette.middleware.gzip import GZipMiddleware
 
 from tally import __version__
 from tally.api import health
-from tally.api.errors import install_error_handlers
+from tally.api.cors import cors_middleware
+from tally.api.errors import install_error_handlers, v2_errors
 from tally.api.v1 import data
+from tally.api.v2 import files, webhooks
+from tally.api.v2.bodies import InvalidBodyError
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 
@@ -37,7 +41,16 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=settings.gzip_level
     )
+    app.middleware("http")(cors_middleware)
     install_error_handlers(app)
+
+    async def on_invalid_body(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, InvalidBodyError)
+        return v2_errors(exc.problems, 422)
+
+    app.add_exception_handler(InvalidBodyError, on_invalid_body)
     app.include_router(health.router)
     app.include_router(data.router)
+    app.include_router(webhooks.router)
+    app.include_router(files.router)
     return app

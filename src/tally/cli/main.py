@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tally.cli import admin, serve
+from tally.cli import admin, serve, worker
 
 app = typer.Typer(
     help="tally: a self-hosted data platform for finance operations.",
@@ -13,3 +13,4 @@ app = typer.Typer(
 )
 app.add_typer(admin.app, name="admin")
 app.command("serve")(serve.serve)
+app.command("worker")(worker.worker)

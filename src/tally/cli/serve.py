@@ -1,4 +1,4 @@
-"""`tally serve`: the API on the embedded defaults (workers join with the ingestion issue)."""
+"""`tally serve`: the API and, in the same process, a worker: the whole service."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tally.cli.demo import create_demo
 from tally.cli.output import emit
 from tally.runtime import build_runtime
 from tally.settings import load_settings
+from tally.worker.runner import Worker
 
 
 def serve(

@@ -11,12 +11,14 @@
     ├── InvalidRequestError                  (a request that names things that do not exist)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
-    │   └── DefinitionRejectedError          (ingestion 400 with an errors list)
+    │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
+    │   └── InvalidNotificationError         (a webhook notification without a file URL)
     ├── LoadError                            (a file that cannot be loaded: line and column)
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
     ├── ConflictError
-    └── StorageError                         (the database could not be reached: 503 / 502)
+    └── StorageError                         (the database could not be reached: 503)
+        └── StorageProvisioningError         (a source's table could not be made: 502)
 
 Services raise these; `api/errors.py` maps them to status codes and texts.
 Every class carries structured context so each edge renders it its own way.
@@ -188,3 +190,15 @@ class ConflictError(TallyError):
 
 class StorageError(TallyError):
     """Data platform is temporarily unavailable. Please try again later."""
+
+
+class StorageProvisioningError(StorageError):
+    """Storage provisioning failed upstream. Retry."""
+
+
+class InvalidNotificationError(InvalidRequestError):
+    """The notification cannot be accepted."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)

@@ -596,3 +596,39 @@ def download(
         _final_response(transport, start, headers, budget, user_agent) as (response, final),
     ):
         return _save(response, dest, budget, final)
+
+
+@contextlib.contextmanager
+def vetted_request(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str],
+    content: bytes,
+    policy: AddressPolicy,
+    timeout_seconds: float,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Iterator[httpx.Response]:
+    """One request to a user-configured URL (e.g. a status callback); no redirect followed.
+
+    The same guard as `download`: only http(s), every address connected to must pass
+    `policy`. Connecting, sending and reading share one `timeout_seconds` budget. The
+    response is yielded unread, whatever its status; raises `FetchError` when no response
+    came (refused address, connection failure, time-out), never naming the query string.
+    """
+    start = _parse_url(url)
+    limits = FetchLimits(
+        connect_timeout_seconds=timeout_seconds,
+        read_timeout_seconds=timeout_seconds,
+        total_timeout_seconds=timeout_seconds,
+        max_redirects=0,
+    )
+    budget = _Budget.start(limits)
+    with _VettedTransport(policy, budget, ssl_context) as transport:
+        request = httpx.Request(method, start, headers=headers, content=content)
+        request.extensions["timeout"] = budget.timeout().as_dict()
+        response = transport.handle_request(request)
+        try:
+            yield response
+        finally:
+            response.close()

@@ -60,3 +60,13 @@ def create_folder(engine: Engine, *, workspace_id: int, name: str) -> int:
     with write_connection(engine) as conn, conn.begin():
         accounts.get_workspace(conn, workspace_id)
         return accounts.insert_folder(conn, workspace_id=workspace_id, name=name, now=utc_now())
+
+
+def allowed_origins(engine: Engine, account_id: int | None) -> frozenset[str]:
+    """The origins a browser may call the ingestion API from: one account's, or (for a
+    preflight, which carries no account) those of every account."""
+    with engine.connect() as conn:
+        if account_id is None:
+            return frozenset(accounts.list_all_allowed_origins(conn))
+        found = accounts.find_account(conn, account_id)
+    return frozenset(found.allowed_origins) if found else frozenset()

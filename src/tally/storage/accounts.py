@@ -44,11 +44,18 @@ def insert_account(
     return Account(account_id, name, tuple(allowed_origins))
 
 
-def get_account(conn: Connection, account_id: int) -> Account:
+def find_account(conn: Connection, account_id: int) -> Account | None:
+    if not 0 < account_id <= MAX_ID:
+        return None
     row = conn.execute(select(accounts).where(accounts.c.id == account_id)).first()
-    if row is None:
+    return Account(row.id, row.name, tuple(row.allowed_origins or ())) if row else None
+
+
+def get_account(conn: Connection, account_id: int) -> Account:
+    account = find_account(conn, account_id)
+    if account is None:
         raise AccountNotFoundError()
-    return Account(row.id, row.name, tuple(row.allowed_origins or ()))
+    return account
 
 
 def insert_workspace(
@@ -128,3 +135,10 @@ def folder_belongs_to(conn: Connection, folder_id: int, workspace_id: int) -> bo
         )
     ).first()
     return row is not None
+
+
+def list_all_allowed_origins(conn: Connection) -> set[str]:
+    origins: set[str] = set()
+    for (values,) in conn.execute(select(accounts.c.allowed_origins)):
+        origins.update(values or ())
+    return origins

@@ -14,10 +14,12 @@ from sqlalchemy import (
     Column,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -88,4 +90,123 @@ resources = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("workspace_id", "name"),
     CheckConstraint("kind IN ('source', 'reconciliation', 'transformation')", name="kind"),
+)
+
+# --- ingestion (API v2) --------------------------------------------------------------
+
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("resource_id", ForeignKey("resources.id"), nullable=False, index=True),
+    Column("workspace_id", ForeignKey("workspaces.id"), nullable=False),
+    # The webhook id is a credential: only its SHA-256 is kept.
+    Column("webhook_id_hash", String(64), nullable=False, unique=True),
+    Column("url_field", String(500), nullable=False),
+    Column("filename_field", String(500), nullable=False),
+    # Download credentials, Fernet-encrypted JSON; NULL for public or pre-signed URLs.
+    Column("credentials_encrypted", Text, nullable=True),
+    Column("response_status", Integer, nullable=False),
+    Column("response_content_type", String(200), nullable=False),
+    Column("response_body", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+notification_endpoints = Table(
+    "notification_endpoints",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("resource_id", ForeignKey("resources.id"), nullable=False, index=True),
+    Column("url", Text, nullable=False),
+    Column("secret_encrypted", Text, nullable=True),
+    Column("events", JSON, nullable=True),  # NULL: every event
+    # Set when the endpoint answered 410 Gone: nothing more is sent to it.
+    Column("disabled_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("resource_id", ForeignKey("resources.id"), nullable=False),
+    Column("webhook_id", ForeignKey("webhooks.id"), nullable=True),
+    Column("origin", String(20), nullable=False),  # webhook | upload
+    # The URL may carry a pre-signed secret: kept encrypted, shown redacted.
+    Column("url_encrypted", Text, nullable=True),
+    Column("url_redacted", Text, nullable=True),
+    Column("filename", String(1000), nullable=True),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error", Text, nullable=True),
+    Column("rows", BigInteger, nullable=True),
+    Column("bytes", BigInteger, nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("blob_path", Text, nullable=True),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("give_up_at", DateTime(timezone=True), nullable=False),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("resource_id", "idempotency_key"),
+    CheckConstraint(
+        "status IN ('queued', 'downloading', 'loading', 'delivered', 'duplicate', 'failed')",
+        name="status",
+    ),
+)
+Index("ix_files_claimable", files.c.status, files.c.next_attempt_at)
+Index("ix_files_resource_id", files.c.resource_id, files.c.id)
+Index("ix_files_resource_sha256", files.c.resource_id, files.c.sha256)
+
+# Facts for other parts of tally, written in the transaction of the change they record
+# (reconciliation consumes `file.delivered`; status notifications fan out from here).
+outbox_events = Table(
+    "outbox_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("topic", String(50), nullable=False),  # reconciliation | notification
+    Column("type", String(50), nullable=False),
+    Column("resource_id", ForeignKey("resources.id"), nullable=False),
+    Column("file_id", ForeignKey("files.id"), nullable=True),
+    Column("payload", JSON, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("processed_at", DateTime(timezone=True), nullable=True),
+)
+Index("ix_outbox_events_pending", outbox_events.c.topic, outbox_events.c.processed_at)
+
+# One row per (event, endpoint); retried on its own schedule (Svix's message attempt).
+notification_deliveries = Table(
+    "notification_deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", ForeignKey("outbox_events.id"), nullable=False),
+    Column("endpoint_id", ForeignKey("notification_endpoints.id"), nullable=False),
+    Column("message_id", String(64), nullable=False, unique=True),  # webhook-id, stable
+    Column("status", String(20), nullable=False),  # pending | delivered | failed
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+)
+Index("ix_notification_deliveries_due", notification_deliveries.c.status,
+      notification_deliveries.c.next_attempt_at)
+
+notification_attempts = Table(
+    "notification_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("delivery_id", ForeignKey("notification_deliveries.id"), nullable=False, index=True),
+    Column("attempt_number", Integer, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("response_excerpt", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("duration_ms", Integer, nullable=False),
+    Column("attempted_at", DateTime(timezone=True), nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
 )

@@ -1,0 +1,39 @@
+"""The ingestion API's authentication: a dependency that runs before the body is read.
+
+Every failure is the same 403 (spec part 5), decided before any validation of the body,
+so a bad body with bad credentials is a 403, never a 422.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from fastapi.concurrency import run_in_threadpool
+
+from tally.runtime import Runtime
+from tally.services.ingestion import authenticate
+from tally.storage.accounts import Workspace
+
+
+def runtime_of(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def ingestion_workspace(
+    request: Request,
+    x_api_key: Annotated[str | None, Header(alias="x-api-key",
+                                            description="Workspace-level API key.")] = None,
+    x_svc_workspace: Annotated[str | None, Header(alias="x-svc-workspace",
+                                                  description="Workspace id.")] = None,
+    x_svc_account: Annotated[str | None, Header(
+        alias="x-svc-account", description="Id of the account the workspace belongs to.")
+    ] = None,
+) -> Workspace:
+    runtime = runtime_of(request)
+    return await run_in_threadpool(authenticate, runtime.engine, api_key=x_api_key,
+                                   workspace=x_svc_workspace, account=x_svc_account)
+
+
+AuthorisedWorkspace = Annotated[Workspace, Depends(ingestion_workspace)]

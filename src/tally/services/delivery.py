@@ -1,0 +1,178 @@
+"""A file's life after it was accepted: claim -> download -> load -> outbox.
+
+Exactly once: the rows, the file's final status and the outbox events commit in one
+transaction, and only while the worker still holds the file's lease. A worker killed
+at any point leaves either nothing (the lease expires, another worker starts again)
+or everything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from sqlalchemy import Engine
+
+from tally.core.clock import utc_now
+from tally.core.errors import FetchError, LoadError
+from tally.core.sealing import SecretBox
+from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, download
+from tally.services import catalogue
+from tally.services.ingestion import queue_event
+from tally.services.loader.load import load_into
+from tally.storage import files, outbox, resources, webhooks
+from tally.storage.blobs import BlobStore
+from tally.storage.engine import write_connection
+from tally.storage.files import FileRecord
+
+log = logging.getLogger("tally.delivery")
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    limits: FetchLimits
+    addresses: AddressPolicy
+    deadline_seconds: float
+    retry_base_seconds: float
+    retry_max_seconds: float
+    lease_seconds: float
+
+
+@dataclass(frozen=True)
+class DeliveryContext:
+    engine: Engine
+    box: SecretBox
+    blobs: BlobStore
+    policy: DeliveryPolicy
+    worker: str
+
+
+def claim_file(ctx: DeliveryContext) -> FileRecord | None:
+    with write_connection(ctx.engine) as conn, conn.begin():
+        return files.claim_next_file(conn, worker=ctx.worker, now=utc_now(),
+                                     lease_seconds=ctx.policy.lease_seconds)
+
+
+def renew_lease(ctx: DeliveryContext, file_id: int) -> bool:
+    with write_connection(ctx.engine) as conn, conn.begin():
+        return files.extend_lease(conn, file_id, ctx.worker, utc_now(),
+                                  ctx.policy.lease_seconds)
+
+
+def release_file(ctx: DeliveryContext, file_id: int) -> None:
+    with write_connection(ctx.engine) as conn, conn.begin():
+        files.release(conn, file_id, ctx.worker, utc_now())
+
+
+def retry_delay_seconds(policy: DeliveryPolicy, attempts: int,
+                        retry_after: float | None) -> float:
+    """Exponential backoff with full jitter, never sooner than the server asked."""
+    ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempts - 1))
+    delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not a secret
+    return max(delay, retry_after or 0.0)
+
+
+def _credentials(ctx: DeliveryContext, file: FileRecord) -> Credentials | None:
+    if file.webhook_id is None:
+        return None
+    with ctx.engine.connect() as conn:
+        webhook = webhooks.get_webhook(conn, file.webhook_id)
+    if webhook.credentials_encrypted is None:
+        return None
+    data = orjson.loads(ctx.box.open(webhook.credentials_encrypted))
+    kind = data.pop("type")
+    return Credentials(kind=kind, **data)
+
+
+def _download(ctx: DeliveryContext, file: FileRecord) -> Path:
+    assert file.url_encrypted is not None
+    with write_connection(ctx.engine) as conn, conn.begin():
+        files.set_progress(conn, file.id, ctx.worker, status=files.DOWNLOADING, now=utc_now())
+    dest = ctx.blobs.path_for(file.resource_id, file.id)
+    result = download(ctx.box.open(file.url_encrypted), dest,
+                      credentials=_credentials(ctx, file), limits=ctx.policy.limits,
+                      policy=ctx.policy.addresses)
+    with write_connection(ctx.engine) as conn, conn.begin():
+        files.set_progress(conn, file.id, ctx.worker, status=files.LOADING, now=utc_now(),
+                           blob_path=str(dest), bytes=result.bytes, sha256=result.sha256)
+    return dest
+
+
+def _fail(ctx: DeliveryContext, file: FileRecord, reason: str) -> None:
+    now = utc_now()
+    with write_connection(ctx.engine) as conn, conn.begin():
+        if not files.holds_lease(conn, file.id, ctx.worker, now, lock=True):
+            return
+        files.finish(conn, file.id, status=files.FAILED, now=now, error=reason)
+        queue_event(conn, event="file.failed", resource_id=file.resource_id, file=file, now=now)
+    log.warning("file_failed", extra={"file_id": file.id, "reason": reason})
+
+
+def _retry_or_fail(ctx: DeliveryContext, file: FileRecord, error: FetchError) -> None:
+    now = utc_now()
+    delay = retry_delay_seconds(ctx.policy, file.attempts, error.retry_after_seconds)
+    next_attempt = now + dt.timedelta(seconds=delay)
+    if not error.transient or next_attempt > file.give_up_at:
+        suffix = "" if not error.transient else f" (gave up after {file.attempts} attempts)"
+        _fail(ctx, file, f"{error.message}{suffix}")
+        return
+    with write_connection(ctx.engine) as conn, conn.begin():
+        files.schedule_retry(conn, file.id, error=error.message, next_attempt_at=next_attempt,
+                             now=now)
+    log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})
+
+
+def _deliver(ctx: DeliveryContext, file: FileRecord, blob: Path) -> None:
+    """Load the bytes, all or nothing, while still holding the lease."""
+    with write_connection(ctx.engine) as conn, conn.begin():
+        now = utc_now()
+        resource = resources.lock_resource(conn, file.resource_id)
+        current = files.get_file(conn, file.id)
+        if not files.holds_lease(conn, file.id, ctx.worker, now, lock=True):
+            log.warning("file_lease_lost", extra={"file_id": file.id})
+            return
+        assert current.sha256 is not None
+        duplicate_of = files.find_delivered_with_sha(conn, resource.id, current.sha256)
+        if duplicate_of is not None:
+            files.finish(conn, file.id, status=files.DUPLICATE, now=now,
+                         error=f"the same bytes were delivered as file {duplicate_of}")
+            queue_event(conn, event="file.duplicate", resource_id=resource.id, file=file,
+                        now=now)
+            return
+        result = load_into(conn, resource.id, blob)
+        files.finish(conn, file.id, status=files.DELIVERED, now=now, rows=result.rows)
+        queue_event(conn, event="file.delivered", resource_id=resource.id, file=file, now=now)
+        outbox.add_event(conn, topic=outbox.RECONCILIATION, type="file.delivered",
+                         resource_id=resource.id, file_id=file.id,
+                         payload={"source_id": resource.id, "file_id": file.id,
+                                  "rows": result.rows,
+                                  "data_version": result.resource.data_version},
+                         now=now)
+    log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
+
+
+def process_file(ctx: DeliveryContext, file: FileRecord) -> None:
+    """Take a claimed file one step to its end (or back to the queue)."""
+    try:
+        blob = Path(file.blob_path) if file.blob_path and file.sha256 else _download(ctx, file)
+    except FetchError as error:
+        _retry_or_fail(ctx, file, error)
+        return
+    try:
+        _deliver(ctx, file, blob)
+    except LoadError as error:
+        _fail(ctx, file, error.message)
+        return
+    build_pending_indexes(ctx.engine, file.resource_id)
+
+
+def build_pending_indexes(engine: Engine, resource_id: int) -> None:
+    """A source's first delivery is followed by its per-column indexes."""
+    with engine.connect() as conn:
+        resource = resources.get_resource(conn, resource_id)
+    if resource.indexed_version == 0 and not resource.is_placeholder:
+        catalogue.index_resource(engine, resource_id)

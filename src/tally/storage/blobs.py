@@ -1,0 +1,50 @@
+"""The file store: every file's bytes as received, kept for audit under TALLY_HOME/files.
+
+With workers on several machines the folder must be shared (e.g. NFS) for uploads;
+downloads are written by the worker that fetches them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    path: Path
+    size: int
+    sha256: str
+
+
+class BlobStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, resource_id: int, file_id: int) -> Path:
+        folder = self.root / str(resource_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{file_id}.data"
+
+    def incoming_path(self, name: str) -> Path:
+        folder = self.root / "incoming"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / name
+
+    def write(self, path: Path, chunks: Iterable[bytes]) -> StoredBlob:
+        """Write atomically (temp file, fsync, rename) and hash on the way."""
+        digest = hashlib.sha256()
+        size = 0
+        temporary = path.with_suffix(path.suffix + ".part")
+        with temporary.open("wb") as handle:
+            for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(path)
+        return StoredBlob(path, size, digest.hexdigest())

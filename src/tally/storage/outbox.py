@@ -1,0 +1,57 @@
+"""The outbox: facts written in the transaction of the change they record, consumed later
+(reconciliation, status notifications), so no event is lost or sent for a rolled-back
+change."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from tally.storage.schema import outbox_events
+
+RECONCILIATION = "reconciliation"
+NOTIFICATION = "notification"
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    id: int
+    topic: str
+    type: str
+    resource_id: int
+    file_id: int | None
+    payload: dict[str, Any]
+    created_at: dt.datetime
+
+
+def add_event(conn: Connection, *, topic: str, type: str, resource_id: int,  # noqa: A002
+              file_id: int | None, payload: dict[str, Any], now: dt.datetime) -> int:
+    return int(conn.execute(insert(outbox_events).values(
+        topic=topic, type=type, resource_id=resource_id, file_id=file_id, payload=payload,
+        created_at=now).returning(outbox_events.c.id)).scalar_one())
+
+
+def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEvent]:
+    rows = conn.execute(select(outbox_events).where(outbox_events.c.topic == topic,
+                                                    outbox_events.c.processed_at.is_(None))
+                        .order_by(outbox_events.c.id).limit(limit))
+    return [OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload,
+                        r.created_at) for r in rows]
+
+
+def list_events(conn: Connection, topic: str, resource_id: int) -> list[OutboxEvent]:
+    rows = conn.execute(select(outbox_events).where(outbox_events.c.topic == topic,
+                                                    outbox_events.c.resource_id == resource_id)
+                        .order_by(outbox_events.c.id))
+    return [OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload,
+                        r.created_at) for r in rows]
+
+
+def mark_processed(conn: Connection, event_id: int, now: dt.datetime) -> bool:
+    result = conn.execute(update(outbox_events).where(outbox_events.c.id == event_id,
+                                                      outbox_events.c.processed_at.is_(None))
+                          .values(processed_at=now))
+    return result.rowcount == 1

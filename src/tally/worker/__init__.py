@@ -1,0 +1,1 @@
+"""Workers: processes that take jobs from the database (files, notifications)."""

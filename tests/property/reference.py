@@ -1,0 +1,273 @@
+"""A plain reference model of the Data API's row semantics, for the property tests.
+
+Written from the documented rules only, never from tally's code: values are plain
+Python objects (int, exact Decimal, date, datetime, bool, str), filters are Python
+comparisons, ordering is a stable sort, paging is a slice. Slow and obviously right.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+INT64 = 2**63
+RESERVED = frozenset({"page", "page_size", "fields", "ordering", "workspace_id"})
+OPERATORS = {"exact": "eq", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
+MAX_PAGE_SIZE = 10000
+
+_INTEGER = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
+_DECIMAL = re.compile(r"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_TIMESTAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?"
+    r"(Z|z|[+-][0-9]{2}:?[0-9]{2})?)?"
+)
+
+
+class RefRejected(Exception):
+    """The request is invalid: tally must answer 400 (a value that does not fit)."""
+
+
+class RefUnmodelled(Exception):
+    """The request uses a behaviour the documented rules do not settle: not compared."""
+
+
+@dataclass(frozen=True)
+class RefColumn:
+    name: str
+    type: str  # integer, decimal, date, timestamp, boolean, text
+    scale: int = 0  # decimal: fractional digits kept
+    timezone: bool = False  # timestamp: values carried an offset (rendered with Z)
+
+
+# --- values ------------------------------------------------------------------------
+
+
+def _timestamp(text: str) -> tuple[dt.datetime, bool]:
+    """ISO 8601 text -> (naive datetime, in UTC when the text had an offset; had offset)."""
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        raise RefRejected(text)
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    try:
+        moment = dt.datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            int((fraction or "").ljust(6, "0")),
+        )
+    except ValueError as exc:
+        raise RefRejected(text) from exc
+    if offset is None:
+        return moment, False
+    if offset in ("Z", "z"):
+        return moment, True
+    digits = offset[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:])
+    if hours > 23 or minutes > 59:
+        raise RefRejected(text)
+    shift = dt.timedelta(hours=hours, minutes=minutes)
+    return (moment - shift if offset[0] == "+" else moment + shift), True
+
+
+def cell_value(column: RefColumn, text: str) -> Any:
+    """The value a CSV cell holds ('' is a missing value)."""
+    if text == "":
+        return None
+    kind = column.type
+    if kind == "integer":
+        return int(text)
+    if kind == "decimal":
+        return Decimal(text)
+    if kind == "date":
+        return dt.date.fromisoformat(text)
+    if kind == "timestamp":
+        return _timestamp(text)[0]
+    if kind == "boolean":
+        return {"true": True, "false": False}[text.lower()]
+    return text
+
+
+def filter_value(column: RefColumn, text: str) -> Any:
+    """A filter's text as a value comparable with the column's values."""
+    kind = column.type
+    if kind == "text":
+        return text
+    if kind == "integer":
+        if not _INTEGER.fullmatch(text):
+            raise RefRejected(text)
+        value = int(text)
+        if not -INT64 <= value < INT64:
+            raise RefUnmodelled("an integer filter beyond 64 bits")
+        return value
+    if kind == "decimal":
+        if not _DECIMAL.fullmatch(text):
+            raise RefRejected(text)
+        return Decimal(text)  # exact: Decimal(str) never rounds
+    if kind == "date":
+        match = _DATE.fullmatch(text)
+        if match is None:
+            raise RefRejected(text)
+        try:
+            return dt.date(*map(int, match.groups()))
+        except ValueError as exc:
+            raise RefRejected(text) from exc
+    if kind == "timestamp":
+        moment, aware = _timestamp(text)
+        if aware and not column.timezone:
+            raise RefRejected("an offset compared with local times")
+        if column.timezone and not aware:
+            raise RefUnmodelled("a local time compared with UTC times")
+        return moment
+    word = text.lower()
+    if word in ("true", "false"):
+        return word == "true"
+    if word in ("1", "0", "t", "f", "yes", "no"):
+        raise RefUnmodelled("boolean words other than true/false")
+    raise RefRejected(text)
+
+
+def json_value(column: RefColumn, value: Any) -> Any:
+    """How the API renders a value: decimals with exactly `scale` digits, timestamps in
+    ISO form (with Z for columns whose values carried an offset), dates as ISO text."""
+    if value is None:
+        return None
+    kind = column.type
+    if kind == "decimal":
+        units = int(value * 10**column.scale)  # exact: the cell had at most `scale` digits
+        sign = "-" if units < 0 else ""
+        whole, fraction = divmod(abs(units), 10**column.scale)
+        return Decimal(f"{sign}{whole}.{str(fraction).zfill(column.scale)}")
+    if kind == "date":
+        return value.isoformat()
+    if kind == "timestamp":
+        text = value.strftime("%Y-%m-%dT%H:%M:%S")
+        if value.microsecond:
+            text += f".{value.microsecond:06d}".rstrip("0")
+        return text + ("Z" if column.timezone else "")
+    return value
+
+
+# --- queries -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefTable:
+    columns: tuple[RefColumn, ...]
+    rows: tuple[tuple[Any, ...], ...]  # typed values, in insertion order
+
+    @classmethod
+    def from_cells(cls, columns: Sequence[RefColumn], cells: Iterable[Sequence[str]]) -> RefTable:
+        return cls(
+            tuple(columns),
+            tuple(tuple(cell_value(c, t) for c, t in zip(columns, row, strict=True)) for row in cells),
+        )
+
+
+Predicate = Callable[[Any], bool]
+
+
+def _resolve(names: dict[str, int], key: str) -> tuple[int, str]:
+    """The column index and operator a filter key names; the exact name wins."""
+    if key in names:
+        return names[key], "eq"
+    name, sep, suffix = key.rpartition("__")
+    if sep and name in names and suffix in OPERATORS:
+        return names[name], OPERATORS[suffix]
+    raise RefRejected(f"unknown filter {key!r}")
+
+
+def _predicate(column: RefColumn, op: str, text: str) -> Predicate:
+    if op == "in":
+        items = text.split(",")
+        wanted = [filter_value(column, t) for t in items if t != ""]
+        with_missing = "" in items
+        return lambda v: (with_missing and v is None) or (v is not None and v in wanted)
+    if text == "":
+        if op != "eq":
+            raise RefRejected("an empty value has no order")
+        return lambda v: v is None
+    x = filter_value(column, text)
+    compare: dict[str, Predicate] = {
+        "eq": lambda v: v == x,
+        "gt": lambda v: v > x,
+        "gte": lambda v: v >= x,
+        "lt": lambda v: v < x,
+        "lte": lambda v: v <= x,
+    }
+    return lambda v: v is not None and compare[op](v)
+
+
+def _fields(table: RefTable, names: dict[str, int], fields: str | None) -> list[int]:
+    if not fields:
+        return list(range(len(table.columns)))
+    chosen: list[int] = []
+    for name in fields.split(","):
+        if name not in names:
+            raise RefRejected(f"unknown field {name!r}")
+        if names[name] not in chosen:
+            chosen.append(names[name])
+    return chosen
+
+
+def _sorted(table: RefTable, rows: list[int], ordering: str | None) -> list[int]:
+    """Missing is the smallest value; ties keep insertion order in the same direction."""
+    if not ordering:
+        return rows
+    descending = ordering.startswith("-")
+    name = ordering[1:] if descending else ordering
+    names = [c.name for c in table.columns]
+    if name not in names:
+        raise RefRejected(f"unknown ordering {name!r}")
+    index = names.index(name)
+
+    def key(row: int) -> tuple[Any, ...]:
+        value = table.rows[row][index]
+        return ((0,) if value is None else (1, value)), row
+
+    return sorted(rows, key=key, reverse=descending)
+
+
+def run_query(
+    table: RefTable,
+    filters: Sequence[tuple[str, str]],
+    *,
+    fields: str | None,
+    ordering: str | None,
+    page: int,
+    page_size: int,
+) -> dict[str, Any]:
+    """The response envelope tally must give, or RefRejected / RefUnmodelled."""
+    names = {c.name: i for i, c in enumerate(table.columns)}
+    resolved = [(*_resolve(names, k), v) for k, v in filters if k not in RESERVED]
+    chosen = _fields(table, names, fields)
+    predicates = [(i, _predicate(table.columns[i], op, v)) for i, op, v in resolved]
+    matching = [
+        r for r, row in enumerate(table.rows) if all(p(row[i]) for i, p in predicates)
+    ]
+    ordered = _sorted(table, matching, ordering)
+    size = min(page_size, MAX_PAGE_SIZE)
+    window = ordered[(page - 1) * size : page * size]
+    data = [
+        {table.columns[i].name: json_value(table.columns[i], table.rows[r][i]) for i in chosen}
+        for r in window
+    ]
+    return {
+        "data": data,
+        "meta": {
+            "page": page,
+            "page_size": size,
+            "returned_count": len(data),
+            "total_count": len(matching),
+            "total_pages": math.ceil(len(matching) / size),
+        },
+    }
