@@ -57,6 +57,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import report  # noqa: E402  (bench/report.py)
+
 from support.pg import PostgresServer, create_database, start_postgres  # noqa: E402
 
 TALLY = REPO / ".venv" / "bin" / "tally"
@@ -345,7 +346,7 @@ class CatalogueWatch(threading.Thread):
             try:
                 conn = conn or self._connect()
                 state = self._read(conn)
-            except Exception:  # noqa: BLE001 - busy or not there yet: try again
+            except Exception:
                 state = None
             now = time.perf_counter() - self.t0
             if state and state[0] > 0 and self.rows_at is None:
@@ -596,7 +597,7 @@ def run_backend(cfg: Config, backend: str, driver: ModuleType, versions: dict[st
         rec["driver_exit"] = run_driver(cfg, server, tenant, rec["load"]["resource_id"],
                                         backend, version)
         rec["server_log_tail"] = _tail(cfg.logs / f"tally-{backend}-serve.log")
-    except Exception as error:  # noqa: BLE001 - recorded in the report, the run goes on
+    except Exception as error:
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")
     finally:

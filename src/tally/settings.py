@@ -96,3 +96,14 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def settings_table() -> str:
+    """The configuration table of README.md and docs/configuration.md (kept in sync by a
+    test): one row per setting, its variable, default and description."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, info in Settings.model_fields.items():
+        default = info.default
+        shown = "unset" if default is None else str(default)
+        lines.append(f"| `TALLY_{name.upper()}` | `{shown}` | {info.description} |")
+    return "\n".join(lines) + "\n"

@@ -25,9 +25,15 @@ _COUNTERPARTIES = (
 
 @dataclass(frozen=True)
 class Demo:
+    account_id: int
     workspace_id: int
     key: str
     resource_id: int
+
+    def shell_exports(self, base_url: str) -> str:
+        """For `source .tally/demo.env`: the README's curl examples read these."""
+        return (f"export BASE={base_url} KEY={self.key} WS={self.workspace_id} "
+                f"ACCOUNT={self.account_id} RID={self.resource_id}\n")
 
 
 def _write_sample(path: Path) -> None:
@@ -61,4 +67,4 @@ def create_demo(engine: Engine) -> Demo:
         result = catalogue.create_source_from_file(
             engine, workspace_id=workspace.id, name=f"demo payments {workspace.id}", path=path
         )
-    return Demo(workspace.id, key.key, result.resource.id)
+    return Demo(account.id, workspace.id, key.key, result.resource.id)

@@ -46,7 +46,11 @@ def post_json(
     sent = {"User-Agent": "tally", **headers, "Content-Type": "application/json"}
     try:
         with vetted_request(
-            "POST", url, headers=sent, content=body, policy=policy,
+            "POST",
+            url,
+            headers=sent,
+            content=body,
+            policy=policy,
             timeout_seconds=timeout_seconds,
         ) as response:
             excerpt = _read_excerpt(response.iter_bytes(), started + timeout_seconds)

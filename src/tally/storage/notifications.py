@@ -62,15 +62,19 @@ class AttemptRecord:
 
 
 def _event(row: Any) -> OutboxEvent:
-    return OutboxEvent(row.id, row.topic, row.type, row.resource_id, row.file_id, row.payload,
-                       row.created_at)
+    return OutboxEvent(
+        row.id, row.topic, row.type, row.resource_id, row.file_id, row.payload, row.created_at
+    )
 
 
 def claim_pending_events(conn: Connection, *, limit: int) -> list[OutboxEvent]:
     """The oldest unprocessed notification events, locked against other fan-outs."""
-    stmt = (select(outbox_events)
-            .where(outbox_events.c.topic == NOTIFICATION, outbox_events.c.processed_at.is_(None))
-            .order_by(outbox_events.c.id).limit(limit))
+    stmt = (
+        select(outbox_events)
+        .where(outbox_events.c.topic == NOTIFICATION, outbox_events.c.processed_at.is_(None))
+        .order_by(outbox_events.c.id)
+        .limit(limit)
+    )
     if backend_of(conn).supports_skip_locked:
         stmt = stmt.with_for_update(skip_locked=True)
     return [_event(row) for row in conn.execute(stmt)]
@@ -82,24 +86,41 @@ def get_event(conn: Connection, event_id: int) -> OutboxEvent:
 
 def store_event_payload(conn: Connection, event_id: int, payload: dict[str, Any]) -> None:
     """Fill in the payload of an event written without one (before payloads existed)."""
-    conn.execute(update(outbox_events).where(outbox_events.c.id == event_id)
-                 .values(payload=payload))
+    conn.execute(
+        update(outbox_events).where(outbox_events.c.id == event_id).values(payload=payload)
+    )
 
 
-def insert_delivery(conn: Connection, *, event_id: int, endpoint_id: int, message_id: str,
-                    now: dt.datetime) -> int:
-    return int(conn.execute(insert(notification_deliveries).values(
-        event_id=event_id, endpoint_id=endpoint_id, message_id=message_id, status=PENDING,
-        attempts=0, next_attempt_at=now, created_at=now,
-    ).returning(notification_deliveries.c.id)).scalar_one())
+def insert_delivery(
+    conn: Connection, *, event_id: int, endpoint_id: int, message_id: str, now: dt.datetime
+) -> int:
+    return int(
+        conn.execute(
+            insert(notification_deliveries)
+            .values(
+                event_id=event_id,
+                endpoint_id=endpoint_id,
+                message_id=message_id,
+                status=PENDING,
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+            .returning(notification_deliveries.c.id)
+        ).scalar_one()
+    )
 
 
-def claim_next_delivery(conn: Connection, *, worker: str, now: dt.datetime,
-                        lease_seconds: float) -> DeliveryRecord | None:
+def claim_next_delivery(
+    conn: Connection, *, worker: str, now: dt.datetime, lease_seconds: float
+) -> DeliveryRecord | None:
     """Lease the oldest due delivery whose lease is free or expired; count the attempt."""
     d = notification_deliveries.c
-    due = and_(d.status == PENDING, d.next_attempt_at <= now,
-               or_(d.lease_expires_at.is_(None), d.lease_expires_at < now))
+    due = and_(
+        d.status == PENDING,
+        d.next_attempt_at <= now,
+        or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
+    )
     pick = select(d.id).where(due).order_by(d.next_attempt_at, d.id).limit(1)
     if backend_of(conn).supports_skip_locked:
         pick = pick.with_for_update(skip_locked=True)
@@ -107,27 +128,55 @@ def claim_next_delivery(conn: Connection, *, worker: str, now: dt.datetime,
     if delivery_id is None:
         return None
     row = conn.execute(
-        update(notification_deliveries).where(d.id == delivery_id, due)
-        .values(lease_owner=worker, lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-                attempts=d.attempts + 1)
+        update(notification_deliveries)
+        .where(d.id == delivery_id, due)
+        .values(
+            lease_owner=worker,
+            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
+            attempts=d.attempts + 1,
+        )
         .returning(notification_deliveries)
     ).first()
     return DeliveryRecord.from_row(row) if row else None
 
 
 def endpoint_disabled(conn: Connection, endpoint_id: int) -> bool:
-    return conn.execute(select(notification_endpoints.c.disabled_at).where(
-        notification_endpoints.c.id == endpoint_id)).scalar() is not None
+    return (
+        conn.execute(
+            select(notification_endpoints.c.disabled_at).where(
+                notification_endpoints.c.id == endpoint_id
+            )
+        ).scalar()
+        is not None
+    )
 
 
-def record_attempt(conn: Connection, *, delivery_id: int, attempt_number: int, url: str,
-                   status_code: int | None, response_excerpt: str | None, error: str | None,
-                   duration_ms: int, attempted_at: dt.datetime,
-                   next_attempt_at: dt.datetime | None) -> None:
-    conn.execute(insert(notification_attempts).values(
-        delivery_id=delivery_id, attempt_number=attempt_number, url=url,
-        status_code=status_code, response_excerpt=response_excerpt, error=error,
-        duration_ms=duration_ms, attempted_at=attempted_at, next_attempt_at=next_attempt_at))
+def record_attempt(
+    conn: Connection,
+    *,
+    delivery_id: int,
+    attempt_number: int,
+    url: str,
+    status_code: int | None,
+    response_excerpt: str | None,
+    error: str | None,
+    duration_ms: int,
+    attempted_at: dt.datetime,
+    next_attempt_at: dt.datetime | None,
+) -> None:
+    conn.execute(
+        insert(notification_attempts).values(
+            delivery_id=delivery_id,
+            attempt_number=attempt_number,
+            url=url,
+            status_code=status_code,
+            response_excerpt=response_excerpt,
+            error=error,
+            duration_ms=duration_ms,
+            attempted_at=attempted_at,
+            next_attempt_at=next_attempt_at,
+        )
+    )
 
 
 def _held(delivery_id: int, worker: str) -> Any:
@@ -135,30 +184,37 @@ def _held(delivery_id: int, worker: str) -> Any:
     return and_(d.id == delivery_id, d.lease_owner == worker, d.status == PENDING)
 
 
-def finish_delivery(conn: Connection, delivery_id: int, *, worker: str, status: str,
-                    now: dt.datetime) -> bool:
+def finish_delivery(
+    conn: Connection, delivery_id: int, *, worker: str, status: str, now: dt.datetime
+) -> bool:
     """Delivered or failed for good; False if `worker` no longer holds the delivery."""
-    result = conn.execute(update(notification_deliveries).where(_held(delivery_id, worker))
-                          .values(status=status, finished_at=now, lease_owner=None,
-                                  lease_expires_at=None))
+    result = conn.execute(
+        update(notification_deliveries)
+        .where(_held(delivery_id, worker))
+        .values(status=status, finished_at=now, lease_owner=None, lease_expires_at=None)
+    )
     return result.rowcount == 1
 
 
-def schedule_retry(conn: Connection, delivery_id: int, *, worker: str,
-                   next_attempt_at: dt.datetime) -> bool:
-    result = conn.execute(update(notification_deliveries).where(_held(delivery_id, worker))
-                          .values(next_attempt_at=next_attempt_at, lease_owner=None,
-                                  lease_expires_at=None))
+def schedule_retry(
+    conn: Connection, delivery_id: int, *, worker: str, next_attempt_at: dt.datetime
+) -> bool:
+    result = conn.execute(
+        update(notification_deliveries)
+        .where(_held(delivery_id, worker))
+        .values(next_attempt_at=next_attempt_at, lease_owner=None, lease_expires_at=None)
+    )
     return result.rowcount == 1
 
 
 def fail_pending_for_endpoint(conn: Connection, endpoint_id: int, now: dt.datetime) -> int:
     """Stop every pending delivery to an endpoint (it answered 410 Gone)."""
     d = notification_deliveries.c
-    result = conn.execute(update(notification_deliveries)
-                          .where(d.endpoint_id == endpoint_id, d.status == PENDING)
-                          .values(status=FAILED, finished_at=now, lease_owner=None,
-                                  lease_expires_at=None))
+    result = conn.execute(
+        update(notification_deliveries)
+        .where(d.endpoint_id == endpoint_id, d.status == PENDING)
+        .values(status=FAILED, finished_at=now, lease_owner=None, lease_expires_at=None)
+    )
     return int(result.rowcount)
 
 
@@ -167,7 +223,8 @@ def list_deliveries_for_file(conn: Connection, file_id: int) -> list[DeliveryRec
         select(notification_deliveries)
         .join(outbox_events, outbox_events.c.id == notification_deliveries.c.event_id)
         .where(outbox_events.c.file_id == file_id)
-        .order_by(notification_deliveries.c.id))
+        .order_by(notification_deliveries.c.id)
+    )
     return [DeliveryRecord.from_row(row) for row in rows]
 
 
@@ -175,10 +232,16 @@ def list_attempts_for_file(conn: Connection, file_id: int) -> list[AttemptRecord
     """Every attempt to notify about a file, by delivery then attempt."""
     rows = conn.execute(
         select(notification_attempts)
-        .join(notification_deliveries,
-              notification_deliveries.c.id == notification_attempts.c.delivery_id)
+        .join(
+            notification_deliveries,
+            notification_deliveries.c.id == notification_attempts.c.delivery_id,
+        )
         .join(outbox_events, outbox_events.c.id == notification_deliveries.c.event_id)
         .where(outbox_events.c.file_id == file_id)
-        .order_by(notification_attempts.c.delivery_id, notification_attempts.c.attempt_number,
-                  notification_attempts.c.id))
+        .order_by(
+            notification_attempts.c.delivery_id,
+            notification_attempts.c.attempt_number,
+            notification_attempts.c.id,
+        )
+    )
     return [AttemptRecord.from_row(row) for row in rows]

@@ -1,0 +1,90 @@
+"""The README's curl examples, pasted into bash against `tally serve --demo`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TALLY = [sys.executable, "-m", "tally"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    port = _free_port()
+    env = {**os.environ, "TALLY_HOME": str(tmp_path / ".tally"), "TALLY_SERVE_WORKER": "false",
+           "TALLY_LOG_LEVEL": "WARNING"}
+    env.pop("TALLY_DATABASE_URL", None)
+    process = subprocess.Popen([*TALLY, "serve", "--demo", "--port", str(port)], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        printed = json.loads(process.stdout.readline())
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "tally serve did not start"
+                time.sleep(0.1)
+        yield tmp_path, printed
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+def _blocks(section: str) -> list[str]:
+    text = (ROOT / "README.md").read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)```", text, re.S)
+
+
+def _bash(script: str, cwd: Path) -> list[str]:
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]]) -> None:
+    folder, printed = demo
+    assert printed["key"].startswith("tly_")
+    lines = _bash(_blocks("Try it")[0].replace("curl -s", "curl -s --fail-with-body"), folder)
+    health, by_amount, by_currency = (json.loads(line) for line in lines)
+    assert health == {"status": "ok"}
+    amounts = [row["amount"] for row in by_amount["data"]]
+    assert len(amounts) == 3 and amounts == sorted(amounts, reverse=True)
+    assert all(row["status"] == "settled" and row["amount"] >= 100 for row in by_amount["data"])
+    assert by_currency["meta"]["page"] == 2
+    assert all(set(row) == {"id", "amount", "currency"} for row in by_currency["data"])
+
+
+def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) -> None:
+    folder, _ = demo
+    script = _blocks("Try it")[1].replace("curl -s", "curl -s --fail-with-body")
+    register, rest = script.split("# -> {\"id\"", 1)
+    prelude = "source .tally/demo.env\n"
+    created = json.loads(_bash(prelude + register, folder)[0])
+    assert created["name"] == "bank statements" and created["webhook_id"].startswith("whk_")
+    rest = rest.split("\n", 1)[1].replace("<webhook_id>", created["webhook_id"])
+    rest = rest.replace("/sources/2/files", f"/sources/{created['id']}/files")
+    accepted, listing = (json.loads(line) for line in _bash(prelude + rest, folder))
+    assert accepted == {"status": "accepted"}
+    assert [f["status"] for f in listing["data"]] == ["queued"]
+    assert listing["data"][0]["url"] == "https://files.example.com/stmt-2026-11-21.csv"
