@@ -323,7 +323,7 @@ class CatalogueWatch(threading.Thread):
         self.t0 = time.perf_counter()
         self.rows_at: float | None = None
         self.indexed_at: float | None = None
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def _read(self, conn: Any) -> tuple[int, int, int] | None:
         sql = ("SELECT row_count, data_version, indexed_version FROM resources "
@@ -342,7 +342,7 @@ class CatalogueWatch(threading.Thread):
 
     def run(self) -> None:
         conn = None
-        while not self._stop.is_set():
+        while not self._done.is_set():
             try:
                 conn = conn or self._connect()
                 state = self._read(conn)
@@ -354,12 +354,12 @@ class CatalogueWatch(threading.Thread):
             if state and state[2] > 0 and state[2] == state[1] and self.indexed_at is None:
                 self.indexed_at = now
                 break
-            self._stop.wait(POLL_SECONDS)
+            self._done.wait(POLL_SECONDS)
         if conn is not None:
             conn.close()
 
     def finish(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(5)
 
 

@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import json
 import math
+import os
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -35,7 +36,8 @@ NAMES = ("id", "amount", "Amount", "a__b", "x", "x__gt", "x__in", "p.col", "Ét�
 # Commas split in-lists, quotes and backslashes test the CSV paths, and U+FF5A sorts
 # below U+1F600 by code point but above it in UTF-16.
 TEXT_ALPHABET = "aAbZz01 é中ｚ😀,\"'\\-"
-EXAMPLES = 40
+# TALLY_PROPERTY_EXAMPLES=500 for a deeper local run.
+EXAMPLES = int(os.environ.get("TALLY_PROPERTY_EXAMPLES", "40"))
 QUERIES_PER_TABLE = 5
 
 

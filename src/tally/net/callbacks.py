@@ -53,7 +53,7 @@ def post_json(
             policy=policy,
             timeout_seconds=timeout_seconds,
         ) as response:
-            excerpt = _read_excerpt(response.iter_bytes(), started + timeout_seconds)
+            excerpt = _read_excerpt(response.iter_bytes(), started + 2 * timeout_seconds)
             status: int | None = response.status_code
             error = None
     except FetchError as exc:
@@ -75,7 +75,13 @@ def _read_excerpt(chunks: Iterator[bytes], deadline: float) -> str:
 
 
 def _callback_message(message: str) -> str:
-    return message.replace("download refused", "callback refused", 1)
+    """fetch's wording is about downloads; these are callbacks."""
+    for download, callback in (
+        ("download refused", "callback refused"),
+        ("download from", "callback to"),
+    ):
+        message = message.replace(download, callback, 1)
+    return message
 
 
 def _elapsed_ms(started: float) -> int:

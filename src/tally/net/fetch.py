@@ -612,15 +612,16 @@ def vetted_request(
     """One request to a user-configured URL (e.g. a status callback); no redirect followed.
 
     The same guard as `download`: only http(s), every address connected to must pass
-    `policy`. Connecting, sending and reading share one `timeout_seconds` budget. The
-    response is yielded unread, whatever its status; raises `FetchError` when no response
-    came (refused address, connection failure, time-out), never naming the query string.
+    `policy`. Connecting and each read may take `timeout_seconds`; a server trickling its
+    answer is cut off at twice that. The response is yielded unread, whatever its status;
+    raises `FetchError` when no response came (refused address, connection failure,
+    time-out), never naming the query string.
     """
     start = _parse_url(url)
     limits = FetchLimits(
         connect_timeout_seconds=timeout_seconds,
         read_timeout_seconds=timeout_seconds,
-        total_timeout_seconds=timeout_seconds,
+        total_timeout_seconds=2 * timeout_seconds,
         max_redirects=0,
     )
     budget = _Budget.start(limits)

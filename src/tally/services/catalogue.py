@@ -74,6 +74,9 @@ def index_resource(engine: Engine, resource_id: int) -> None:
     """Build the per-column indexes once the rows are committed (readers never wait)."""
     with write_connection(engine) as conn, conn.begin():
         resource = resources.lock_resource(conn, resource_id)
-        if resource.indexed_version == 0:  # later loads maintain the indexes as they go
+        built = resource.indexed_version == 0  # later loads maintain the indexes as they go
+        if built:
             resource_tables.build_indexes(conn, resource.table_name, resource.columns)
         resources.record_indexed(conn, resource_id, resource.data_version)
+    if built:
+        resource_tables.vacuum(engine, resource.table_name)

@@ -54,8 +54,9 @@ _PLAIN_TIMESTAMPS = re.compile(
     f"(?:\n(?:{DATE_PATTERN}[T ][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}Z?)?)*"
 )
 _FRACTION = re.compile(r"\.([0-9]+)")
-# Below this many characters a scaled value cannot leave int64 (19 digits).
+# Below this many characters a value cannot leave int64 at scale 0 or 1.
 _SAFE_NUMBER_CHARS = 17
+_INT64_DIGITS = 19
 
 
 def shape_of(column_type: ColumnType, timezone: bool) -> str:
@@ -121,7 +122,7 @@ def _filled(values: Sequence[str]) -> int:
 
 
 def largest_magnitude(values: Sequence[str]) -> Decimal:
-    """Largest absolute value among the long numbers (short ones always fit)."""
+    """Largest absolute value among the long numbers (short ones fit at a small scale)."""
     longest = max(map(len, values), default=0)
     if longest < _SAFE_NUMBER_CHARS:
         return Decimal(0)
@@ -131,12 +132,43 @@ def largest_magnitude(values: Sequence[str]) -> Decimal:
 
 
 @dataclass
+class Magnitude:
+    """The largest absolute value of a numeric column, exact wherever it can matter.
+
+    A value of n characters is below 10**n, so at scale s it fits in int64 when
+    n + s <= 18: only longer values are measured exactly. Values skipped at one scale
+    may matter once a later value brings more fractional digits; `settled` tells
+    whether the values skipped so far are still known to fit.
+    """
+
+    largest: Decimal = field(default_factory=lambda: Decimal(0))
+    skipped_chars: int = 0  # the longest value not measured exactly
+
+    def measure(self, values: Sequence[str], scale: int) -> None:
+        threshold = _INT64_DIGITS - scale  # shorter values fit at this scale
+        longest = max(map(len, values), default=0)
+        if longest < threshold:
+            self.skipped_chars = max(self.skipped_chars, longest)
+            return
+        self.skipped_chars = max(self.skipped_chars, threshold - 1)
+        self.largest = max(
+            self.largest, max(abs(Decimal(v)) for v in values if v and len(v) >= threshold))
+
+    def settled(self, scale: int) -> bool:
+        return self.skipped_chars + scale < _INT64_DIGITS
+
+    def exceeds(self, scale: int) -> bool:
+        """Does the largest measured value leave int64 at this scale?"""
+        return self.largest.scaleb(scale) > INT64_MAX
+
+
+@dataclass
 class ColumnGuess:
     """What one column looks like so far."""
 
     shape: str | None = None  # None: only empty values so far
     scale: int = 0
-    magnitude: Decimal = field(default_factory=lambda: Decimal(0))
+    magnitude: Magnitude = field(default_factory=Magnitude)
     plain_timestamps: bool = True
     has_empty: bool = False
     fraction_lengths: set[int | None] = field(default_factory=set)
@@ -154,11 +186,24 @@ class ColumnGuess:
         elif self.shape in (TS_NAIVE, TS_AWARE) and self.plain_timestamps:
             self.plain_timestamps = timestamps_are_plain(values)
         if self.shape == DECIMAL:
+            if before == INTEGER:
+                self.fraction_lengths.add(0)  # the integers seen so far have no fraction
             most, uniform = fraction_digits(values)
             self.scale = max(self.scale, most)
             self.fraction_lengths.add(uniform)
         if self.shape in (INTEGER, DECIMAL):
-            self.magnitude = max(self.magnitude, largest_magnitude(values))
+            self.magnitude.measure(values, self.scale)
+
+    @property
+    def needs_measuring(self) -> bool:
+        """A later value brought digits enough that skipped values may leave int64: the
+        caller must `measure` the whole column again before `resolve`."""
+        return self.shape in (INTEGER, DECIMAL) and not self.magnitude.settled(self.scale)
+
+    def measure(self, values: Sequence[str]) -> None:
+        """Measure the column again at its final scale (after needs_measuring)."""
+        self.magnitude.skipped_chars = 0
+        self.magnitude.measure(values, self.scale)
 
     @property
     def uniform_scale(self) -> bool:
@@ -168,7 +213,7 @@ class ColumnGuess:
     def resolve(self) -> tuple[ColumnType, int, bool]:
         """(type, scale, timezone) once the whole file has been seen."""
         shape = self.shape or TEXT
-        if shape in (INTEGER, DECIMAL) and self.magnitude.scaleb(self.scale) > INT64_MAX:
+        if shape in (INTEGER, DECIMAL) and self.magnitude.exceeds(self.scale):
             return ColumnType.TEXT, 0, False  # beyond exact 64-bit storage: keep the digits
         if shape in (TS_NAIVE, TS_AWARE):
             return ColumnType.TIMESTAMP, 0, shape == TS_AWARE

@@ -76,6 +76,7 @@ def _infer(path: Path, file_format: FileFormat, on_progress: ProgressCallback | 
                 guess.observe(values)
             if on_progress:
                 on_progress("checking", batch.offset)
+    _measure_again(path, file_format, guesses)
     result = FirstPass([], rows)
     for position, (name, guess) in enumerate(zip(header, guesses, strict=True)):
         column_type, scale, timezone = guess.resolve()
@@ -85,6 +86,19 @@ def _infer(path: Path, file_format: FileFormat, on_progress: ProgressCallback | 
             has_empty=guess.has_empty, uniform_scale=guess.uniform_scale,
             plain_timestamps=guess.plain_timestamps)
     return result
+
+
+def _measure_again(path: Path, file_format: FileFormat, guesses: Sequence[ColumnGuess]
+                   ) -> None:
+    """Rarely, a late value brings so many fractional digits that numbers skipped by the
+    cheap range check may leave int64: measure those columns again, exactly."""
+    again = [i for i, guess in enumerate(guesses) if guess.needs_measuring]
+    if not again:
+        return
+    with read_csv(path, file_format) as (_header, batches):
+        for batch in batches:
+            for i in again:
+                guesses[i].measure([row[i] for row in batch.rows])
 
 
 def _match_header(header: Sequence[str], columns: Sequence[Column]) -> list[Column]:
