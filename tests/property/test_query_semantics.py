@@ -226,9 +226,13 @@ def _odd_text(draw: st.DrawFn, column: GenColumn, cells: list[str]) -> str:
     kind = column.kind
     base = draw(st.sampled_from(cells)) if cells else draw(value_texts(column))
     if kind == "decimal":
-        extra = draw(st.text("0123456789", min_size=1, max_size=32))
-        many = (base if "." in base else base + ".") + extra
-        return draw(st.sampled_from([many, "1" + "0" * 25, "-" + "9" * 30, "1e3", ".5", "x"]))
+        # digits beyond the column's scale, beyond 28 significant digits too: just
+        # above a stored value, or just below the next one
+        dotted = base if "." in base else base + "."
+        k = draw(st.integers(1, 32) | st.integers(20, 32))
+        extra = draw(st.sampled_from(["0" * k + "1", "9" * k, "5", "0" * k]))
+        huge = ["1" + "0" * 25, "-" + "9" * 30]
+        return draw(st.sampled_from([dotted + extra, dotted + extra, *huge, "1e3", ".5", "x"]))
     if kind == "integer":
         return draw(st.sampled_from(["1.5", "007", "x", "10.0", base + "0"]))
     if kind == "date":
@@ -247,7 +251,7 @@ def _odd_text(draw: st.DrawFn, column: GenColumn, cells: list[str]) -> str:
 
 def _filter_text(draw: st.DrawFn, column: GenColumn, cells: list[str]) -> str:
     filled = [v for v in cells if v]
-    source = draw(st.sampled_from(["cell", "cell", "cell", "fresh", "empty", "odd"]))
+    source = draw(st.sampled_from(["cell", "cell", "cell", "fresh", "empty", "odd", "odd"]))
     if source == "cell" and filled:
         return draw(st.sampled_from(filled))
     if source == "empty":

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from tally.api.compression import json_body_response
 from tally.api.errors import openapi_responses
 from tally.core.errors import InvalidWorkspaceHeaderError
 from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAMETERS
@@ -153,4 +154,5 @@ async def read_resource_data(
             page_size=page_size,
         ),
     )
-    return Response(body, media_type="application/json")
+    return json_body_response(body, accept_encoding=request.headers.get("accept-encoding"),
+                              min_bytes=request.app.state.runtime.settings.gzip_min_bytes)

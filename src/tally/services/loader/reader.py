@@ -52,34 +52,43 @@ def _is_gzip(path: Path) -> bool:
         return handle.read(2) == GZIP_MAGIC
 
 
-def _is_utf8(path: Path, compressed: bool) -> bool:
-    """Decode the whole file incrementally; Latin-1 only if UTF-8 truly fails."""
+def _scan(path: Path, compressed: bool) -> tuple[bool, bool]:
+    """(is UTF-8, holds a NUL byte), from one incremental pass over the whole file:
+    Latin-1 only if UTF-8 truly fails."""
     decoder = codecs.getincrementaldecoder("utf-8")()
+    utf8, nul = True, False
     try:
         with _open_bytes(path, compressed) as handle:
             while chunk := handle.read(1 << 20):
-                decoder.decode(chunk)
-            decoder.decode(b"", final=True)
+                nul = nul or b"\x00" in chunk
+                if utf8:
+                    try:
+                        decoder.decode(chunk)
+                    except UnicodeDecodeError:
+                        utf8 = False
+            if utf8:
+                decoder.decode(b"", final=True)
     except UnicodeDecodeError:
-        return False
+        utf8 = False
     except (OSError, EOFError) as exc:
         raise LoadError(f"the file cannot be read: {exc}") from exc
-    return True
+    return utf8, nul
 
 
 def _sniff_delimiter(sample: str) -> str:
-    """The candidate that splits the first lines into the most, equally many, fields."""
+    """The candidate that splits the first records into the most, equally many, fields."""
     best, best_fields = ",", 1
-    lines = sample.splitlines(keepends=True)[:SNIFF_LINES]
-    if len(lines) > 1 and not sample.endswith(("\n", "\r")):
-        lines = lines[:-1]  # the sample may end mid-record
+    lines = sample.splitlines(keepends=True)
+    cut = len(lines) > SNIFF_LINES or not sample.endswith(("\n", "\r"))
+    text = "".join(lines[:SNIFF_LINES])
     for delimiter in DELIMITERS:
         try:
-            widths = {
-                len(r) for r in csv.reader(io.StringIO("".join(lines)), delimiter=delimiter) if r
-            }
+            rows = [r for r in csv.reader(io.StringIO(text), delimiter=delimiter) if r]
         except csv.Error:
             continue
+        if cut and len(rows) > 1:
+            rows.pop()  # the sample may end inside the last record (a quoted newline)
+        widths = {len(r) for r in rows}
         if len(widths) == 1 and (fields := widths.pop()) > best_fields:
             best, best_fields = delimiter, fields
     return best
@@ -87,10 +96,28 @@ def _sniff_delimiter(sample: str) -> str:
 
 def detect_format(path: Path) -> FileFormat:
     compressed = _is_gzip(path)
-    encoding = "utf-8-sig" if _is_utf8(path, compressed) else "latin-1"
+    utf8, nul = _scan(path, compressed)
+    encoding = "utf-8-sig" if utf8 else "latin-1"
     with _open_bytes(path, compressed) as handle:
         sample = handle.read(SNIFF_BYTES).decode(encoding, errors="ignore")
-    return FileFormat(compressed, encoding, _sniff_delimiter(sample))
+    file_format = FileFormat(compressed, encoding, _sniff_delimiter(sample))
+    if nul:
+        # PostgreSQL cannot store the character, and it is the mark of a UTF-16 file
+        raise _nul_error(path, file_format)
+    return file_format
+
+
+def _nul_error(path: Path, file_format: FileFormat) -> LoadError:
+    reason = "a NUL character is not allowed (is the file UTF-16?)"
+    with read_csv(path, file_format) as (header, batches):
+        if any("\x00" in name for name in header):
+            return LoadError(reason, line=1)
+        for batch in batches:
+            for row, line in zip(batch.rows, batch.lines, strict=True):
+                for name, value in zip(header, row, strict=True):
+                    if "\x00" in value:
+                        return LoadError(reason, line=line, column=name)
+    return LoadError(reason)  # pragma: no cover - the scan found one
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -108,15 +135,20 @@ def raw_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
 
 @contextmanager
 def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Iterator[Batch]]]:
-    """One pass over the file: its header, and its records in batches."""
+    """One pass over the file: its header, and its records in batches. Blank lines,
+    before the header too, hold no record."""
     csv.field_size_limit(MAX_FIELD_BYTES)
     with _open_bytes(path, file_format.compressed) as raw:
         text = io.TextIOWrapper(raw, encoding=file_format.encoding, newline="")
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
+        header: list[str] | None = []
+        start = 1
         try:
-            header = next(reader, None)
+            while header == []:
+                start = reader.line_num + 1
+                header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise LoadError(f"malformed CSV: {exc}", line=reader.line_num or 1) from exc
+            raise LoadError(f"malformed CSV: {exc}", line=start) from exc
         if header is None:
             raise LoadError("the file is empty: a header line is required", line=1)
         stored = raw.fileobj if isinstance(raw, gzip.GzipFile) else raw
@@ -125,20 +157,22 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], I
 
 def _batches(reader: Any, width: int, stored: Any) -> Iterator[Batch]:
     batch = Batch([], [])
+    start = reader.line_num + 1  # where the record being read begins
     try:
         for row in reader:
-            if not row:
-                continue  # a blank line holds no record
-            if len(row) != width:
-                raise LoadError(f"expected {width} fields, found {len(row)}", line=reader.line_num)
-            batch.rows.append(row)
-            batch.lines.append(reader.line_num)
-            if len(batch.rows) >= BATCH_ROWS:
-                batch.offset = stored.tell()
-                yield batch
-                batch = Batch([], [])
+            if row:  # a blank line holds no record
+                if len(row) != width:
+                    raise LoadError(f"expected {width} fields, found {len(row)}",
+                                    line=reader.line_num)
+                batch.rows.append(row)
+                batch.lines.append(reader.line_num)
+                if len(batch.rows) >= BATCH_ROWS:
+                    batch.offset = stored.tell()
+                    yield batch
+                    batch = Batch([], [])
+            start = reader.line_num + 1
     except (csv.Error, UnicodeDecodeError) as exc:
-        raise LoadError(f"malformed CSV: {exc}", line=reader.line_num + 1) from exc
+        raise LoadError(f"malformed CSV: {exc}", line=start) from exc
     if batch.rows:
         batch.offset = stored.tell()
         yield batch
