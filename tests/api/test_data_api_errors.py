@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from sqlalchemy import update
+
 from conftest import make_settings
 from factories import Tenant, make_source, make_tenant
-from sqlalchemy import update
 from support.servers import serve_app
-
 from tally.api.app import create_app
 from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime

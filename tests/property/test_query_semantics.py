@@ -226,13 +226,15 @@ def _odd_text(draw: st.DrawFn, column: GenColumn, cells: list[str]) -> str:
     kind = column.kind
     base = draw(st.sampled_from(cells)) if cells else draw(value_texts(column))
     if kind == "decimal":
-        # digits beyond the column's scale, beyond 28 significant digits too: just
-        # above a stored value, or just below the next one
-        dotted = base if "." in base else base + "."
+        # digits beyond the column's scale (beyond 28 significant digits too): just
+        # above a stored value, or just below it
+        scale = max((len(v.partition(".")[2]) for v in cells), default=column.scale)
+        units = int(Decimal(base) * 10**scale)
         k = draw(st.integers(1, 32) | st.integers(20, 32))
-        extra = draw(st.sampled_from(["0" * k + "1", "9" * k, "5", "0" * k]))
+        above = _scaled_text(units, scale, scale, plus=False) + "0" * k + "1"
+        below = _scaled_text(units - 1, scale, scale, plus=False) + "9" * k
         huge = ["1" + "0" * 25, "-" + "9" * 30]
-        return draw(st.sampled_from([dotted + extra, dotted + extra, *huge, "1e3", ".5", "x"]))
+        return draw(st.sampled_from([above, below, above, below, *huge, "1e3", ".5", "x"]))
     if kind == "integer":
         return draw(st.sampled_from(["1.5", "007", "x", "10.0", base + "0"]))
     if kind == "date":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -17,6 +18,8 @@ from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAME
 from tally.services.data_query import DataQueryService, DataRequest
 
 router = APIRouter(prefix="/api/v1", tags=["Data API"])
+# ASCII digits only: int() alone would also take "1_0", " 7" or non-ASCII digits.
+WORKSPACE_ID_PATTERN = re.compile(r"[+-]?[0-9]+")
 
 
 class PageMeta(BaseModel):
@@ -133,10 +136,9 @@ async def read_resource_data(
                 }
             ]
         )
-    try:
-        workspace = int(workspace_id)
-    except ValueError:
-        raise InvalidWorkspaceHeaderError() from None
+    if not WORKSPACE_ID_PATTERN.fullmatch(workspace_id):
+        raise InvalidWorkspaceHeaderError()
+    workspace = int(workspace_id)
     service: DataQueryService = request.app.state.runtime.data_query
     filters = [
         (k, v) for k, v in request.query_params.multi_items() if k not in RESERVED_PARAMETERS
