@@ -14,7 +14,7 @@ from tally.api import health
 from tally.api.cors import cors_middleware
 from tally.api.errors import install_error_handlers, v2_errors
 from tally.api.v1 import data
-from tally.api.v2 import files, webhooks
+from tally.api.v2 import files, sources, webhooks
 from tally.api.v2.bodies import InvalidBodyError
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -53,4 +53,5 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(data.router)
     app.include_router(webhooks.router)
     app.include_router(files.router)
+    app.include_router(sources.router)
     return app

@@ -18,8 +18,8 @@ from tally.core.clock import utc_now
 from tally.core.errors import (
     DefinitionRejectedError,
     FieldProblem,
-    IngestionForbiddenError,
     FileNotFoundInSourceError,
+    IngestionForbiddenError,
     InvalidNotificationError,
     ResourceNotFoundError,
     StorageProvisioningError,
@@ -37,8 +37,9 @@ from tally.storage.resources import Resource
 FILE_EVENTS = ("file.accepted", "file.delivered", "file.duplicate", "file.failed")
 
 
-def authenticate(engine: Engine, *, api_key: str | None, workspace: str | None,
-                 account: str | None) -> Workspace:
+def authenticate(
+    engine: Engine, *, api_key: str | None, workspace: str | None, account: str | None
+) -> Workspace:
     """All three headers together, or the same 403 whatever was wrong (spec part 5)."""
     try:
         workspace_id, account_id = int(workspace or ""), int(account or "")
@@ -49,9 +50,14 @@ def authenticate(engine: Engine, *, api_key: str | None, workspace: str | None,
     with engine.connect() as conn:
         stored = accounts.find_active_key(conn, hash_secret(api_key))
         found = accounts.find_workspace(conn, workspace_id)
-    if (stored is None or not secret_matches(api_key, stored.key_hash) or found is None
-            or stored.workspace_id != workspace_id or not found.ingestion_enabled
-            or found.account_id != account_id):
+    if (
+        stored is None
+        or not secret_matches(api_key, stored.key_hash)
+        or found is None
+        or stored.workspace_id != workspace_id
+        or not found.ingestion_enabled
+        or found.account_id != account_id
+    ):
         raise IngestionForbiddenError()
     return found
 
@@ -82,64 +88,98 @@ class RegisteredWebhook:
     webhook_id: str  # shown once; only its hash is stored
 
 
-def check_source_definition(conn: Connection, workspace_id: int, name: str,
-                            folder_id: int | None) -> None:
+def check_source_definition(
+    conn: Connection, workspace_id: int, name: str, folder_id: int | None
+) -> None:
     problems = []
     if resources.find_resource_by_name(conn, workspace_id, name) is not None:
         problems.append(FieldProblem("name", f"a source named {name!r} already exists"))
     if folder_id is not None and not accounts.folder_belongs_to(conn, folder_id, workspace_id):
-        problems.append(FieldProblem("folder_id", f"folder {folder_id} is not a folder of "
-                                                  "this workspace"))
+        problems.append(
+            FieldProblem("folder_id", f"folder {folder_id} is not a folder of this workspace")
+        )
     if problems:
         raise DefinitionRejectedError(problems)
 
 
-def create_placeholder_source(conn: Connection, *, workspace_id: int, name: str,
-                              folder_id: int | None, now: dt.datetime) -> Resource:
+def create_placeholder_source(
+    conn: Connection, *, workspace_id: int, name: str, folder_id: int | None, now: dt.datetime
+) -> Resource:
     """The source and its (placeholder) table; a storage failure is a 502."""
     check_source_definition(conn, workspace_id, name, folder_id)
     try:
         with conn.begin_nested():
             resource = resources.insert_resource(
-                conn, workspace_id=workspace_id, name=name, kind="source",
-                columns=PLACEHOLDER_COLUMNS, is_placeholder=True, folder_id=folder_id, now=now)
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind="source",
+                columns=PLACEHOLDER_COLUMNS,
+                is_placeholder=True,
+                folder_id=folder_id,
+                now=now,
+            )
             resource_tables.create_table(conn, resource.table_name, PLACEHOLDER_COLUMNS)
     except exc.IntegrityError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError(
-            [FieldProblem("name", f"a source named {name!r} already exists")]) from error
+            [FieldProblem("name", f"a source named {name!r} already exists")]
+        ) from error
     except exc.DBAPIError as error:
         raise StorageProvisioningError() from error
     return resource
 
 
-def add_notification_endpoint(conn: Connection, box: SecretBox, resource_id: int,
-                              config: NotificationConfig | None, now: dt.datetime) -> None:
+def add_notification_endpoint(
+    conn: Connection,
+    box: SecretBox,
+    resource_id: int,
+    config: NotificationConfig | None,
+    now: dt.datetime,
+) -> None:
     if config is None:
         return
     webhooks.insert_endpoint(
-        conn, resource_id=resource_id, url=config.url,
+        conn,
+        resource_id=resource_id,
+        url=config.url,
         secret_encrypted=box.seal(config.secret) if config.secret else None,
-        events=list(config.events) if config.events is not None else None, now=now)
+        events=list(config.events) if config.events is not None else None,
+        now=now,
+    )
 
 
-def register_webhook(engine: Engine, box: SecretBox, *, workspace_id: int,
-                     definition: WebhookDefinition) -> RegisteredWebhook:
+def register_webhook(
+    engine: Engine, box: SecretBox, *, workspace_id: int, definition: WebhookDefinition
+) -> RegisteredWebhook:
     """The source and its webhook, in one transaction."""
     webhook_id = new_webhook_id()
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
-        source = create_placeholder_source(conn, workspace_id=workspace_id,
-                                           name=definition.name,
-                                           folder_id=definition.folder_id, now=now)
-        credentials = (box.seal(orjson.dumps(definition.credentials).decode())
-                       if definition.credentials else None)
+        source = create_placeholder_source(
+            conn,
+            workspace_id=workspace_id,
+            name=definition.name,
+            folder_id=definition.folder_id,
+            now=now,
+        )
+        credentials = (
+            box.seal(orjson.dumps(definition.credentials).decode())
+            if definition.credentials
+            else None
+        )
         webhooks.insert_webhook(
-            conn, resource_id=source.id, workspace_id=workspace_id,
-            webhook_id_hash=hash_secret(webhook_id), url_field=definition.url_field,
-            filename_field=definition.filename_field, credentials_encrypted=credentials,
+            conn,
+            resource_id=source.id,
+            workspace_id=workspace_id,
+            webhook_id_hash=hash_secret(webhook_id),
+            url_field=definition.url_field,
+            filename_field=definition.filename_field,
+            credentials_encrypted=credentials,
             response_status=definition.response_status,
             response_content_type=definition.response_content_type,
-            response_body=definition.response_body, now=now)
+            response_body=definition.response_body,
+            now=now,
+        )
         add_notification_endpoint(conn, box, source.id, definition.notification, now)
     return RegisteredWebhook(source, webhook_id)
 
@@ -164,12 +204,10 @@ def redact_url(url: str) -> str:
 def _file_url(payload: Any, path: str) -> str:
     value = lookup(payload, path)
     if not isinstance(value, str) or not value.strip():
-        raise InvalidNotificationError(f"no file URL at '{path}' in the notification",
-                                       field=path)
+        raise InvalidNotificationError(f"no file URL at '{path}' in the notification", field=path)
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidNotificationError(
-            f"the value at '{path}' is not an http(s) URL", field=path)
+        raise InvalidNotificationError(f"the value at '{path}' is not an http(s) URL", field=path)
     return value
 
 
@@ -182,20 +220,35 @@ def _filename(payload: Any, path: str, url: str) -> str:
 
 def file_event_data(file: files.FileRecord) -> dict[str, Any]:
     """The `data` of a status notification: the file as it is at the event."""
-    return {"source_id": file.resource_id, "file_id": file.id, "filename": file.filename,
-            "status": file.status, "rows": file.rows, "bytes": file.bytes,
-            "sha256": file.sha256, "error": file.error}
+    return {
+        "source_id": file.resource_id,
+        "file_id": file.id,
+        "filename": file.filename,
+        "status": file.status,
+        "rows": file.rows,
+        "bytes": file.bytes,
+        "sha256": file.sha256,
+        "error": file.error,
+    }
 
 
-def queue_event(conn: Connection, *, event: str, resource_id: int, file: files.FileRecord,
-                now: dt.datetime) -> None:
+def queue_event(
+    conn: Connection, *, event: str, resource_id: int, file: files.FileRecord, now: dt.datetime
+) -> None:
     """Record a file event for status notifications (fanned out by the workers).
 
     The payload snapshots the file as this transaction sees it (callers pass the record
     they claimed, from before their own update), so every retry sends the same body."""
     current = files.get_file(conn, file.id)
-    outbox.add_event(conn, topic=outbox.NOTIFICATION, type=event, resource_id=resource_id,
-                     file_id=file.id, payload=file_event_data(current), now=now)
+    outbox.add_event(
+        conn,
+        topic=outbox.NOTIFICATION,
+        type=event,
+        resource_id=resource_id,
+        file_id=file.id,
+        payload=file_event_data(current),
+        now=now,
+    )
 
 
 def find_webhook(engine: Engine, webhook_id: str) -> webhooks.WebhookRecord:
@@ -206,9 +259,15 @@ def find_webhook(engine: Engine, webhook_id: str) -> webhooks.WebhookRecord:
     return webhook
 
 
-def accept_notification(engine: Engine, box: SecretBox, *, webhook_id: str, payload: Any,
-                        idempotency_key: str | None, deadline_seconds: float,
-                        ) -> AcceptedNotification:
+def accept_notification(
+    engine: Engine,
+    box: SecretBox,
+    *,
+    webhook_id: str,
+    payload: Any,
+    idempotency_key: str | None,
+    deadline_seconds: float,
+) -> AcceptedNotification:
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
         webhook = webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
@@ -218,16 +277,31 @@ def accept_notification(engine: Engine, box: SecretBox, *, webhook_id: str, payl
             raise InvalidNotificationError("the notification must be a JSON object")
         url = _file_url(payload, webhook.url_field)
         record, created = files.insert_file(
-            conn, resource_id=webhook.resource_id, webhook_id=webhook.id, origin="webhook",
-            url_encrypted=box.seal(url), url_redacted=redact_url(url),
+            conn,
+            resource_id=webhook.resource_id,
+            webhook_id=webhook.id,
+            origin="webhook",
+            url_encrypted=box.seal(url),
+            url_redacted=redact_url(url),
             filename=_filename(payload, webhook.filename_field, url),
-            idempotency_key=idempotency_key, blob_path=None, sha256=None, size=None, now=now,
-            give_up_at=now + dt.timedelta(seconds=deadline_seconds))
+            idempotency_key=idempotency_key,
+            blob_path=None,
+            sha256=None,
+            size=None,
+            now=now,
+            give_up_at=now + dt.timedelta(seconds=deadline_seconds),
+        )
         if created:
-            queue_event(conn, event="file.accepted", resource_id=webhook.resource_id,
-                        file=record, now=now)
-    return AcceptedNotification(record.id, created, webhook.response_status,
-                                webhook.response_content_type, webhook.response_body)
+            queue_event(
+                conn, event="file.accepted", resource_id=webhook.resource_id, file=record, now=now
+            )
+    return AcceptedNotification(
+        record.id,
+        created,
+        webhook.response_status,
+        webhook.response_content_type,
+        webhook.response_body,
+    )
 
 
 def get_owned_source(conn: Connection, workspace_id: int, source_id: int) -> Resource:
@@ -238,15 +312,17 @@ def get_owned_source(conn: Connection, workspace_id: int, source_id: int) -> Res
     return resource
 
 
-def list_source_files(engine: Engine, *, workspace_id: int, source_id: int, after_id: int,
-                      limit: int) -> list[files.FileRecord]:
+def list_source_files(
+    engine: Engine, *, workspace_id: int, source_id: int, after_id: int, limit: int
+) -> list[files.FileRecord]:
     with engine.connect() as conn:
         get_owned_source(conn, workspace_id, source_id)
         return files.list_files(conn, source_id, limit=limit, after_id=after_id)
 
 
-def get_source_file(engine: Engine, *, workspace_id: int, source_id: int,
-                    file_id: int) -> files.FileRecord:
+def get_source_file(
+    engine: Engine, *, workspace_id: int, source_id: int, file_id: int
+) -> files.FileRecord:
     with engine.connect() as conn:
         get_owned_source(conn, workspace_id, source_id)
         record = files.get_file(conn, file_id) if resources.is_storable_id(file_id) else None
