@@ -5,8 +5,8 @@ Entry points (api, cli, worker) reach storage only through what is wired here.
 
 from __future__ import annotations
 
-import logging
 import ipaddress
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +55,14 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
         cache_entries=settings.response_cache_max_entries,
     )
-    return Runtime(settings, engine, data_query, SecretBox(_secret_key(settings)),
-                   BlobStore(settings.blob_dir), delivery_policy(settings))
+    return Runtime(
+        settings,
+        engine,
+        data_query,
+        SecretBox(_secret_key(settings)),
+        BlobStore(settings.blob_dir),
+        delivery_policy(settings),
+    )
 
 
 def _secret_key(settings: Settings) -> bytes:
@@ -73,8 +79,11 @@ def _secret_key(settings: Settings) -> bytes:
 
 
 def address_policy(settings: Settings) -> AddressPolicy:
-    allow = tuple(ipaddress.ip_network(part.strip(), strict=False)
-                  for part in settings.fetch_allow.split(",") if part.strip())
+    allow = tuple(
+        ipaddress.ip_network(part.strip(), strict=False)
+        for part in settings.fetch_allow.split(",")
+        if part.strip()
+    )
     return AddressPolicy(allow=allow)
 
 

@@ -51,27 +51,35 @@ class Settings(BaseSettings):
     fetch_connect_timeout_seconds: float = Field(10.0, description="Download connect time-out.")
     fetch_read_timeout_seconds: float = Field(60.0, description="Download read time-out.")
     fetch_total_timeout_seconds: float = Field(
-        1800.0, description="Longest time one download attempt may take.")
+        1800.0, description="Longest time one download attempt may take."
+    )
     fetch_max_redirects: int = Field(3, description="Redirects followed per download.")
     delivery_deadline_seconds: float = Field(
-        86400.0, description="How long a file is retried after transient failures.")
+        86400.0, description="How long a file is retried after transient failures."
+    )
     retry_base_seconds: float = Field(
-        2.0, description="First retry delay; doubles each attempt (with jitter).")
+        2.0, description="First retry delay; doubles each attempt (with jitter)."
+    )
     retry_max_seconds: float = Field(600.0, description="Longest delay between retries.")
     lease_seconds: float = Field(
-        60.0, description="A claimed job is taken up by another worker this long after "
-        "its worker stops renewing it.")
+        60.0,
+        description="A claimed job is taken up by another worker this long after "
+        "its worker stops renewing it.",
+    )
     worker_concurrency: int = Field(2, ge=1, description="Jobs a worker process runs at once.")
     worker_poll_seconds: float = Field(0.5, description="Idle worker's polling interval.")
     serve_worker: bool = Field(
-        True, description="`tally serve` also runs a worker in the same process.")
+        True, description="`tally serve` also runs a worker in the same process."
+    )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",
         description="Seconds between status-notification attempts (comma-separated): "
-        "the default spans more than 24 hours.")
+        "the default spans more than 24 hours.",
+    )
     notification_timeout_seconds: float = Field(15.0, description="Callback time-out.")
     max_notification_bytes: int = Field(
-        65536, description="Largest webhook notification body accepted.")
+        65536, description="Largest webhook notification body accepted."
+    )
     log_level: str = Field("INFO", description="Python logging level.")
 
     @property
@@ -87,8 +95,9 @@ class Settings(BaseSettings):
         return self.home / "secret.key"
 
     def retry_schedule(self) -> tuple[float, ...]:
-        return tuple(float(part) for part in self.notification_retry_schedule.split(",")
-                     if part.strip())
+        return tuple(
+            float(part) for part in self.notification_retry_schedule.split(",") if part.strip()
+        )
 
     def effective_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.sqlite_path.resolve()}"

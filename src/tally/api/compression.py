@@ -29,8 +29,7 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     return False
 
 
-def json_body_response(body: bytes, *, accept_encoding: str | None,
-                       min_bytes: int) -> Response:
+def json_body_response(body: bytes, *, accept_encoding: str | None, min_bytes: int) -> Response:
     headers = {"Vary": "Accept-Encoding"}
     if len(body) > min_bytes and accepts_gzip(accept_encoding):
         body = igzip.compress(body, GZIP_LEVEL)

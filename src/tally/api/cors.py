@@ -22,8 +22,9 @@ ALLOWED_HEADERS = "content-type, x-api-key, x-svc-workspace, x-svc-account, idem
 PREFLIGHT_MAX_AGE_SECONDS = "600"
 
 
-async def cors_middleware(request: Request,
-                          call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+async def cors_middleware(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
     origin = request.headers.get("origin")
     if origin is None or not request.url.path.startswith(V2_PREFIX):
         return await call_next(request)
@@ -31,17 +32,20 @@ async def cors_middleware(request: Request,
     if request.method == "OPTIONS" and "access-control-request-method" in request.headers:
         response = Response(status_code=204, headers={"Vary": "Origin"})
         if origin in await run_in_threadpool(allowed_origins, engine, None):
-            response.headers.update({
-                "Access-Control-Allow-Origin": origin,
-                "Access-Control-Allow-Methods": ALLOWED_METHODS,
-                "Access-Control-Allow-Headers": ALLOWED_HEADERS,
-                "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_SECONDS,
-            })
+            response.headers.update(
+                {
+                    "Access-Control-Allow-Origin": origin,
+                    "Access-Control-Allow-Methods": ALLOWED_METHODS,
+                    "Access-Control-Allow-Headers": ALLOWED_HEADERS,
+                    "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_SECONDS,
+                }
+            )
         return response
     response = await call_next(request)
     response.headers.append("Vary", "Origin")
     account = request.headers.get("x-svc-account", "")
-    if account.isdigit() and origin in await run_in_threadpool(allowed_origins, engine,
-                                                               int(account)):
+    if account.isdigit() and origin in await run_in_threadpool(
+        allowed_origins, engine, int(account)
+    ):
         response.headers["Access-Control-Allow-Origin"] = origin
     return response

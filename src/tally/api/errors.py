@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-import orjson
 from fastapi.responses import Response
 from pydantic import BaseModel
 
@@ -73,8 +73,7 @@ def v1_error_response(error: errors.TallyError) -> Response:
 
 
 def v2_errors(problems: list[tuple[str | None, str]], status_code: int) -> Response:
-    return json_response({"errors": [{"field": f, "message": m} for f, m in problems]},
-                         status_code)
+    return json_response({"errors": [{"field": f, "message": m} for f, m in problems]}, status_code)
 
 
 def v2_error_response(error: errors.TallyError) -> Response:

@@ -7,11 +7,19 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from tally.cli.output import emit, reported_errors
 from tally.runtime import build_runtime
 from tally.services import admin, catalogue
+from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
 app = typer.Typer(
@@ -98,9 +106,9 @@ class _progress:  # noqa: N801 - used as a context manager, reads like one
     def __init__(self, size: int) -> None:
         self._size = size
         self._bar: Progress | None = None
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
 
-    def __enter__(self) -> catalogue.ProgressCallback | None:
+    def __enter__(self) -> ProgressCallback | None:
         if self._size < PROGRESS_MIN_BYTES:
             return None
         self._bar = Progress(

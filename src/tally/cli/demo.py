@@ -32,8 +32,10 @@ class Demo:
 
     def shell_exports(self, base_url: str) -> str:
         """For `source .tally/demo.env`: the README's curl examples read these."""
-        return (f"export BASE={base_url} KEY={self.key} WS={self.workspace_id} "
-                f"ACCOUNT={self.account_id} RID={self.resource_id}\n")
+        return (
+            f"export BASE={base_url} KEY={self.key} WS={self.workspace_id} "
+            f"ACCOUNT={self.account_id} RID={self.resource_id}\n"
+        )
 
 
 def _write_sample(path: Path) -> None:

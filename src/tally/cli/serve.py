@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -12,7 +11,6 @@ from tally.cli.demo import create_demo
 from tally.cli.output import emit
 from tally.runtime import build_runtime
 from tally.settings import load_settings
-from tally.worker.runner import Worker
 
 
 def serve(
@@ -46,7 +44,7 @@ def serve(
             }
         )
     runtime.close()
-    print(f"tally {runtime.backend_name} listening on http://{host}:{port}", file=sys.stderr)
+    typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
     uvicorn.run(
         "tally.api.asgi:app_factory",
         factory=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from typing import Annotated
 
@@ -15,19 +14,23 @@ from tally.worker.runner import Worker
 
 
 def worker(
-    concurrency: Annotated[int | None, typer.Option(
-        help="Jobs run at once (env: TALLY_WORKER_CONCURRENCY).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Jobs run at once (env: TALLY_WORKER_CONCURRENCY).")
+    ] = None,
 ) -> None:
     """Run workers until SIGTERM or Ctrl-C; the jobs in hand are finished first."""
     settings = load_settings()
     runtime = build_runtime(settings)
-    running = Worker(runtime, concurrency=concurrency or settings.worker_concurrency,
-                     poll_seconds=settings.worker_poll_seconds)
+    running = Worker(
+        runtime,
+        concurrency=concurrency or settings.worker_concurrency,
+        poll_seconds=settings.worker_poll_seconds,
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     running.start()
-    print(f"tally worker ({runtime.backend_name}) started", file=sys.stderr)
+    typer.echo(f"tally worker ({runtime.backend_name}) started", err=True)
     stop.wait()
     running.stop()
     runtime.close()

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from collections.abc import Callable
 from typing import Any
 
 INT64_MAX = 2**63 - 1

@@ -77,7 +77,8 @@ class RowQuery:
         )
 
     def count_key(self) -> tuple[Any, ...]:
-        return self.cache_key()[0]
+        conditions: tuple[Any, ...] = self.cache_key()[0]
+        return conditions
 
 
 def cap_page_size(page_size: int) -> int:

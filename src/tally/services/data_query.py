@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
-from cachetools import LRUCache, TTLCache
+from cachetools import Cache, LRUCache, TTLCache
 from sqlalchemy import Connection, Engine
 
 from tally.core.errors import (
@@ -46,7 +46,7 @@ class DataRequest:
 class _LockedCache:
     """A cachetools cache shared by the server's threads."""
 
-    def __init__(self, cache: LRUCache[object, object]) -> None:
+    def __init__(self, cache: Cache[object, object]) -> None:
         self._cache = cache
         self._lock = threading.Lock()
 
@@ -79,10 +79,12 @@ class DataQueryService:
     ) -> None:
         self._engine = engine
         self._responses = (
-            _LockedCache(TTLCache(cache_entries, cache_seconds)) if cache_seconds else None
+            _LockedCache(TTLCache[object, object](cache_entries, cache_seconds))
+            if cache_seconds
+            else None
         )
         # Exact counts of filter sets already seen, per data version: never stale.
-        self._counts = _LockedCache(LRUCache(COUNT_CACHE_ENTRIES))
+        self._counts = _LockedCache(LRUCache[object, object](COUNT_CACHE_ENTRIES))
 
     def read(self, request: DataRequest) -> bytes:
         """The response body (JSON envelope) for a Data API request."""

@@ -53,14 +53,14 @@ class DeliveryContext:
 
 def claim_file(ctx: DeliveryContext) -> FileRecord | None:
     with write_connection(ctx.engine) as conn, conn.begin():
-        return files.claim_next_file(conn, worker=ctx.worker, now=utc_now(),
-                                     lease_seconds=ctx.policy.lease_seconds)
+        return files.claim_next_file(
+            conn, worker=ctx.worker, now=utc_now(), lease_seconds=ctx.policy.lease_seconds
+        )
 
 
 def renew_lease(ctx: DeliveryContext, file_id: int) -> bool:
     with write_connection(ctx.engine) as conn, conn.begin():
-        return files.extend_lease(conn, file_id, ctx.worker, utc_now(),
-                                  ctx.policy.lease_seconds)
+        return files.extend_lease(conn, file_id, ctx.worker, utc_now(), ctx.policy.lease_seconds)
 
 
 def release_file(ctx: DeliveryContext, file_id: int) -> None:
@@ -68,8 +68,7 @@ def release_file(ctx: DeliveryContext, file_id: int) -> None:
         files.release(conn, file_id, ctx.worker, utc_now())
 
 
-def retry_delay_seconds(policy: DeliveryPolicy, attempts: int,
-                        retry_after: float | None) -> float:
+def retry_delay_seconds(policy: DeliveryPolicy, attempts: int, retry_after: float | None) -> float:
     """Exponential backoff with full jitter, never sooner than the server asked."""
     ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempts - 1))
     delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not a secret
@@ -93,12 +92,24 @@ def _download(ctx: DeliveryContext, file: FileRecord) -> Path:
     with write_connection(ctx.engine) as conn, conn.begin():
         files.set_progress(conn, file.id, ctx.worker, status=files.DOWNLOADING, now=utc_now())
     dest = ctx.blobs.path_for(file.resource_id, file.id)
-    result = download(ctx.box.open(file.url_encrypted), dest,
-                      credentials=_credentials(ctx, file), limits=ctx.policy.limits,
-                      policy=ctx.policy.addresses)
+    result = download(
+        ctx.box.open(file.url_encrypted),
+        dest,
+        credentials=_credentials(ctx, file),
+        limits=ctx.policy.limits,
+        policy=ctx.policy.addresses,
+    )
     with write_connection(ctx.engine) as conn, conn.begin():
-        files.set_progress(conn, file.id, ctx.worker, status=files.LOADING, now=utc_now(),
-                           blob_path=str(dest), bytes=result.bytes, sha256=result.sha256)
+        files.set_progress(
+            conn,
+            file.id,
+            ctx.worker,
+            status=files.LOADING,
+            now=utc_now(),
+            blob_path=str(dest),
+            bytes=result.bytes,
+            sha256=result.sha256,
+        )
     return dest
 
 
@@ -121,8 +132,9 @@ def _retry_or_fail(ctx: DeliveryContext, file: FileRecord, error: FetchError) ->
         _fail(ctx, file, f"{error.message}{suffix}")
         return
     with write_connection(ctx.engine) as conn, conn.begin():
-        files.schedule_retry(conn, file.id, error=error.message, next_attempt_at=next_attempt,
-                             now=now)
+        files.schedule_retry(
+            conn, file.id, error=error.message, next_attempt_at=next_attempt, now=now
+        )
     log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})
 
 
@@ -138,20 +150,32 @@ def _deliver(ctx: DeliveryContext, file: FileRecord, blob: Path) -> None:
         assert current.sha256 is not None
         duplicate_of = files.find_delivered_with_sha(conn, resource.id, current.sha256)
         if duplicate_of is not None:
-            files.finish(conn, file.id, status=files.DUPLICATE, now=now,
-                         error=f"the same bytes were delivered as file {duplicate_of}")
-            queue_event(conn, event="file.duplicate", resource_id=resource.id, file=file,
-                        now=now)
+            files.finish(
+                conn,
+                file.id,
+                status=files.DUPLICATE,
+                now=now,
+                error=f"the same bytes were delivered as file {duplicate_of}",
+            )
+            queue_event(conn, event="file.duplicate", resource_id=resource.id, file=file, now=now)
             return
         result = load_into(conn, resource.id, blob)
         files.finish(conn, file.id, status=files.DELIVERED, now=now, rows=result.rows)
         queue_event(conn, event="file.delivered", resource_id=resource.id, file=file, now=now)
-        outbox.add_event(conn, topic=outbox.RECONCILIATION, type="file.delivered",
-                         resource_id=resource.id, file_id=file.id,
-                         payload={"source_id": resource.id, "file_id": file.id,
-                                  "rows": result.rows,
-                                  "data_version": result.resource.data_version},
-                         now=now)
+        outbox.add_event(
+            conn,
+            topic=outbox.RECONCILIATION,
+            type="file.delivered",
+            resource_id=resource.id,
+            file_id=file.id,
+            payload={
+                "source_id": resource.id,
+                "file_id": file.id,
+                "rows": result.rows,
+                "data_version": result.resource.data_version,
+            },
+            now=now,
+        )
     log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
 
 

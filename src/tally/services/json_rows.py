@@ -91,8 +91,10 @@ def _envelope(events: Iterator[Any]) -> Iterator[Any]:
         prefix, kind, value = event
         if prefix == "" and kind == "map_key":
             if value != "rows" or has_rows:
-                raise JsonRowsError(f'unexpected field {value!r}: the object form is '
-                                    '{"rows": [...]}', field=str(value))
+                raise JsonRowsError(
+                    f'unexpected field {value!r}: the object form is {{"rows": [...]}}',
+                    field=str(value),
+                )
             has_rows = True
         elif prefix == "rows" and kind not in ("start_array", "end_array"):
             raise JsonRowsError("rows must be an array of objects", field="rows")
@@ -116,8 +118,9 @@ def _rows(chunks: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
     count = 0
     for count, row in enumerate(ijson.items(stream, prefix), 1):
         if not isinstance(row, dict):
-            raise JsonRowsError(f"row {count - 1} is not a JSON object",
-                                field=f"{where}[{count - 1}]")
+            raise JsonRowsError(
+                f"row {count - 1} is not a JSON object", field=f"{where}[{count - 1}]"
+            )
         yield f"{where}[{count - 1}]", row
     if count == 0:
         raise JsonRowsError("no rows: the body holds an empty array", field=where or None)
@@ -126,8 +129,7 @@ def _rows(chunks: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
 def _number_text(value: int | Decimal, where: str) -> str:
     if isinstance(value, int):
         if abs(value) >= _INTEGER_LIMIT:
-            raise JsonRowsError(f"a number has more than {MAX_NUMBER_DIGITS} digits",
-                                field=where)
+            raise JsonRowsError(f"a number has more than {MAX_NUMBER_DIGITS} digits", field=where)
         return str(value)
     exponent = value.as_tuple().exponent
     assert isinstance(exponent, int)  # JSON has no NaN or Infinity
@@ -141,8 +143,14 @@ def _json_text(value: Any, where: str, depth: int) -> str:
     if depth > MAX_DEPTH:
         raise JsonRowsError(f"nested deeper than {MAX_DEPTH} levels", field=where)
     if isinstance(value, dict):
-        return "{" + ",".join(orjson.dumps(k).decode() + ":" + _json_text(v, where, depth + 1)
-                              for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ",".join(
+                orjson.dumps(k).decode() + ":" + _json_text(v, where, depth + 1)
+                for k, v in value.items()
+            )
+            + "}"
+        )
     if isinstance(value, list):
         return "[" + ",".join(_json_text(v, where, depth + 1) for v in value) + "]"
     if isinstance(value, str):
@@ -170,8 +178,12 @@ def _cell_text(value: Any, where: str, depth: int) -> str:
     return _scalar_text(value, where)
 
 
-def _cells(row: dict[str, Any], where: str, prefix: str = "", depth: int = 1,
-           ) -> Iterator[tuple[str, str]]:
+def _cells(
+    row: dict[str, Any],
+    where: str,
+    prefix: str = "",
+    depth: int = 1,
+) -> Iterator[tuple[str, str]]:
     """(column, cell text) pairs of one row, nested objects flattened with dots."""
     if depth > MAX_DEPTH:
         raise JsonRowsError(f"nested deeper than {MAX_DEPTH} levels", field=where)
@@ -193,8 +205,10 @@ def _spill_rows(chunks: Iterable[bytes], spill: IO[bytes]) -> list[str]:
         seen: set[str] = set()
         for name, text in _cells(row, where):
             if name in seen:
-                raise JsonRowsError(f"{where}: two keys give the column {name!r} once "
-                                    "nested objects are flattened", field=where)
+                raise JsonRowsError(
+                    f"{where}: two keys give the column {name!r} once nested objects are flattened",
+                    field=where,
+                )
             seen.add(name)
             index = columns.setdefault(name, len(columns))
             if index >= MAX_COLUMNS:
@@ -207,8 +221,9 @@ def _spill_rows(chunks: Iterable[bytes], spill: IO[bytes]) -> list[str]:
 
 
 def _csv_line(cells: Iterable[str]) -> str:
-    line = ",".join('"' + c.replace('"', '""') + '"' if _NEEDS_QUOTES.search(c) else c
-                    for c in cells)
+    line = ",".join(
+        '"' + c.replace('"', '""') + '"' if _NEEDS_QUOTES.search(c) else c for c in cells
+    )
     return (line or '""') + "\r\n"  # a blank line would be read as no record at all
 
 
@@ -240,8 +255,11 @@ def _parse_problem(error: Exception) -> JsonRowsError:
 
 
 @contextmanager
-def json_to_csv(chunks: Iterable[bytes], *, spill_dir: Path | None = None,
-                ) -> Iterator[Iterator[bytes]]:
+def json_to_csv(
+    chunks: Iterable[bytes],
+    *,
+    spill_dir: Path | None = None,
+) -> Iterator[Iterator[bytes]]:
     """The CSV text of a JSON rows body, as byte chunks, valid inside the `with` block.
 
     Raises JsonRowsError on entry (pass 1 reads the whole body) when the body breaks a rule.

@@ -90,27 +90,42 @@ def table_columns(definitions: Iterable[ColumnDefinition]) -> tuple[Column, ...]
     return tuple(out)
 
 
-def _create_typed_source(conn: Connection, *, workspace_id: int, name: str,
-                         folder_id: int | None, columns: tuple[Column, ...],
-                         now: dt.datetime) -> Resource:
+def _create_typed_source(
+    conn: Connection,
+    *,
+    workspace_id: int,
+    name: str,
+    folder_id: int | None,
+    columns: tuple[Column, ...],
+    now: dt.datetime,
+) -> Resource:
     """Like create_placeholder_source, but its table has the declared columns."""
     check_source_definition(conn, workspace_id, name, folder_id)
     try:
         with conn.begin_nested():
             resource = resources.insert_resource(
-                conn, workspace_id=workspace_id, name=name, kind="source", columns=columns,
-                is_placeholder=False, folder_id=folder_id, now=now)
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind="source",
+                columns=columns,
+                is_placeholder=False,
+                folder_id=folder_id,
+                now=now,
+            )
             resource_tables.create_table(conn, resource.table_name, columns)
     except exc.IntegrityError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError(
-            [FieldProblem("name", f"a source named {name!r} already exists")]) from error
+            [FieldProblem("name", f"a source named {name!r} already exists")]
+        ) from error
     except exc.DBAPIError as error:
         raise StorageProvisioningError() from error
     return resource
 
 
-def create_source(engine: Engine, box: SecretBox, *, workspace_id: int,
-                  definition: SourceDefinition) -> Resource:
+def create_source(
+    engine: Engine, box: SecretBox, *, workspace_id: int, definition: SourceDefinition
+) -> Resource:
     """The source, its table and its notification endpoint, in one transaction.
 
     Without columns it is a placeholder that takes its columns from the first file;
@@ -119,14 +134,22 @@ def create_source(engine: Engine, box: SecretBox, *, workspace_id: int,
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
         if definition.columns is None:
-            source = create_placeholder_source(conn, workspace_id=workspace_id,
-                                               name=definition.name,
-                                               folder_id=definition.folder_id, now=now)
+            source = create_placeholder_source(
+                conn,
+                workspace_id=workspace_id,
+                name=definition.name,
+                folder_id=definition.folder_id,
+                now=now,
+            )
         else:
             source = _create_typed_source(
-                conn, workspace_id=workspace_id, name=definition.name,
-                folder_id=definition.folder_id, columns=table_columns(definition.columns),
-                now=now)
+                conn,
+                workspace_id=workspace_id,
+                name=definition.name,
+                folder_id=definition.folder_id,
+                columns=table_columns(definition.columns),
+                now=now,
+            )
         add_notification_endpoint(conn, box, source.id, definition.notification, now)
     return source
 
@@ -178,8 +201,9 @@ def stage_json(blobs: BlobStore, chunks: Iterable[bytes], *, max_bytes: int) -> 
     body = _limited(chunks, max_bytes, "the body")
     try:
         with json_rows.json_to_csv(body, spill_dir=path.parent) as csv_chunks:
-            return _write(blobs, path, _limited(
-                csv_chunks, max_bytes, "the CSV converted from the JSON body"))
+            return _write(
+                blobs, path, _limited(csv_chunks, max_bytes, "the CSV converted from the JSON body")
+            )
     except json_rows.JsonRowsError as error:
         raise InvalidUploadError(error.message, field=error.field) from None
 
@@ -194,8 +218,9 @@ class AcceptedUpload:
     created: bool  # False: an Idempotency-Key seen before; nothing new was queued
 
 
-def find_earlier_upload(engine: Engine, *, workspace_id: int, source_id: int,
-                        idempotency_key: str | None) -> FileRecord | None:
+def find_earlier_upload(
+    engine: Engine, *, workspace_id: int, source_id: int, idempotency_key: str | None
+) -> FileRecord | None:
     """404 unless this workspace owns the source; the file an idempotency key queued."""
     with engine.connect() as conn:
         get_owned_source(conn, workspace_id, source_id)
@@ -204,9 +229,16 @@ def find_earlier_upload(engine: Engine, *, workspace_id: int, source_id: int,
         return files.find_by_idempotency_key(conn, source_id, idempotency_key)
 
 
-def queue_upload(engine: Engine, *, workspace_id: int, source_id: int, blob: StoredBlob,
-                 filename: str | None, idempotency_key: str | None,
-                 deadline_seconds: float) -> AcceptedUpload:
+def queue_upload(
+    engine: Engine,
+    *,
+    workspace_id: int,
+    source_id: int,
+    blob: StoredBlob,
+    filename: str | None,
+    idempotency_key: str | None,
+    deadline_seconds: float,
+) -> AcceptedUpload:
     """The file row and its `file.accepted` event, in one transaction.
 
     The staged bytes become the file's blob; they are removed when nothing is queued
@@ -216,13 +248,24 @@ def queue_upload(engine: Engine, *, workspace_id: int, source_id: int, blob: Sto
         with write_connection(engine) as conn, conn.begin():
             get_owned_source(conn, workspace_id, source_id)
             record, created = files.insert_file(
-                conn, resource_id=source_id, webhook_id=None, origin=UPLOAD_ORIGIN,
-                url_encrypted=None, url_redacted=None, filename=filename,
-                idempotency_key=idempotency_key, blob_path=str(blob.path), sha256=blob.sha256,
-                size=blob.size, now=now, give_up_at=now + dt.timedelta(seconds=deadline_seconds))
+                conn,
+                resource_id=source_id,
+                webhook_id=None,
+                origin=UPLOAD_ORIGIN,
+                url_encrypted=None,
+                url_redacted=None,
+                filename=filename,
+                idempotency_key=idempotency_key,
+                blob_path=str(blob.path),
+                sha256=blob.sha256,
+                size=blob.size,
+                now=now,
+                give_up_at=now + dt.timedelta(seconds=deadline_seconds),
+            )
             if created:
-                queue_event(conn, event="file.accepted", resource_id=source_id, file=record,
-                            now=now)
+                queue_event(
+                    conn, event="file.accepted", resource_id=source_id, file=record, now=now
+                )
     except BaseException:
         _discard(blob.path)
         raise

@@ -15,11 +15,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any, cast
 
+import psycopg
 from sqlalchemy import Connection
 
 from tally.core.columns import Column, ColumnType, canonical_timestamp, stored_value_converter
 from tally.storage.engine import backend_of
+
 
 @dataclass(frozen=True)
 class ValueShape:
@@ -44,9 +47,11 @@ def _sqlite_expression(column: Column, n: int, shape: ValueShape) -> str:
     if kind is ColumnType.DECIMAL:
         zeros, s = "0" * column.scale, column.scale
         # '12.5' at scale 2 -> '12.50' -> 1250; '12' -> '1200' -> 1200
-        return (f"CASE WHEN {v} = '' THEN NULL WHEN instr({v}, '.') THEN "
-                f"CAST(replace(substr({v} || '{zeros}', 1, instr({v}, '.') + {s}), '.', '')"
-                f" AS INTEGER) ELSE CAST({v} || '{zeros}' AS INTEGER) END")
+        return (
+            f"CASE WHEN {v} = '' THEN NULL WHEN instr({v}, '.') THEN "
+            f"CAST(replace(substr({v} || '{zeros}', 1, instr({v}, '.') + {s}), '.', '')"
+            f" AS INTEGER) ELSE CAST({v} || '{zeros}' AS INTEGER) END"
+        )
     if kind is ColumnType.BOOLEAN:
         return f"CASE lower({v}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 END"
     if kind is ColumnType.TIMESTAMP and shape.plain_timestamps:
@@ -58,14 +63,23 @@ def _sqlite_expression(column: Column, n: int, shape: ValueShape) -> str:
 class SqliteAppender:
     """Appends batches of raw file rows (lists of str, in the file's column order)."""
 
-    def __init__(self, conn: Connection, table: str, ordered: Sequence[Column],
-                 shapes: Mapping[str, ValueShape]) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        table: str,
+        ordered: Sequence[Column],
+        shapes: Mapping[str, ValueShape],
+    ) -> None:
         shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
-        self._canonicalise = [i for i, (c, shape) in enumerate(shaped)
-                              if c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps]
+        self._canonicalise = [
+            i
+            for i, (c, shape) in enumerate(shaped)
+            if c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps
+        ]
         names = ", ".join(c.physical for c in ordered)
-        values = ", ".join(_sqlite_expression(c, i + 1, shape)
-                           for i, (c, shape) in enumerate(shaped))
+        values = ", ".join(
+            _sqlite_expression(c, i + 1, shape) for i, (c, shape) in enumerate(shaped)
+        )
         self._sql = f"INSERT INTO {table} ({names}) VALUES ({values})"
         driver = conn.connection.dbapi_connection
         assert driver is not None
@@ -85,6 +99,11 @@ class SqliteAppender:
 # --- PostgreSQL -------------------------------------------------------------------
 
 
+def _psycopg(conn: Connection) -> psycopg.Connection[Any]:
+    """The driver connection under SQLAlchemy's, for COPY (PostgreSQL only)."""
+    return cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+
+
 def _pg_expression(column: Column, ref: str, shape: ValueShape) -> str:
     v = f"NULLIF({ref}, '')" if shape.has_empty else ref
     kind = column.type
@@ -101,8 +120,7 @@ def _pg_expression(column: Column, ref: str, shape: ValueShape) -> str:
     if kind is ColumnType.TIMESTAMP:
         cast = "timestamptz AT TIME ZONE 'UTC'" if column.timezone else "timestamp"
         # canonical text: no trailing zeros in the fraction, no lone '.'
-        return (f"rtrim(rtrim(to_char(({v}::{cast}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), '0'),"
-                f" '.')")
+        return f"rtrim(rtrim(to_char(({v}::{cast}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), '0'), '.')"
     return v
 
 
@@ -111,16 +129,24 @@ def create_staging(conn: Connection, staging: str, width: int) -> None:
     conn.exec_driver_sql(f"CREATE TEMP TABLE {staging} ({columns}) ON COMMIT DROP")
 
 
-def copy_into_staging(conn: Connection, staging: str, width: int, chunks: Iterable[bytes], *,
-                      delimiter: str, encoding: str) -> None:
+def copy_into_staging(
+    conn: Connection,
+    staging: str,
+    width: int,
+    chunks: Iterable[bytes],
+    *,
+    delimiter: str,
+    encoding: str,
+) -> None:
     """Stream the file's bytes (header line included) into the staging table."""
     names = ", ".join(f"s{i}" for i in range(width))
     pg_encoding = "UTF8" if encoding.startswith("utf") else "LATIN1"
     delimiter_sql = "E'\\t'" if delimiter == "\t" else f"'{delimiter}'"
-    sql = (f"COPY {staging} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
-           f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}')")
-    driver = conn.connection.dbapi_connection
-    assert driver is not None
+    sql = (
+        f"COPY {staging} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
+        f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}')"
+    )
+    driver = _psycopg(conn)
     with driver.cursor() as cursor, cursor.copy(sql) as copy:
         for chunk in chunks:
             copy.write(chunk)
@@ -130,8 +156,22 @@ def count_staging(conn: Connection, staging: str) -> int:
     return int(conn.exec_driver_sql(f"SELECT count(*) FROM {staging}").scalar_one())
 
 
-def insert_from_staging(conn: Connection, table: str, staging: str,
-                        ordered: Sequence[Column], shapes: Mapping[str, ValueShape]) -> None:
+def read_staging(conn: Connection, staging: str, width: int) -> tuple[int, list[int]]:
+    """(rows, quote characters per column) of what COPY read."""
+    quotes = "".join(
+        f", coalesce(sum(length(s{i}) - length(replace(s{i}, '\"', ''))), 0)" for i in range(width)
+    )
+    row = conn.exec_driver_sql(f"SELECT count(*){quotes} FROM {staging}").one()
+    return int(row[0]), [int(n) for n in row[1:]]
+
+
+def insert_from_staging(
+    conn: Connection,
+    table: str,
+    staging: str,
+    ordered: Sequence[Column],
+    shapes: Mapping[str, ValueShape],
+) -> None:
     """Convert and append the staged rows, in file order.
 
     A fresh temporary table is read back in the order it was written when the scan
@@ -139,15 +179,32 @@ def insert_from_staging(conn: Connection, table: str, staging: str,
     sorting a million rows by a sequence number.
     """
     names = ", ".join(c.physical for c in ordered)
-    values = ", ".join(_pg_expression(c, f"s{i}", shapes.get(c.physical, ValueShape()))
-                       for i, c in enumerate(ordered))
+    values = ", ".join(
+        _pg_expression(c, f"s{i}", shapes.get(c.physical, ValueShape()))
+        for i, c in enumerate(ordered)
+    )
     conn.exec_driver_sql("SET LOCAL timezone = 'UTC'")
     conn.exec_driver_sql("SET LOCAL synchronize_seqscans = off")
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) SELECT {values} FROM {staging}")
 
 
-
 # --- one interface for the loader ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileReading:
+    """What the loader's checks read from the file, to compare with what COPY read.
+
+    PostgreSQL's CSV parser differs from Python's on blank lines (a NULL row, or an
+    error), on a lone backslash-dot line (the end of the data) and on a quote inside an
+    unquoted field (it opens a quoted section; Python keeps it as text). Each changes
+    the row count or the number of quote characters in the values.
+    """
+
+    rows: int
+    blank_lines: int = 0
+    quotes: Sequence[int] | None = None  # quote characters per column; None: none at all
+
 
 RawChunks = Callable[[], Iterator[bytes]]
 RowBatches = Callable[[], AbstractContextManager[Iterator[list[list[str]]]]]
@@ -168,8 +225,17 @@ class BulkLoad:
     def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
         return None
 
-    def append(self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape],
-               batches: RowBatches, expected_rows: int) -> None:
+    def settle(self, reading: FileReading) -> None:
+        """Called once the checks have read the file, before any other statement of the
+        transaction: keep or discard what `stage` moved."""
+        return None
+
+    def append(
+        self,
+        ordered: Sequence[Column],
+        shapes: Mapping[str, ValueShape],
+        batches: RowBatches,
+    ) -> None:
         appender = SqliteAppender(self._conn, self._table, ordered, shapes)
         try:
             with batches() as rows:
@@ -182,24 +248,31 @@ class BulkLoad:
         return None
 
 
+_END_OF_DATA = "\\."
+
+
 class PostgresBulkLoad(BulkLoad):
     _SAVEPOINT = "tally_staging"
 
     def __init__(self, conn: Connection, table: str) -> None:
         super().__init__(conn, table)
         self._staging = f"staging_{table}"
+        self._width = 0
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._staged = False
 
     def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
+        self._width = width
         self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
         create_staging(self._conn, self._staging, width)
 
         def run() -> None:
             try:
-                copy_into_staging(self._conn, self._staging, width, raw(),
-                                  delimiter=delimiter, encoding=encoding)
-            except BaseException as error:  # reported to the loader's thread in append
+                copy_into_staging(
+                    self._conn, self._staging, width, raw(), delimiter=delimiter, encoding=encoding
+                )
+            except BaseException as error:  # reported to the loader's thread in settle
                 self._error = error
 
         self._thread = threading.Thread(target=run, name="tally-copy", daemon=True)
@@ -210,30 +283,50 @@ class PostgresBulkLoad(BulkLoad):
             self._thread.join()
             self._thread = None
 
-    def append(self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape],
-               batches: RowBatches, expected_rows: int) -> None:
+    def settle(self, reading: FileReading) -> None:
+        # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
+        # and a rollback later would undo the loader's own statements too: decide now.
         self._join()
-        if self._error is None and count_staging(self._conn, self._staging) == expected_rows:
+        self._staged = self._error is None and reading.blank_lines == 0 and self._agrees(reading)
+        if not self._staged:  # forget the staged copy; append sends the rows the checks saw
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
+
+    def _agrees(self, reading: FileReading) -> bool:
+        if reading.quotes is None:
+            return count_staging(self._conn, self._staging) == reading.rows
+        rows, quotes = read_staging(self._conn, self._staging, self._width)
+        return rows == reading.rows and quotes == list(reading.quotes)
+
+    def append(
+        self,
+        ordered: Sequence[Column],
+        shapes: Mapping[str, ValueShape],
+        batches: RowBatches,
+    ) -> None:
+        if self._staged:
             insert_from_staging(self._conn, self._table, self._staging, ordered, shapes)
-            return
-        # PostgreSQL read the file differently from the checks (blank lines, say):
-        # forget the staged copy and send the rows the checks saw.
-        self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
-        self._send_converted(ordered, batches)
+        else:
+            self._send_converted(ordered, batches)
 
     def _send_converted(self, ordered: Sequence[Column], batches: RowBatches) -> None:
         converters = [stored_value_converter(c) for c in ordered]
         names = ", ".join(c.physical for c in ordered)
-        driver = self._conn.connection.dbapi_connection
-        assert driver is not None
-        with (driver.cursor() as cursor,
-              cursor.copy(f"COPY {self._table} ({names}) FROM STDIN (FORMAT csv)") as copy,
-              batches() as rows):
+        driver = _psycopg(self._conn)
+        with (
+            driver.cursor() as cursor,
+            cursor.copy(f"COPY {self._table} ({names}) FROM STDIN (FORMAT csv)") as copy,
+            batches() as rows,
+        ):
             for batch in rows:
                 buffer = io.StringIO()
                 writer = csv.writer(buffer, lineterminator="\n")
-                writer.writerows([f(v) for f, v in zip(converters, row, strict=True)]
-                                 for row in batch)
+                for row in batch:
+                    values = [f(v) for f, v in zip(converters, row, strict=True)]
+                    if values == [_END_OF_DATA]:  # unquoted, it would end COPY's input
+                        buffer.write(f'"{_END_OF_DATA}"\n')
+                    else:
+                        writer.writerow(values)
                 copy.write(buffer.getvalue())
 
     def abort(self) -> None:
@@ -241,5 +334,6 @@ class PostgresBulkLoad(BulkLoad):
 
 
 def bulk_load_for(conn: Connection, table: str) -> BulkLoad:
-    return PostgresBulkLoad(conn, table) if backend_of(conn).is_postgresql else BulkLoad(
-        conn, table)
+    return (
+        PostgresBulkLoad(conn, table) if backend_of(conn).is_postgresql else BulkLoad(conn, table)
+    )

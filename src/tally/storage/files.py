@@ -52,18 +52,42 @@ class FileRecord:
         return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
 
 
-def insert_file(conn: Connection, *, resource_id: int, webhook_id: int | None, origin: str,
-                url_encrypted: str | None, url_redacted: str | None, filename: str | None,
-                idempotency_key: str | None, blob_path: str | None, sha256: str | None,
-                size: int | None, now: dt.datetime, give_up_at: dt.datetime,
-                ) -> tuple[FileRecord, bool]:
+def insert_file(
+    conn: Connection,
+    *,
+    resource_id: int,
+    webhook_id: int | None,
+    origin: str,
+    url_encrypted: str | None,
+    url_redacted: str | None,
+    filename: str | None,
+    idempotency_key: str | None,
+    blob_path: str | None,
+    sha256: str | None,
+    size: int | None,
+    now: dt.datetime,
+    give_up_at: dt.datetime,
+) -> tuple[FileRecord, bool]:
     """Queue a file; (record, created). With an idempotency key already used for this
     source, the existing file is returned and nothing is queued."""
-    values = dict(resource_id=resource_id, webhook_id=webhook_id, origin=origin,
-                  url_encrypted=url_encrypted, url_redacted=url_redacted, filename=filename,
-                  idempotency_key=idempotency_key, status=QUEUED, attempts=0,
-                  blob_path=blob_path, sha256=sha256, bytes=size, next_attempt_at=now,
-                  give_up_at=give_up_at, created_at=now, updated_at=now)
+    values = dict(
+        resource_id=resource_id,
+        webhook_id=webhook_id,
+        origin=origin,
+        url_encrypted=url_encrypted,
+        url_redacted=url_redacted,
+        filename=filename,
+        idempotency_key=idempotency_key,
+        status=QUEUED,
+        attempts=0,
+        blob_path=blob_path,
+        sha256=sha256,
+        bytes=size,
+        next_attempt_at=now,
+        give_up_at=give_up_at,
+        created_at=now,
+        updated_at=now,
+    )
     if idempotency_key is not None:
         existing = find_by_idempotency_key(conn, resource_id, idempotency_key)
         if existing is not None:
@@ -81,8 +105,9 @@ def insert_file(conn: Connection, *, resource_id: int, webhook_id: int | None, o
 
 
 def find_by_idempotency_key(conn: Connection, resource_id: int, key: str) -> FileRecord | None:
-    row = conn.execute(select(files).where(files.c.resource_id == resource_id,
-                                           files.c.idempotency_key == key)).first()
+    row = conn.execute(
+        select(files).where(files.c.resource_id == resource_id, files.c.idempotency_key == key)
+    ).first()
     return FileRecord.from_row(row) if row else None
 
 
@@ -93,11 +118,19 @@ def get_file(conn: Connection, file_id: int) -> FileRecord:
     return FileRecord.from_row(row)
 
 
-def list_files(conn: Connection, resource_id: int, *, limit: int, after_id: int = 0,
-               ) -> list[FileRecord]:
-    rows = conn.execute(select(files).where(files.c.resource_id == resource_id,
-                                            files.c.id > after_id)
-                        .order_by(files.c.id).limit(limit))
+def list_files(
+    conn: Connection,
+    resource_id: int,
+    *,
+    limit: int,
+    after_id: int = 0,
+) -> list[FileRecord]:
+    rows = conn.execute(
+        select(files)
+        .where(files.c.resource_id == resource_id, files.c.id > after_id)
+        .order_by(files.c.id)
+        .limit(limit)
+    )
     return [FileRecord.from_row(r) for r in rows]
 
 
@@ -110,8 +143,9 @@ def count_files(conn: Connection, resource_id: int | None = None) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def claim_next_file(conn: Connection, *, worker: str, now: dt.datetime,
-                    lease_seconds: float) -> FileRecord | None:
+def claim_next_file(
+    conn: Connection, *, worker: str, now: dt.datetime, lease_seconds: float
+) -> FileRecord | None:
     """Take the oldest due file whose lease is free or expired, and lease it."""
     due = and_(
         files.c.status.in_(ACTIVE_STATUSES),
@@ -125,64 +159,116 @@ def claim_next_file(conn: Connection, *, worker: str, now: dt.datetime,
     if file_id is None:
         return None
     row = conn.execute(
-        update(files).where(files.c.id == file_id, due)
-        .values(lease_owner=worker, lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-                attempts=files.c.attempts + 1, updated_at=now)
+        update(files)
+        .where(files.c.id == file_id, due)
+        .values(
+            lease_owner=worker,
+            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
+            attempts=files.c.attempts + 1,
+            updated_at=now,
+        )
         .returning(files)
     ).first()
     return FileRecord.from_row(row) if row else None
 
 
-def holds_lease(conn: Connection, file_id: int, worker: str, now: dt.datetime, *,
-                lock: bool = False) -> bool:
-    stmt = select(files.c.id).where(files.c.id == file_id, files.c.lease_owner == worker,
-                                    files.c.lease_expires_at >= now,
-                                    files.c.status.in_(ACTIVE_STATUSES))
+def holds_lease(
+    conn: Connection, file_id: int, worker: str, now: dt.datetime, *, lock: bool = False
+) -> bool:
+    stmt = select(files.c.id).where(
+        files.c.id == file_id,
+        files.c.lease_owner == worker,
+        files.c.lease_expires_at >= now,
+        files.c.status.in_(ACTIVE_STATUSES),
+    )
     if lock and backend_of(conn).is_postgresql:
         stmt = stmt.with_for_update()
     return conn.execute(stmt).first() is not None
 
 
-def extend_lease(conn: Connection, file_id: int, worker: str, now: dt.datetime,
-                 lease_seconds: float) -> bool:
-    result = conn.execute(update(files).where(files.c.id == file_id,
-                                              files.c.lease_owner == worker)
-                          .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds)))
+def extend_lease(
+    conn: Connection, file_id: int, worker: str, now: dt.datetime, lease_seconds: float
+) -> bool:
+    result = conn.execute(
+        update(files)
+        .where(files.c.id == file_id, files.c.lease_owner == worker)
+        .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds))
+    )
     return result.rowcount == 1
 
 
-def set_progress(conn: Connection, file_id: int, worker: str, *, status: str,
-                 now: dt.datetime, **values: Any) -> bool:
+def set_progress(
+    conn: Connection, file_id: int, worker: str, *, status: str, now: dt.datetime, **values: Any
+) -> bool:
     """Record a step (status, bytes, sha256, blob path) while holding the lease."""
-    result = conn.execute(update(files).where(files.c.id == file_id,
-                                              files.c.lease_owner == worker)
-                          .values(status=status, updated_at=now, **values))
+    result = conn.execute(
+        update(files)
+        .where(files.c.id == file_id, files.c.lease_owner == worker)
+        .values(status=status, updated_at=now, **values)
+    )
     return result.rowcount == 1
 
 
-def finish(conn: Connection, file_id: int, *, status: str, now: dt.datetime,
-           error: str | None = None, **values: Any) -> None:
-    conn.execute(update(files).where(files.c.id == file_id).values(
-        status=status, error=error, finished_at=now, updated_at=now, lease_owner=None,
-        lease_expires_at=None, **values))
+def finish(
+    conn: Connection,
+    file_id: int,
+    *,
+    status: str,
+    now: dt.datetime,
+    error: str | None = None,
+    **values: Any,
+) -> None:
+    conn.execute(
+        update(files)
+        .where(files.c.id == file_id)
+        .values(
+            status=status,
+            error=error,
+            finished_at=now,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+            **values,
+        )
+    )
 
 
-def schedule_retry(conn: Connection, file_id: int, *, error: str, next_attempt_at: dt.datetime,
-                   now: dt.datetime) -> None:
+def schedule_retry(
+    conn: Connection, file_id: int, *, error: str, next_attempt_at: dt.datetime, now: dt.datetime
+) -> None:
     """Back to the queue (the bytes, if any, are fetched again)."""
-    conn.execute(update(files).where(files.c.id == file_id).values(
-        status=QUEUED, error=error, next_attempt_at=next_attempt_at, lease_owner=None,
-        lease_expires_at=None, updated_at=now))
+    conn.execute(
+        update(files)
+        .where(files.c.id == file_id)
+        .values(
+            status=QUEUED,
+            error=error,
+            next_attempt_at=next_attempt_at,
+            lease_owner=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    )
 
 
 def release(conn: Connection, file_id: int, worker: str, now: dt.datetime) -> None:
     """Give a leased file back at once (graceful shutdown)."""
-    conn.execute(update(files).where(files.c.id == file_id, files.c.lease_owner == worker)
-                 .values(lease_owner=None, lease_expires_at=None, updated_at=now,
-                         attempts=files.c.attempts - 1))
+    conn.execute(
+        update(files)
+        .where(files.c.id == file_id, files.c.lease_owner == worker)
+        .values(
+            lease_owner=None, lease_expires_at=None, updated_at=now, attempts=files.c.attempts - 1
+        )
+    )
 
 
 def find_delivered_with_sha(conn: Connection, resource_id: int, sha256: str) -> int | None:
-    return conn.execute(select(files.c.id).where(
-        files.c.resource_id == resource_id, files.c.sha256 == sha256,
-        files.c.status == DELIVERED).limit(1)).scalar()
+    return conn.execute(
+        select(files.c.id)
+        .where(
+            files.c.resource_id == resource_id,
+            files.c.sha256 == sha256,
+            files.c.status == DELIVERED,
+        )
+        .limit(1)
+    ).scalar()

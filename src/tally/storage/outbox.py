@@ -27,31 +27,61 @@ class OutboxEvent:
     created_at: dt.datetime
 
 
-def add_event(conn: Connection, *, topic: str, type: str, resource_id: int,  # noqa: A002
-              file_id: int | None, payload: dict[str, Any], now: dt.datetime) -> int:
-    return int(conn.execute(insert(outbox_events).values(
-        topic=topic, type=type, resource_id=resource_id, file_id=file_id, payload=payload,
-        created_at=now).returning(outbox_events.c.id)).scalar_one())
+def add_event(
+    conn: Connection,
+    *,
+    topic: str,
+    type: str,
+    resource_id: int,
+    file_id: int | None,
+    payload: dict[str, Any],
+    now: dt.datetime,
+) -> int:
+    return int(
+        conn.execute(
+            insert(outbox_events)
+            .values(
+                topic=topic,
+                type=type,
+                resource_id=resource_id,
+                file_id=file_id,
+                payload=payload,
+                created_at=now,
+            )
+            .returning(outbox_events.c.id)
+        ).scalar_one()
+    )
 
 
 def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEvent]:
-    rows = conn.execute(select(outbox_events).where(outbox_events.c.topic == topic,
-                                                    outbox_events.c.processed_at.is_(None))
-                        .order_by(outbox_events.c.id).limit(limit))
-    return [OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload,
-                        r.created_at) for r in rows]
+    rows = conn.execute(
+        select(outbox_events)
+        .where(outbox_events.c.topic == topic, outbox_events.c.processed_at.is_(None))
+        .order_by(outbox_events.c.id)
+        .limit(limit)
+    )
+    return [
+        OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, r.created_at)
+        for r in rows
+    ]
 
 
 def list_events(conn: Connection, topic: str, resource_id: int) -> list[OutboxEvent]:
-    rows = conn.execute(select(outbox_events).where(outbox_events.c.topic == topic,
-                                                    outbox_events.c.resource_id == resource_id)
-                        .order_by(outbox_events.c.id))
-    return [OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload,
-                        r.created_at) for r in rows]
+    rows = conn.execute(
+        select(outbox_events)
+        .where(outbox_events.c.topic == topic, outbox_events.c.resource_id == resource_id)
+        .order_by(outbox_events.c.id)
+    )
+    return [
+        OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, r.created_at)
+        for r in rows
+    ]
 
 
 def mark_processed(conn: Connection, event_id: int, now: dt.datetime) -> bool:
-    result = conn.execute(update(outbox_events).where(outbox_events.c.id == event_id,
-                                                      outbox_events.c.processed_at.is_(None))
-                          .values(processed_at=now))
+    result = conn.execute(
+        update(outbox_events)
+        .where(outbox_events.c.id == event_id, outbox_events.c.processed_at.is_(None))
+        .values(processed_at=now)
+    )
     return result.rowcount == 1

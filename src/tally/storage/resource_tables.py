@@ -132,8 +132,8 @@ def _json_object(
     # Stitch chunk objects: {"a":1} {"b":2} -> {"a":1,"b":2}. Values are scalars, so
     # each chunk has exactly one brace at each end.
     joined: sa.ColumnElement[Any] = sa.func.rtrim(chunks[0], "}")
-    for chunk in chunks[1:-1]:
-        joined = joined.concat(",").concat(sa.func.trim(chunk, "{}"))
+    for middle in chunks[1:-1]:
+        joined = joined.concat(",").concat(sa.func.trim(middle, "{}"))
     return joined.concat(",").concat(sa.func.ltrim(chunks[-1], "{"))
 
 

@@ -193,8 +193,11 @@ notification_deliveries = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
 )
-Index("ix_notification_deliveries_due", notification_deliveries.c.status,
-      notification_deliveries.c.next_attempt_at)
+Index(
+    "ix_notification_deliveries_due",
+    notification_deliveries.c.status,
+    notification_deliveries.c.next_attempt_at,
+)
 
 notification_attempts = Table(
     "notification_attempts",

@@ -33,62 +33,129 @@ class EndpointRecord:
     events: tuple[str, ...] | None
 
 
-def insert_webhook(conn: Connection, *, resource_id: int, workspace_id: int,
-                   webhook_id_hash: str, url_field: str, filename_field: str,
-                   credentials_encrypted: str | None, response_status: int,
-                   response_content_type: str, response_body: Any, now: dt.datetime) -> int:
-    return int(conn.execute(insert(webhooks).values(
-        resource_id=resource_id, workspace_id=workspace_id, webhook_id_hash=webhook_id_hash,
-        url_field=url_field, filename_field=filename_field,
-        credentials_encrypted=credentials_encrypted, response_status=response_status,
-        response_content_type=response_content_type, response_body=response_body,
-        created_at=now,
-    ).returning(webhooks.c.id)).scalar_one())
+def insert_webhook(
+    conn: Connection,
+    *,
+    resource_id: int,
+    workspace_id: int,
+    webhook_id_hash: str,
+    url_field: str,
+    filename_field: str,
+    credentials_encrypted: str | None,
+    response_status: int,
+    response_content_type: str,
+    response_body: Any,
+    now: dt.datetime,
+) -> int:
+    return int(
+        conn.execute(
+            insert(webhooks)
+            .values(
+                resource_id=resource_id,
+                workspace_id=workspace_id,
+                webhook_id_hash=webhook_id_hash,
+                url_field=url_field,
+                filename_field=filename_field,
+                credentials_encrypted=credentials_encrypted,
+                response_status=response_status,
+                response_content_type=response_content_type,
+                response_body=response_body,
+                created_at=now,
+            )
+            .returning(webhooks.c.id)
+        ).scalar_one()
+    )
 
 
 def find_webhook_by_hash(conn: Connection, webhook_id_hash: str) -> WebhookRecord | None:
-    row = conn.execute(select(webhooks).where(webhooks.c.webhook_id_hash == webhook_id_hash)
-                       ).first()
+    row = conn.execute(
+        select(webhooks).where(webhooks.c.webhook_id_hash == webhook_id_hash)
+    ).first()
     if row is None:
         return None
-    return WebhookRecord(row.id, row.resource_id, row.workspace_id, row.url_field,
-                        row.filename_field, row.credentials_encrypted, row.response_status,
-                        row.response_content_type, row.response_body)
+    return WebhookRecord(
+        row.id,
+        row.resource_id,
+        row.workspace_id,
+        row.url_field,
+        row.filename_field,
+        row.credentials_encrypted,
+        row.response_status,
+        row.response_content_type,
+        row.response_body,
+    )
 
 
 def get_webhook(conn: Connection, webhook_row_id: int) -> WebhookRecord:
     row = conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one()
-    return WebhookRecord(row.id, row.resource_id, row.workspace_id, row.url_field,
-                         row.filename_field, row.credentials_encrypted, row.response_status,
-                         row.response_content_type, row.response_body)
+    return WebhookRecord(
+        row.id,
+        row.resource_id,
+        row.workspace_id,
+        row.url_field,
+        row.filename_field,
+        row.credentials_encrypted,
+        row.response_status,
+        row.response_content_type,
+        row.response_body,
+    )
 
 
-def insert_endpoint(conn: Connection, *, resource_id: int, url: str,
-                    secret_encrypted: str | None, events: list[str] | None,
-                    now: dt.datetime) -> int:
-    return int(conn.execute(insert(notification_endpoints).values(
-        resource_id=resource_id, url=url, secret_encrypted=secret_encrypted, events=events,
-        created_at=now,
-    ).returning(notification_endpoints.c.id)).scalar_one())
+def insert_endpoint(
+    conn: Connection,
+    *,
+    resource_id: int,
+    url: str,
+    secret_encrypted: str | None,
+    events: list[str] | None,
+    now: dt.datetime,
+) -> int:
+    return int(
+        conn.execute(
+            insert(notification_endpoints)
+            .values(
+                resource_id=resource_id,
+                url=url,
+                secret_encrypted=secret_encrypted,
+                events=events,
+                created_at=now,
+            )
+            .returning(notification_endpoints.c.id)
+        ).scalar_one()
+    )
 
 
 def _endpoint(row: Any) -> EndpointRecord:
-    return EndpointRecord(row.id, row.resource_id, row.url, row.secret_encrypted,
-                          tuple(row.events) if row.events is not None else None)
+    return EndpointRecord(
+        row.id,
+        row.resource_id,
+        row.url,
+        row.secret_encrypted,
+        tuple(row.events) if row.events is not None else None,
+    )
 
 
 def list_active_endpoints(conn: Connection, resource_id: int) -> list[EndpointRecord]:
-    rows = conn.execute(select(notification_endpoints).where(
-        notification_endpoints.c.resource_id == resource_id,
-        notification_endpoints.c.disabled_at.is_(None)))
+    rows = conn.execute(
+        select(notification_endpoints).where(
+            notification_endpoints.c.resource_id == resource_id,
+            notification_endpoints.c.disabled_at.is_(None),
+        )
+    )
     return [_endpoint(row) for row in rows]
 
 
 def get_endpoint(conn: Connection, endpoint_id: int) -> EndpointRecord:
-    return _endpoint(conn.execute(select(notification_endpoints).where(
-        notification_endpoints.c.id == endpoint_id)).one())
+    return _endpoint(
+        conn.execute(
+            select(notification_endpoints).where(notification_endpoints.c.id == endpoint_id)
+        ).one()
+    )
 
 
 def disable_endpoint(conn: Connection, endpoint_id: int, now: dt.datetime) -> None:
-    conn.execute(update(notification_endpoints).where(notification_endpoints.c.id == endpoint_id)
-                 .values(disabled_at=now))
+    conn.execute(
+        update(notification_endpoints)
+        .where(notification_endpoints.c.id == endpoint_id)
+        .values(disabled_at=now)
+    )

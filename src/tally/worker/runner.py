@@ -39,10 +39,14 @@ class Worker:
     def _jobs(self, ctx: DeliveryContext) -> list[Job]:
         settings = self._runtime.settings
         sender = notifications.NotificationSender(
-            engine=ctx.engine, box=ctx.box, addresses=ctx.policy.addresses,
-            retry_schedule_seconds=settings.retry_schedule(), worker=ctx.worker,
+            engine=ctx.engine,
+            box=ctx.box,
+            addresses=ctx.policy.addresses,
+            retry_schedule_seconds=settings.retry_schedule(),
+            worker=ctx.worker,
             timeout_seconds=settings.notification_timeout_seconds,
-            lease_seconds=ctx.policy.lease_seconds)
+            lease_seconds=ctx.policy.lease_seconds,
+        )
         return [lambda: self._deliver_one(ctx), sender.fan_out, sender.send_one]
 
     def _deliver_one(self, ctx: DeliveryContext) -> bool:
@@ -50,8 +54,7 @@ class Worker:
         if file is None:
             return False
         renewing = threading.Event()
-        heartbeat = threading.Thread(target=self._renew, args=(ctx, file.id, renewing),
-                                     daemon=True)
+        heartbeat = threading.Thread(target=self._renew, args=(ctx, file.id, renewing), daemon=True)
         heartbeat.start()
         try:
             delivery.process_file(ctx, file)

@@ -156,5 +156,8 @@ async def read_resource_data(
             page_size=page_size,
         ),
     )
-    return json_body_response(body, accept_encoding=request.headers.get("accept-encoding"),
-                              min_bytes=request.app.state.runtime.settings.gzip_min_bytes)
+    return json_body_response(
+        body,
+        accept_encoding=request.headers.get("accept-encoding"),
+        min_bytes=request.app.state.runtime.settings.gzip_min_bytes,
+    )

@@ -23,17 +23,25 @@ def runtime_of(request: Request) -> Runtime:
 
 async def ingestion_workspace(
     request: Request,
-    x_api_key: Annotated[str | None, Header(alias="x-api-key",
-                                            description="Workspace-level API key.")] = None,
-    x_svc_workspace: Annotated[str | None, Header(alias="x-svc-workspace",
-                                                  description="Workspace id.")] = None,
-    x_svc_account: Annotated[str | None, Header(
-        alias="x-svc-account", description="Id of the account the workspace belongs to.")
+    x_api_key: Annotated[
+        str | None, Header(alias="x-api-key", description="Workspace-level API key.")
+    ] = None,
+    x_svc_workspace: Annotated[
+        str | None, Header(alias="x-svc-workspace", description="Workspace id.")
+    ] = None,
+    x_svc_account: Annotated[
+        str | None,
+        Header(alias="x-svc-account", description="Id of the account the workspace belongs to."),
     ] = None,
 ) -> Workspace:
     runtime = runtime_of(request)
-    return await run_in_threadpool(authenticate, runtime.engine, api_key=x_api_key,
-                                   workspace=x_svc_workspace, account=x_svc_account)
+    return await run_in_threadpool(
+        authenticate,
+        runtime.engine,
+        api_key=x_api_key,
+        workspace=x_svc_workspace,
+        account=x_svc_account,
+    )
 
 
 AuthorisedWorkspace = Annotated[Workspace, Depends(ingestion_workspace)]

@@ -62,29 +62,37 @@ class BearerCredentials(Strict):
 
 
 DownloadCredentials = Annotated[
-    BasicAuthCredentials | ApiKeyCredentials | BearerCredentials, Field(discriminator="type")]
+    BasicAuthCredentials | ApiKeyCredentials | BearerCredentials, Field(discriminator="type")
+]
 
 
 class ResponseConfig(Strict):
     status_code: int = Field(200, ge=200, le=299, description="Status code of the reply.")
     content_type: str = Field("application/json", min_length=1, max_length=200)
-    body: dict[str, Any] = Field(default_factory=lambda: {"status": "accepted"},
-                                 description="Body of the reply, sent verbatim.")
+    body: dict[str, Any] = Field(
+        default_factory=lambda: {"status": "accepted"},
+        description="Body of the reply, sent verbatim.",
+    )
 
 
 class WebhookConfig(Strict):
     file_mapping: FileMapping = Field(default_factory=FileMapping)
     credentials: DownloadCredentials | None = Field(
-        None, description="Omit for public or pre-signed URLs.")
+        None, description="Omit for public or pre-signed URLs."
+    )
     response_config: ResponseConfig = Field(default_factory=ResponseConfig)
 
 
 class NotificationConfigBody(Strict):
-    url: str = Field(pattern=r"^https?://", max_length=2000,
-                     description="Where tally POSTs status notifications.")
+    url: str = Field(
+        pattern=r"^https?://",
+        max_length=2000,
+        description="Where tally POSTs status notifications.",
+    )
     secret: str | None = Field(None, description="Standard Webhooks secret (whsec_...).")
-    events: list[Literal["file.accepted", "file.delivered", "file.duplicate", "file.failed"]
-                 ] | None = Field(None, description="Event types to send; all when omitted.")
+    events: (
+        list[Literal["file.accepted", "file.delivered", "file.duplicate", "file.failed"]] | None
+    ) = Field(None, description="Event types to send; all when omitted.")
 
 
 class WebhookCreateBody(Strict):
@@ -104,8 +112,10 @@ class WebhookCreateBody(Strict):
 class WebhookCreatedResponse(BaseModel):
     id: int = Field(description="The source id.")
     name: str = Field(description="The source name.")
-    webhook_id: str = Field(description="Goes in the path of every notification. "
-                                        "A credential: store it like a password.")
+    webhook_id: str = Field(
+        description="Goes in the path of every notification. "
+        "A credential: store it like a password."
+    )
 
 
 async def read_json(request: Request, *, max_bytes: int) -> Any:
@@ -128,4 +138,3 @@ def validate_body(model: type[T], data: Any) -> T:
         return TypeAdapter(model).validate_python(data)
     except ValidationError as exc:
         raise InvalidBodyError(validation_problems(exc.errors())) from None
-

@@ -29,8 +29,10 @@ class FileStatusResponse(BaseModel):
     origin: str = Field(description="webhook or upload")
     filename: str | None
     url: str | None = Field(description="The file URL without its query string.")
-    status: str = Field(description="queued, downloading, loading, delivered, duplicate "
-                                    "or failed (the last three are final).")
+    status: str = Field(
+        description="queued, downloading, loading, delivered, duplicate "
+        "or failed (the last three are final)."
+    )
     attempts: int
     error: str | None
     rows: int | None
@@ -43,46 +45,81 @@ class FileStatusResponse(BaseModel):
 
     @classmethod
     def of(cls, record: FileRecord) -> FileStatusResponse:
-        return cls(id=record.id, source_id=record.resource_id, origin=record.origin,
-                   filename=record.filename, url=record.url_redacted, status=record.status,
-                   attempts=record.attempts, error=record.error, rows=record.rows,
-                   bytes=record.bytes, sha256=record.sha256,
-                   idempotency_key=record.idempotency_key,
-                   created_at=as_utc(record.created_at), updated_at=as_utc(record.updated_at),
-                   finished_at=as_utc(record.finished_at) if record.finished_at else None)
+        return cls(
+            id=record.id,
+            source_id=record.resource_id,
+            origin=record.origin,
+            filename=record.filename,
+            url=record.url_redacted,
+            status=record.status,
+            attempts=record.attempts,
+            error=record.error,
+            rows=record.rows,
+            bytes=record.bytes,
+            sha256=record.sha256,
+            idempotency_key=record.idempotency_key,
+            created_at=as_utc(record.created_at),
+            updated_at=as_utc(record.updated_at),
+            finished_at=as_utc(record.finished_at) if record.finished_at else None,
+        )
 
 
 class FileListResponse(BaseModel):
     data: list[FileStatusResponse]
-    next_after: int | None = Field(description="Pass as `after` for the next page; null at "
-                                               "the end.")
+    next_after: int | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
 
 
 ERRORS = {403: "Authorization failed.", 404: "No such source (or file) in this workspace."}
 
 
-@router.get("/sources/{source_id}/files", response_model=FileListResponse,
-            summary="The files of a source, oldest first", responses=openapi_responses(ERRORS))
+@router.get(
+    "/sources/{source_id}/files",
+    response_model=FileListResponse,
+    summary="The files of a source, oldest first",
+    responses=openapi_responses(ERRORS),
+)
 async def list_files(
-    request: Request, workspace: AuthorisedWorkspace, source_id: Annotated[int, Path()],
+    request: Request,
+    workspace: AuthorisedWorkspace,
+    source_id: Annotated[int, Path()],
     after: Annotated[int, Query(ge=0, description="Files with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_FILES_PAGE)] = 100,
 ) -> FileListResponse:
     runtime = runtime_of(request)
-    records = await run_in_threadpool(list_source_files, runtime.engine,
-                                      workspace_id=workspace.id, source_id=source_id,
-                                      after_id=after, limit=limit)
-    return FileListResponse(data=[FileStatusResponse.of(r) for r in records],
-                            next_after=records[-1].id if len(records) == limit else None)
+    records = await run_in_threadpool(
+        list_source_files,
+        runtime.engine,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        after_id=after,
+        limit=limit,
+    )
+    return FileListResponse(
+        data=[FileStatusResponse.of(r) for r in records],
+        next_after=records[-1].id if len(records) == limit else None,
+    )
 
 
-@router.get("/sources/{source_id}/files/{file_id}", response_model=FileStatusResponse,
-            summary="One file's status", responses=openapi_responses(ERRORS))
-async def get_file(request: Request, workspace: AuthorisedWorkspace,
-                   source_id: Annotated[int, Path()], file_id: Annotated[int, Path()],
-                   ) -> FileStatusResponse:
+@router.get(
+    "/sources/{source_id}/files/{file_id}",
+    response_model=FileStatusResponse,
+    summary="One file's status",
+    responses=openapi_responses(ERRORS),
+)
+async def get_file(
+    request: Request,
+    workspace: AuthorisedWorkspace,
+    source_id: Annotated[int, Path()],
+    file_id: Annotated[int, Path()],
+) -> FileStatusResponse:
     runtime = runtime_of(request)
-    record = await run_in_threadpool(get_source_file, runtime.engine,
-                                     workspace_id=workspace.id, source_id=source_id,
-                                     file_id=file_id)
+    record = await run_in_threadpool(
+        get_source_file,
+        runtime.engine,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        file_id=file_id,
+    )
     return FileStatusResponse.of(record)

@@ -6,7 +6,7 @@ for JSON, through the converter), so its size never meets memory; see services/u
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -14,8 +14,7 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, field_validator, model_validator
-from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
 from tally.api.errors import json_response, openapi_responses, v2_errors
@@ -38,13 +37,11 @@ router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
 MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_DECIMAL_SCALE = 18  # a scaled decimal is a 64-bit integer
-MAX_FILENAME_CHARS = 1000
 COLUMN_NAME_MAX_CHARS = 1000
-MULTIPART_OVERHEAD_BYTES = 64 * 1024  # part headers and boundaries beyond the file
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 CREATE_ERRORS = {
     400: "The platform rejected the source definition (duplicate name, unknown folder); "
-         "`errors` says why.",
+    "`errors` says why.",
     403: "Authorization failed. The same answer whatever check failed.",
     422: "A field is missing or failed validation; `errors` names each.",
     502: "Storage provisioning failed upstream. Transient; retry.",
@@ -53,21 +50,21 @@ FEED_ERRORS = {
     403: "Authorization failed. The same answer whatever check failed.",
     404: "No such source in this workspace (no detail).",
     413: "The body, or the CSV converted from a JSON body, is larger than the file size "
-         "limit (TALLY_MAX_FILE_BYTES). Nothing is stored.",
+    "limit (TALLY_MAX_FILE_BYTES). Nothing is stored.",
     415: "The Content-Type is not one of text/csv, application/csv, text/plain, "
-         "multipart/form-data or application/json.",
+    "multipart/form-data or application/json.",
     422: "The body cannot be read as its Content-Type says (see the JSON rules above); "
-         "`errors` names the row or field.",
+    "`errors` names the row or field.",
 }
 
 
 class ColumnBody(Strict):
     name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
     type: Literal["text", "integer", "decimal", "date", "timestamp", "boolean"]
-    scale: int | None = Field(None, ge=0, le=MAX_DECIMAL_SCALE,
-                              description="Fractional digits (decimal only; default 2).")
-    timezone: bool | None = Field(None, description="Values carry UTC offsets "
-                                                    "(timestamp only).")
+    scale: int | None = Field(
+        None, ge=0, le=MAX_DECIMAL_SCALE, description="Fractional digits (decimal only; default 2)."
+    )
+    timezone: bool | None = Field(None, description="Values carry UTC offsets (timestamp only).")
 
     @model_validator(mode="after")
     def _options_fit_type(self) -> ColumnBody:
@@ -82,9 +79,12 @@ class SourceCreateBody(Strict):
     name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
     folder_id: int | None = None
     columns: list[ColumnBody] | None = Field(
-        None, min_length=1, max_length=json_rows.MAX_COLUMNS,
+        None,
+        min_length=1,
+        max_length=json_rows.MAX_COLUMNS,
         description="Typed columns: every file must bring exactly these (in any order). "
-                    "Omit for a placeholder source that takes its columns from the first file.")
+        "Omit for a placeholder source that takes its columns from the first file.",
+    )
     notification_config: NotificationConfigBody | None = None
 
     @field_validator("name")
@@ -112,8 +112,10 @@ class SourceCreatedResponse(BaseModel):
 
 class UploadAcceptedResponse(BaseModel):
     file_id: int = Field(description="Follow it at GET /api/v2/sources/{id}/files/{file_id}.")
-    status: str = Field(description="`queued`; for a retry with a known Idempotency-Key, "
-                                    "the current status of the file it queued.")
+    status: str = Field(
+        description="`queued`; for a retry with a known Idempotency-Key, "
+        "the current status of the file it queued."
+    )
 
 
 def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
@@ -121,11 +123,18 @@ def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     if body.notification_config is not None:
         config = body.notification_config
         notification = NotificationConfig(
-            url=config.url, secret=config.secret,
-            events=tuple(config.events) if config.events is not None else None)
-    columns = None if body.columns is None else tuple(
-        uploads.ColumnDefinition(c.name, ColumnType(c.type), c.scale, bool(c.timezone))
-        for c in body.columns)
+            url=config.url,
+            secret=config.secret,
+            events=tuple(config.events) if config.events is not None else None,
+        )
+    columns = (
+        None
+        if body.columns is None
+        else tuple(
+            uploads.ColumnDefinition(c.name, ColumnType(c.type), c.scale, bool(c.timezone))
+            for c in body.columns
+        )
+    )
     return uploads.SourceDefinition(body.name, body.folder_id, columns, notification)
 
 
@@ -134,91 +143,29 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 @router.post(
-    "/sources", status_code=201, summary="Create a source fed by uploads",
-    response_model=SourceCreatedResponse, responses=openapi_responses(CREATE_ERRORS),
-    openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": _schema(SourceCreateBody)}}}},
+    "/sources",
+    status_code=201,
+    summary="Create a source fed by uploads",
+    response_model=SourceCreatedResponse,
+    responses=openapi_responses(CREATE_ERRORS),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _schema(SourceCreateBody)}},
+        }
+    },
 )
 async def create_source(request: Request, workspace: AuthorisedWorkspace) -> Response:
     runtime = runtime_of(request)
-    body = validate_body(SourceCreateBody,
-                         await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
-    source = await run_in_threadpool(uploads.create_source, runtime.engine, runtime.box,
-                                     workspace_id=workspace.id, definition=_definition(body))
+    body = validate_body(SourceCreateBody, await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
+    source = await run_in_threadpool(
+        uploads.create_source,
+        runtime.engine,
+        runtime.box,
+        workspace_id=workspace.id,
+        definition=_definition(body),
+    )
     return json_response({"id": source.id, "name": source.name}, status_code=201)
-
-
-class MultipartFile:
-    """The bytes of the one part named `file` of a multipart/form-data body, streamed.
-
-    Any other part is refused (like an extra field of a JSON body)."""
-
-    def __init__(self, chunks: Iterable[bytes], boundary: bytes, max_body_bytes: int) -> None:
-        self.filename: str | None = None
-        self._chunks, self._max_body_bytes = chunks, max_body_bytes
-        self._out: list[bytes] = []
-        self._header: list[bytes] = [b"", b""]
-        self._disposition = b""
-        self._in_file = self._ended = False
-        self._files = 0
-        self._parser = MultipartParser(boundary, {
-            "on_part_begin": self._part_begin, "on_header_field": self._header_field,
-            "on_header_value": self._header_value, "on_header_end": self._header_end,
-            "on_headers_finished": self._headers_finished, "on_part_data": self._data,
-            "on_end": self._end})
-
-    def _part_begin(self) -> None:
-        self._disposition, self._in_file = b"", False
-
-    def _header_field(self, data: bytes, start: int, end: int) -> None:
-        self._header[0] += data[start:end]
-
-    def _header_value(self, data: bytes, start: int, end: int) -> None:
-        self._header[1] += data[start:end]
-
-    def _header_end(self) -> None:
-        if self._header[0].strip().lower() == b"content-disposition":
-            self._disposition = self._header[1]
-        self._header = [b"", b""]
-
-    def _headers_finished(self) -> None:
-        _, options = parse_options_header(self._disposition)
-        name = options.get(b"name", b"").decode(errors="replace")
-        if name != "file" or self._files:
-            reason = "a second part named 'file'" if name == "file" else f"part {name!r}"
-            raise uploads.InvalidUploadError(
-                f"unexpected {reason}: send the CSV as one part named 'file'", field=name)
-        self._files, self._in_file = 1, True
-        filename = options.get(b"filename")
-        self.filename = filename.decode(errors="replace")[:MAX_FILENAME_CHARS] if filename \
-            else None
-
-    def _data(self, data: bytes, start: int, end: int) -> None:
-        if self._in_file:
-            self._out.append(data[start:end])
-
-    def _end(self) -> None:
-        self._ended = True
-
-    def __iter__(self) -> Iterator[bytes]:
-        size = 0
-        try:
-            for chunk in self._chunks:
-                size += len(chunk)
-                if size > self._max_body_bytes:
-                    raise uploads.UploadTooLargeError(
-                        f"the body is larger than the limit of {self._max_body_bytes} bytes")
-                self._parser.write(chunk)
-                if self._out:
-                    yield b"".join(self._out)
-                    self._out.clear()
-            self._parser.finalize()
-        except MultipartParseError as error:
-            raise uploads.InvalidUploadError(f"malformed multipart body: {error}") from None
-        if not self._ended:
-            raise uploads.InvalidUploadError("the multipart body ends before its last boundary")
-        if not self._files:
-            raise uploads.InvalidUploadError("no part named 'file'", field="file")
 
 
 def _body_chunks(request: Request) -> Iterator[bytes]:
@@ -239,10 +186,14 @@ def _body_chunks(request: Request) -> Iterator[bytes]:
         anyio.from_thread.run(close)
 
 
-def _receive(request: Request, runtime: Runtime, media_type: str,
-             options: dict[bytes, bytes]) -> tuple[StoredBlob, str | None]:
+def _receive(
+    request: Request, runtime: Runtime, media_type: str, options: dict[bytes, bytes]
+) -> tuple[StoredBlob, str | None]:
     """Stage the body (runs in a worker thread): the blob and the file's name, if any."""
     blobs, max_bytes = runtime.blobs, runtime.settings.max_file_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES:
+        raise uploads.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
     chunks = _body_chunks(request)
     if media_type == "application/json":
         return uploads.stage_json(blobs, chunks, max_bytes=max_bytes), None
@@ -250,8 +201,7 @@ def _receive(request: Request, runtime: Runtime, media_type: str,
         boundary = options.get(b"boundary")
         if not boundary:
             raise uploads.InvalidUploadError("the multipart Content-Type has no boundary")
-        part = MultipartFile(chunks, boundary, max_bytes + MULTIPART_OVERHEAD_BYTES)
-        return uploads.stage_csv(blobs, part, max_bytes=max_bytes), part.filename
+        return uploads.stage_multipart(blobs, chunks, boundary=boundary, max_bytes=max_bytes)
     return uploads.stage_csv(blobs, chunks, max_bytes=max_bytes), None
 
 
@@ -275,48 +225,61 @@ source receives only files with exactly its columns; a file that differs ends `f
 its error naming the columns. Send an `Idempotency-Key` header to make retries queue the
 file once: a retry answers with the file first queued and its current status.
 """
-FEED_BODY = {"requestBody": {"required": True, "content": {
-    **{media: {"schema": {"type": "string", "format": "binary"}} for media in CSV_TYPES},
-    "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-        "file": {"type": "string", "format": "binary"}}}},
-    "application/json": {"schema": {"oneOf": [
-        {"type": "array", "items": {"type": "object"}, "minItems": 1},
-        {"type": "object", "required": ["rows"], "additionalProperties": False,
-         "properties": {"rows": {"type": "array", "items": {"type": "object"},
-                                 "minItems": 1}}}]}},
-}}}
+_BINARY = {"type": "string", "format": "binary"}
+_ROWS = {"type": "array", "items": {"type": "object"}, "minItems": 1}
+_ROWS_OBJECT = {"type": "object", "required": ["rows"], "properties": {"rows": _ROWS}}
+_FILE_PART = {"type": "object", "required": ["file"], "properties": {"file": _BINARY}}
+FEED_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            **{media: {"schema": _BINARY} for media in CSV_TYPES},
+            "multipart/form-data": {"schema": _FILE_PART},
+            "application/json": {"schema": {"oneOf": [_ROWS, _ROWS_OBJECT]}},
+        },
+    }
+}
 
 
 @router.post(
-    "/sources/{source_id}/feed-source", status_code=202,
+    "/sources/{source_id}/feed-source",
+    status_code=202,
     summary="Upload a file (CSV, multipart or JSON rows) into a source",
-    description=FEED_DESCRIPTION, response_model=UploadAcceptedResponse,
-    responses=openapi_responses(FEED_ERRORS), openapi_extra=FEED_BODY,
+    description=FEED_DESCRIPTION,
+    response_model=UploadAcceptedResponse,
+    responses=openapi_responses(FEED_ERRORS),
+    openapi_extra=FEED_BODY,
 )
 async def feed_source(
-    request: Request, workspace: AuthorisedWorkspace,
+    request: Request,
+    workspace: AuthorisedWorkspace,
     source_id: Annotated[int, Path(description="The source id.")],
-    idempotency_key: Annotated[str | None, Header(
-        alias="Idempotency-Key", max_length=200,
-        description="Retries carrying the same key queue the file once.")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=200,
+            description="Retries carrying the same key queue the file once.",
+        ),
+    ] = None,
 ) -> Response:
     runtime = runtime_of(request)
     earlier = await run_in_threadpool(  # 404 before the body is read
-        uploads.find_earlier_upload, runtime.engine, workspace_id=workspace.id,
-        source_id=source_id, idempotency_key=idempotency_key)
+        uploads.find_earlier_upload,
+        runtime.engine,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        idempotency_key=idempotency_key,
+    )
     if earlier is not None:
         return _accepted(earlier.id, earlier.status)
     media_type, options = parse_options_header(request.headers.get("content-type"))
     if media_type.decode() not in (*CSV_TYPES, "multipart/form-data", "application/json"):
         return v2_errors([(None, FEED_ERRORS[415])], 415)
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > runtime.settings.max_file_bytes + (
-            MULTIPART_OVERHEAD_BYTES if media_type == b"multipart/form-data" else 0):
-        return v2_errors([(None, f"the body is larger than the limit of "
-                                 f"{runtime.settings.max_file_bytes} bytes")], 413)
     try:
-        blob, filename = await run_in_threadpool(_receive, request, runtime,
-                                                 media_type.decode(), options)
+        blob, filename = await run_in_threadpool(
+            _receive, request, runtime, media_type.decode(), options
+        )
     except uploads.UploadTooLargeError as error:
         return v2_errors([(None, error.message)], 413)
     except uploads.InvalidUploadError as error:
@@ -324,7 +287,13 @@ async def feed_source(
     except ClientDisconnect:
         return v2_errors([(None, "the client disconnected before the body ended")], 400)
     accepted = await run_in_threadpool(
-        uploads.queue_upload, runtime.engine, workspace_id=workspace.id, source_id=source_id,
-        blob=blob, filename=filename, idempotency_key=idempotency_key,
-        deadline_seconds=runtime.settings.delivery_deadline_seconds)
+        uploads.queue_upload,
+        runtime.engine,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        blob=blob,
+        filename=filename,
+        idempotency_key=idempotency_key,
+        deadline_seconds=runtime.settings.delivery_deadline_seconds,
+    )
     return _accepted(accepted.file_id, accepted.status)

@@ -29,7 +29,7 @@ router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
 REGISTRATION_ERRORS = {
     400: "The platform rejected the source definition (duplicate name, unknown folder); "
-         "`errors` says why.",
+    "`errors` says why.",
     403: "Authorization failed. The same answer whatever check failed.",
     422: "`name` or `webhook` missing, or a field failed validation; `errors` names each.",
     500: "Unexpected error. Retry.",
@@ -37,7 +37,7 @@ REGISTRATION_ERRORS = {
 }
 NOTIFICATION_ERRORS = {
     400: "The notification has no http(s) URL at the configured `url_field` path "
-         "(`errors[0].field` names the path).",
+    "(`errors[0].field` names the path).",
     404: "Unknown webhook_id (no detail).",
     422: "The body is not JSON, or is larger than 64 KB.",
 }
@@ -50,15 +50,21 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     if body.notification_config is not None:
         config = body.notification_config
         notification = NotificationConfig(
-            url=config.url, secret=config.secret,
-            events=tuple(config.events) if config.events is not None else None)
+            url=config.url,
+            secret=config.secret,
+            events=tuple(config.events) if config.events is not None else None,
+        )
     return WebhookDefinition(
-        name=body.name, folder_id=body.folder_id,
-        url_field=hook.file_mapping.url_field, filename_field=hook.file_mapping.filename_field,
+        name=body.name,
+        folder_id=body.folder_id,
+        url_field=hook.file_mapping.url_field,
+        filename_field=hook.file_mapping.filename_field,
         credentials=hook.credentials.model_dump() if hook.credentials else None,
         response_status=hook.response_config.status_code,
         response_content_type=hook.response_config.content_type,
-        response_body=hook.response_config.body, notification=notification)
+        response_body=hook.response_config.body,
+        notification=notification,
+    )
 
 
 @router.post(
@@ -67,19 +73,39 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     summary="Create a source and the webhook that feeds it",
     response_model=WebhookCreatedResponse,
     responses=openapi_responses(REGISTRATION_ERRORS),
-    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-        "schema": WebhookCreateBody.model_json_schema(ref_template="#/components/schemas/"
-                                                                   "{model}")}}}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": WebhookCreateBody.model_json_schema(
+                        ref_template="#/components/schemas/{model}"
+                    )
+                }
+            },
+        }
+    },
 )
 async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Response:
     runtime = runtime_of(request)
-    body = validate_body(WebhookCreateBody, await read_json(
-        request, max_bytes=MAX_REGISTRATION_BYTES))
+    body = validate_body(
+        WebhookCreateBody, await read_json(request, max_bytes=MAX_REGISTRATION_BYTES)
+    )
     registered = await run_in_threadpool(
-        register_webhook, runtime.engine, runtime.box, workspace_id=workspace.id,
-        definition=_definition(body))
-    return json_response({"id": registered.source.id, "name": registered.source.name,
-                          "webhook_id": registered.webhook_id}, status_code=201)
+        register_webhook,
+        runtime.engine,
+        runtime.box,
+        workspace_id=workspace.id,
+        definition=_definition(body),
+    )
+    return json_response(
+        {
+            "id": registered.source.id,
+            "name": registered.source.name,
+            "webhook_id": registered.webhook_id,
+        },
+        status_code=201,
+    )
 
 
 @router.post(
@@ -89,23 +115,38 @@ async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Re
     "webhook's configured status code, content type and body, sent once the file is "
     "durably queued; it means accepted, not processed. Send an `Idempotency-Key` header "
     "to make retries of one notification queue its file once.",
-    responses={200: {"description": "The configured reply."},
-               **openapi_responses(NOTIFICATION_ERRORS)},
+    responses={
+        200: {"description": "The configured reply."},
+        **openapi_responses(NOTIFICATION_ERRORS),
+    },
 )
 async def feed_webhook(
     request: Request,
     webhook_id: str,
-    idempotency_key: Annotated[str | None, Header(
-        alias="Idempotency-Key", max_length=200,
-        description="Retries carrying the same key queue the file once.")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=200,
+            description="Retries carrying the same key queue the file once.",
+        ),
+    ] = None,
 ) -> Response:
     runtime = runtime_of(request)
     await run_in_threadpool(find_webhook, runtime.engine, webhook_id)  # 404 before the body
     payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
     accepted = await run_in_threadpool(
-        accept_notification, runtime.engine, runtime.box, webhook_id=webhook_id,
-        payload=payload, idempotency_key=idempotency_key,
-        deadline_seconds=runtime.settings.delivery_deadline_seconds)
-    return Response(orjson.dumps(accepted.body), status_code=accepted.status_code,
-                    media_type=accepted.content_type,
-                    headers={"X-Tally-File-Id": str(accepted.file_id)})
+        accept_notification,
+        runtime.engine,
+        runtime.box,
+        webhook_id=webhook_id,
+        payload=payload,
+        idempotency_key=idempotency_key,
+        deadline_seconds=runtime.settings.delivery_deadline_seconds,
+    )
+    return Response(
+        orjson.dumps(accepted.body),
+        status_code=accepted.status_code,
+        media_type=accepted.content_type,
+        headers={"X-Tally-File-Id": str(accepted.file_id)},
+    )

@@ -152,7 +152,8 @@ class Magnitude:
             return
         self.skipped_chars = max(self.skipped_chars, threshold - 1)
         self.largest = max(
-            self.largest, max(abs(Decimal(v)) for v in values if v and len(v) >= threshold))
+            self.largest, max(abs(Decimal(v)) for v in values if v and len(v) >= threshold)
+        )
 
     def settled(self, scale: int) -> bool:
         return self.skipped_chars + scale < _INT64_DIGITS

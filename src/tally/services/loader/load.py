@@ -64,8 +64,11 @@ def check_header(header: Sequence[str]) -> None:
         seen.add(name)
 
 
-def _infer(path: Path, file_format: FileFormat, on_progress: ProgressCallback | None,
-           ) -> FirstPass:
+def _infer(
+    path: Path,
+    file_format: FileFormat,
+    on_progress: ProgressCallback | None,
+) -> FirstPass:
     rows = 0
     with read_csv(path, file_format) as (header, batches):
         check_header(header)
@@ -83,13 +86,14 @@ def _infer(path: Path, file_format: FileFormat, on_progress: ProgressCallback | 
         column = Column(name, f"c{position}", column_type, scale, timezone)
         result.ordered.append(column)
         result.shapes[column.physical] = ValueShape(
-            has_empty=guess.has_empty, uniform_scale=guess.uniform_scale,
-            plain_timestamps=guess.plain_timestamps)
+            has_empty=guess.has_empty,
+            uniform_scale=guess.uniform_scale,
+            plain_timestamps=guess.plain_timestamps,
+        )
     return result
 
 
-def _measure_again(path: Path, file_format: FileFormat, guesses: Sequence[ColumnGuess]
-                   ) -> None:
+def _measure_again(path: Path, file_format: FileFormat, guesses: Sequence[ColumnGuess]) -> None:
     """Rarely, a late value brings so many fractional digits that numbers skipped by the
     cheap range check may leave int64: measure those columns again, exactly."""
     again = [i for i, guess in enumerate(guesses) if guess.needs_measuring]
@@ -113,19 +117,25 @@ def _match_header(header: Sequence[str], columns: Sequence[Column]) -> list[Colu
     return [known[name] for name in header]
 
 
-def _check_against(path: Path, file_format: FileFormat, columns: Sequence[Column],
-                   on_progress: ProgressCallback | None) -> FirstPass:
+def _check_against(
+    path: Path,
+    file_format: FileFormat,
+    columns: Sequence[Column],
+    on_progress: ProgressCallback | None,
+) -> FirstPass:
     """Check every value against the known types. Numbers may widen: an integer column
     may become decimal, a decimal column may keep more digits."""
     with read_csv(path, file_format) as (header, batches):
         result = FirstPass(_match_header(header, columns))
         result.shapes = {c.physical: ValueShape(plain_timestamps=True) for c in columns}
-        scales = {c.physical: c.scale for c in result.ordered
-                  if c.type in (ColumnType.INTEGER, ColumnType.DECIMAL)}
+        scales = {
+            c.physical: c.scale
+            for c in result.ordered
+            if c.type in (ColumnType.INTEGER, ColumnType.DECIMAL)
+        }
         for batch in batches:
             result.rows += len(batch.rows)
-            for column, values in zip(result.ordered, zip(*batch.rows, strict=True),
-                                      strict=True):
+            for column, values in zip(result.ordered, zip(*batch.rows, strict=True), strict=True):
                 _check_column(column, values, batch.lines, scales, result)
             if on_progress:
                 on_progress("checking", batch.offset)
@@ -133,8 +143,13 @@ def _check_against(path: Path, file_format: FileFormat, columns: Sequence[Column
     return result
 
 
-def _check_column(column: Column, values: Sequence[str], lines: Sequence[int],
-                  scales: dict[str, int], result: FirstPass) -> None:
+def _check_column(
+    column: Column,
+    values: Sequence[str],
+    lines: Sequence[int],
+    scales: dict[str, int],
+    result: FirstPass,
+) -> None:
     shape = shape_of(column.type, column.timezone)
     if column.physical in scales:
         if not values_fit(shape, values) and values_fit(DECIMAL, values):
@@ -153,8 +168,11 @@ def _check_range(column: Column, values: Sequence[str], scale: int, lines: Seque
     if largest_magnitude(values).scaleb(scale) <= INT64_MAX:
         return
     index = max(range(len(values)), key=lambda i: len(values[i]))
-    raise LoadError(f"value {values[index]!r} has more digits than a stored number can hold",
-                    line=lines[index], column=column.name)
+    raise LoadError(
+        f"value {values[index]!r} has more digits than a stored number can hold",
+        line=lines[index],
+        column=column.name,
+    )
 
 
 def _widened(column: Column, scale: int) -> Column:
@@ -163,22 +181,31 @@ def _widened(column: Column, scale: int) -> Column:
     return column
 
 
-def _row_batches(path: Path, file_format: FileFormat, on_progress: ProgressCallback | None,
-                 ) -> Callable[[], AbstractContextManager[Iterator[list[list[str]]]]]:
+def _row_batches(
+    path: Path,
+    file_format: FileFormat,
+    on_progress: ProgressCallback | None,
+) -> Callable[[], AbstractContextManager[Iterator[list[list[str]]]]]:
     @contextmanager
     def batches() -> Iterator[Iterator[list[list[str]]]]:
         with read_csv(path, file_format) as (_header, stream):
+
             def rows() -> Iterator[list[list[str]]]:
                 for batch in stream:
                     yield batch.rows
                     if on_progress:
                         on_progress("loading", batch.offset)
+
             yield rows()
+
     return batches
 
 
-def _prepare_table(conn: Connection, resource: Resource, first: FirstPass,
-                   ) -> tuple[Column, ...]:
+def _prepare_table(
+    conn: Connection,
+    resource: Resource,
+    first: FirstPass,
+) -> tuple[Column, ...]:
     """Create the table for a placeholder, or widen stored numbers; the new columns."""
     if resource.is_placeholder:
         columns = tuple(first.ordered)
@@ -189,13 +216,15 @@ def _prepare_table(conn: Connection, resource: Resource, first: FirstPass,
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
-            resource_tables.rescale_column(conn, resource.table_name, old.physical,
-                                           10 ** (new.scale - old.scale))
+            resource_tables.rescale_column(
+                conn, resource.table_name, old.physical, 10 ** (new.scale - old.scale)
+            )
     return columns
 
 
-def load_into(conn: Connection, resource_id: int, path: Path,
-              on_progress: ProgressCallback | None = None) -> LoadResult:
+def load_into(
+    conn: Connection, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
+) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
 
     A placeholder resource takes its columns from this file; any other must receive the
@@ -206,18 +235,25 @@ def load_into(conn: Connection, resource_id: int, path: Path,
     with read_csv(path, file_format) as (header, _batches):
         width = len(header)
     bulk = bulk_load_for(conn, resource.table_name)
-    bulk.stage(lambda: raw_chunks(path, file_format), width=width,
-               delimiter=file_format.delimiter, encoding=file_format.encoding)
+    bulk.stage(
+        lambda: raw_chunks(path, file_format),
+        width=width,
+        delimiter=file_format.delimiter,
+        encoding=file_format.encoding,
+    )
     try:
-        first = (_infer(path, file_format, on_progress) if resource.is_placeholder
-                 else _check_against(path, file_format, resource.columns, on_progress))
+        first = (
+            _infer(path, file_format, on_progress)
+            if resource.is_placeholder
+            else _check_against(path, file_format, resource.columns, on_progress)
+        )
         columns = _prepare_table(conn, resource, first)
         by_physical = {c.physical: c for c in columns}
         ordered = [by_physical[c.physical] for c in first.ordered]
-        bulk.append(ordered, first.shapes,
-                    _row_batches(path, file_format, on_progress), first.rows)
+        bulk.append(ordered, first.shapes, _row_batches(path, file_format, on_progress), first.rows)
     finally:
         bulk.abort()
-    updated = resources.record_load(conn, resource, columns=columns, added_rows=first.rows,
-                                    now=utc_now())
+    updated = resources.record_load(
+        conn, resource, columns=columns, added_rows=first.rows, now=utc_now()
+    )
     return LoadResult(updated, first.rows)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from tally.core.errors import LoadError
 
@@ -34,6 +34,7 @@ class FileFormat:
     compressed: bool
     encoding: str  # "utf-8-sig" or "latin-1"
     delimiter: str
+    has_quotes: bool = True  # a '"' anywhere in the file
 
 
 @dataclass
@@ -44,7 +45,9 @@ class Batch:
 
 
 def _open_bytes(path: Path, compressed: bool) -> IO[bytes]:
-    return gzip.open(path, "rb") if compressed else path.open("rb")
+    if compressed:
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return path.open("rb")
 
 
 def _is_gzip(path: Path) -> bool:
@@ -52,27 +55,35 @@ def _is_gzip(path: Path) -> bool:
         return handle.read(2) == GZIP_MAGIC
 
 
-def _scan(path: Path, compressed: bool) -> tuple[bool, bool]:
-    """(is UTF-8, holds a NUL byte), from one incremental pass over the whole file:
-    Latin-1 only if UTF-8 truly fails."""
+@dataclass
+class _Scan:
+    utf8: bool = True
+    nul: bool = False
+    quotes: bool = False
+
+
+def _scan(path: Path, compressed: bool) -> _Scan:
+    """One incremental pass over the whole file: UTF-8 or not (Latin-1 only if UTF-8
+    truly fails), and whether it holds a NUL byte or a quote."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    utf8, nul = True, False
+    found = _Scan()
     try:
         with _open_bytes(path, compressed) as handle:
             while chunk := handle.read(1 << 20):
-                nul = nul or b"\x00" in chunk
-                if utf8:
+                found.nul = found.nul or b"\x00" in chunk
+                found.quotes = found.quotes or b'"' in chunk
+                if found.utf8:
                     try:
                         decoder.decode(chunk)
                     except UnicodeDecodeError:
-                        utf8 = False
-            if utf8:
+                        found.utf8 = False
+            if found.utf8:
                 decoder.decode(b"", final=True)
     except UnicodeDecodeError:
-        utf8 = False
+        found.utf8 = False
     except (OSError, EOFError) as exc:
         raise LoadError(f"the file cannot be read: {exc}") from exc
-    return utf8, nul
+    return found
 
 
 def _sniff_delimiter(sample: str) -> str:
@@ -96,12 +107,12 @@ def _sniff_delimiter(sample: str) -> str:
 
 def detect_format(path: Path) -> FileFormat:
     compressed = _is_gzip(path)
-    utf8, nul = _scan(path, compressed)
-    encoding = "utf-8-sig" if utf8 else "latin-1"
+    found = _scan(path, compressed)
+    encoding = "utf-8-sig" if found.utf8 else "latin-1"
     with _open_bytes(path, compressed) as handle:
         sample = handle.read(SNIFF_BYTES).decode(encoding, errors="ignore")
-    file_format = FileFormat(compressed, encoding, _sniff_delimiter(sample))
-    if nul:
+    file_format = FileFormat(compressed, encoding, _sniff_delimiter(sample), found.quotes)
+    if found.nul:
         # PostgreSQL cannot store the character, and it is the mark of a UTF-16 file
         raise _nul_error(path, file_format)
     return file_format
@@ -134,7 +145,7 @@ def raw_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
 
 
 @contextmanager
-def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Iterator[Batch]]]:
+def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Records]]:
     """One pass over the file: its header, and its records in batches. Blank lines,
     before the header too, hold no record."""
     csv.field_size_limit(MAX_FIELD_BYTES)
@@ -142,37 +153,51 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], I
         text = io.TextIOWrapper(raw, encoding=file_format.encoding, newline="")
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
         header: list[str] | None = []
-        start = 1
+        start, blank_lines = 1, -1
         try:
             while header == []:
-                start = reader.line_num + 1
+                start, blank_lines = reader.line_num + 1, blank_lines + 1
                 header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
             raise LoadError(f"malformed CSV: {exc}", line=start) from exc
         if header is None:
             raise LoadError("the file is empty: a header line is required", line=1)
         stored = raw.fileobj if isinstance(raw, gzip.GzipFile) else raw
-        yield header, _batches(reader, len(header), stored)
+        yield header, Records(reader, len(header), stored, blank_lines)
 
 
-def _batches(reader: Any, width: int, stored: Any) -> Iterator[Batch]:
-    batch = Batch([], [])
-    start = reader.line_num + 1  # where the record being read begins
-    try:
-        for row in reader:
-            if row:  # a blank line holds no record
-                if len(row) != width:
-                    raise LoadError(f"expected {width} fields, found {len(row)}",
-                                    line=reader.line_num)
-                batch.rows.append(row)
-                batch.lines.append(reader.line_num)
-                if len(batch.rows) >= BATCH_ROWS:
-                    batch.offset = stored.tell()
-                    yield batch
-                    batch = Batch([], [])
-            start = reader.line_num + 1
-    except (csv.Error, UnicodeDecodeError) as exc:
-        raise LoadError(f"malformed CSV: {exc}", line=start) from exc
-    if batch.rows:
-        batch.offset = stored.tell()
-        yield batch
+class Records:
+    """The records after the header, in batches; counts the blank lines it skips (the
+    PostgreSQL loader's COPY reads those differently)."""
+
+    def __init__(self, reader: Any, width: int, stored: Any, blank_lines: int) -> None:
+        self._reader = reader
+        self._width = width
+        self._stored = stored
+        self.blank_lines = blank_lines
+
+    def __iter__(self) -> Iterator[Batch]:
+        reader, width = self._reader, self._width
+        batch = Batch([], [])
+        start = reader.line_num + 1  # where the record being read begins
+        try:
+            for row in reader:
+                if not row:  # a blank line holds no record
+                    self.blank_lines += 1
+                elif len(row) != width:
+                    raise LoadError(
+                        f"expected {width} fields, found {len(row)}", line=reader.line_num
+                    )
+                else:
+                    batch.rows.append(row)
+                    batch.lines.append(reader.line_num)
+                    if len(batch.rows) >= BATCH_ROWS:
+                        batch.offset = self._stored.tell()
+                        yield batch
+                        batch = Batch([], [])
+                start = reader.line_num + 1
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise LoadError(f"malformed CSV: {exc}", line=start) from exc
+        if batch.rows:
+            batch.offset = self._stored.tell()
+            yield batch
