@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from support.pg import PostgresServer
@@ -43,30 +44,46 @@ def forget(proc: subprocess.Popen[bytes]) -> None:
         children.remove(proc)
 
 
-def stop(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
-    """SIGTERM by PID, then SIGKILL if it has not exited after `grace` seconds."""
-    if proc.poll() is None:
+def _signal(pids: list[int], signum: int) -> None:
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
+            os.kill(pid, signum)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """SIGTERM to the child and its descendants, each by PID, then SIGKILL to whatever
+    is left after `grace` seconds. The descendants matter for the kit's bash steps: bash
+    runs its cleanup trap only once its foreground command (the driver) has ended."""
+    if proc.poll() is None:
+        tree = {pid: _started(pid) for pid in descendants(proc.pid)}
+        _signal([proc.pid, *tree], signal.SIGTERM)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
+            _signal([proc.pid, *descendants(proc.pid)], signal.SIGKILL)
             proc.wait()
+        if tree:  # the same processes only (same start time), never a reused PID
+            time.sleep(0.5)
+            _signal([pid for pid, t in tree.items() if t and _started(pid) == t], signal.SIGKILL)
     forget(proc)
+
+
+def _started(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]  # starttime, in clock ticks since boot
 
 
 def wait(proc: subprocess.Popen[bytes], timeout: float) -> int:
     """The exit code, or -1 after stopping a child that outlived `timeout`."""
     try:
-        return proc.wait(timeout)
+        code = proc.wait(timeout)
     except subprocess.TimeoutExpired:
         log(f"pid {proc.pid} still running after {timeout:.0f} s: stopping it")
         stop(proc)
         return -1
-    finally:
-        forget(proc)
+    # interrupted (SIGTERM, Ctrl-C): the child stays listed for stop_everything
+    forget(proc)
+    return code
 
 
 def stop_everything() -> None:
@@ -96,18 +113,34 @@ def _stat_fields(pid: int) -> list[str] | None:
     return raw[raw.rindex(")") + 2 :].split()
 
 
+def _process_table() -> dict[int, list[str]]:
+    table: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (f := _stat_fields(int(entry))) is not None:
+            table[int(entry)] = f
+    return table
+
+
+def _tree(roots: list[int], table: dict[int, list[str]]) -> list[int]:
+    """`roots` (those alive) and all their descendants, parents first."""
+    out, todo = [], [p for p in roots if p in table]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(child for child, f in table.items() if int(f[1]) == pid)
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    return [p for p in _tree([pid], _process_table()) if p != pid]
+
+
 def tree_cpu_seconds(roots: list[int]) -> float:
     """CPU time of `roots` and their descendants, including children they have already
     reaped (cutime/cstime): a PostgreSQL backend that exits keeps counting."""
-    parents: dict[int, int] = {}
-    fields: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (f := _stat_fields(int(entry))) is not None:
-            parents[int(entry)], fields[int(entry)] = int(f[1]), f
-    todo, total = [p for p in roots if p in fields], 0.0
-    while todo:
-        pid = todo.pop()
-        utime, stime, cutime, cstime = (int(x) for x in fields[pid][11:15])
-        total += (utime + stime + cutime + cstime) / CLOCK_TICKS
-        todo.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+    table = _process_table()
+    total = 0
+    for pid in _tree(roots, table):
+        utime, stime, cutime, cstime = (int(x) for x in table[pid][11:15])
+        total += utime + stime + cutime + cstime
+    return total / CLOCK_TICKS

@@ -12,122 +12,14 @@ versions.txt and summary.md (the kit's merged report, kept as an appendix).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FULL_ROWS = 1_000_000
-QUERIES = ("Q1", "Q2", "Q3", "Q4", "Q5")
-TALLY_PREFIX = "tally-"
-ROAPI = "roapi"
-# "Constant memory": ten times the rows may cost at most this factor of peak RSS.
-MEMORY_GROWTH_LIMIT = 1.25
-PG_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "autovacuum")
-Row = dict[str, Any]
-
-
-# --- reading ------------------------------------------------------------------------
-
-
-def _load(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-class Run:
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.run: Row = _load(folder / "run.json") or {}
-        self.settings: Row = self.run.get("settings", {})
-        self.tally: dict[str, Row] = {}
-        for backend in ("sqlite", "postgresql"):
-            rec = _load(folder / f"tally-{backend}.json")
-            if rec:
-                self.tally[backend] = rec
-        results = [_load(p) for p in sorted(folder.glob("bench-*.json"))]
-        # tally first (SQLite, PostgreSQL), then the peers in the order they ran
-        self.results: list[Row] = sorted(
-            (r for r in results if r),
-            key=lambda r: (
-                not r["label"].startswith(TALLY_PREFIX),
-                r["label"] != "tally-sqlite",
-                r.get("started_at", ""),
-            ),
-        )
-        self.anchors: list[Row] = []
-        ingest = folder / "ingest.jsonl"
-        if ingest.exists():
-            self.anchors = [json.loads(x) for x in ingest.read_text().splitlines() if x.strip()]
-
-    def result(self, label: str) -> Row | None:
-        return next((r for r in self.results if r["label"] == label), None)
-
-    @property
-    def peers(self) -> list[Row]:
-        return [r for r in self.results if not r["label"].startswith(TALLY_PREFIX)]
-
-    @property
-    def rows(self) -> int:
-        return int(self.settings.get("rows", 0))
-
-    @property
-    def is_full(self) -> bool:
-        s = self.settings
-        return (
-            self.rows == FULL_ROWS
-            and float(s.get("duration_s", 0)) >= 10
-            and int(s.get("concurrency", 0)) == 8
-        )
-
-
-# --- formatting -----------------------------------------------------------------------
-
-
-def num(v: Any, nd: int = 1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    return str(v)
-
-
-def table(header: list[str], rows: list[list[Any]], align: str | None = None) -> list[str]:
-    align = align or "-" + "r" * (len(header) - 1)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
-    out += [
-        "| " + " | ".join(num(c) if not isinstance(c, str) else c for c in r) + " |" for r in rows
-    ]
-    return [*out, ""]
-
-
-def q(result: Row | None, name: str) -> Row | None:
-    if result is None:
-        return None
-    got = result.get("queries", {}).get(name)
-    return None if got is None or got.get("error") else got
-
-
-def rps(result: Row | None, name: str) -> float | None:
-    got = q(result, name)
-    return None if got is None else got.get("rps")
-
-
-def p50(result: Row | None, name: str) -> float | None:
-    got = q(result, name)
-    return None if got is None else got.get("latency_ms", {}).get("p50")
-
-
-def count_word(query: Row) -> str:
-    if query.get("count_semantics", "").startswith("none"):
-        return "none"
-    return "exact" if query.get("total_count_reported") is not None else "null"
-
+from figures import QUERIES, Row, Run, count_word, num, p50, q, rps, table
+from provenance import machine_section, reproduce_section
+from targets import DEEP_PAGE_ROWS, targets_section
 
 # --- sections ---------------------------------------------------------------------------
 
@@ -144,9 +36,11 @@ def banner(run: Run) -> list[str]:
         + ". It shows the report's layout; its figures say nothing about the targets, which "
         "are stated for the 1,000,000-row file with 10 s windows at concurrency 8. "
         + (
-            "At this size Q4 (page 900 of 1000 rows) lies beyond the last row and returns "
-            "no rows, so its figures and the deep-paging ratio are meaningless. "
-            if run.rows < 900_000
+            "At this size Q4 (page 900 of 1000 rows) lies beyond the last row: tally "
+            "answers it with no rows, ROAPI sorts for nothing and Datasette's keyset lookup "
+            "fails (its Q4 is an error and its kit steps exit 1), so no Q4 figure means "
+            "anything. "
+            if run.rows < DEEP_PAGE_ROWS
             else ""
         )
         + "Replace it with the output of a full run (see bench/README.md).",
@@ -181,275 +75,6 @@ def intro(run: Run) -> list[str]:
         "only figures from the same run.",
         "",
     ]
-
-
-def machine_section(run: Run) -> list[str]:
-    m = run.run.get("machine", {})
-    v = run.run.get("versions", {})
-    pg = (run.tally.get("postgresql") or {}).get("postgres") or {}
-    out = ["## Machine and versions", ""]
-    out += table(
-        ["", ""],
-        [
-            ["CPU", f"{m.get('cpu_model')} x {m.get('cpus')} (`nproc`)"],
-            ["Memory", f"{m.get('mem_total_gib')} GiB"],
-            ["OS / kernel", f"{m.get('os')} / {m.get('kernel')}"],
-            [
-                "Load average at start",
-                " / ".join(f"{x:.2f}" for x in m.get("loadavg_at_start", [])),
-            ],
-            ["Files", f"CSV, databases and clusters under {m.get('tmp')} (same disk)"],
-            [
-                "tally",
-                f"{v.get('tally')} at `{str(v.get('tally_git_sha'))[:12]}` (HEAD; the "
-                "working tree may hold uncommitted changes)",
-            ],
-            [
-                "Python (tally)",
-                f"{v.get('python')}; fastapi {v.get('fastapi')}, uvicorn "
-                f"{v.get('uvicorn')}, starlette {v.get('starlette')}, SQLAlchemy "
-                f"{v.get('sqlalchemy')}, psycopg {v.get('psycopg')}, orjson "
-                f"{v.get('orjson')}",
-            ],
-            ["SQLite (tally)", str(v.get("sqlite"))],
-            [
-                "PostgreSQL (tally)",
-                (
-                    f"{pg.get('server_version')}: "
-                    + ", ".join(f"{k}={pg.get(k)}" for k in PG_SETTINGS)
-                )
-                if pg
-                else "not run",
-            ],
-            [
-                "Peers",
-                "; ".join(f"{r['label']}: {r['target'].get('version')}" for r in run.peers)
-                or "not run (BENCH_SKIP_PEERS)",
-            ],
-        ],
-        align="--",
-    )
-    versions = run.folder / "versions.txt"
-    if versions.exists():
-        out += ["Kit venv (driver and peers):", "", "```", versions.read_text().strip(), "```", ""]
-    return out
-
-
-# --- targets ------------------------------------------------------------------------------
-
-
-def verdict(ok: bool | None, why: str = "") -> str:
-    if ok is None:
-        return f"not measured{': ' + why if why else ''}"
-    return "met" if ok else "**NOT met**"
-
-
-def fastest_peer(run: Run, name: str) -> tuple[str, float] | None:
-    best = [(r["label"], rps(r, name)) for r in run.peers if rps(r, name) is not None]
-    return max(best, key=lambda x: x[1]) if best else None  # type: ignore[arg-type, return-value]
-
-
-def _vs_roapi(run: Run, label: str, name: str) -> list[Any]:
-    mine, theirs = rps(run.result(label), name), rps(run.result(ROAPI), name)
-    if mine is None or theirs is None:
-        return [
-            f"{name} at least as fast as ROAPI",
-            label,
-            f"{num(mine)} vs {num(theirs)} req/s",
-            verdict(None, "no figure"),
-        ]
-    return [
-        f"{name} at least as fast as ROAPI",
-        label,
-        f"{num(mine)} vs {num(theirs)} req/s (p50 {num(p50(run.result(label), name))} vs "
-        f"{num(p50(run.result(ROAPI), name))} ms)",
-        verdict(mine >= theirs),
-    ]
-
-
-def _vs_fastest(run: Run, label: str, name: str) -> list[Any]:
-    mine, best = rps(run.result(label), name), fastest_peer(run, name)
-    if mine is None or best is None:
-        return [f"{name} ≥ 5x the fastest peer", label, num(mine), verdict(None, "no figure")]
-    ratio = mine / best[1] if best[1] else None
-    return [
-        f"{name} ≥ 5x the fastest peer",
-        label,
-        f"{num(mine)} req/s vs {best[0]} {num(best[1])} req/s = {num(ratio, 2)}x",
-        verdict(ratio is not None and ratio >= 5),
-    ]
-
-
-def _export(run: Run, label: str) -> list[Any]:
-    got = q(run.result(label), "Q6")
-    value = None if got is None else got.get("rows_per_s")
-    return [
-        "Q6 export ≥ 200,000 rows/s",
-        label,
-        f"{num(value)} rows/s",
-        verdict(None if value is None else value >= 200_000),
-    ]
-
-
-def _deep(run: Run, label: str) -> list[Any]:
-    a, b = p50(run.result(label), "Q4"), p50(run.result(label), "Q1")
-    ratio = a / b if a is not None and b else None
-    return [
-        "Q4 (deep page) within 3x of Q1 (p50)",
-        label,
-        f"{num(a)} vs {num(b)} ms = {num(ratio, 2)}x (req/s {num(rps(run.result(label), 'Q4'))}"
-        f" vs {num(rps(run.result(label), 'Q1'))})",
-        verdict(None if ratio is None else ratio <= 3),
-    ]
-
-
-def _pg_vs_sqlite(run: Run) -> list[list[Any]]:
-    lite, pg = run.result("tally-sqlite"), run.result("tally-postgresql")
-    rows: list[list[Any]] = []
-    for name in QUERIES:
-        a, b = p50(pg, name), p50(lite, name)
-        ratio = a / b if a is not None and b else None
-        rows.append(
-            [
-                f"PostgreSQL within 1.5x of SQLite: {name} (p50)",
-                "both",
-                f"{num(a)} vs {num(b)} ms = {num(ratio, 2)}x",
-                verdict(None if ratio is None else ratio <= 1.5),
-            ]
-        )
-    a6, b6 = q(pg, "Q6"), q(lite, "Q6")
-    if a6 and b6 and a6.get("rows_per_s"):
-        ratio = b6["rows_per_s"] / a6["rows_per_s"]
-        rows.append(
-            [
-                "PostgreSQL within 1.5x of SQLite: Q6 (rows/s)",
-                "both",
-                f"{num(a6['rows_per_s'])} vs {num(b6['rows_per_s'])} rows/s = "
-                f"{num(ratio, 2)}x slower",
-                verdict(ratio <= 1.5),
-            ]
-        )
-    else:
-        rows.append(["PostgreSQL within 1.5x of SQLite: Q6", "both", "-", verdict(None)])
-    return rows
-
-
-def _copy_anchor(run: Run) -> Row | None:
-    return next(
-        (
-            a
-            for a in run.anchors
-            if a.get("ok")
-            and str(a.get("system", "")).startswith("PostgreSQL")
-            and "no index" in str(a.get("method", ""))
-        ),
-        None,
-    )
-
-
-def _load_targets(run: Run) -> list[list[Any]]:
-    out: list[list[Any]] = []
-    lite = (run.tally.get("sqlite") or {}).get("load")
-    if lite:
-        out.append(
-            [
-                "Load the CSV in under 10 s on SQLite",
-                "tally-sqlite",
-                f"{num(lite['seconds'], 2)} s in all (rows readable at "
-                f"{num(lite.get('rows_readable_s'), 2)} s)",
-                verdict(lite["seconds"] < 10),
-            ]
-        )
-    pg = (run.tally.get("postgresql") or {}).get("load")
-    copy = _copy_anchor(run)
-    if pg and copy:
-        ratio = pg["seconds"] / copy["seconds"]
-        readable = pg.get("rows_readable_s")
-        out.append(
-            [
-                "Load within 2x of COPY on PostgreSQL",
-                "tally-postgresql",
-                f"{num(pg['seconds'], 2)} s vs COPY {num(copy['seconds'], 2)} s = "
-                f"{num(ratio, 2)}x (rows readable at {num(readable, 2)} s = "
-                f"{num(readable / copy['seconds'] if readable else None, 2)}x)",
-                verdict(ratio <= 2),
-            ]
-        )
-    elif pg:
-        out.append(
-            [
-                "Load within 2x of COPY on PostgreSQL",
-                "tally-postgresql",
-                f"{num(pg['seconds'], 2)} s",
-                verdict(None, "no COPY anchor"),
-            ]
-        )
-    for backend, rec in run.tally.items():
-        full, tenth = rec.get("load"), rec.get("load_tenth")
-        if full and tenth:
-            growth = full["peak_rss_mb"] / tenth["peak_rss_mb"]
-            out.append(
-                [
-                    "Load at constant memory (peak RSS, full file vs a tenth)",
-                    f"tally-{backend}",
-                    f"{num(full['peak_rss_mb'])} MB for {num(full['rows'])} rows vs "
-                    f"{num(tenth['peak_rss_mb'])} MB for {num(tenth['rows'])} = "
-                    f"{num(growth, 2)}x",
-                    verdict(growth <= MEMORY_GROWTH_LIMIT),
-                ]
-            )
-    return out
-
-
-def _exact_counts(run: Run, label: str) -> list[Any]:
-    result = run.result(label)
-    if result is None:
-        return ["Exact total_count in every answer, cache off", label, "-", verdict(None)]
-    bad = []
-    for name, got in result.get("queries", {}).items():
-        if got.get("error") or not got.get("valid"):
-            bad.append(f"{name} invalid")
-        elif not got.get("export") and not any(
-            c.startswith("total_count") and c.endswith("ok") for c in got.get("checks", [])
-        ):
-            bad.append(f"{name} count unchecked")
-        elif got.get("export") and got.get("total_count_reported") != got.get("rows"):
-            bad.append(f"Q6 total_count {got.get('total_count_reported')} ≠ {got.get('rows')}")
-    return [
-        "Exact total_count in every answer, response cache off",
-        label,
-        "all checks passed" if not bad else "; ".join(bad),
-        verdict(not bad),
-    ]
-
-
-def targets_section(run: Run) -> list[str]:
-    rows: list[list[Any]] = []
-    for backend in run.tally:
-        label = f"tally-{backend}"
-        rows.append(_exact_counts(run, label))
-        rows += [_vs_roapi(run, label, "Q1"), _vs_roapi(run, label, "Q3")]
-        rows += [_vs_fastest(run, label, n) for n in ("Q2", "Q4", "Q5")]
-        rows += [_export(run, label), _deep(run, label)]
-    if len(run.tally) == 2:
-        rows += _pg_vs_sqlite(run)
-    rows += _load_targets(run)
-    head = ["## Targets", ""]
-    if not run.is_full:
-        head += [
-            "*Small run: these verdicts apply to this run's size only, not to the targets.*",
-            "",
-        ]
-    head += [
-        '"Fastest peer" is the highest req/s any peer measured in this run reached for '
-        "that query, whatever it computed (ROAPI and Datasette's `_nocount` variant "
-        "compute no count). Request-rate targets compare req/s at the run's "
-        'concurrency; "within Nx" compares p50 latencies; "constant memory" is '
-        f"met when the whole file's peak RSS is at most {MEMORY_GROWTH_LIMIT}x that of "
-        "its first tenth.",
-        "",
-    ]
-    return head + table(["target", "where", "measured", "verdict"], rows, align="----")
 
 
 # --- per-target figures ---------------------------------------------------------------------
@@ -607,31 +232,24 @@ def first_request_section(run: Run) -> list[str]:
     ]
 
 
-def _load_row(label: str, rec: Row, load: Row) -> list[Any]:
+def _load_row(label: str, load: Row) -> list[Any]:
     rate = load["rows"] / load["seconds"] if load.get("seconds") else None
-    db_cpu = load.get("db_server_cpu_s")
-    return [
-        label,
-        load["rows"],
-        load.get("rows_readable_s"),
-        load.get("indexes_built_s"),
-        load["seconds"],
-        round(rate) if rate else None,
-        load.get("cpu_s"),
-        db_cpu if db_cpu is not None else "-",
-        load.get("peak_rss_mb"),
-    ]
+    seconds = ("rows_readable_s", "indexes_built_s", "seconds", "cpu_s", "db_server_cpu_s")
+    readable, indexed, total, cpu, db_cpu = (num(load.get(k), 2) for k in seconds)
+    rss = [num(load.get(k)) for k in ("peak_rss_mb", "peak_rss_anon_mb", "peak_rss_file_mb")]
+    rate_text = num(round(rate)) if rate else None
+    return [label, load["rows"], readable, indexed, total, rate_text, cpu, db_cpu, *rss]
 
 
 def load_section(run: Run) -> list[str]:
     rows = []
     for backend, rec in run.tally.items():
         if rec.get("load"):
-            rows.append(_load_row(f"tally ({backend})", rec, rec["load"]))
-        if rec.get("load_tenth"):
-            rows.append(
-                _load_row(f"tally ({backend}), first tenth of the file", rec, rec["load_tenth"])
-            )
+            rows.append(_load_row(f"tally ({backend})", rec["load"]))
+        for part in ("tenth", "half"):
+            if rec.get(f"load_{part}"):
+                label = f"tally ({backend}), first {part} of the file"
+                rows.append(_load_row(label, rec[f"load_{part}"]))
     out = ["## Loading the CSV", ""]
     if rows:
         starts = ", ".join(f"{b} {num(r.get('cli_start_s'), 2)} s" for b, r in run.tally.items())
@@ -644,8 +262,10 @@ def load_section(run: Run) -> list[str]:
             f"{run.tally[next(iter(run.tally))].get('load', {}).get('poll_interval_s')} s "
             "from outside), \"total\" is the command's wall time, including the process's "
             f"start-up (for scale, `tally admin create-key`, which starts the same way, took "
-            f"{starts}). CPU and peak RSS are "
-            "the `tally` process's (getrusage); \"DB CPU\" is the PostgreSQL server's."
+            f"{starts}). CPU and peak RSS are the `tally` process's (getrusage); peak "
+            "anonymous RSS (heap) and file RSS (mapped files, e.g. SQLite's mmap of the "
+            'database) are sampled from /proc at the same interval; "DB CPU" is the '
+            "PostgreSQL server's."
             + (
                 f" After the load the bench ran `VACUUM (ANALYZE)` ({', '.join(vac)}), "
                 "which autovacuum would otherwise do inside the timed windows; it is not "
@@ -666,6 +286,8 @@ def load_section(run: Run) -> list[str]:
                 "CPU s",
                 "DB CPU s",
                 "peak RSS MB",
+                "anon MB",
+                "file MB",
             ],
             rows,
         )
@@ -685,7 +307,7 @@ def load_section(run: Run) -> list[str]:
                     a.get("system"),
                     a.get("method"),
                     a.get("rows"),
-                    round(a["seconds"], 2),
+                    num(a["seconds"], 2),
                     round(rate) if rate else None,
                     a.get("note", ""),
                 ]
@@ -737,42 +359,6 @@ def peers_section(run: Run) -> list[str]:
                 bits.append("ERROR: " + got["error"])
             out.append(f"- {name}: " + "; ".join(bits))
         out.append("")
-    return out
-
-
-def reproduce_section(run: Run) -> list[str]:
-    s = run.settings
-    phases = run.run.get("phases", {})
-    out = [
-        "## Reproduce",
-        "",
-        "```bash",
-        f"BENCH_ROWS={s.get('rows')} BENCH_DURATION={s.get('duration_s'):g} "
-        f"BENCH_CONCURRENCY={s.get('concurrency')} BENCH_ENGINE={s.get('engine')}"
-        + (" BENCH_SKIP_PEERS=1" if s.get("skip_peers") else "")
-        + f" BENCH_BACKENDS={','.join(s.get('backends', []))} bench/run.sh",
-        "```",
-        "",
-    ]
-    if phases:
-        total = sum(phases.values())
-        out += [
-            f"Time taken by this run: {num(total / 60, 1)} min ("
-            + ", ".join(f"{k} {num(v)} s" for k, v in phases.items())
-            + ").",
-            "",
-        ]
-    failed = {k: v for k, v in run.run.get("kit_steps", {}).items() if v != 0}
-    errors = {b: r["error"] for b, r in run.tally.items() if r.get("error")}
-    if failed or errors:
-        out += [
-            "**Problems in this run**: "
-            + "; ".join(
-                [f"kit step {k} exited {v}" for k, v in failed.items()]
-                + [f"tally {b}: {e}" for b, e in errors.items()]
-            ),
-            "",
-        ]
     return out
 
 

@@ -3,7 +3,7 @@
 PostgreSQL) and into its peers, drive the Data API of all of them in one run, and
 write docs/benchmarks.md.
 
-    bench/run.sh                     # everything (about 12-13 minutes at 1M rows)
+    bench/run.sh                     # everything (12-15 minutes at 1M rows)
     BENCH_SKIP_PEERS=1 bench/run.sh  # tally and the COPY/DuckDB load anchors only
     .venv/bin/python bench/report.py bench/results/<run>   # rewrite the report only
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib
 import importlib.metadata
 import json
 import os
@@ -126,6 +127,7 @@ def load_config() -> Config:
     work = Path(env("BENCH_WORK", "/tmp/tally-bench"))
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     backends = [b.strip() for b in env("BENCH_BACKENDS", "sqlite,postgresql").split(",")]
+    backends = [b for b in backends if b]  # empty: the peers only
     if not set(backends) <= {"sqlite", "postgresql"}:
         raise SystemExit(f"BENCH_BACKENDS: sqlite and/or postgresql, not {backends}")
     engine = env("BENCH_ENGINE", "raw")
@@ -173,10 +175,9 @@ def import_driver(cfg: Config) -> ModuleType:
     sys.dont_write_bytecode = True  # the kit's folder is shared (and read-only)
     sys.path.insert(0, str(cfg.kit))
     try:
-        import data_api_bench
+        return importlib.import_module("data_api_bench")
     finally:
         sys.path.remove(str(cfg.kit))
-    return data_api_bench
 
 
 # --- facts about this machine and this tally ----------------------------------------------
@@ -309,6 +310,9 @@ def main() -> int:
         signal.signal(signum, procs.raise_on_signal)
     try:
         return run_all(cfg)
+    except (KeyboardInterrupt, SystemExit):
+        log("stopped: stopping every process this run started")
+        raise
     finally:
         procs.stop_everything()
 

@@ -25,9 +25,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import procs
+from durable_pg import postgres_facts, start_durable_postgres, vacuum
 from procs import log
 
-from support.pg import PostgresServer, create_database, start_postgres
+from support.pg import PostgresServer, create_database
 
 if TYPE_CHECKING:
     from run import Config
@@ -38,78 +39,25 @@ SERVER_START_SECONDS = 60
 DRIVER_TIMEOUT_SECONDS = 1800
 POLL_SECONDS = 0.05
 FIRST_REQUEST_QUERIES = ("Q2", "Q3", "Q5")
-
-
-# --- PostgreSQL with the server's default durability ----------------------------------
-
-
-def _as_owner(cmd: list[str]) -> None:
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--", *cmd]
-    subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
-
-
-def start_durable_postgres() -> PostgresServer:
-    """tests/support/pg.py's throwaway cluster, restarted without its test-only options
-    (fsync, synchronous_commit and full_page_writes off, bigger buffers): the server's
-    defaults, as in the kit's COPY anchor. Command-line options outrank ALTER SYSTEM,
-    hence a restart with new options rather than a reload."""
-    server = start_postgres()
-    procs.postgres_servers.append(server)
-    data, pg_ctl = server.folder / "data", str(server.bindir / "pg_ctl")
-    _as_owner([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"])
-    options = f"-c listen_addresses=127.0.0.1 -c port={server.port} -c unix_socket_directories=''"
-    logfile = str(server.folder / "log")
-    _as_owner([pg_ctl, "-D", str(data), "-o", options, "-l", logfile, "-w", "-t", "60", "start"])
-    import psycopg
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            psycopg.connect(server.url(), connect_timeout=2).close()
-            return server
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def postgres_facts(server: PostgresServer) -> dict[str, Any]:
-    import psycopg
-
-    names = ("server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level")
-    names += ("shared_buffers", "max_wal_size", "autovacuum")
-    with psycopg.connect(server.url(), autocommit=True) as conn:
-        facts: dict[str, Any] = {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}  # type: ignore[index]
-    pid_file = server.folder / "data" / "postmaster.pid"
-    facts["postmaster_pid"] = int(pid_file.read_text().split()[0])
-    return facts
-
-
-def vacuum(url: str) -> float:
-    """What autovacuum does within a minute of a load, done before the timed windows so
-    that it does not run inside them."""
-    import psycopg
-
-    t = time.perf_counter()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE)")
-    return round(time.perf_counter() - t, 3)
+PARTS = (("tenth", 10), ("half", 2))  # heads of the CSV loaded after it, for memory
 
 
 # --- loading --------------------------------------------------------------------------
 
 
-class CatalogueWatch(threading.Thread):
-    """Reads the resource's catalogue row while a load runs: when its rows were
-    committed (row_count > 0) and when its indexes were built (indexed_version)."""
+class LoadWatch(threading.Thread):
+    """Watches a load from outside: the resource's catalogue row tells when its rows
+    were committed (row_count > 0) and its indexes built (indexed_version); the load
+    process's /proc status gives its peak anonymous memory (heap, not mapped files)."""
 
     def __init__(self, home: Path, url: str | None, name: str) -> None:
         super().__init__(daemon=True)
         self.home, self.url, self.name = home, url, name
         self.t0 = time.perf_counter()
+        self.pid: int | None = None
         self.rows_at: float | None = None
         self.indexed_at: float | None = None
+        self.peak_kib = {"RssAnon": 0, "RssFile": 0}
         self._done = threading.Event()
 
     def _connect(self) -> Any:
@@ -126,20 +74,36 @@ class CatalogueWatch(threading.Thread):
         row = conn.execute(sql, (self.name,)).fetchone()
         return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
+    def _sample_memory(self) -> None:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text().splitlines()
+        except OSError:
+            return
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in self.peak_kib:
+                self.peak_kib[key] = max(self.peak_kib[key], int(value.split()[0]))
+
+    def _look(self, conn: Any) -> Any:
+        try:
+            conn = conn or self._connect()
+            state = self._read(conn)
+        except Exception:  # busy, or not there yet: look again
+            return conn
+        now = time.perf_counter() - self.t0
+        if state and state[0] > 0 and self.rows_at is None:
+            self.rows_at = now
+        if state and 0 < state[2] == state[1]:
+            self.indexed_at = now
+        return conn
+
     def run(self) -> None:
         conn = None
         while not self._done.is_set():
-            try:
-                conn = conn or self._connect()
-                state = self._read(conn)
-            except Exception:  # busy, or not there yet: look again
-                state = None
-            now = time.perf_counter() - self.t0
-            if state and state[0] > 0 and self.rows_at is None:
-                self.rows_at = now
-            if state and 0 < state[2] == state[1]:
-                self.indexed_at = now
-                break
+            if self.pid is not None:
+                self._sample_memory()
+            if self.indexed_at is None:
+                conn = self._look(conn)
             self._done.wait(POLL_SECONDS)
         if conn is not None:
             conn.close()
@@ -164,19 +128,15 @@ def timed_load(
     fd, out_name = tempfile.mkstemp(prefix="tally-load-", suffix=".json", dir=home)
     os.close(fd)
     stdout = Path(out_name)
-    watch = CatalogueWatch(home, env.get("TALLY_DATABASE_URL"), name)
+    watch = LoadWatch(home, env.get("TALLY_DATABASE_URL"), name)
     db_cpu0 = procs.tree_cpu_seconds(db_pids)
-    watch.start()
+    log_path = cfg.logs / f"{cfg_label(env)}-load.log"
+    cmd = [str(TALLY), "admin", "load", "--workspace", str(workspace), "--name", name, str(csv)]
     try:
-        t0 = time.perf_counter()
-        cmd = [str(TALLY), "admin", "load", "--workspace", str(workspace), "--name", name]
-        proc = procs.spawn(
-            [*cmd, str(csv)],
-            env=env,
-            cwd=REPO,
-            stdout=stdout,
-            log_path=cfg.logs / f"{cfg_label(env)}-load.log",
-        )
+        watch.t0 = t0 = time.perf_counter()
+        proc = procs.spawn(cmd, env=env, cwd=REPO, stdout=stdout, log_path=log_path)
+        watch.pid = proc.pid
+        watch.start()
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -186,22 +146,28 @@ def timed_load(
     output = stdout.read_text().strip()
     stdout.unlink()
     if proc.returncode != 0:
-        raise RuntimeError(f"tally admin load failed ({proc.returncode}): {output[-500:]}")
+        last = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"tally admin load exited {proc.returncode}: {output} {last}")
     loaded = json.loads(output.splitlines()[-1])
-    rounded = lambda v: None if v is None else round(v, 3)  # noqa: E731
     return {
         "csv": str(csv),
         "csv_bytes": csv.stat().st_size,
         "resource_id": loaded["id"],
         "rows": loaded["rows"],
         "seconds": round(seconds, 3),
-        "rows_readable_s": rounded(watch.rows_at),
-        "indexes_built_s": rounded(watch.indexed_at),
+        "rows_readable_s": _rounded(watch.rows_at),
+        "indexes_built_s": _rounded(watch.indexed_at),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "peak_rss_anon_mb": round(watch.peak_kib["RssAnon"] / 1024, 1),
+        "peak_rss_file_mb": round(watch.peak_kib["RssFile"] / 1024, 1),
         "db_server_cpu_s": round(procs.tree_cpu_seconds(db_pids) - db_cpu0, 3) if db_pids else None,
         "poll_interval_s": POLL_SECONDS,
     }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def cfg_label(env: dict[str, str]) -> str:
@@ -448,16 +414,18 @@ def _measure(
         f"{backend}: loaded in {rec['load']['seconds']} s, rows readable at "
         f"{rec['load']['rows_readable_s']} s"
     )
-    tenth = head_of(cfg.csv, max(1, cfg.rows // 10), home)
-    rec["load_tenth"] = timed_load(
-        cfg,
-        env,
-        home=home,
-        workspace=workspace,
-        name="transactions_tenth",
-        csv=tenth,
-        db_pids=db_pids,
-    )
+    for part, divisor in PARTS:  # is memory constant as the file grows?
+        head = head_of(cfg.csv, max(1, cfg.rows // divisor), home)
+        rec[f"load_{part}"] = timed_load(
+            cfg,
+            env,
+            home=home,
+            workspace=workspace,
+            name=f"transactions_{part}",
+            csv=head,
+            db_pids=db_pids,
+        )
+        head.unlink()
     if "TALLY_DATABASE_URL" in env:
         rec["vacuum_s"] = vacuum(env["TALLY_DATABASE_URL"])
     server = start_server(cfg, env, db_pids)

@@ -44,7 +44,7 @@ def read(
     api: httpx.Client, tenant: Tenant, resource_id: int, params: Params | None = None
 ) -> httpx.Response:
     url = f"/api/v1/resources/{resource_id}/data"
-    return api.get(url, params=params or [], headers=tenant.headers)
+    return api.get(url, params=tuple(params or []), headers=tenant.headers)
 
 
 def ok_body(response: httpx.Response) -> dict[str, Any]:
@@ -141,6 +141,11 @@ def test_page_beyond_the_end_is_empty_with_the_true_total(
             "total_pages": 2,
         },
     }
+    huge = "9" * 30  # an offset far beyond any 64-bit integer
+    body = ok_body(read(api, tenant, ledger.id, [("page", huge), ("page_size", "10000")]))
+    assert body["data"] == []
+    assert body["meta"]["page"] == int(huge)
+    assert body["meta"]["total_count"] == 6
 
 
 def test_total_pages_is_rounded_up(api: httpx.Client, tenant: Tenant, ledger: Resource) -> None:

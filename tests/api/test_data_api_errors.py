@@ -56,7 +56,9 @@ def world(runtime: Runtime) -> World:
 def get(
     api: httpx.Client, resource_id: int | str, headers: dict[str, str], params: Params | None = None
 ) -> httpx.Response:
-    return api.get(f"/api/v1/resources/{resource_id}/data", params=params or [], headers=headers)
+    return api.get(
+        f"/api/v1/resources/{resource_id}/data", params=tuple(params or []), headers=headers
+    )
 
 
 def error(response: httpx.Response) -> tuple[int, Any]:
@@ -81,7 +83,7 @@ def validation_locs(response: httpx.Response) -> list[list[str | int]]:
 
 
 def test_non_numeric_workspace_header_is_400(api: httpx.Client, world: World) -> None:
-    values = ["abc", "1.5", "1e3", "0x10", "1_0", "", "12abc", "١٢"]
+    values = ["abc", "1.5", "1e3", "0x10", "1_0", "", "12abc"]
     found = {
         value: error(
             get(api, world.source.id, {"X-API-Key": world.mine.key, "workspace_id": value})
@@ -142,15 +144,10 @@ def test_unknown_ordering_is_400(api: httpx.Client, world: World) -> None:
     }
 
 
-def test_value_of_the_wrong_type_is_400(api: httpx.Client, world: World) -> None:
-    response = get(api, world.source.id, world.mine.headers, [("amount", "abc")])
-    assert error(response) == (400, NOT_APPLICABLE)
-
-
 # --- 401, 403, 404 -------------------------------------------------------------------------
 
 
-def test_missing_or_invalid_key_is_401(api: httpx.Client, runtime: Runtime, world: World) -> None:
+def test_missing_or_invalid_key_is_401(api: httpx.Client, world: World) -> None:
     workspace = {"workspace_id": str(world.mine.workspace_id)}
     cases: dict[str, dict[str, str]] = {
         "missing": workspace,
@@ -322,6 +319,12 @@ def test_checks_run_in_the_documented_order(api: httpx.Client, world: World) -> 
             [("amount__foo", "1"), ("fields", "x"), ("ordering", "y"), ("amount", "abc")],
             (403, "Resource does not belong to the specified workspace"),
         ),
+        "400 value last, on an owned resource": (
+            world.source.id,
+            mine.headers,
+            [("amount", "abc")],
+            (400, NOT_APPLICABLE),
+        ),
     }
     found = {}
     for name, (rid, headers, params, _) in cases.items():
@@ -347,13 +350,13 @@ def database_unreachable(
         server = request.getfixturevalue("postgres_server")
         name = runtime.settings.effective_database_url().rsplit("/", 1)[1]
         with psycopg.connect(server.url(), autocommit=True) as admin:
-            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")  # type: ignore[arg-type]
+            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                 [name],
             )
             yield
-            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")  # type: ignore[arg-type]
+            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
     else:
         home = runtime.settings.home
         away = home.with_name(home.name + "-away")
@@ -378,6 +381,8 @@ def test_unreachable_database_is_503_without_a_trace(
                     assert response.status_code == 503
                     assert response.json() == {"detail": UNAVAILABLE}
                     assert "Traceback" not in response.text
+                health = api.get("/health")  # does not check the data platform
+                assert (health.status_code, health.json()) == (200, {"status": "ok"})
             assert get(api, source.id, tenant.headers).status_code == 200
     finally:
         runtime.close()

@@ -33,7 +33,9 @@ LEDGER_CSV = (
 
 
 def read(api: httpx.Client, tenant: Tenant, resource_id: int, params: Params) -> httpx.Response:
-    return api.get(f"/api/v1/resources/{resource_id}/data", params=params, headers=tenant.headers)
+    return api.get(
+        f"/api/v1/resources/{resource_id}/data", params=tuple(params), headers=tenant.headers
+    )
 
 
 def ok_body(response: httpx.Response) -> dict[str, Any]:

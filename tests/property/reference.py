@@ -30,11 +30,11 @@ _TIMESTAMP = re.compile(
 )
 
 
-class RefRejected(Exception):
+class RefRejectedError(Exception):
     """The request is invalid: tally must answer 400 (a value that does not fit)."""
 
 
-class RefUnmodelled(Exception):
+class RefUnmodelledError(Exception):
     """The request uses a behaviour the documented rules do not settle: not compared."""
 
 
@@ -53,10 +53,10 @@ def _timestamp(text: str) -> tuple[dt.datetime, bool]:
     """ISO 8601 text -> (naive datetime, in UTC when the text had an offset; had offset)."""
     match = _TIMESTAMP.fullmatch(text)
     if match is None:
-        raise RefRejected(text)
+        raise RefRejectedError(text)
     year, month, day, hour, minute, second, fraction, offset = match.groups()
     try:
-        moment = dt.datetime(
+        moment = dt.datetime(  # noqa: DTZ001 - naive on purpose: UTC once offsets are applied
             int(year),
             int(month),
             int(day),
@@ -66,7 +66,7 @@ def _timestamp(text: str) -> tuple[dt.datetime, bool]:
             int((fraction or "").ljust(6, "0")),
         )
     except ValueError as exc:
-        raise RefRejected(text) from exc
+        raise RefRejectedError(text) from exc
     if offset is None:
         return moment, False
     if offset in ("Z", "z"):
@@ -74,7 +74,7 @@ def _timestamp(text: str) -> tuple[dt.datetime, bool]:
     digits = offset[1:].replace(":", "")
     hours, minutes = int(digits[:2]), int(digits[2:])
     if hours > 23 or minutes > 59:
-        raise RefRejected(text)
+        raise RefRejectedError(text)
     shift = dt.timedelta(hours=hours, minutes=minutes)
     return (moment - shift if offset[0] == "+" else moment + shift), True
 
@@ -97,43 +97,62 @@ def cell_value(column: RefColumn, text: str) -> Any:
     return text
 
 
-def filter_value(column: RefColumn, text: str) -> Any:
-    """A filter's text as a value comparable with the column's values."""
-    kind = column.type
-    if kind == "text":
-        return text
-    if kind == "integer":
-        if not _INTEGER.fullmatch(text):
-            raise RefRejected(text)
-        value = int(text)
-        if not -INT64 <= value < INT64:
-            raise RefUnmodelled("an integer filter beyond 64 bits")
-        return value
-    if kind == "decimal":
-        if not _DECIMAL.fullmatch(text):
-            raise RefRejected(text)
-        return Decimal(text)  # exact: Decimal(str) never rounds
-    if kind == "date":
-        match = _DATE.fullmatch(text)
-        if match is None:
-            raise RefRejected(text)
-        try:
-            return dt.date(*map(int, match.groups()))
-        except ValueError as exc:
-            raise RefRejected(text) from exc
-    if kind == "timestamp":
-        moment, aware = _timestamp(text)
-        if aware and not column.timezone:
-            raise RefRejected("an offset compared with local times")
-        if column.timezone and not aware:
-            raise RefUnmodelled("a local time compared with UTC times")
-        return moment
+def _integer_filter(column: RefColumn, text: str) -> int:
+    if not _INTEGER.fullmatch(text):
+        raise RefRejectedError(text)
+    value = int(text)
+    if not -INT64 <= value < INT64:
+        raise RefUnmodelledError("an integer filter beyond 64 bits")
+    return value
+
+
+def _decimal_filter(column: RefColumn, text: str) -> Decimal:
+    if not _DECIMAL.fullmatch(text):
+        raise RefRejectedError(text)
+    return Decimal(text)  # exact: Decimal(str) never rounds
+
+
+def _date_filter(column: RefColumn, text: str) -> dt.date:
+    match = _DATE.fullmatch(text)
+    if match is None:
+        raise RefRejectedError(text)
+    try:
+        return dt.date(*map(int, match.groups()))
+    except ValueError as exc:
+        raise RefRejectedError(text) from exc
+
+
+def _timestamp_filter(column: RefColumn, text: str) -> dt.datetime:
+    moment, aware = _timestamp(text)
+    if aware and not column.timezone:
+        raise RefRejectedError("an offset compared with local times")
+    if column.timezone and not aware:
+        raise RefUnmodelledError("a local time compared with UTC times")
+    return moment
+
+
+def _boolean_filter(column: RefColumn, text: str) -> bool:
     word = text.lower()
     if word in ("true", "false"):
         return word == "true"
     if word in ("1", "0", "t", "f", "yes", "no"):
-        raise RefUnmodelled("boolean words other than true/false")
-    raise RefRejected(text)
+        raise RefUnmodelledError("boolean words other than true/false")
+    raise RefRejectedError(text)
+
+
+_FILTER_VALUES: dict[str, Callable[[RefColumn, str], Any]] = {
+    "text": lambda _column, text: text,
+    "integer": _integer_filter,
+    "decimal": _decimal_filter,
+    "date": _date_filter,
+    "timestamp": _timestamp_filter,
+    "boolean": _boolean_filter,
+}
+
+
+def filter_value(column: RefColumn, text: str) -> Any:
+    """A filter's text as a value comparable with the column's values."""
+    return _FILTER_VALUES[column.type](column, text)
 
 
 def json_value(column: RefColumn, value: Any) -> Any:
@@ -169,7 +188,9 @@ class RefTable:
     def from_cells(cls, columns: Sequence[RefColumn], cells: Iterable[Sequence[str]]) -> RefTable:
         return cls(
             tuple(columns),
-            tuple(tuple(cell_value(c, t) for c, t in zip(columns, row, strict=True)) for row in cells),
+            tuple(
+                tuple(cell_value(c, t) for c, t in zip(columns, row, strict=True)) for row in cells
+            ),
         )
 
 
@@ -183,7 +204,7 @@ def _resolve(names: dict[str, int], key: str) -> tuple[int, str]:
     name, sep, suffix = key.rpartition("__")
     if sep and name in names and suffix in OPERATORS:
         return names[name], OPERATORS[suffix]
-    raise RefRejected(f"unknown filter {key!r}")
+    raise RefRejectedError(f"unknown filter {key!r}")
 
 
 def _predicate(column: RefColumn, op: str, text: str) -> Predicate:
@@ -194,7 +215,7 @@ def _predicate(column: RefColumn, op: str, text: str) -> Predicate:
         return lambda v: (with_missing and v is None) or (v is not None and v in wanted)
     if text == "":
         if op != "eq":
-            raise RefRejected("an empty value has no order")
+            raise RefRejectedError("an empty value has no order")
         return lambda v: v is None
     x = filter_value(column, text)
     compare: dict[str, Predicate] = {
@@ -213,7 +234,7 @@ def _fields(table: RefTable, names: dict[str, int], fields: str | None) -> list[
     chosen: list[int] = []
     for name in fields.split(","):
         if name not in names:
-            raise RefRejected(f"unknown field {name!r}")
+            raise RefRejectedError(f"unknown field {name!r}")
         if names[name] not in chosen:
             chosen.append(names[name])
     return chosen
@@ -227,7 +248,7 @@ def _sorted(table: RefTable, rows: list[int], ordering: str | None) -> list[int]
     name = ordering[1:] if descending else ordering
     names = [c.name for c in table.columns]
     if name not in names:
-        raise RefRejected(f"unknown ordering {name!r}")
+        raise RefRejectedError(f"unknown ordering {name!r}")
     index = names.index(name)
 
     def key(row: int) -> tuple[Any, ...]:
@@ -246,14 +267,12 @@ def run_query(
     page: int,
     page_size: int,
 ) -> dict[str, Any]:
-    """The response envelope tally must give, or RefRejected / RefUnmodelled."""
+    """The response envelope tally must give, or RefRejectedError / RefUnmodelledError."""
     names = {c.name: i for i, c in enumerate(table.columns)}
     resolved = [(*_resolve(names, k), v) for k, v in filters if k not in RESERVED]
     chosen = _fields(table, names, fields)
     predicates = [(i, _predicate(table.columns[i], op, v)) for i, op, v in resolved]
-    matching = [
-        r for r, row in enumerate(table.rows) if all(p(row[i]) for i, p in predicates)
-    ]
+    matching = [r for r, row in enumerate(table.rows) if all(p(row[i]) for i, p in predicates)]
     ordered = _sorted(table, matching, ordering)
     size = min(page_size, MAX_PAGE_SIZE)
     window = ordered[(page - 1) * size : page * size]

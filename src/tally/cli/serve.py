@@ -9,8 +9,9 @@ import uvicorn
 
 from tally.cli.demo import create_demo
 from tally.cli.output import emit
-from tally.runtime import build_runtime
-from tally.settings import load_settings
+from tally.runtime import Runtime, build_runtime
+from tally.settings import Settings, load_settings
+from tally.worker.runner import Worker
 
 
 def serve(
@@ -20,37 +21,58 @@ def serve(
         bool,
         typer.Option(
             "--demo",
-            help="Create a demo workspace, key and sample source, and print a curl to try.",
+            help="Create a demo workspace, key and sample source; print them and write "
+            "TALLY_HOME/demo.env for the README's curl examples.",
         ),
     ] = False,
     workers: Annotated[
         int | None, typer.Option(help="API processes (env: TALLY_WEB_CONCURRENCY).")
     ] = None,
 ) -> None:
-    """Run the service."""
+    """Run the service: the API, and a worker unless TALLY_SERVE_WORKER=false."""
     settings = load_settings()
     runtime = build_runtime(settings)  # applies migrations once, before any process starts
     if demo:
-        made = create_demo(runtime.engine)
-        url = f"http://{host}:{port}/api/v1/resources/{made.resource_id}/data"
-        emit(
-            {
-                "workspace_id": made.workspace_id,
-                "key": made.key,
-                "resource_id": made.resource_id,
-                "curl": f"curl -s -H 'X-API-Key: {made.key}' -H 'workspace_id: "
-                f"{made.workspace_id}' '{url}?status=settled&ordering=-amount"
-                f"&page_size=5'",
-            }
+        _create_demo(runtime, settings, f"http://{host}:{port}")
+    background = None
+    if settings.serve_worker:
+        background = Worker(
+            runtime,
+            concurrency=settings.worker_concurrency,
+            poll_seconds=settings.worker_poll_seconds,
         )
-    runtime.close()
+        background.start()
     typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
-    uvicorn.run(
-        "tally.api.asgi:app_factory",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers or settings.web_concurrency,
-        log_level="warning",
-        access_log=False,
+    try:
+        uvicorn.run(
+            "tally.api.asgi:app_factory",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers or settings.web_concurrency,
+            log_level="warning",
+            access_log=False,
+        )
+    finally:
+        if background is not None:
+            background.stop()  # finish the jobs in hand
+        runtime.close()
+
+
+def _create_demo(runtime: Runtime, settings: Settings, base_url: str) -> None:
+    made = create_demo(runtime.engine)
+    env_file = settings.home / "demo.env"
+    env_file.write_text(made.shell_exports(base_url))
+    env_file.chmod(0o600)
+    url = f"{base_url}/api/v1/resources/{made.resource_id}/data"
+    emit(
+        {
+            "account_id": made.account_id,
+            "workspace_id": made.workspace_id,
+            "key": made.key,
+            "resource_id": made.resource_id,
+            "env_file": str(env_file),
+            "curl": f"curl -s -H 'X-API-Key: {made.key}' -H 'workspace_id: "
+            f"{made.workspace_id}' '{url}?status=settled&ordering=-amount&page_size=5'",
+        }
     )

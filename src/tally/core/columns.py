@@ -122,7 +122,10 @@ def canonical_timestamp(text: str) -> tuple[str, bool]:
         time_part += ":00"
     if offset and offset not in ("Z", "z"):
         moment = dt.datetime.fromisoformat(f"{date_part}T{time_part}{_colon(offset)}")
-        utc = moment.astimezone(dt.UTC).replace(tzinfo=None)
+        try:
+            utc = moment.astimezone(dt.UTC).replace(tzinfo=None)
+        except OverflowError as exc:  # 9999-12-31T23:00-02:00 is in year 10000
+            raise ValueError(f"timestamp out of range in UTC: {text!r}") from exc
         time_part = utc.isoformat(timespec="microseconds")[11:]
         date_part = utc.date().isoformat()
     if "." in time_part:

@@ -171,9 +171,17 @@ def _membership(column: Column, texts: list[str]) -> Condition:
     return Condition(column, "in", unique) if unique else Condition(column, "never")
 
 
+def _shifted(value: Decimal, scale: int) -> Decimal:
+    """value * 10**scale, exactly: Decimal arithmetic would round to 28 digits, and
+    '12.50000000000000000000000000001' must not equal 12.50."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # the pattern admits finite numbers only
+    return Decimal((sign, digits, exponent + scale))
+
+
 def _scaled(column: Column, value: Decimal) -> int | None:
     """The stored integer equal to `value`, or None when no stored value can equal it."""
-    exact = value.scaleb(column.scale)
+    exact = _shifted(value, column.scale)
     if exact != exact.to_integral_value() or not INT64_MIN <= exact <= INT64_MAX:
         return None
     return int(exact)
@@ -186,7 +194,7 @@ def _decimal_condition(column: Column, op: str, value: Decimal) -> Condition:
         return (
             Condition(column, "eq", (scaled,)) if scaled is not None else Condition(column, "never")
         )
-    exact = value.scaleb(column.scale)
+    exact = _shifted(value, column.scale)
     # v > x  <=>  v > floor(x);  v >= x  <=>  v >= ceil(x)  (v an integer)
     bound = math.floor(exact) if op in ("gt", "lte") else math.ceil(exact)
     if bound > INT64_MAX:

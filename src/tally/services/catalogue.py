@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine
@@ -13,6 +14,8 @@ from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.storage import accounts, resource_tables, resources
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
+
+log = logging.getLogger("tally.catalogue")
 
 # Spec (ingestion, part 1): a webhook-fed source starts with a placeholder column.
 PLACEHOLDER_COLUMNS = (Column("placeholder", "c0", ColumnType.TEXT),)
@@ -80,3 +83,4 @@ def index_resource(engine: Engine, resource_id: int) -> None:
         resources.record_indexed(conn, resource_id, resource.data_version)
     if built:
         resource_tables.vacuum(engine, resource.table_name)
+        log.info("resource_indexed", extra={"resource_id": resource_id})

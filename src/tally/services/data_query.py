@@ -7,12 +7,12 @@ delivery is visible at once, with one process or many, and no entry is ever stal
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import orjson
 from cachetools import Cache, LRUCache, TTLCache
 from sqlalchemy import Connection, Engine
 
@@ -159,5 +159,10 @@ class DataQueryService:
         # The rows arrive as JSON text from the database; the envelope is stitched
         # around them rather than parsing and re-serialising a million values.
         return b"".join(
-            (b'{"data":[', ",".join(rows).encode(), b'],"meta":', orjson.dumps(meta), b"}")
+            (b'{"data":[', ",".join(rows).encode(), b'],"meta":', _meta_json(meta), b"}")
         )
+
+
+def _meta_json(meta: dict[str, int]) -> bytes:
+    # The stdlib encoder: `page` may be any integer (orjson stops at 64 bits, a 500).
+    return json.dumps(meta, separators=(",", ":")).encode()

@@ -106,20 +106,19 @@ def _envelope(events: Iterator[Any]) -> Iterator[Any]:
 def _rows(chunks: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, row) for each row, streamed; where is `[i]` or `rows[i]`."""
     events = ijson.parse(_ChunkReader(chunks), use_float=False)
-    first = next(events, None)
-    if first is None:
-        raise JsonRowsError("the body is empty")
-    if first[1] == "start_array":
-        where, prefix, stream = "", "item", chain([first], events)
-    elif first[1] == "start_map":
-        where, prefix, stream = "rows", "rows.item", _envelope(chain([first], events))
+    first = next(events, None)  # (an empty body raises: premature EOF)
+    stream: Iterator[Any] = chain([first], events)
+    if first and first[1] == "start_array":
+        where, prefix = "", "item"
+    elif first and first[1] == "start_map":
+        where, prefix, stream = "rows", "rows.item", _envelope(stream)
     else:
         raise JsonRowsError('the body must be an array of objects or {"rows": [...]}')
     count = 0
     for count, row in enumerate(ijson.items(stream, prefix), 1):
         if not isinstance(row, dict):
             raise JsonRowsError(
-                f"row {count - 1} is not a JSON object", field=f"{where}[{count - 1}]"
+                f"{where}[{count - 1}] is not a JSON object", field=f"{where}[{count - 1}]"
             )
         yield f"{where}[{count - 1}]", row
     if count == 0:

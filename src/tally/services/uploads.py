@@ -1,9 +1,7 @@
-"""The upload flow: sources created by API (placeholder or typed), files fed as bytes.
+"""The upload flow: sources made by API (placeholder or typed), files fed as bytes.
 
-An upload is staged in the blob store first (streamed, hashed, size-limited), then its
-file row and `file.accepted` event are committed together; the worker loads it through
-the same pipeline as a downloaded file. A refused upload leaves no bytes behind.
-"""
+A body is staged in the blob store (streamed, hashed, size-limited), then its file row
+and `file.accepted` event commit together. A refused upload leaves no bytes behind."""
 
 from __future__ import annotations
 
@@ -11,28 +9,18 @@ import datetime as dt
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import Connection, Engine, exc
 
+from tally.core import errors
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
-from tally.core.errors import (
-    DefinitionRejectedError,
-    FieldProblem,
-    StorageProvisioningError,
-    TallyError,
-)
 from tally.core.sealing import SecretBox
-from tally.services import json_rows
-from tally.services.ingestion import (
-    NotificationConfig,
-    add_notification_endpoint,
-    check_source_definition,
-    create_placeholder_source,
-    get_owned_source,
-    queue_event,
-)
+from tally.services import ingestion, json_rows
 from tally.storage import files, resource_tables, resources
 from tally.storage.blobs import BlobStore, StoredBlob
 from tally.storage.engine import write_connection
@@ -41,66 +29,47 @@ from tally.storage.resources import Resource
 
 DEFAULT_DECIMAL_SCALE = 2
 UPLOAD_ORIGIN = "upload"
+MAX_FILENAME_CHARS = 1000
+MULTIPART_OVERHEAD_BYTES = 64 * 1024  # part headers and boundaries beyond the file
 
 
-class UploadRejectedError(TallyError):
-    """The upload was refused; nothing was stored or queued."""
+class UploadTooLargeError(errors.TallyError):
+    """The body (or the CSV converted from it) is larger than the file size limit."""
+
+
+class InvalidUploadError(errors.TallyError):
+    """The body cannot be read as the content type it declares."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
         super().__init__(message)
 
 
-class UploadTooLargeError(UploadRejectedError):
-    """The body (or the CSV converted from it) is larger than the file size limit."""
-
-
-class InvalidUploadError(UploadRejectedError):
-    """The body cannot be read as the content type it declares."""
-
-
-# --- sources -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ColumnDefinition:
-    name: str
-    type: ColumnType
-    scale: int | None = None  # decimal only; DEFAULT_DECIMAL_SCALE when None
-    timezone: bool = False  # timestamp only
-
-
 @dataclass(frozen=True)
 class SourceDefinition:
     name: str
     folder_id: int | None = None
-    columns: tuple[ColumnDefinition, ...] | None = None  # None: a placeholder source
-    notification: NotificationConfig | None = None
+    columns: tuple[Column, ...] | None = None  # None: a placeholder source
+    notification: ingestion.NotificationConfig | None = None
 
 
-def table_columns(definitions: Iterable[ColumnDefinition]) -> tuple[Column, ...]:
-    """Declared columns as stored: physical names c0..cN in the declared order."""
-    out = []
-    for position, column in enumerate(definitions):
+def declared_column(
+    position: int, name: str, kind: ColumnType, *, scale: int | None, timezone: bool
+) -> Column:
+    """A declared column as stored: physical name c<position>, decimal scale 2 unless set."""
+    if kind is not ColumnType.DECIMAL:
         scale = 0
-        if column.type is ColumnType.DECIMAL:
-            scale = DEFAULT_DECIMAL_SCALE if column.scale is None else column.scale
-        timezone = column.timezone and column.type is ColumnType.TIMESTAMP
-        out.append(Column(column.name, f"c{position}", column.type, scale, timezone))
-    return tuple(out)
+    timezone = timezone and kind is ColumnType.TIMESTAMP
+    scale = DEFAULT_DECIMAL_SCALE if scale is None else scale
+    return Column(name, f"c{position}", kind, scale, timezone)
 
 
 def _create_typed_source(
-    conn: Connection,
-    *,
-    workspace_id: int,
-    name: str,
-    folder_id: int | None,
-    columns: tuple[Column, ...],
-    now: dt.datetime,
+    conn: Connection, workspace_id: int, definition: SourceDefinition, now: dt.datetime
 ) -> Resource:
     """Like create_placeholder_source, but its table has the declared columns."""
-    check_source_definition(conn, workspace_id, name, folder_id)
+    name, columns = definition.name, definition.columns or ()
+    ingestion.check_source_definition(conn, workspace_id, name, definition.folder_id)
     try:
         with conn.begin_nested():
             resource = resources.insert_resource(
@@ -110,16 +79,15 @@ def _create_typed_source(
                 kind="source",
                 columns=columns,
                 is_placeholder=False,
-                folder_id=folder_id,
+                folder_id=definition.folder_id,
                 now=now,
             )
             resource_tables.create_table(conn, resource.table_name, columns)
     except exc.IntegrityError as error:  # a concurrent registration took the name
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a source named {name!r} already exists")]
-        ) from error
+        problem = errors.FieldProblem("name", f"a source named {name!r} already exists")
+        raise errors.DefinitionRejectedError([problem]) from error
     except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
+        raise errors.StorageProvisioningError() from error
     return resource
 
 
@@ -134,7 +102,7 @@ def create_source(
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
         if definition.columns is None:
-            source = create_placeholder_source(
+            source = ingestion.create_placeholder_source(
                 conn,
                 workspace_id=workspace_id,
                 name=definition.name,
@@ -142,19 +110,9 @@ def create_source(
                 now=now,
             )
         else:
-            source = _create_typed_source(
-                conn,
-                workspace_id=workspace_id,
-                name=definition.name,
-                folder_id=definition.folder_id,
-                columns=table_columns(definition.columns),
-                now=now,
-            )
-        add_notification_endpoint(conn, box, source.id, definition.notification, now)
+            source = _create_typed_source(conn, workspace_id, definition, now)
+        ingestion.add_notification_endpoint(conn, box, source.id, definition.notification, now)
     return source
-
-
-# --- staging the bytes ---------------------------------------------------------------
 
 
 def _limited(chunks: Iterable[bytes], max_bytes: int, what: str) -> Iterator[bytes]:
@@ -193,22 +151,87 @@ def stage_csv(blobs: BlobStore, chunks: Iterable[bytes], *, max_bytes: int) -> S
     return _write(blobs, _incoming_path(blobs), _limited(chunks, max_bytes, "the body"))
 
 
-def stage_json(blobs: BlobStore, chunks: Iterable[bytes], *, max_bytes: int) -> StoredBlob:
-    """Convert a JSON rows body to CSV (json_rows.RULES) into the blob store.
+class _MultipartFile:
+    """The bytes of the one part named `file` of a multipart/form-data body, streamed.
 
-    Both the body and the CSV made from it are held to max_bytes."""
-    path = _incoming_path(blobs)
-    body = _limited(chunks, max_bytes, "the body")
+    Any other part is refused, like an extra field of a JSON body."""
+
+    def __init__(self, chunks: Iterable[bytes], boundary: bytes) -> None:
+        self.filename: str | None = None
+        self._chunks = chunks
+        self._out: list[bytes] = []
+        self._header, self._disposition = [b"", b""], b""
+        self._in_file = self._ended = False
+        self._parser = MultipartParser(
+            boundary,
+            {
+                "on_header_field": partial(self._grow, 0),
+                "on_header_value": partial(self._grow, 1),
+                "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished,
+                "on_part_data": self._data,
+                "on_end": partial(setattr, self, "_ended", True),
+            },
+        )
+
+    def _grow(self, index: int, data: bytes, start: int, end: int) -> None:
+        self._header[index] += data[start:end]
+
+    def _header_end(self) -> None:
+        field, value = self._header
+        self._header = [b"", b""]
+        if field.strip().lower() == b"content-disposition":
+            self._disposition = value
+
+    def _headers_finished(self) -> None:
+        options = parse_options_header(self._disposition)[1]
+        name = options.get(b"name", b"").decode(errors="replace")
+        if name != "file" or self._in_file:
+            what = "a second part 'file'" if name == "file" else f"an unexpected part {name!r}"
+            raise InvalidUploadError(f"{what}: send the CSV as one part 'file'", field=name)
+        self._in_file, self._disposition = True, b""
+        filename = options.get(b"filename")
+        self.filename = filename.decode(errors="replace")[:MAX_FILENAME_CHARS] if filename else None
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._in_file and not self._ended:
+            self._out.append(data[start:end])
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._chunks:
+                self._parser.write(chunk)
+                yield b"".join(self._out)
+                self._out.clear()
+            self._parser.finalize()
+        except MultipartParseError as error:
+            raise InvalidUploadError(f"malformed multipart body: {error}") from None
+        if not self._ended or not self._in_file:
+            problem = "ends before its last boundary" if self._in_file else "has no part 'file'"
+            raise InvalidUploadError(f"the multipart body {problem}", field="file")
+
+
+def stage_multipart(
+    blobs: BlobStore, chunks: Iterable[bytes], *, boundary: bytes, max_bytes: int
+) -> tuple[StoredBlob, str | None]:
+    """Stream the `file` part of a multipart body into the blob store; with its filename."""
+    part = _MultipartFile(
+        _limited(chunks, max_bytes + MULTIPART_OVERHEAD_BYTES, "the body"), boundary
+    )
+    blob = _write(blobs, _incoming_path(blobs), _limited(part, max_bytes, "the file"))
+    return blob, part.filename
+
+
+def stage_json(blobs: BlobStore, chunks: Iterable[bytes], *, max_bytes: int) -> StoredBlob:
+    """Convert JSON rows to CSV (json_rows.RULES); body and CSV both within max_bytes."""
+    path, what = _incoming_path(blobs), "the CSV converted from the JSON body"
     try:
-        with json_rows.json_to_csv(body, spill_dir=path.parent) as csv_chunks:
-            return _write(
-                blobs, path, _limited(csv_chunks, max_bytes, "the CSV converted from the JSON body")
-            )
+        with json_rows.json_to_csv(
+            _limited(chunks, max_bytes, "the body"), spill_dir=path.parent
+        ) as csv:
+            return _write(blobs, path, _limited(csv, max_bytes, what))
     except json_rows.JsonRowsError as error:
         raise InvalidUploadError(error.message, field=error.field) from None
-
-
-# --- queueing ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -223,7 +246,7 @@ def find_earlier_upload(
 ) -> FileRecord | None:
     """404 unless this workspace owns the source; the file an idempotency key queued."""
     with engine.connect() as conn:
-        get_owned_source(conn, workspace_id, source_id)
+        ingestion.get_owned_source(conn, workspace_id, source_id)
         if idempotency_key is None:
             return None
         return files.find_by_idempotency_key(conn, source_id, idempotency_key)
@@ -246,7 +269,7 @@ def queue_upload(
     now = utc_now()
     try:
         with write_connection(engine) as conn, conn.begin():
-            get_owned_source(conn, workspace_id, source_id)
+            ingestion.get_owned_source(conn, workspace_id, source_id)
             record, created = files.insert_file(
                 conn,
                 resource_id=source_id,
@@ -263,7 +286,7 @@ def queue_upload(
                 give_up_at=now + dt.timedelta(seconds=deadline_seconds),
             )
             if created:
-                queue_event(
+                ingestion.queue_event(
                     conn, event="file.accepted", resource_id=source_id, file=record, now=now
                 )
     except BaseException:

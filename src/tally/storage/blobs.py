@@ -39,12 +39,16 @@ class BlobStore:
         digest = hashlib.sha256()
         size = 0
         temporary = path.with_suffix(path.suffix + ".part")
-        with temporary.open("wb") as handle:
-            for chunk in chunks:
-                digest.update(chunk)
-                size += len(chunk)
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        temporary.replace(path)
+        try:
+            with temporary.open("wb") as handle:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    size += len(chunk)
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            temporary.replace(path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return StoredBlob(path, size, digest.hexdigest())

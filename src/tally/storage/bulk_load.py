@@ -152,6 +152,12 @@ def copy_into_staging(
             copy.write(chunk)
 
 
+def stored_range(conn: Connection, table: str, physical: str) -> tuple[int | None, int | None]:
+    """(smallest, largest) stored value of a numeric column, before it is rescaled."""
+    row = conn.exec_driver_sql(f"SELECT min({physical}), max({physical}) FROM {table}").one()
+    return row[0], row[1]
+
+
 def count_staging(conn: Connection, staging: str) -> int:
     return int(conn.exec_driver_sql(f"SELECT count(*) FROM {staging}").scalar_one())
 

@@ -72,7 +72,6 @@ def _configure_sqlite(engine: Engine) -> None:
             "synchronous=NORMAL",
             "foreign_keys=ON",
             f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-            "temp_store=MEMORY",
             "cache_size=-65536",
             "mmap_size=1073741824",
         ):

@@ -80,8 +80,21 @@ def vacuum(engine: Engine, table: str) -> None:
 # --- reading -------------------------------------------------------------------------
 
 
+def _bind_type(column: Column) -> sa.types.TypeEngine[Any]:
+    """The type values bound against this column travel as. PostgreSQL casts each
+    bound value, and an IN list otherwise takes its cast from its first value:
+    `IN (5::INTEGER, 9223372036854775807::INTEGER)` fails."""
+    if column.type in _NUMERIC_TYPES:
+        return sa.BigInteger()
+    if column.type is ColumnType.BOOLEAN:
+        return sa.Boolean()
+    return sa.Text()
+
+
 def _table(table: str, columns: Sequence[Column]) -> sa.TableClause:
-    return sa.table(table, sa.column(ROW_ID), *(sa.column(c.physical) for c in columns))
+    return sa.table(
+        table, sa.column(ROW_ID), *(sa.column(c.physical, _bind_type(c)) for c in columns)
+    )
 
 
 def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
@@ -139,8 +152,8 @@ def _json_object(
 
 def _condition(col: sa.ColumnClause[Any], condition: Condition) -> sa.ColumnElement[bool]:
     op, values = condition.op, condition.values
-    # Bound as literals: the table clause is untyped, and SQLAlchemy refuses `> True`.
-    value = sa.literal(values[0]) if values else None
+    # Bound as typed literals: SQLAlchemy refuses `col > True` with a bare True.
+    value = sa.literal(values[0], col.type) if values else None
     if op == "eq":
         return col == value
     if op == "in":

@@ -138,3 +138,20 @@ def validate_body(model: type[T], data: Any) -> T:
         return TypeAdapter(model).validate_python(data)
     except ValidationError as exc:
         raise InvalidBodyError(validation_problems(exc.errors())) from None
+
+
+def request_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with its $defs inlined: a request body given through
+    openapi_extra is not registered among the document's components."""
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(definitions[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: inline(v) for k, v in node.items() if k != "$defs"}
+        return [inline(v) for v in node] if isinstance(node, list) else node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined

@@ -1,13 +1,13 @@
 """POST /api/v2/sources and POST /api/v2/sources/{id}/feed-source (the upload flow).
 
-The body of a feed is streamed by a worker thread straight into the blob store (or,
-for JSON, through the converter), so its size never meets memory; see services/uploads.
-"""
+A feed's body is streamed by a worker thread into the blob store (JSON through the
+converter first), so its size never meets memory; see services/uploads.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from collections.abc import Generator
+from contextlib import closing
+from typing import Annotated
 
 import anyio.from_thread
 from fastapi import APIRouter, Header, Path, Request
@@ -25,6 +25,7 @@ from tally.api.v2.bodies import (
     NotificationConfigBody,
     Strict,
     read_json,
+    request_schema,
     validate_body,
 )
 from tally.core.columns import ColumnType
@@ -40,8 +41,7 @@ MAX_DECIMAL_SCALE = 18  # a scaled decimal is a 64-bit integer
 COLUMN_NAME_MAX_CHARS = 1000
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 CREATE_ERRORS = {
-    400: "The platform rejected the source definition (duplicate name, unknown folder); "
-    "`errors` says why.",
+    400: "The source definition was rejected (duplicate name, unknown folder).",
     403: "Authorization failed. The same answer whatever check failed.",
     422: "A field is missing or failed validation; `errors` names each.",
     502: "Storage provisioning failed upstream. Transient; retry.",
@@ -49,18 +49,15 @@ CREATE_ERRORS = {
 FEED_ERRORS = {
     403: "Authorization failed. The same answer whatever check failed.",
     404: "No such source in this workspace (no detail).",
-    413: "The body, or the CSV converted from a JSON body, is larger than the file size "
-    "limit (TALLY_MAX_FILE_BYTES). Nothing is stored.",
-    415: "The Content-Type is not one of text/csv, application/csv, text/plain, "
-    "multipart/form-data or application/json.",
-    422: "The body cannot be read as its Content-Type says (see the JSON rules above); "
-    "`errors` names the row or field.",
+    413: "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept.",
+    415: "Content-Type is not text/csv, multipart/form-data or application/json.",
+    422: "The body is not what its Content-Type says; `errors` names the row or field.",
 }
 
 
 class ColumnBody(Strict):
     name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
-    type: Literal["text", "integer", "decimal", "date", "timestamp", "boolean"]
+    type: ColumnType
     scale: int | None = Field(
         None, ge=0, le=MAX_DECIMAL_SCALE, description="Fractional digits (decimal only; default 2)."
     )
@@ -112,34 +109,22 @@ class SourceCreatedResponse(BaseModel):
 
 class UploadAcceptedResponse(BaseModel):
     file_id: int = Field(description="Follow it at GET /api/v2/sources/{id}/files/{file_id}.")
-    status: str = Field(
-        description="`queued`; for a retry with a known Idempotency-Key, "
-        "the current status of the file it queued."
-    )
+    status: str = Field(description="`queued`, or for a retry the file's current status.")
 
 
 def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     notification = None
     if body.notification_config is not None:
         config = body.notification_config
-        notification = NotificationConfig(
-            url=config.url,
-            secret=config.secret,
-            events=tuple(config.events) if config.events is not None else None,
+        events = tuple(config.events) if config.events is not None else None
+        notification = NotificationConfig(config.url, config.secret, events)
+    columns = None
+    if body.columns is not None:
+        columns = tuple(
+            uploads.declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
+            for n, c in enumerate(body.columns)
         )
-    columns = (
-        None
-        if body.columns is None
-        else tuple(
-            uploads.ColumnDefinition(c.name, ColumnType(c.type), c.scale, bool(c.timezone))
-            for c in body.columns
-        )
-    )
     return uploads.SourceDefinition(body.name, body.folder_id, columns, notification)
-
-
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(ref_template="#/components/schemas/{model}")
 
 
 @router.post(
@@ -151,7 +136,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": _schema(SourceCreateBody)}},
+            "content": {"application/json": {"schema": request_schema(SourceCreateBody)}},
         }
     },
 )
@@ -168,7 +153,7 @@ async def create_source(request: Request, workspace: AuthorisedWorkspace) -> Res
     return json_response({"id": source.id, "name": source.name}, status_code=201)
 
 
-def _body_chunks(request: Request) -> Iterator[bytes]:
+def _body_chunks(request: Request) -> Generator[bytes, None, None]:
     """The request body, pulled from the event loop by the worker thread iterating it."""
     stream = request.stream()
 
@@ -194,19 +179,15 @@ def _receive(
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES:
         raise uploads.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
-    chunks = _body_chunks(request)
-    if media_type == "application/json":
-        return uploads.stage_json(blobs, chunks, max_bytes=max_bytes), None
-    if media_type == "multipart/form-data":
-        boundary = options.get(b"boundary")
-        if not boundary:
-            raise uploads.InvalidUploadError("the multipart Content-Type has no boundary")
-        return uploads.stage_multipart(blobs, chunks, boundary=boundary, max_bytes=max_bytes)
-    return uploads.stage_csv(blobs, chunks, max_bytes=max_bytes), None
-
-
-def _accepted(file_id: int, status: str) -> Response:
-    return json_response({"file_id": file_id, "status": status}, status_code=202)
+    boundary = options.get(b"boundary")
+    if media_type == "multipart/form-data" and not boundary:
+        raise uploads.InvalidUploadError("the multipart Content-Type has no boundary")
+    with closing(_body_chunks(request)) as chunks:  # closed here, in this thread
+        if media_type == "application/json":
+            return uploads.stage_json(blobs, chunks, max_bytes=max_bytes), None
+        if boundary and media_type == "multipart/form-data":
+            return uploads.stage_multipart(blobs, chunks, boundary=boundary, max_bytes=max_bytes)
+        return uploads.stage_csv(blobs, chunks, max_bytes=max_bytes), None
 
 
 FEED_DESCRIPTION = f"""\
@@ -272,7 +253,7 @@ async def feed_source(
         idempotency_key=idempotency_key,
     )
     if earlier is not None:
-        return _accepted(earlier.id, earlier.status)
+        return json_response({"file_id": earlier.id, "status": earlier.status}, 202)
     media_type, options = parse_options_header(request.headers.get("content-type"))
     if media_type.decode() not in (*CSV_TYPES, "multipart/form-data", "application/json"):
         return v2_errors([(None, FEED_ERRORS[415])], 415)
@@ -296,4 +277,4 @@ async def feed_source(
         idempotency_key=idempotency_key,
         deadline_seconds=runtime.settings.delivery_deadline_seconds,
     )
-    return _accepted(accepted.file_id, accepted.status)
+    return json_response({"file_id": accepted.file_id, "status": accepted.status}, 202)

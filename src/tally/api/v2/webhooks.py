@@ -15,6 +15,7 @@ from tally.api.v2.bodies import (
     WebhookCreateBody,
     WebhookCreatedResponse,
     read_json,
+    request_schema,
     validate_body,
 )
 from tally.services.ingestion import (
@@ -76,13 +77,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {
-                "application/json": {
-                    "schema": WebhookCreateBody.model_json_schema(
-                        ref_template="#/components/schemas/{model}"
-                    )
-                }
-            },
+            "content": {"application/json": {"schema": request_schema(WebhookCreateBody)}},
         }
     },
 )

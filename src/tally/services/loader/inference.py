@@ -23,6 +23,7 @@ from tally.core.columns import (
     TIMESTAMP_AWARE_PATTERN,
     TIMESTAMP_NAIVE_PATTERN,
     ColumnType,
+    canonical_timestamp,
 )
 from tally.core.errors import LoadError
 
@@ -54,8 +55,8 @@ _PLAIN_TIMESTAMPS = re.compile(
     f"(?:\n(?:{DATE_PATTERN}[T ][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}Z?)?)*"
 )
 _FRACTION = re.compile(r"\.([0-9]+)")
-# Below this many characters a value cannot leave int64 at scale 0 or 1.
-_SAFE_NUMBER_CHARS = 17
+_EDGE_DAYS = frozenset({dt.date.min.isoformat(), dt.date.max.isoformat()})
+# A number of fewer characters than this, less its scale, cannot leave int64.
 _INT64_DIGITS = 19
 
 
@@ -83,17 +84,24 @@ def values_fit(shape: str, values: Sequence[str]) -> bool:
 def first_misfit(shape: str, values: Sequence[str]) -> int:
     """Index of the first value that does not have the shape (values_fit was False)."""
     pattern = _ONE[shape]
+    dated = shape in (DATE, TS_NAIVE, TS_AWARE)
     for i, value in enumerate(values):
-        if value and (pattern.fullmatch(value) is None or not _calendar_valid([value])):
+        if value and (pattern.fullmatch(value) is None or (dated and not _calendar_valid([value]))):
             return i
     return -1  # pragma: no cover - only called after a failed fit
 
 
 def _calendar_valid(values: Sequence[str]) -> bool:
-    """The patterns admit 2024-02-30; the calendar does not. Few distinct dates exist."""
+    """The patterns admit 2024-02-30; the calendar does not. Few distinct dates exist.
+    An offset may also move the first or last day of the calendar out of it."""
     try:
-        for day in {v[:10] for v in values if v}:
+        days = {v[:10] for v in values if v}
+        for day in days:
             dt.date.fromisoformat(day)
+        if days & _EDGE_DAYS:
+            for value in values:
+                if value[:10] in _EDGE_DAYS:
+                    canonical_timestamp(value)
     except ValueError:
         return False
     return True
@@ -119,16 +127,6 @@ def fraction_digits(values: Sequence[str]) -> tuple[int, int | None]:
 
 def _filled(values: Sequence[str]) -> int:
     return len(values) - values.count("")
-
-
-def largest_magnitude(values: Sequence[str]) -> Decimal:
-    """Largest absolute value among the long numbers (short ones fit at a small scale)."""
-    longest = max(map(len, values), default=0)
-    if longest < _SAFE_NUMBER_CHARS:
-        return Decimal(0)
-    return max(
-        (abs(Decimal(v)) for v in values if len(v) >= _SAFE_NUMBER_CHARS), default=Decimal(0)
-    )
 
 
 @dataclass
@@ -218,7 +216,8 @@ class ColumnGuess:
             return ColumnType.TEXT, 0, False  # beyond exact 64-bit storage: keep the digits
         if shape in (TS_NAIVE, TS_AWARE):
             return ColumnType.TIMESTAMP, 0, shape == TS_AWARE
-        return ColumnType(shape), self.scale, False
+        # a column that was decimal before a later batch made it text keeps no scale
+        return ColumnType(shape), self.scale if shape == DECIMAL else 0, False
 
 
 def check_fits(shape: str, values: Sequence[str], *, lines: Sequence[int], column: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -23,16 +24,16 @@ from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.services.loader.inference import (
     DECIMAL,
     ColumnGuess,
+    Magnitude,
     check_fits,
     decimal_scale,
-    largest_magnitude,
     shape_of,
     timestamps_are_plain,
     values_fit,
 )
 from tally.services.loader.reader import FileFormat, detect_format, raw_chunks, read_csv
 from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import ValueShape, bulk_load_for
+from tally.storage.bulk_load import FileReading, ValueShape, bulk_load_for, stored_range
 from tally.storage.resources import Resource
 
 # (phase, bytes of the file read in that phase): "checking" then "loading".
@@ -52,6 +53,18 @@ class FirstPass:
     ordered: list[Column]
     rows: int = 0
     shapes: dict[str, ValueShape] = field(default_factory=dict)
+    blank_lines: int = 0
+    quotes: list[int] | None = None  # quote characters per column; None: the file has none
+    widened_at: dict[str, int] = field(default_factory=dict)  # physical -> line
+
+    def reading(self) -> FileReading:
+        return FileReading(self.rows, self.blank_lines, self.quotes)
+
+
+def _count_quotes(columns: Sequence[Sequence[str]], counts: list[int] | None) -> None:
+    if counts is not None:
+        for i, values in enumerate(columns):
+            counts[i] += "".join(values).count('"')
 
 
 def check_header(header: Sequence[str]) -> None:
@@ -69,18 +82,21 @@ def _infer(
     file_format: FileFormat,
     on_progress: ProgressCallback | None,
 ) -> FirstPass:
-    rows = 0
+    result = FirstPass([])
     with read_csv(path, file_format) as (header, batches):
         check_header(header)
         guesses = [ColumnGuess() for _ in header]
+        result.quotes = [0] * len(header) if file_format.has_quotes else None
         for batch in batches:
-            rows += len(batch.rows)
-            for guess, values in zip(guesses, zip(*batch.rows, strict=True), strict=True):
+            result.rows += len(batch.rows)
+            columns = list(zip(*batch.rows, strict=True))
+            for guess, values in zip(guesses, columns, strict=True):
                 guess.observe(values)
+            _count_quotes(columns, result.quotes)
             if on_progress:
                 on_progress("checking", batch.offset)
+        result.blank_lines = batches.blank_lines
     _measure_again(path, file_format, guesses)
-    result = FirstPass([], rows)
     for position, (name, guess) in enumerate(zip(header, guesses, strict=True)):
         column_type, scale, timezone = guess.resolve()
         column = Column(name, f"c{position}", column_type, scale, timezone)
@@ -117,6 +133,18 @@ def _match_header(header: Sequence[str], columns: Sequence[Column]) -> list[Colu
     return [known[name] for name in header]
 
 
+@dataclass
+class _Number:
+    """A numeric column of a later file: its scale so far and its values' magnitude."""
+
+    scale: int
+    magnitude: Magnitude = field(default_factory=Magnitude)
+
+    def unsure(self) -> bool:
+        """May a value leave int64 at the final scale? (Only a second look can tell.)"""
+        return self.magnitude.exceeds(self.scale) or not self.magnitude.settled(self.scale)
+
+
 def _check_against(
     path: Path,
     file_format: FileFormat,
@@ -128,18 +156,26 @@ def _check_against(
     with read_csv(path, file_format) as (header, batches):
         result = FirstPass(_match_header(header, columns))
         result.shapes = {c.physical: ValueShape(plain_timestamps=True) for c in columns}
-        scales = {
-            c.physical: c.scale
+        result.quotes = [0] * len(header) if file_format.has_quotes else None
+        numbers = {
+            c.physical: _Number(c.scale)
             for c in result.ordered
             if c.type in (ColumnType.INTEGER, ColumnType.DECIMAL)
         }
         for batch in batches:
             result.rows += len(batch.rows)
-            for column, values in zip(result.ordered, zip(*batch.rows, strict=True), strict=True):
-                _check_column(column, values, batch.lines, scales, result)
+            values_by_column = list(zip(*batch.rows, strict=True))
+            for column, values in zip(result.ordered, values_by_column, strict=True):
+                _check_column(column, values, batch.lines, numbers, result)
+            _count_quotes(values_by_column, result.quotes)
             if on_progress:
                 on_progress("checking", batch.offset)
-    result.ordered = [_widened(c, scales.get(c.physical, c.scale)) for c in result.ordered]
+        result.blank_lines = batches.blank_lines
+    _check_ranges(path, file_format, result.ordered, numbers)
+    result.ordered = [
+        _widened(c, numbers[c.physical].scale if c.physical in numbers else c.scale)
+        for c in result.ordered
+    ]
     return result
 
 
@@ -147,27 +183,53 @@ def _check_column(
     column: Column,
     values: Sequence[str],
     lines: Sequence[int],
-    scales: dict[str, int],
+    numbers: dict[str, _Number],
     result: FirstPass,
 ) -> None:
     shape = shape_of(column.type, column.timezone)
-    if column.physical in scales:
+    number = numbers.get(column.physical)
+    if number is not None:
         if not values_fit(shape, values) and values_fit(DECIMAL, values):
             shape = DECIMAL
-        if shape == DECIMAL:
-            scales[column.physical] = max(scales[column.physical], decimal_scale(values))
+        if shape == DECIMAL and (most := decimal_scale(values)) > number.scale:
+            number.scale = most
+            result.widened_at[column.physical] = next(
+                line
+                for v, line in zip(values, lines, strict=True)
+                if len(v.partition(".")[2]) == most
+            )
     check_fits(shape, values, lines=lines, column=column.name)
-    if column.physical in scales:
-        _check_range(column, values, scales[column.physical], lines)
+    if number is not None:
+        number.magnitude.measure(values, number.scale)
     if column.type is ColumnType.TIMESTAMP and not timestamps_are_plain(values):
         # later files are converted the safe way for any non-plain timestamp
         result.shapes[column.physical] = ValueShape(plain_timestamps=False)
 
 
-def _check_range(column: Column, values: Sequence[str], scale: int, lines: Sequence[int]) -> None:
-    if largest_magnitude(values).scaleb(scale) <= INT64_MAX:
+def _check_ranges(
+    path: Path, file_format: FileFormat, ordered: Sequence[Column], numbers: dict[str, _Number]
+) -> None:
+    """Every number must fit int64 at its column's final scale: when the cheap checks
+    cannot tell, read the file again to find the first that does not."""
+    suspects = [
+        (i, column, numbers[column.physical].scale)
+        for i, column in enumerate(ordered)
+        if column.physical in numbers and numbers[column.physical].unsure()
+    ]
+    if not suspects:
         return
-    index = max(range(len(values)), key=lambda i: len(values[i]))
+    with read_csv(path, file_format) as (_header, batches):
+        for batch in batches:
+            for i, column, scale in suspects:
+                _check_range(column, [row[i] for row in batch.rows], scale, batch.lines)
+
+
+def _check_range(column: Column, values: Sequence[str], scale: int, lines: Sequence[int]) -> None:
+    magnitude = Magnitude()
+    magnitude.measure(values, scale)
+    if not magnitude.exceeds(scale):
+        return
+    index = next(i for i, v in enumerate(values) if v and abs(Decimal(v)).scaleb(scale) > INT64_MAX)
     raise LoadError(
         f"value {values[index]!r} has more digits than a stored number can hold",
         line=lines[index],
@@ -216,10 +278,24 @@ def _prepare_table(
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
-            resource_tables.rescale_column(
-                conn, resource.table_name, old.physical, 10 ** (new.scale - old.scale)
-            )
+            factor = 10 ** (new.scale - old.scale)
+            _check_rescale(conn, resource, new, factor, first.widened_at.get(new.physical))
+            resource_tables.rescale_column(conn, resource.table_name, old.physical, factor)
     return columns
+
+
+def _check_rescale(
+    conn: Connection, resource: Resource, column: Column, factor: int, line: int | None
+) -> None:
+    """The stored numbers must still fit int64 with the file's extra fractional digits."""
+    low, high = stored_range(conn, resource.table_name, column.physical)
+    if max(abs(low or 0), abs(high or 0)) * factor > INT64_MAX:
+        raise LoadError(
+            f"the stored values cannot take {column.scale} fractional digits: they would "
+            "have more digits than a stored number can hold",
+            line=line,
+            column=column.name,
+        )
 
 
 def load_into(
@@ -247,10 +323,11 @@ def load_into(
             if resource.is_placeholder
             else _check_against(path, file_format, resource.columns, on_progress)
         )
+        bulk.settle(first.reading())  # before any other statement: see settle
         columns = _prepare_table(conn, resource, first)
         by_physical = {c.physical: c for c in columns}
         ordered = [by_physical[c.physical] for c in first.ordered]
-        bulk.append(ordered, first.shapes, _row_batches(path, file_format, on_progress), first.rows)
+        bulk.append(ordered, first.shapes, _row_batches(path, file_format, on_progress))
     finally:
         bulk.abort()
     updated = resources.record_load(

@@ -87,8 +87,10 @@ def _scan(path: Path, compressed: bool) -> _Scan:
 
 
 def _sniff_delimiter(sample: str) -> str:
-    """The candidate that splits the first records into the most, equally many, fields."""
-    best, best_fields = ",", 1
+    """The candidate that splits the header into more than one field and the first
+    records into as many most often, then into the most fields: a ragged record must
+    fail the load, not the sniff."""
+    best, best_key = ",", (0, 1)
     lines = sample.splitlines(keepends=True)
     cut = len(lines) > SNIFF_LINES or not sample.endswith(("\n", "\r"))
     text = "".join(lines[:SNIFF_LINES])
@@ -99,9 +101,10 @@ def _sniff_delimiter(sample: str) -> str:
             continue
         if cut and len(rows) > 1:
             rows.pop()  # the sample may end inside the last record (a quoted newline)
-        widths = {len(r) for r in rows}
-        if len(widths) == 1 and (fields := widths.pop()) > best_fields:
-            best, best_fields = delimiter, fields
+        fields = len(rows[0]) if rows else 0
+        key = (sum(len(r) == fields for r in rows), fields)
+        if fields > 1 and 2 * key[0] >= len(rows) and key > best_key:
+            best, best_key = delimiter, key
     return best
 
 

@@ -1,0 +1,275 @@
+"""Data API response cache (keyed by data version, per workspace) and gzip compression.
+
+The cache is observed without timing: rows written straight into a resource's table
+behind tally's back (no data version bump) stay invisible to a cached request and
+visible to any request that is not cached. Every test runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from conftest import make_settings
+from factories import Tenant, make_source, make_tenant, write_file
+from support.servers import serve_app
+from tally.api.app import create_app
+from tally.runtime import Runtime, build_runtime
+from tally.services import catalogue
+from tally.storage.resources import Resource
+
+Params = list[tuple[str, str]]
+CSV = "id,memo\n1,alpha\n2,beta\n3,alpha\n"
+ROW1, ROW2, ROW3 = {"id": 1, "memo": "alpha"}, {"id": 2, "memo": "beta"}, {"id": 3, "memo": "alpha"}
+
+
+def get(
+    api: httpx.Client, tenant: Tenant, resource_id: int, params: Params | None = None
+) -> httpx.Response:
+    url = f"/api/v1/resources/{resource_id}/data"
+    return api.get(url, params=tuple(params or []), headers=tenant.headers)
+
+
+def body(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    parsed: dict[str, Any] = response.json()
+    return parsed
+
+
+def ids(response: httpx.Response) -> list[int]:
+    return [row["id"] for row in body(response)["data"]]
+
+
+def write_behind_tallys_back(runtime: Runtime, source: Resource, *rows: tuple[int, str]) -> None:
+    """Insert rows without a load: the data version (and row count) stay as they were."""
+    with runtime.engine.begin() as conn:
+        for row_id, memo in rows:
+            conn.execute(
+                text(f"INSERT INTO {source.table_name} (c0, c1) VALUES (:id, :memo)"),
+                {"id": row_id, "memo": memo},
+            )
+
+
+@pytest.fixture
+def tenant(runtime: Runtime) -> Tenant:
+    return make_tenant(runtime.engine)
+
+
+@pytest.fixture
+def source(runtime: Runtime, tenant: Tenant) -> Resource:
+    return make_source(runtime.engine, tenant, CSV)
+
+
+# --- response cache ------------------------------------------------------------------------
+
+
+def test_identical_request_is_served_from_the_cache(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
+) -> None:
+    params = [("memo", "alpha")]
+    first = get(api, tenant, source.id, params)
+    assert ids(first) == [1, 3]
+    write_behind_tallys_back(runtime, source, (4, "alpha"))
+    assert get(api, tenant, source.id, params).content == first.content
+    # The row is there: a request that is not cached yet sees it.
+    assert ids(get(api, tenant, source.id, [*params, ("page_size", "50")])) == [1, 3, 4]
+
+
+def test_filter_order_in_the_url_hits_the_same_cache_entry(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
+) -> None:
+    params = [("memo__in", "alpha,beta"), ("id__gte", "2"), ("ordering", "-id")]
+    first = get(api, tenant, source.id, params)
+    assert ids(first) == [3, 2]
+    write_behind_tallys_back(runtime, source, (4, "beta"))
+    assert get(api, tenant, source.id, params[::-1]).content == first.content
+    assert get(api, tenant, source.id, [params[1], params[2], params[0]]).content == first.content
+    assert ids(get(api, tenant, source.id, [*params, ("page_size", "50")])) == [4, 3, 2]
+
+
+def test_cache_key_tells_every_parameter_apart(
+    api: httpx.Client, tenant: Tenant, source: Resource
+) -> None:
+    requests: dict[str, Params] = {
+        "plain": [],
+        "page": [("page", "2"), ("page_size", "1")],
+        "page_size": [("page_size", "1")],
+        "fields": [("fields", "memo")],
+        "ordering": [("ordering", "-id")],
+        "filter": [("memo", "beta")],
+        "operator": [("id__gt", "1")],
+        "value": [("id__gt", "2")],
+        "in": [("id__in", "1,2")],
+    }
+    expected = {
+        "plain": [
+            ROW1,
+            ROW2,
+            ROW3,
+        ],
+        "page": [ROW2],
+        "page_size": [ROW1],
+        "fields": [{"memo": "alpha"}, {"memo": "beta"}, {"memo": "alpha"}],
+        "ordering": [
+            ROW3,
+            ROW2,
+            ROW1,
+        ],
+        "filter": [ROW2],
+        "operator": [ROW2, ROW3],
+        "value": [ROW3],
+        "in": [ROW1, ROW2],
+    }
+    for _ in range(2):  # the second round is answered from the cache
+        found = {name: body(get(api, tenant, source.id, p))["data"] for name, p in requests.items()}
+        assert found == expected
+
+
+def test_new_load_is_visible_at_once(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
+) -> None:
+    params = [("memo", "alpha")]
+    assert body(get(api, tenant, source.id, params))["meta"]["total_count"] == 2
+    assert body(get(api, tenant, source.id))["meta"]["total_count"] == 3
+    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
+    after = body(get(api, tenant, source.id, params))
+    assert [row["id"] for row in after["data"]] == [1, 3, 4]
+    assert after["meta"]["total_count"] == 3
+    assert ids(get(api, tenant, source.id)) == [1, 2, 3, 4, 5]
+    assert body(get(api, tenant, source.id))["meta"]["total_count"] == 5
+
+
+def test_count_memo_is_exact_after_a_new_load(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
+) -> None:
+    def meta(page: int) -> dict[str, Any]:
+        params = [("memo", "alpha"), ("page_size", "1"), ("page", str(page))]
+        result: dict[str, Any] = body(get(api, tenant, source.id, params))["meta"]
+        return result
+
+    assert (meta(1)["total_count"], meta(2)["total_count"]) == (2, 2)  # second: memo hit
+    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
+    assert meta(2) == {
+        "page": 2,
+        "page_size": 1,
+        "returned_count": 1,
+        "total_count": 4,
+        "total_pages": 4,
+    }
+    assert meta(4)["total_count"] == 4
+    assert meta(5)["returned_count"] == 0
+
+
+def test_cached_answer_never_crosses_workspaces(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
+) -> None:
+    other = make_tenant(runtime.engine)
+    assert ids(get(api, tenant, source.id)) == [1, 2, 3]  # cached for the owner
+    stolen = get(api, other, source.id)
+    assert (stolen.status_code, stolen.json()) == (
+        403,
+        {"detail": "Resource does not belong to the specified workspace"},
+    )
+    borrowed = {"X-API-Key": other.key, "workspace_id": str(tenant.workspace_id)}
+    response = api.get(f"/api/v1/resources/{source.id}/data", headers=borrowed)
+    assert (response.status_code, response.json()) == (
+        401,
+        {"detail": "Could not validate credentials"},
+    )
+    keyless = api.get(
+        f"/api/v1/resources/{source.id}/data",
+        headers={"workspace_id": str(tenant.workspace_id)},
+    )
+    assert keyless.status_code == 401
+
+
+@pytest.fixture
+def uncached(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client]]:
+    settings = make_settings(request, backend, tmp_path / "h2", response_cache=False)
+    runtime = build_runtime(settings)
+    try:
+        with serve_app(create_app(settings, runtime)) as url, httpx.Client(base_url=url) as api:
+            yield runtime, api
+    finally:
+        runtime.close()
+
+
+def test_cache_can_be_switched_off(uncached: tuple[Runtime, httpx.Client]) -> None:
+    runtime, api = uncached
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    params = [("memo", "alpha"), ("ordering", "-id")]
+    assert ids(get(api, tenant, source.id, params)) == [3, 1]
+    write_behind_tallys_back(runtime, source, (4, "alpha"))
+    assert ids(get(api, tenant, source.id, params)) == [4, 3, 1]
+
+
+# --- gzip ----------------------------------------------------------------------------------
+
+
+def big_source(runtime: Runtime, tenant: Tenant) -> Resource:
+    rows = "".join(f"{n},memo number {n} with some text\n" for n in range(1, 201))
+    return make_source(runtime.engine, tenant, "id,memo\n" + rows)
+
+
+def raw_get(api: httpx.Client, url: str, headers: dict[str, str]) -> tuple[httpx.Response, bytes]:
+    """The response and its body exactly as sent on the wire (not decoded)."""
+    with api.stream("GET", url, headers=headers) as response:
+        return response, b"".join(response.iter_raw())
+
+
+def test_large_response_is_gzipped_when_accepted(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    source = big_source(runtime, tenant)
+    url = f"/api/v1/resources/{source.id}/data"
+    plain, plain_bytes = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    assert len(plain_bytes) > 1024
+    zipped, wire = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "gzip"})
+    assert zipped.status_code == 200
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert len(wire) < len(plain_bytes)
+    assert gzip.decompress(wire) == plain_bytes
+    assert len(json.loads(plain_bytes)["data"]) == 200
+
+
+def test_no_gzip_without_accept_encoding(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    source = big_source(runtime, tenant)
+    request = api.build_request(
+        "GET", f"/api/v1/resources/{source.id}/data", headers=tenant.headers
+    )
+    del request.headers["accept-encoding"]
+    response = api.send(request)
+    assert response.status_code == 200
+    assert "content-encoding" not in response.headers
+    assert len(response.json()["data"]) == 200
+
+
+def test_small_responses_are_not_compressed(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    source = big_source(runtime, tenant)
+    url = f"/api/v1/resources/{source.id}/data"
+    gzip_ok = {**tenant.headers, "Accept-Encoding": "gzip"}
+    page, wire = raw_get(api, f"{url}?page_size=1", gzip_ok)
+    assert page.status_code == 200
+    assert "content-encoding" not in page.headers
+    assert json.loads(wire)["data"] == [{"id": 1, "memo": "memo number 1 with some text"}]
+    failure, wire = raw_get(api, f"{url}?nope=1", gzip_ok)
+    assert failure.status_code == 400
+    assert "content-encoding" not in failure.headers
+    assert json.loads(wire) == {
+        "detail": "Filter field 'nope' is not a valid column for this resource."
+    }

@@ -1,0 +1,142 @@
+"""GET /health and GET /api/v1/openapi.json: a real OpenAPI 3 document of the Data API.
+
+Health and the unauthenticated document run on both backends through the `api` fixture;
+the document's contents, which do not depend on the backend, are fetched once per module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import pytest
+
+# The OpenAPI 3.1 meta-schema, as shipped with schemathesis (a dev dependency).
+from schemathesis.specs.openapi.definitions import OPENAPI_31
+
+from conftest import make_settings
+from support.servers import serve_app
+from tally.api.app import create_app
+from tally.runtime import build_runtime
+
+DATA_PATH = "/api/v1/resources/{resource_id}/data"
+FILTER_FORMS = ("__exact", "__gt", "__gte", "__lt", "__lte", "__in")
+
+
+@pytest.fixture(scope="module")
+def document(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The document as served over HTTP, fetched once: it does not depend on the backend."""
+    settings = make_settings(request, "sqlite", tmp_path_factory.mktemp("openapi"))
+    runtime = build_runtime(settings)
+    try:
+        with serve_app(create_app(settings, runtime)) as url, httpx.Client(base_url=url) as api:
+            response = api.get("/api/v1/openapi.json")
+    finally:
+        runtime.close()
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    parsed: dict[str, Any] = response.json()
+    return parsed
+
+
+def data_operation(document: dict[str, Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = document["paths"][DATA_PATH]["get"]
+    return operation
+
+
+def parameters(document: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(p["in"], p["name"]): p for p in data_operation(document)["parameters"]}
+
+
+def test_health_and_openapi_need_no_authentication(api: httpx.Client) -> None:
+    response = api.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert api.get("/api/v1/openapi.json").status_code == 200
+    assert api.get("/api/v1/openapi.json", headers={"X-API-Key": "nonsense"}).status_code == 200
+
+
+def test_openapi_document_is_valid_openapi_3(document: dict[str, Any]) -> None:
+    assert document["openapi"].startswith("3.")
+    errors = [str(e) for e in jsonschema_rs.Draft202012Validator(OPENAPI_31).iter_errors(document)]
+    assert errors == []
+    assert {"title", "version"} <= set(document["info"])
+
+
+def test_every_reference_in_the_document_resolves(document: dict[str, Any]) -> None:
+    refs: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("$ref"), str):
+                refs.append(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document["paths"])
+    walk(document.get("components", {}))
+    schemas = document["components"]["schemas"]
+    assert refs
+    dangling = sorted({r for r in refs if r.removeprefix("#/components/schemas/") not in schemas})
+    assert not dangling, f"$refs to schemas missing from components: {dangling}"
+
+
+def test_openapi_lists_the_public_paths(document: dict[str, Any]) -> None:
+    assert set(document["paths"]["/health"]) == {"get"}
+    assert set(document["paths"][DATA_PATH]) == {"get"}
+
+
+def test_data_endpoint_documents_headers_and_reserved_parameters(
+    document: dict[str, Any],
+) -> None:
+    params = parameters(document)
+    assert params[("path", "resource_id")]["schema"]["type"] == "integer"
+    assert params[("path", "resource_id")]["required"] is True
+    assert params[("header", "workspace_id")]["required"] is True
+    assert ("header", "X-API-Key") in params
+    assert params[("query", "page")]["schema"]["default"] == 1
+    assert params[("query", "page")]["schema"]["minimum"] == 1
+    assert params[("query", "page_size")]["schema"]["default"] == 1000
+    assert params[("query", "page_size")]["schema"]["minimum"] == 1
+    assert "10000" in params[("query", "page_size")]["description"]
+    assert ("query", "fields") in params
+    assert ("query", "ordering") in params
+    assert ("query", "workspace_id") not in params
+
+
+def test_data_endpoint_documents_the_filter_forms(document: dict[str, Any]) -> None:
+    filters = parameters(document)[("query", "filters")]
+    assert filters["schema"]["type"] == "object"
+    assert filters["style"] == "form"
+    assert filters["explode"] is True
+    described = filters["description"] + data_operation(document)["description"]
+    assert [form for form in FILTER_FORMS if form not in described] == []
+    assert "AND" in data_operation(document)["description"]
+
+
+def test_data_endpoint_documents_every_response(document: dict[str, Any]) -> None:
+    responses = data_operation(document)["responses"]
+    assert set(responses) == {"200", "400", "401", "403", "404", "422", "503"}
+    ok = responses["200"]["content"]["application/json"]["schema"]
+    page = document["components"]["schemas"][ok["$ref"].rsplit("/", 1)[1]]
+    assert set(page["properties"]) == {"data", "meta"}
+    meta = document["components"]["schemas"]["PageMeta"]["properties"]
+    assert set(meta) == {"page", "page_size", "returned_count", "total_count", "total_pages"}
+    for status in ("400", "401", "403", "404", "503"):
+        schema = responses[status]["content"]["application/json"]["schema"]
+        error = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        assert error["properties"]["detail"]["type"] == "string", status
+    details = {
+        "400": "Operator '<op>' is not supported.",
+        "401": "Could not validate credentials",
+        "403": "Resource does not belong to the specified workspace",
+        "404": "Workspace not found",
+        "503": "Data platform is temporarily unavailable. Please try again later.",
+    }
+    assert [s for s, text in details.items() if text not in responses[s]["description"]] == []

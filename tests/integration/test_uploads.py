@@ -1,0 +1,453 @@
+"""The upload flow below HTTP (services/uploads.py), on SQLite and PostgreSQL.
+
+Sources are created, bodies staged into the real blob store, files queued, and then the
+real pipeline runs them (delivery.claim_file + process_file, then the notification
+sender against a loopback endpoint); rows are read back through the Data API service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from conftest import make_settings
+from factories import Tenant, make_tenant
+from support.servers import RequestLog, record_requests, serve_app
+from tally.core.columns import Column, ColumnType
+from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
+from tally.runtime import Runtime, build_runtime
+from tally.services import delivery, uploads
+from tally.services.catalogue import PLACEHOLDER_COLUMNS
+from tally.services.data_query import DataRequest
+from tally.services.ingestion import NotificationConfig
+from tally.services.notifications import NotificationSender
+from tally.storage import files, outbox, resources, webhooks
+from tally.storage.files import FileRecord
+from tally.storage.resources import Resource
+
+MAX_PIPELINE_STEPS = 50
+
+
+def run_pipeline(runtime: Runtime) -> int:
+    """Claim and process files until none is due; how many were processed."""
+    ctx = delivery.DeliveryContext(
+        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "test-worker"
+    )
+    for step in range(MAX_PIPELINE_STEPS):
+        file = delivery.claim_file(ctx)
+        if file is None:
+            return step
+        delivery.process_file(ctx, file)
+    raise AssertionError("the queue never emptied")
+
+
+def get_file(runtime: Runtime, file_id: int) -> FileRecord:
+    with runtime.engine.connect() as conn:
+        return files.get_file(conn, file_id)
+
+
+def get_source(runtime: Runtime, source_id: int) -> Resource:
+    with runtime.engine.connect() as conn:
+        return resources.get_resource(conn, source_id)
+
+
+def read_rows(runtime: Runtime, tenant: Tenant, source_id: int) -> list[dict[str, Any]]:
+    body = runtime.data_query.read(
+        DataRequest(source_id, tenant.workspace_id, tenant.key, [], None, None, 1, 1000)
+    )
+    rows: list[dict[str, Any]] = json.loads(body, parse_float=Decimal)["data"]
+    return rows
+
+
+def placeholder(runtime: Runtime, tenant: Tenant, name: str = "uploads") -> Resource:
+    return uploads.create_source(
+        runtime.engine,
+        runtime.box,
+        workspace_id=tenant.workspace_id,
+        definition=uploads.SourceDefinition(name),
+    )
+
+
+def typed(runtime: Runtime, tenant: Tenant, spec: list[tuple[str, ColumnType]]) -> Resource:
+    columns = tuple(
+        uploads.declared_column(n, name, kind, scale=None, timezone=kind is ColumnType.TIMESTAMP)
+        for n, (name, kind) in enumerate(spec)
+    )
+    definition = uploads.SourceDefinition("typed", columns=columns)
+    return uploads.create_source(
+        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
+    )
+
+
+def upload(
+    runtime: Runtime,
+    tenant: Tenant,
+    source: Resource,
+    body: bytes,
+    *,
+    kind: str = "csv",
+    key: str | None = None,
+    max_bytes: int = 10**6,
+) -> uploads.AcceptedUpload:
+    chunks = [body[i : i + 5] for i in range(0, len(body), 5)]
+    if kind == "json":
+        blob = uploads.stage_json(runtime.blobs, chunks, max_bytes=max_bytes)
+    else:
+        blob = uploads.stage_csv(runtime.blobs, chunks, max_bytes=max_bytes)
+    return uploads.queue_upload(
+        runtime.engine,
+        workspace_id=tenant.workspace_id,
+        source_id=source.id,
+        blob=blob,
+        filename=None,
+        idempotency_key=key,
+        deadline_seconds=60,
+    )
+
+
+def leftovers(runtime: Runtime) -> list[Path]:
+    return sorted(runtime.blobs.root.rglob("*.*"))
+
+
+@pytest.fixture
+def tenant(runtime: Runtime) -> Tenant:
+    return make_tenant(runtime.engine, ingestion=True)
+
+
+def test_a_source_without_columns_is_a_placeholder(runtime: Runtime, tenant: Tenant) -> None:
+    source = placeholder(runtime, tenant)
+    stored = get_source(runtime, source.id)
+    assert (stored.name, stored.kind, stored.is_placeholder) == ("uploads", "source", True)
+    assert stored.columns == PLACEHOLDER_COLUMNS
+    assert read_rows(runtime, tenant, source.id) == []
+
+
+def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenant) -> None:
+    columns = (
+        uploads.declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
+        uploads.declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
+        uploads.declared_column(2, "at", ColumnType.TIMESTAMP, scale=None, timezone=True),
+        uploads.declared_column(3, "label", ColumnType.TEXT, scale=7, timezone=True),
+    )
+    source = uploads.create_source(
+        runtime.engine,
+        runtime.box,
+        workspace_id=tenant.workspace_id,
+        definition=uploads.SourceDefinition("typed", columns=columns),
+    )
+    stored = get_source(runtime, source.id)
+    assert stored.is_placeholder is False
+    assert stored.columns == (
+        Column("amount", "c0", ColumnType.DECIMAL, 2),
+        Column("fee", "c1", ColumnType.DECIMAL, 4),
+        Column("at", "c2", ColumnType.TIMESTAMP, 0, True),
+        Column("label", "c3", ColumnType.TEXT, 0, False),
+    )
+    assert read_rows(runtime, tenant, source.id) == []
+
+
+def test_a_duplicate_name_or_a_foreign_folder_is_rejected(runtime: Runtime, tenant: Tenant) -> None:
+    placeholder(runtime, tenant, "dup")
+    typed(runtime, tenant, [("a", ColumnType.TEXT)])
+    with pytest.raises(DefinitionRejectedError) as caught:
+        typed(runtime, tenant, [("b", ColumnType.TEXT)])
+    assert [p.field for p in caught.value.problems] == ["name"]
+    with pytest.raises(DefinitionRejectedError) as caught:
+        uploads.create_source(
+            runtime.engine,
+            runtime.box,
+            workspace_id=tenant.workspace_id,
+            definition=uploads.SourceDefinition("dup", folder_id=999_999),
+        )
+    assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
+
+
+def test_the_notification_endpoint_is_stored_with_the_source(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
+    source = uploads.create_source(
+        runtime.engine,
+        runtime.box,
+        workspace_id=tenant.workspace_id,
+        definition=uploads.SourceDefinition("notified", notification=config),
+    )
+    with runtime.engine.connect() as conn:
+        [endpoint] = webhooks.list_active_endpoints(conn, source.id)
+    assert endpoint.url == "https://hooks.example/x"
+    assert endpoint.events == ("file.failed",)
+    assert endpoint.secret_encrypted is not None
+    assert runtime.box.open(endpoint.secret_encrypted) == "whsec_abc"
+
+
+def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    source = placeholder(runtime, tenant)
+    body = "id,amount,memo\n1,12345678901234567.89,café\n2,-0.05,日本\n".encode()
+    accepted = upload(runtime, tenant, source, body)
+    assert (accepted.status, accepted.created) == ("queued", True)
+    queued = get_file(runtime, accepted.file_id)
+    assert (queued.origin, queued.status, queued.bytes) == ("upload", "queued", len(body))
+    assert queued.sha256 == hashlib.sha256(body).hexdigest()
+    assert queued.blob_path is not None
+    assert Path(queued.blob_path).read_bytes() == body
+    with runtime.engine.connect() as conn:
+        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+    assert [(e.type, e.file_id) for e in events] == [("file.accepted", accepted.file_id)]
+
+    assert run_pipeline(runtime) == 1
+    done = get_file(runtime, accepted.file_id)
+    assert (done.status, done.rows, done.error) == ("delivered", 2, None)
+    assert read_rows(runtime, tenant, source.id) == [
+        {"id": 1, "amount": Decimal("12345678901234567.89"), "memo": "café"},
+        {"id": 2, "amount": Decimal("-0.05"), "memo": "日本"},
+    ]
+
+
+def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    source = placeholder(runtime, tenant)
+    body = (
+        b'{"rows": ['
+        b'{"id": 1, "total": 0.30000000000000004, "party": {"name": "Zo\xc3\xab", "n": 7}},'
+        b'{"id": 2, "total": 0.1, "party": {"name": "\xe6\x9d\xb1"}, "ok": true},'
+        b'{"id": 3, "total": 1E+0, "tags": ["a", 0.20], "ok": false}'
+        b"]}"
+    )
+    accepted = upload(runtime, tenant, source, body, kind="json")
+    run_pipeline(runtime)
+    assert get_file(runtime, accepted.file_id).status == "delivered"
+    names = [c.name for c in get_source(runtime, source.id).columns]
+    assert names == ["id", "total", "party.name", "party.n", "ok", "tags"]
+    assert read_rows(runtime, tenant, source.id) == [
+        {
+            "id": 1,
+            "total": Decimal("0.30000000000000004"),
+            "party.name": "Zoë",
+            "party.n": 7,
+            "ok": None,
+            "tags": None,
+        },
+        {
+            "id": 2,
+            "total": Decimal("0.10000000000000000"),
+            "party.name": "東",
+            "party.n": None,
+            "ok": True,
+            "tags": None,
+        },
+        {
+            "id": 3,
+            "total": Decimal("1.00000000000000000"),
+            "party.name": None,
+            "party.n": None,
+            "ok": False,
+            "tags": '["a",0.20]',
+        },
+    ]
+
+
+def test_a_typed_source_loads_a_matching_file_in_any_column_order(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    source = typed(
+        runtime,
+        tenant,
+        [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL), ("on", ColumnType.DATE)],
+    )
+    accepted = upload(runtime, tenant, source, b"on,amount,id\n2024-03-01,10.5,1\n,,2\n")
+    json_file = upload(
+        runtime,
+        tenant,
+        source,
+        b'[{"id": 3, "amount": 12345678901234567.89, "on": null}]',
+        kind="json",
+    )
+    run_pipeline(runtime)
+    for file_id in (accepted.file_id, json_file.file_id):
+        done = get_file(runtime, file_id)
+        assert (done.status, done.error) == ("delivered", None)
+    assert read_rows(runtime, tenant, source.id) == [
+        {"id": 1, "amount": Decimal("10.50"), "on": "2024-03-01"},
+        {"id": 2, "amount": None, "on": None},
+        {"id": 3, "amount": Decimal("12345678901234567.89"), "on": None},
+    ]
+
+
+def test_a_typed_source_fails_a_file_with_other_columns(runtime: Runtime, tenant: Tenant) -> None:
+    source = typed(runtime, tenant, [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL)])
+    wrong = upload(runtime, tenant, source, b"id,amt\n1,2.00\n")
+    not_a_number = upload(runtime, tenant, source, b"id,amount\n1,abc\n")
+    run_pipeline(runtime)
+    failed = get_file(runtime, wrong.file_id)
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "missing columns: amount" in failed.error
+    assert "unexpected columns: amt" in failed.error
+    bad_value = get_file(runtime, not_a_number.file_id)
+    assert bad_value.status == "failed"
+    assert bad_value.error is not None
+    assert "amount" in bad_value.error
+    assert read_rows(runtime, tenant, source.id) == []
+    with runtime.engine.connect() as conn:
+        types = [e.type for e in outbox.list_events(conn, outbox.NOTIFICATION, source.id)]
+    assert types.count("file.failed") == 2
+
+
+def test_an_idempotency_key_queues_one_file(runtime: Runtime, tenant: Tenant) -> None:
+    source = placeholder(runtime, tenant)
+    first = upload(runtime, tenant, source, b"a\n1\n", key="k-1")
+    again = upload(runtime, tenant, source, b"a\n2\n", key="k-1")
+    other = upload(runtime, tenant, source, b"a\n3\n", key="k-2")
+    assert (again.file_id, again.created) == (first.file_id, False)
+    assert other.file_id != first.file_id
+    with runtime.engine.connect() as conn:
+        assert files.count_files(conn, source.id) == 2
+        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+    assert [e.file_id for e in events] == [first.file_id, other.file_id]
+    assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
+    run_pipeline(runtime)
+    assert [r["a"] for r in read_rows(runtime, tenant, source.id)] == [1, 3]
+    assert uploads.find_earlier_upload(
+        runtime.engine,
+        workspace_id=tenant.workspace_id,
+        source_id=source.id,
+        idempotency_key="k-1",
+    ) == get_file(runtime, first.file_id)
+
+
+def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, tenant: Tenant) -> None:
+    source = placeholder(runtime, tenant)
+    first = upload(runtime, tenant, source, b"a\n1\n")
+    second = upload(runtime, tenant, source, b"a\n1\n")
+    run_pipeline(runtime)
+    assert get_file(runtime, first.file_id).status == "delivered"
+    assert get_file(runtime, second.file_id).status == "duplicate"
+    assert read_rows(runtime, tenant, source.id) == [{"a": 1}]
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "message"),
+    [
+        ("csv", b"a\n" + b"1\n" * 60, "the body is larger than the limit of 100 bytes"),
+        ("json", b'[{"a": 1}' + b', {"a": 1}' * 20 + b"]", "the body is larger"),
+        ("json", b"[" + b",".join(b'{"c%d": 1}' % n for n in range(9)) + b"]", "the CSV"),
+    ],
+)
+def test_too_large_a_body_is_refused_and_nothing_kept(
+    runtime: Runtime, kind: str, body: bytes, message: str
+) -> None:
+    stage = uploads.stage_json if kind == "json" else uploads.stage_csv
+    with pytest.raises(uploads.UploadTooLargeError) as caught:
+        stage(runtime.blobs, [body[i : i + 10] for i in range(0, len(body), 10)], max_bytes=100)
+    assert message in caught.value.message
+    assert leftovers(runtime) == []
+
+
+@pytest.mark.parametrize(
+    ("stage", "body"),
+    [(uploads.stage_json, b'[{"a": 1}, 2]'), (uploads.stage_json, b"[]"), (uploads.stage_csv, b"")],
+)
+def test_an_unreadable_body_is_refused_and_nothing_kept(
+    runtime: Runtime, stage: Any, body: bytes
+) -> None:
+    with pytest.raises(uploads.InvalidUploadError):
+        stage(runtime.blobs, [body], max_bytes=1000)
+    assert leftovers(runtime) == []
+
+
+def test_multipart_streams_the_file_part_and_keeps_its_name(runtime: Runtime) -> None:
+    body = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="ledger.csv"\r\n'
+        b"Content-Type: text/csv\r\n\r\nid,v\r\n1,--XyZ-not-a-boundary\r\n\r\n--XyZ--\r\n"
+    )
+    pieces: Iterable[bytes] = [body[i : i + 3] for i in range(0, len(body), 3)]
+    blob, filename = uploads.stage_multipart(runtime.blobs, pieces, boundary=b"XyZ", max_bytes=1000)
+    assert filename == "ledger.csv"
+    assert blob.path.read_bytes() == b"id,v\r\n1,--XyZ-not-a-boundary\r\n"
+
+
+def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    stranger = make_tenant(runtime.engine, ingestion=True)
+    source = placeholder(runtime, stranger)
+    blob = uploads.stage_csv(runtime.blobs, [b"a\n1\n"], max_bytes=100)
+    with pytest.raises(ResourceNotFoundError):
+        uploads.queue_upload(
+            runtime.engine,
+            workspace_id=tenant.workspace_id,
+            source_id=source.id,
+            blob=blob,
+            filename=None,
+            idempotency_key=None,
+            deadline_seconds=60,
+        )
+    assert leftovers(runtime) == []
+    with pytest.raises(ResourceNotFoundError):
+        uploads.find_earlier_upload(
+            runtime.engine,
+            workspace_id=tenant.workspace_id,
+            source_id=source.id,
+            idempotency_key=None,
+        )
+
+
+def _receiver(log: RequestLog) -> Any:
+    async def accept(request: Request) -> Response:
+        await request.body()  # recorded as it is read
+        return Response(status_code=204)
+
+    return record_requests(Starlette(routes=[Route("/hook", accept, methods=["POST"])]), log)
+
+
+def test_uploads_send_the_same_status_notifications(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    settings = make_settings(request, backend, tmp_path / "home", fetch_allow="127.0.0.1/32")
+    runtime = build_runtime(settings)
+    log = RequestLog()
+    try:
+        tenant = make_tenant(runtime.engine, ingestion=True)
+        with serve_app(_receiver(log)) as url:
+            config = NotificationConfig(f"{url}/hook", None, None)
+            source = uploads.create_source(
+                runtime.engine,
+                runtime.box,
+                workspace_id=tenant.workspace_id,
+                definition=uploads.SourceDefinition("notified", notification=config),
+            )
+            accepted = upload(runtime, tenant, source, b'[{"n": 1}]', kind="json")
+            run_pipeline(runtime)
+            sender = NotificationSender(
+                engine=runtime.engine,
+                box=runtime.box,
+                addresses=runtime.delivery.addresses,
+                retry_schedule_seconds=(1.0,),
+                worker="test-worker",
+                timeout_seconds=5,
+                lease_seconds=30,
+            )
+            while sender.fan_out() or sender.send_one():
+                pass
+    finally:
+        runtime.close()
+    sent = [json.loads(seen.body) for seen in log.requests]
+    assert [(m["type"], m["data"]["file_id"]) for m in sent] == [
+        ("file.accepted", accepted.file_id),
+        ("file.delivered", accepted.file_id),
+    ]
+    assert sent[1]["data"]["rows"] == 1
+    assert sent[1]["data"]["status"] == "delivered"
