@@ -123,17 +123,24 @@ class Stack:
         """The worker's job wrapper logs a crash and carries on (the file is retried when
         its lease expires): a traceback since the last check is a failure, at once."""
         stderr = self.worker.stderr_text()
-        new = stderr[self.stderr_checked:]
+        new = stderr[self.stderr_checked :]
         if "Traceback" in new:
             self.stderr_checked = len(stderr)
             raise AssertionError(f"the worker crashed on a job:\n{new[-4000:]}")
 
-    def wait(self, tenant: Tenant, source_id: int, count: int,
-             timeout: float = WAIT_SECONDS) -> list[dict[str, Any]]:
+    def wait(
+        self, tenant: Tenant, source_id: int, count: int, timeout: float = WAIT_SECONDS
+    ) -> list[dict[str, Any]]:
         """The source's files once all `count` are final, the worker not crashing."""
-        files = wait_for_final_files(self.client, tenant, source_id, count=count,
-                                     timeout=timeout, also=self.worker.describe,
-                                     check=self.check_no_crash)
+        files = wait_for_final_files(
+            self.client,
+            tenant,
+            source_id,
+            count=count,
+            timeout=timeout,
+            also=self.worker.describe,
+            check=self.check_no_crash,
+        )
         self.check_no_crash()
         self.stderr_checked = len(self.worker.stderr_text())
         return files
@@ -148,15 +155,25 @@ def server() -> Iterator[FileServer]:
 
 
 def pipeline_settings(request: pytest.FixtureRequest, backend: str, home: Path) -> Settings:
-    return make_settings(request, backend, home, **process_defaults(
-        delivery_deadline_seconds=DEADLINE_SECONDS, retry_max_seconds=RETRY_MAX_SECONDS,
-        fetch_read_timeout_seconds=READ_TIMEOUT_SECONDS, max_file_bytes=MAX_FILE_BYTES,
-        worker_concurrency=3))
+    return make_settings(
+        request,
+        backend,
+        home,
+        **process_defaults(
+            delivery_deadline_seconds=DEADLINE_SECONDS,
+            retry_max_seconds=RETRY_MAX_SECONDS,
+            fetch_read_timeout_seconds=READ_TIMEOUT_SECONDS,
+            max_file_bytes=MAX_FILE_BYTES,
+            worker_concurrency=3,
+        ),
+    )
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-          ) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
     """Shared by the module: the API (uvicorn in-process) and one `tally worker`."""
     root = tmp_path_factory.mktemp(f"pipeline-{request.param}")
     settings = pipeline_settings(request, request.param, root / "home")
@@ -164,8 +181,10 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     try:
         with running_processes(root / "logs") as processes:
             worker = processes.worker(settings)
-            with serve_app(create_app(settings, runtime)) as url, httpx.Client(
-                    base_url=url, timeout=30) as client:
+            with (
+                serve_app(create_app(settings, runtime)) as url,
+                httpx.Client(base_url=url, timeout=30) as client,
+            ):
                 worker.wait_ready()
                 yield Stack(runtime, client, worker)
             assert worker.alive, worker.describe()
@@ -186,8 +205,9 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 
 
 @pytest.fixture
-def own_stack(settings: Settings, runtime: Runtime, api: httpx.Client,
-              processes: Processes) -> Stack:
+def own_stack(
+    settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
+) -> Stack:
     """A deployment of the test's own: a file that crashes the worker again and again
     (retried each time its lease expires) cannot disturb the other tests."""
     return Stack(runtime, api, processes.worker(settings))
@@ -199,8 +219,10 @@ def sha256(content: bytes) -> str:
 
 # --- 1. the webhook flow ------------------------------------------------------------------
 
-LEDGER = (b"id,amount,currency,booked_on\n"
-          b"1,10.50,EUR,2024-01-31\n2,-3.25,USD,2024-02-01\n3,0.00,EUR,2024-02-29\n")
+LEDGER = (
+    b"id,amount,currency,booked_on\n"
+    b"1,10.50,EUR,2024-01-31\n2,-3.25,USD,2024-02-01\n3,0.00,EUR,2024-02-29\n"
+)
 
 LEDGER_MORE = b"id,amount,currency,booked_on\n4,7.00,EUR,2024-03-01\n5,8.00,EUR,2024-03-02\n"
 
@@ -208,15 +230,19 @@ LEDGER_MORE = b"id,amount,currency,booked_on\n4,7.00,EUR,2024-03-01\n5,8.00,EUR,
 def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServer) -> None:
     tenant = stack.tenant()
     created = register_webhook(
-        stack.client, tenant, "ledger",
+        stack.client,
+        tenant,
+        "ledger",
         file_mapping={"url_field": "data.file.url", "filename_field": "data.file.name"},
-        response_config={"status_code": 202, "body": {"received": True, "by": "tally"}})
+        response_config={"status_code": 202, "body": {"received": True, "by": "tally"}},
+    )
     name = server.add(LEDGER, "ledger")
     url = f"{server.url}/files/{name}?X-Signature=presigned-9f8e7d"
 
     reply = stack.client.post(
         f"/api/v2/webhooks/{created['webhook_id']}/feed-source",
-        json={"data": {"file": {"url": url, "name": "ledger-2024-01.csv"}}})
+        json={"data": {"file": {"url": url, "name": "ledger-2024-01.csv"}}},
+    )
 
     assert reply.status_code == 202
     assert reply.headers["content-type"].startswith("application/json")
@@ -230,8 +256,9 @@ def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServe
     assert file["origin"] == "webhook"
     assert file["url"] == f"{server.url}/files/{name}"  # the query string is not shown
     assert file["finished_at"] is not None
-    one = stack.client.get(f"/api/v2/sources/{created['id']}/files/{file['id']}",
-                           headers=v2_headers(tenant))
+    one = stack.client.get(
+        f"/api/v2/sources/{created['id']}/files/{file['id']}", headers=v2_headers(tenant)
+    )
     assert one.status_code == 200
     assert one.json() == file
     [seen] = server.requests_for(f"/files/{name}")
@@ -255,47 +282,65 @@ CREDENTIALS: dict[str, tuple[str, dict[str, str], dict[str, str], tuple[str, str
         "/basic",
         {"type": "basic_auth", "username": SECRETS.username, "password": SECRETS.password},
         {"type": "basic_auth", "username": SECRETS.username, "password": WRONG_PASSWORD},
-        ("authorization", "Basic " + base64.b64encode(
-            f"{SECRETS.username}:{SECRETS.password}".encode()).decode())),
+        (
+            "authorization",
+            "Basic " + base64.b64encode(f"{SECRETS.username}:{SECRETS.password}".encode()).decode(),
+        ),
+    ),
     "api_key": (
-        "/api-key", {"type": "api_key", "api_key": SECRETS.api_key},
-        {"type": "api_key", "api_key": WRONG_KEY}, ("x-api-key", SECRETS.api_key)),
+        "/api-key",
+        {"type": "api_key", "api_key": SECRETS.api_key},
+        {"type": "api_key", "api_key": WRONG_KEY},
+        ("x-api-key", SECRETS.api_key),
+    ),
     "bearer": (
-        "/bearer", {"type": "bearer", "token": SECRETS.token},
-        {"type": "bearer", "token": WRONG_TOKEN}, ("authorization", f"Bearer {SECRETS.token}")),
+        "/bearer",
+        {"type": "bearer", "token": SECRETS.token},
+        {"type": "bearer", "token": WRONG_TOKEN},
+        ("authorization", f"Bearer {SECRETS.token}"),
+    ),
 }
 SECRET_TEXTS = [
-    SECRETS.password, SECRETS.api_key, SECRETS.token, WRONG_PASSWORD, WRONG_KEY, WRONG_TOKEN,
+    SECRETS.password,
+    SECRETS.api_key,
+    SECRETS.token,
+    WRONG_PASSWORD,
+    WRONG_KEY,
+    WRONG_TOKEN,
     base64.b64encode(f"{SECRETS.username}:{SECRETS.password}".encode()).decode(),
     base64.b64encode(f"{SECRETS.username}:{WRONG_PASSWORD}".encode()).decode(),
 ]
 
 
-def test_download_credentials_are_checked_and_never_shown(stack: Stack,
-                                                          server: FileServer) -> None:
+def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: FileServer) -> None:
     tenant = stack.tenant()
     shown: list[str] = []  # every body tally answered with
     cases = []
     for kind, (prefix, right, wrong, expected_header) in CREDENTIALS.items():
         for label, credentials in (("right", right), ("wrong", wrong)):
-            response = stack.client.post("/api/v2/webhooks", headers=v2_headers(tenant), json={
-                "name": f"{kind} {label}", "webhook": {"credentials": credentials}})
+            response = stack.client.post(
+                "/api/v2/webhooks",
+                headers=v2_headers(tenant),
+                json={"name": f"{kind} {label}", "webhook": {"credentials": credentials}},
+            )
             assert response.status_code == 201, response.text
             shown.append(response.text)
             name = server.add(PAIR, kind)
-            reply = notify(stack.client, response.json()["webhook_id"],
-                           f"{server.url}{prefix}/files/{name}")
+            reply = notify(
+                stack.client, response.json()["webhook_id"], f"{server.url}{prefix}/files/{name}"
+            )
             assert reply.status_code == 200
             shown.append(reply.text)
-            cases.append((kind, label, response.json()["id"], f"{prefix}/files/{name}",
-                          expected_header))
+            cases.append(
+                (kind, label, response.json()["id"], f"{prefix}/files/{name}", expected_header)
+            )
 
     for kind, label, source_id, path, (header, value) in cases:
         [file] = stack.wait(tenant, source_id, 1)
-        listing = stack.client.get(f"/api/v2/sources/{source_id}/files",
-                                   headers=v2_headers(tenant))
-        single = stack.client.get(f"/api/v2/sources/{source_id}/files/{file['id']}",
-                                  headers=v2_headers(tenant))
+        listing = stack.client.get(f"/api/v2/sources/{source_id}/files", headers=v2_headers(tenant))
+        single = stack.client.get(
+            f"/api/v2/sources/{source_id}/files/{file['id']}", headers=v2_headers(tenant)
+        )
         shown += [listing.text, single.text]
         [seen] = server.requests_for(path)
         if label == "right":
@@ -325,21 +370,25 @@ def test_redirects_are_followed_to_the_file(stack: Stack, server: FileServer) ->
     created = register_webhook(stack.client, tenant, "redirected")
     name = server.add(PAIR, "moved")
 
-    assert notify(stack.client, created["webhook_id"],
-                  f"{server.url}/redirect/2/files/{name}").status_code == 200
+    assert (
+        notify(
+            stack.client, created["webhook_id"], f"{server.url}/redirect/2/files/{name}"
+        ).status_code
+        == 200
+    )
 
     [file] = stack.wait(tenant, created["id"], 1)
     assert (file["status"], file["rows"], file["attempts"]) == ("delivered", 2, 1)
     assert file["sha256"] == sha256(PAIR)
     assert file["url"] == f"{server.url}/redirect/2/files/{name}"
     hops = [seen.path for seen in server.log.requests if seen.path.endswith(f"/files/{name}")]
-    assert hops == [f"/redirect/2/files/{name}", f"/redirect/1/files/{name}",
-                    f"/files/{name}"]
+    assert hops == [f"/redirect/2/files/{name}", f"/redirect/1/files/{name}", f"/files/{name}"]
     assert total_count(stack.client, tenant, created["id"]) == 2
 
 
-def test_unavailable_server_is_retried_until_the_file_arrives(own_stack: Stack,
-                                                              server: FileServer) -> None:
+def test_unavailable_server_is_retried_until_the_file_arrives(
+    own_stack: Stack, server: FileServer
+) -> None:
     stack = own_stack
     tenant = stack.tenant()
     created = register_webhook(stack.client, tenant, "flaky")
@@ -369,8 +418,7 @@ def test_missing_file_fails_at_once(stack: Stack, server: FileServer) -> None:
     assert total_count(stack.client, tenant, created["id"]) == 0
 
 
-def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack,
-                                                      server: FileServer) -> None:
+def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: FileServer) -> None:
     stack = own_stack
     tenant = stack.tenant()
     created = register_webhook(stack.client, tenant, "hanging")
@@ -386,8 +434,10 @@ def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack,
     assert file["attempts"] >= 2
     tries = [seen for seen in server.requests_for("/hang") if tag in seen.query]
     assert len(tries) == file["attempts"]
-    took = (dt.datetime.fromisoformat(file["finished_at"])
-            - dt.datetime.fromisoformat(file["created_at"])).total_seconds()
+    took = (
+        dt.datetime.fromisoformat(file["finished_at"])
+        - dt.datetime.fromisoformat(file["created_at"])
+    ).total_seconds()
     # Given up only when the next retry would land past the deadline, not before.
     assert DEADLINE_SECONDS - RETRY_MAX_SECONDS <= took < DEADLINE_SECONDS + 10
     assert total_count(stack.client, tenant, created["id"]) == 0
@@ -406,8 +456,9 @@ def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> 
 
     announced, chunked = stack.wait(tenant, created["id"], 2)
     assert announced["status"] == chunked["status"] == "failed"
-    assert announced["error"] == (f"file larger than {MAX_FILE_BYTES} bytes "
-                                  f"(the server announced {len(big)} bytes)")
+    assert announced["error"] == (
+        f"file larger than {MAX_FILE_BYTES} bytes (the server announced {len(big)} bytes)"
+    )
     assert chunked["error"] == f"file larger than {MAX_FILE_BYTES} bytes"
     assert announced["attempts"] == chunked["attempts"] == 1
     assert announced["rows"] is chunked["rows"] is None
@@ -418,7 +469,8 @@ def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> 
 
 
 def test_loopback_urls_are_refused_without_fetch_allow(
-        settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes) -> None:
+    settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
+) -> None:
     stack = Stack(runtime, api, processes.worker(settings, fetch_allow=""))  # the default
     tenant = stack.tenant()
     created = register_webhook(api, tenant, "ssrf")
@@ -448,12 +500,18 @@ def test_loopback_urls_are_refused_without_fetch_allow(
 
 FIRST = b"id,amount,currency\n1,10.00,EUR\n2,20.50,USD\n"
 BAD_FILES = {
-    "ragged": (b"id,amount,currency\n10,1.00,EUR\n11,2.00\n12,3.00,EUR\n",
-               ["line 3", "expected 3 fields, found 2"]),
-    "columns": (b"id,amount,note\n20,1.00,hello\n",
-                ["line 1", "missing columns: currency", "unexpected columns: note"]),
-    "typed": (b"id,amount,currency\n30,1.00,EUR\n31,abc,EUR\n32,2.00,EUR\n",
-              ["line 3", "column 'amount'", "'abc'"]),
+    "ragged": (
+        b"id,amount,currency\n10,1.00,EUR\n11,2.00\n12,3.00,EUR\n",
+        ["line 3", "expected 3 fields, found 2"],
+    ),
+    "columns": (
+        b"id,amount,note\n20,1.00,hello\n",
+        ["line 1", "missing columns: currency", "unexpected columns: note"],
+    ),
+    "typed": (
+        b"id,amount,currency\n30,1.00,EUR\n31,abc,EUR\n32,2.00,EUR\n",
+        ["line 3", "column 'amount'", "'abc'"],
+    ),
 }
 
 
@@ -476,8 +534,10 @@ def test_bad_csv_files_fail_and_leave_no_rows(stack: Stack, server: FileServer) 
             assert fragment in file["error"], (label, file["error"])
     rows, total = read_rows(stack.client, tenant, created["id"], ordering="id")
     assert total == 2
-    assert rows == [{"id": 1, "amount": Decimal("10.00"), "currency": "EUR"},
-                    {"id": 2, "amount": Decimal("20.50"), "currency": "USD"}]
+    assert rows == [
+        {"id": 1, "amount": Decimal("10.00"), "currency": "EUR"},
+        {"id": 2, "amount": Decimal("20.50"), "currency": "USD"},
+    ]
     assert total_count(stack.client, tenant, created["id"], id__gte=10) == 0
 
 
@@ -507,21 +567,30 @@ def test_same_bytes_notified_twice_are_loaded_once(stack: Stack, server: FileSer
 
 def test_idempotency_key_queues_one_file(stack: Stack, server: FileServer) -> None:
     tenant = stack.tenant()
-    created = register_webhook(stack.client, tenant, "idempotent", response_config={
-        "status_code": 202, "content_type": "application/vnd.ack+json",
-        "body": {"queued": True}})
+    created = register_webhook(
+        stack.client,
+        tenant,
+        "idempotent",
+        response_config={
+            "status_code": 202,
+            "content_type": "application/vnd.ack+json",
+            "body": {"queued": True},
+        },
+    )
     hook = created["webhook_id"]
     first_url = f"{server.url}/files/{server.add(LEDGER)}"
     second_url = f"{server.url}/files/{server.add(LEDGER_MORE)}"
 
     replies = [notify(stack.client, hook, first_url, key="order-0001") for _ in range(3)]
     with concurrent.futures.ThreadPoolExecutor(5) as pool:  # retries racing each other
-        raced = list(pool.map(lambda _: notify(stack.client, hook, second_url,
-                                               key="order-0002"), range(5)))
+        raced = list(
+            pool.map(lambda _: notify(stack.client, hook, second_url, key="order-0002"), range(5))
+        )
 
     for group in (replies, raced):
         assert {(r.status_code, r.content, r.headers["content-type"]) for r in group} == {
-            (202, b'{"queued":true}', "application/vnd.ack+json")}
+            (202, b'{"queued":true}', "application/vnd.ack+json")
+        }
         assert len({r.headers["x-tally-file-id"] for r in group}) == 1
     first, second = stack.wait(tenant, created["id"], 2)
     assert len(list_files(stack.client, tenant, created["id"])) == 2
@@ -566,52 +635,89 @@ class Receiver:
             return [p for _, p in self.messages if p["data"]["file_id"] == file_id]
 
 
-def test_status_notifications_are_signed_and_verifiable(stack: Stack,
-                                                        server: FileServer) -> None:
+def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: FileServer) -> None:
     receiver = Receiver(new_signing_secret())
     tenant = stack.tenant()
     with serve_app(receiver.app()) as hooks_url:
-        created = register_webhook(stack.client, tenant, "notified", notification_config={
-            "url": f"{hooks_url}/hooks", "secret": receiver.secret,
-            "events": ["file.accepted", "file.delivered", "file.failed"]})
+        created = register_webhook(
+            stack.client,
+            tenant,
+            "notified",
+            notification_config={
+                "url": f"{hooks_url}/hooks",
+                "secret": receiver.secret,
+                "events": ["file.accepted", "file.delivered", "file.failed"],
+            },
+        )
         name = server.add(LEDGER, "notified")
         missing = f"/files/gone-{next(_names)}.csv"
 
-        good = notify(stack.client, created["webhook_id"], f"{server.url}/files/{name}?v=1",
-                      filename="ledger.csv")
+        good = notify(
+            stack.client,
+            created["webhook_id"],
+            f"{server.url}/files/{name}?v=1",
+            filename="ledger.csv",
+        )
         delivered = stack.wait(tenant, created["id"], 1)[0]
         again = notify(stack.client, created["webhook_id"], f"{server.url}/files/{name}?v=2")
         duplicate = stack.wait(tenant, created["id"], 2)[1]
         bad = notify(stack.client, created["webhook_id"], f"{server.url}{missing}")
         failed = stack.wait(tenant, created["id"], 3)[2]
         assert (delivered["status"], duplicate["status"], failed["status"]) == (
-            "delivered", "duplicate", "failed")
+            "delivered",
+            "duplicate",
+            "failed",
+        )
 
         def arrived() -> bool:
-            return (len(receiver.events_of(delivered["id"])) == 2
-                    and len(receiver.events_of(duplicate["id"])) >= 1
-                    and len(receiver.events_of(failed["id"])) == 2)
+            return (
+                len(receiver.events_of(delivered["id"])) == 2
+                and len(receiver.events_of(duplicate["id"])) >= 1
+                and len(receiver.events_of(failed["id"])) == 2
+            )
 
-        eventually(arrived, timeout=WAIT_SECONDS, what="the status notifications",
-                   explain=lambda: f"{receiver.messages}\n{stack.worker.describe()}")
+        eventually(
+            arrived,
+            timeout=WAIT_SECONDS,
+            what="the status notifications",
+            explain=lambda: f"{receiver.messages}\n{stack.worker.describe()}",
+        )
 
     assert receiver.unverified == []
     assert [int(r.headers["x-tally-file-id"]) for r in (good, again, bad)] == [
-        delivered["id"], duplicate["id"], failed["id"]]
+        delivered["id"],
+        duplicate["id"],
+        failed["id"],
+    ]
     accepted, done = sorted(receiver.events_of(delivered["id"]), key=lambda p: p["timestamp"])
     assert (accepted["type"], done["type"]) == ("file.accepted", "file.delivered")
     assert accepted["timestamp"] < done["timestamp"]
     assert accepted["data"] == {
-        "source_id": created["id"], "file_id": delivered["id"], "filename": "ledger.csv",
-        "status": "queued", "rows": None, "bytes": None, "sha256": None, "error": None}
+        "source_id": created["id"],
+        "file_id": delivered["id"],
+        "filename": "ledger.csv",
+        "status": "queued",
+        "rows": None,
+        "bytes": None,
+        "sha256": None,
+        "error": None,
+    }
     assert done["data"] == {
-        "source_id": created["id"], "file_id": delivered["id"], "filename": "ledger.csv",
-        "status": "delivered", "rows": 3, "bytes": len(LEDGER), "sha256": sha256(LEDGER),
-        "error": None}
+        "source_id": created["id"],
+        "file_id": delivered["id"],
+        "filename": "ledger.csv",
+        "status": "delivered",
+        "rows": 3,
+        "bytes": len(LEDGER),
+        "sha256": sha256(LEDGER),
+        "error": None,
+    }
     # file.duplicate was not subscribed to: the duplicate was only ever announced.
     assert [p["type"] for p in receiver.events_of(duplicate["id"])] == ["file.accepted"]
     assert sorted(p["type"] for p in receiver.events_of(failed["id"])) == [
-        "file.accepted", "file.failed"]
+        "file.accepted",
+        "file.failed",
+    ]
     [failure] = [p for p in receiver.events_of(failed["id"]) if p["type"] == "file.failed"]
     assert failure["data"]["status"] == "failed"
     assert failure["data"]["error"] == f"HTTP 404 Not Found from {server.url}{missing}"

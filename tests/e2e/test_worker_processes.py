@@ -51,8 +51,9 @@ LOG = RequestLog()
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
-    return make_settings(request, backend, tmp_path / "home",
-                         **process_defaults(lease_seconds=LEASE_SECONDS))
+    return make_settings(
+        request, backend, tmp_path / "home", **process_defaults(lease_seconds=LEASE_SECONDS)
+    )
 
 
 @pytest.fixture
@@ -69,8 +70,10 @@ def server() -> Iterator[str]:
 
 def ledger(first_id: int, rows: int) -> bytes:
     lines = ["id,amount,currency,booked_on"]
-    lines += [f"{i},{i % 1000}.{i % 100:02d},EUR,2024-01-{i % 28 + 1:02d}"
-              for i in range(first_id, first_id + rows)]
+    lines += [
+        f"{i},{i % 1000}.{i % 100:02d},EUR,2024-01-{i % 28 + 1:02d}"
+        for i in range(first_id, first_id + rows)
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -95,14 +98,20 @@ def distinct_ids(runtime: Runtime, source_id: int) -> int:
         resource = resources.get_resource(conn, source_id)
         [physical] = [c.physical for c in resource.columns if c.name == "id"]
         stmt = select(func.count(distinct(column(physical)))).select_from(
-            table(resource.table_name))
+            table(resource.table_name)
+        )
         return int(conn.execute(stmt).scalar_one())
 
 
 def wait_for_request(path: str, worker: TallyProcess) -> SeenRequest:
     """The first request for `path` (a worker has started downloading it)."""
-    return eventually(lambda: next(iter(requests_for(path)), None), timeout=WAIT_SECONDS,
-                      what=f"a download of {path}", interval=0.02, explain=worker.describe)
+    return eventually(
+        lambda: next(iter(requests_for(path)), None),
+        timeout=WAIT_SECONDS,
+        what=f"a download of {path}",
+        interval=0.02,
+        explain=worker.describe,
+    )
 
 
 def register(api: httpx.Client, tenant: Tenant, name: str) -> tuple[int, str]:
@@ -118,8 +127,9 @@ def only_file_id(api: httpx.Client, tenant: Tenant, source_id: int) -> int:
 # --- `tally serve` alone ------------------------------------------------------------------
 
 
-def test_serve_delivers_with_its_own_worker(settings: Settings, runtime: Runtime,
-                                            processes: Processes, server: str) -> None:
+def test_serve_delivers_with_its_own_worker(
+    settings: Settings, runtime: Runtime, processes: Processes, server: str
+) -> None:
     """TALLY_SERVE_WORKER (default true): `tally serve` is the whole service."""
     serve = processes.serve(settings, serve_worker=True)
     tenant = make_tenant(runtime.engine, ingestion=True)
@@ -130,8 +140,9 @@ def test_serve_delivers_with_its_own_worker(settings: Settings, runtime: Runtime
         source_id, hook = register(client, tenant, "served")
         assert notify(client, hook, f"{server}/files/{name}").status_code == 200
 
-        [file] = wait_for_final_files(client, tenant, source_id, count=1, timeout=15,
-                                      also=serve.describe)
+        [file] = wait_for_final_files(
+            client, tenant, source_id, count=1, timeout=15, also=serve.describe
+        )
 
         assert (file["status"], file["rows"]) == ("delivered", 5)
         assert total_count(client, tenant, source_id) == 5
@@ -142,8 +153,8 @@ def test_serve_delivers_with_its_own_worker(settings: Settings, runtime: Runtime
 
 
 def test_worker_killed_mid_download_file_is_delivered_once(
-        settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes,
-        server: str) -> None:
+    settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
     tenant = make_tenant(runtime.engine, ingestion=True)
     source_id, hook = register(api, tenant, "killed downloading")
     content = ledger(1, 40)
@@ -158,7 +169,10 @@ def test_worker_killed_mid_download_file_is_delivered_once(
 
     killed = file_record(runtime, file_id)
     assert (killed.status, killed.rows, killed.lease_owner is not None) == (
-        "downloading", None, True)  # killed mid-download, its lease left to expire
+        "downloading",
+        None,
+        True,
+    )  # killed mid-download, its lease left to expire
     processes.worker(settings, concurrency=1)
     [file] = wait_for_final_files(api, tenant, source_id, count=1, timeout=WAIT_SECONDS)
 
@@ -172,8 +186,8 @@ def test_worker_killed_mid_download_file_is_delivered_once(
 
 
 def test_worker_killed_mid_load_rows_are_loaded_once(
-        settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes,
-        server: str) -> None:
+    settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
     rows = 300_000
     tenant = make_tenant(runtime.engine, ingestion=True)
     source_id, hook = register(api, tenant, "killed loading")
@@ -182,10 +196,16 @@ def test_worker_killed_mid_load_rows_are_loaded_once(
     first = processes.worker(settings, concurrency=1)
 
     notify(api, hook, f"{server}/files/{name}")
-    file_id = int(eventually(lambda: list_files(api, tenant, source_id), timeout=10,
-                             what="the file")[0]["id"])
-    eventually(lambda: file_record(runtime, file_id).status == "loading", timeout=WAIT_SECONDS,
-               what="the load to start", interval=0.02, explain=first.describe)
+    file_id = int(
+        eventually(lambda: list_files(api, tenant, source_id), timeout=10, what="the file")[0]["id"]
+    )
+    eventually(
+        lambda: file_record(runtime, file_id).status == "loading",
+        timeout=WAIT_SECONDS,
+        what="the load to start",
+        interval=0.02,
+        explain=first.describe,
+    )
     assert first.kill() == -signal.SIGKILL
 
     assert file_record(runtime, file_id).status == "loading"  # killed mid-load
@@ -206,8 +226,8 @@ def test_worker_killed_mid_load_rows_are_loaded_once(
 
 
 def test_sigterm_mid_download_exits_0_and_file_is_delivered(
-        settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes,
-        server: str) -> None:
+    settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
     tenant = make_tenant(runtime.engine, ingestion=True)
     source_id, hook = register(api, tenant, "stopped downloading")
     content = ledger(1, 40)
@@ -236,15 +256,19 @@ def test_sigterm_mid_download_exits_0_and_file_is_delivered(
 
 
 def test_worker_stops_on_sigterm_even_when_its_stderr_is_gone(
-        settings: Settings, runtime: Runtime, api: httpx.Client, server: str) -> None:
+    settings: Settings, runtime: Runtime, api: httpx.Client, server: str
+) -> None:
     """`tally worker 2>&1 | head -3`: the reader of its stderr is gone. The worker may
     fail to report, but it must not turn into a process SIGTERM cannot stop."""
     tenant = make_tenant(runtime.engine, ingestion=True)
     source_id, hook = register(api, tenant, "no stderr")
-    worker = subprocess.Popen([sys.executable, "-m", "tally", "worker"],
-                              env=process_env(settings, log_level="INFO"),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tally", "worker"],
+        env=process_env(settings, log_level="INFO"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert worker.stderr is not None
         worker.stderr.close()  # before it writes its first line
@@ -254,9 +278,9 @@ def test_worker_stops_on_sigterm_even_when_its_stderr_is_gone(
 
         worker.send_signal(signal.SIGTERM)
         try:
-            worker.wait(20)
+            worker.wait(10)
         except subprocess.TimeoutExpired:
-            pytest.fail("the worker ignored SIGTERM for 20 s once its stderr was gone")
+            pytest.fail("the worker ignored SIGTERM for 10 s once its stderr was gone")
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -266,17 +290,26 @@ def test_worker_stops_on_sigterm_even_when_its_stderr_is_gone(
 # --- two workers, 200 notifications at once -----------------------------------------------
 
 
-async def notify_all(base_url: str, hook: str, payloads: list[dict[str, str]],
-                     ) -> list[httpx.Response]:
+async def notify_all(
+    base_url: str,
+    hook: str,
+    payloads: list[dict[str, str]],
+) -> list[httpx.Response]:
     limits = httpx.Limits(max_connections=len(payloads))
     async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
-        return list(await asyncio.gather(*[
-            client.post(f"/api/v2/webhooks/{hook}/feed-source", json=payload)
-            for payload in payloads]))
+        return list(
+            await asyncio.gather(
+                *[
+                    client.post(f"/api/v2/webhooks/{hook}/feed-source", json=payload)
+                    for payload in payloads
+                ]
+            )
+        )
 
 
 def test_two_workers_deliver_200_concurrent_notifications_once(
-        settings: Settings, runtime: Runtime, processes: Processes, server: str) -> None:
+    settings: Settings, runtime: Runtime, processes: Processes, server: str
+) -> None:
     count = 200
     serve = processes.serve(settings)
     workers = [processes.worker(settings), processes.worker(settings)]
@@ -298,9 +331,14 @@ def test_two_workers_deliver_200_concurrent_notifications_once(
         assert [r.status_code for r in replies] == [200] * count
         assert len({r.headers["x-tally-file-id"] for r in replies}) == count
         assert len(list_files(client, tenant, source_id)) == count  # every one queued
-        done = wait_for_final_files(client, tenant, source_id, count=count,
-                                    timeout=WAIT_SECONDS,
-                                    also=lambda: "\n".join(w.describe() for w in workers))
+        done = wait_for_final_files(
+            client,
+            tenant,
+            source_id,
+            count=count,
+            timeout=WAIT_SECONDS,
+            also=lambda: "\n".join(w.describe() for w in workers),
+        )
         assert len(done) == count
         assert Counter(f["status"] for f in done) == {"delivered": count}
         assert {f["filename"]: f["rows"] for f in done} == expected_rows
@@ -308,7 +346,8 @@ def test_two_workers_deliver_200_concurrent_notifications_once(
         rows, total = read_rows(client, tenant, source_id, ordering="id", page_size=1000)
     assert total == sum(expected_rows.values())
     assert [row["id"] for row in rows] == sorted(
-        i * 10 + j for i in range(count) for j in range(i % 3 + 1))
+        i * 10 + j for i in range(count) for j in range(i % 3 + 1)
+    )
     fetched = Counter(seen.path for seen in LOG.requests if seen.path[7:] in expected_rows)
     assert set(fetched.values()) == {1}
     assert len(fetched) == count  # each file downloaded exactly once

@@ -200,8 +200,9 @@ class Processes:
         self.log_dir = log_dir
         self.started: list[TallyProcess] = []
 
-    def worker(self, settings: Settings, *, concurrency: int | None = None,
-               **overrides: object) -> TallyProcess:
+    def worker(
+        self, settings: Settings, *, concurrency: int | None = None, **overrides: object
+    ) -> TallyProcess:
         """Start `tally worker` (not waiting: call `wait_ready` when it matters). It logs
         at INFO unless told otherwise, so its stderr shows what it did."""
         args = ["--concurrency", str(concurrency)] if concurrency is not None else []
@@ -234,8 +235,14 @@ def running_processes(log_dir: Path) -> Iterator[Processes]:
 # --- waiting ------------------------------------------------------------------------------
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float, what: str,
-               interval: float = 0.1, explain: Callable[[], str] | None = None) -> T:
+def eventually(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    explain: Callable[[], str] | None = None,
+) -> T:
     """Call `probe` until it returns something truthy (returned) or `timeout` passes."""
     deadline = time.monotonic() + timeout
     while True:
@@ -271,12 +278,17 @@ def register_webhook(client: httpx.Client, tenant: Tenant, name: str, **webhook:
     return created
 
 
-def notify(client: httpx.Client, webhook_id: str, url: str, *, filename: str | None = None,
-           key: str | None = None) -> httpx.Response:
+def notify(
+    client: httpx.Client,
+    webhook_id: str,
+    url: str,
+    *,
+    filename: str | None = None,
+    key: str | None = None,
+) -> httpx.Response:
     payload = {"file_url": url, **({"filename": filename} if filename else {})}
     headers = {"Idempotency-Key": key} if key else {}
-    return client.post(f"/api/v2/webhooks/{webhook_id}/feed-source", json=payload,
-                       headers=headers)
+    return client.post(f"/api/v2/webhooks/{webhook_id}/feed-source", json=payload, headers=headers)
 
 
 def list_files(client: httpx.Client, tenant: Tenant, source_id: int) -> list[dict[str, Any]]:
@@ -284,8 +296,11 @@ def list_files(client: httpx.Client, tenant: Tenant, source_id: int) -> list[dic
     found: list[dict[str, Any]] = []
     after: int | None = 0
     while after is not None:
-        response = client.get(f"/api/v2/sources/{source_id}/files",
-                              params={"after": after, "limit": 1000}, headers=v2_headers(tenant))
+        response = client.get(
+            f"/api/v2/sources/{source_id}/files",
+            params={"after": after, "limit": 1000},
+            headers=v2_headers(tenant),
+        )
         assert response.status_code == 200, response.text
         page = response.json()
         found.extend(page["data"])
@@ -293,9 +308,16 @@ def list_files(client: httpx.Client, tenant: Tenant, source_id: int) -> list[dic
     return found
 
 
-def wait_for_final_files(client: httpx.Client, tenant: Tenant, source_id: int, *, count: int,
-                         timeout: float, also: Callable[[], str] | None = None,
-                         check: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+def wait_for_final_files(
+    client: httpx.Client,
+    tenant: Tenant,
+    source_id: int,
+    *,
+    count: int,
+    timeout: float,
+    also: Callable[[], str] | None = None,
+    check: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
     """The source's files once `count` of them exist and every one has a final status.
 
     `check()` runs at every poll and may raise to give up early (a crashed worker); on
@@ -309,24 +331,37 @@ def wait_for_final_files(client: httpx.Client, tenant: Tenant, source_id: int, *
         return files if done else None
 
     def explain() -> str:
-        now = [(f["id"], f["status"], f["attempts"], f["error"])
-               for f in list_files(client, tenant, source_id)]
+        now = [
+            (f["id"], f["status"], f["attempts"], f["error"])
+            for f in list_files(client, tenant, source_id)
+        ]
         return f"files now: {now}" + (f"\n{also()}" if also is not None else "")
 
-    return eventually(probe, timeout=timeout, what=f"{count} final file(s) of source "
-                      f"{source_id}", interval=0.2, explain=explain)
+    return eventually(
+        probe,
+        timeout=timeout,
+        what=f"{count} final file(s) of source {source_id}",
+        interval=0.2,
+        explain=explain,
+    )
 
 
-def read_rows(client: httpx.Client, tenant: Tenant, source_id: int,
-              **params: str | int) -> tuple[list[dict[str, Any]], int]:
+def read_rows(
+    client: httpx.Client, tenant: Tenant, source_id: int, **params: str | int
+) -> tuple[list[dict[str, Any]], int]:
     """(rows of page 1, total_count) from the Data API; decimals as `Decimal`."""
-    response = client.get(f"/api/v1/resources/{source_id}/data", params=params,
-                          headers=tenant.headers)
+    response = client.get(
+        f"/api/v1/resources/{source_id}/data", params=params, headers=tenant.headers
+    )
     assert response.status_code == 200, response.text
     body = json.loads(response.text, parse_float=Decimal)  # decimals keep their digits
     return body["data"], body["meta"]["total_count"]
 
 
-def total_count(client: httpx.Client, tenant: Tenant, source_id: int, **filters: str | int,
-                ) -> int:
+def total_count(
+    client: httpx.Client,
+    tenant: Tenant,
+    source_id: int,
+    **filters: str | int,
+) -> int:
     return read_rows(client, tenant, source_id, page_size=1, **filters)[1]
