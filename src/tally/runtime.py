@@ -17,6 +17,7 @@ from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy
+from tally.services.intake import NotificationIntake
 from tally.settings import Settings
 from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
@@ -31,12 +32,14 @@ class Runtime:
     box: SecretBox
     blobs: BlobStore
     delivery: DeliveryPolicy
+    intake: NotificationIntake
 
     @property
     def backend_name(self) -> str:
         return backend_of(self.engine).name
 
     def close(self) -> None:
+        self.intake.close()
         self.engine.dispose()
 
 
@@ -55,13 +58,16 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
         cache_entries=settings.response_cache_max_entries,
     )
+    box = SecretBox(_secret_key(settings))
+    intake = NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds)
     return Runtime(
         settings,
         engine,
         data_query,
-        SecretBox(_secret_key(settings)),
+        box,
         BlobStore(settings.blob_dir),
         delivery_policy(settings),
+        intake,
     )
 
 

@@ -268,33 +268,56 @@ def accept_notification(
     idempotency_key: str | None,
     deadline_seconds: float,
 ) -> AcceptedNotification:
-    now = utc_now()
+    """Queue one notified file (the API batches these: see services/intake.py)."""
     with write_connection(engine) as conn, conn.begin():
-        webhook = webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
-        if webhook is None:
-            raise WebhookNotFoundError()
-        if not isinstance(payload, dict):
-            raise InvalidNotificationError("the notification must be a JSON object")
-        url = _file_url(payload, webhook.url_field)
-        record, created = files.insert_file(
+        return accept_in_transaction(
             conn,
-            resource_id=webhook.resource_id,
-            webhook_id=webhook.id,
-            origin="webhook",
-            url_encrypted=box.seal(url),
-            url_redacted=redact_url(url),
-            filename=_filename(payload, webhook.filename_field, url),
+            box,
+            webhook_id=webhook_id,
+            payload=payload,
             idempotency_key=idempotency_key,
-            blob_path=None,
-            sha256=None,
-            size=None,
-            now=now,
-            give_up_at=now + dt.timedelta(seconds=deadline_seconds),
+            deadline_seconds=deadline_seconds,
+            now=utc_now(),
         )
-        if created:
-            queue_event(
-                conn, event="file.accepted", resource_id=webhook.resource_id, file=record, now=now
-            )
+
+
+def accept_in_transaction(
+    conn: Connection,
+    box: SecretBox,
+    *,
+    webhook_id: str,
+    payload: Any,
+    idempotency_key: str | None,
+    deadline_seconds: float,
+    now: dt.datetime,
+    webhook: webhooks.WebhookRecord | None = None,
+) -> AcceptedNotification:
+    """The file row and its `file.accepted` event, in the caller's transaction."""
+    webhook = webhook or webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
+    if webhook is None:
+        raise WebhookNotFoundError()
+    if not isinstance(payload, dict):
+        raise InvalidNotificationError("the notification must be a JSON object")
+    url = _file_url(payload, webhook.url_field)
+    record, created = files.insert_file(
+        conn,
+        resource_id=webhook.resource_id,
+        webhook_id=webhook.id,
+        origin="webhook",
+        url_encrypted=box.seal(url),
+        url_redacted=redact_url(url),
+        filename=_filename(payload, webhook.filename_field, url),
+        idempotency_key=idempotency_key,
+        blob_path=None,
+        sha256=None,
+        size=None,
+        now=now,
+        give_up_at=now + dt.timedelta(seconds=deadline_seconds),
+    )
+    if created:
+        queue_event(
+            conn, event="file.accepted", resource_id=webhook.resource_id, file=record, now=now
+        )
     return AcceptedNotification(
         record.id,
         created,

@@ -69,7 +69,7 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor = dbapi_connection.cursor()
         for pragma in (
             "journal_mode=WAL",
-            "synchronous=NORMAL",
+            "synchronous=FULL",  # a commit survives power loss: nothing accepted is lost
             "foreign_keys=ON",
             f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
             "cache_size=-65536",

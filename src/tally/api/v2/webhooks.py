@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 import orjson
@@ -12,6 +13,7 @@ from fastapi.responses import Response
 from tally.api.errors import json_response, openapi_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
 from tally.api.v2.bodies import (
+    InvalidBodyError,
     WebhookCreateBody,
     WebhookCreatedResponse,
     read_json,
@@ -21,10 +23,10 @@ from tally.api.v2.bodies import (
 from tally.services.ingestion import (
     NotificationConfig,
     WebhookDefinition,
-    accept_notification,
     find_webhook,
     register_webhook,
 )
+from tally.services.intake import Notification
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
@@ -128,16 +130,13 @@ async def feed_webhook(
     ] = None,
 ) -> Response:
     runtime = runtime_of(request)
-    await run_in_threadpool(find_webhook, runtime.engine, webhook_id)  # 404 before the body
-    payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
-    accepted = await run_in_threadpool(
-        accept_notification,
-        runtime.engine,
-        runtime.box,
-        webhook_id=webhook_id,
-        payload=payload,
-        idempotency_key=idempotency_key,
-        deadline_seconds=runtime.settings.delivery_deadline_seconds,
+    try:
+        payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
+    except InvalidBodyError:
+        await run_in_threadpool(find_webhook, runtime.engine, webhook_id)  # 404 comes first
+        raise
+    accepted = await asyncio.wrap_future(
+        runtime.intake.submit(Notification(webhook_id, payload, idempotency_key))
     )
     return Response(
         orjson.dumps(accepted.body),
