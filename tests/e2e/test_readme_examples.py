@@ -29,11 +29,21 @@ def _free_port() -> int:
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     port = _free_port()
-    env = {**os.environ, "TALLY_HOME": str(tmp_path / ".tally"), "TALLY_SERVE_WORKER": "false",
-           "TALLY_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "TALLY_HOME": str(tmp_path / ".tally"),
+        "TALLY_SERVE_WORKER": "false",
+        "TALLY_LOG_LEVEL": "WARNING",
+    }
     env.pop("TALLY_DATABASE_URL", None)
-    process = subprocess.Popen([*TALLY, "serve", "--demo", "--port", str(port)], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = (tmp_path / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [*TALLY, "serve", "--demo", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+    )
     try:
         assert process.stdout is not None
         printed = json.loads(process.stdout.readline())
@@ -48,7 +58,8 @@ def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield tmp_path, printed
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        process.communicate(timeout=30)
+        log.close()
 
 
 def _blocks(section: str) -> list[str]:
@@ -57,15 +68,23 @@ def _blocks(section: str) -> list[str]:
 
 
 def _bash(script: str, cwd: Path) -> list[str]:
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd,
-                          capture_output=True, text=True, timeout=60, check=True)
+    """Run README lines as pasted; each curl's answer on a line of its own."""
+    script = script.replace("curl -s", "curl -s --fail-with-body -w '\\n'")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
 def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]]) -> None:
     folder, printed = demo
     assert printed["key"].startswith("tly_")
-    lines = _bash(_blocks("Try it")[0].replace("curl -s", "curl -s --fail-with-body"), folder)
+    lines = _bash(_blocks("Try it")[0], folder)
     health, by_amount, by_currency = (json.loads(line) for line in lines)
     assert health == {"status": "ok"}
     amounts = [row["amount"] for row in by_amount["data"]]
@@ -77,8 +96,8 @@ def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]
 
 def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) -> None:
     folder, _ = demo
-    script = _blocks("Try it")[1].replace("curl -s", "curl -s --fail-with-body")
-    register, rest = script.split("# -> {\"id\"", 1)
+    script = _blocks("Try it")[1]
+    register, rest = script.split('# -> {"id"', 1)
     prelude = "source .tally/demo.env\n"
     created = json.loads(_bash(prelude + register, folder)[0])
     assert created["name"] == "bank statements" and created["webhook_id"].startswith("whk_")

@@ -232,7 +232,7 @@ def select_page(
         .where(source.c[ROW_ID].in_(page_ids.scalar_subquery()))
         .order_by(*_order_by(source, query.ordering, postgresql))
     )
-    return list(conn.execute(stmt).scalars())
+    return list(conn.execute(stmt).scalars().all())
 
 
 def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:
