@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
@@ -35,15 +36,20 @@ def serve(
     if demo:
         _create_demo(runtime, settings, f"http://{host}:{port}")
     background = None
-    if settings.serve_worker:
-        background = Worker(
-            runtime,
-            concurrency=settings.worker_concurrency,
-            poll_seconds=settings.worker_poll_seconds,
-        )
-        background.start()
-    typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
+    # uvicorn re-raises the signal that stopped it once it has shut down, with the
+    # handlers it found; these turn it into SystemExit, so the `finally` below stops
+    # the worker (its file finished or released) before the process exits, with 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_cleanly)
     try:
+        if settings.serve_worker:
+            background = Worker(
+                runtime,
+                concurrency=settings.worker_concurrency,
+                poll_seconds=settings.worker_poll_seconds,
+            )
+            background.start()
+        typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
         uvicorn.run(
             "tally.api.asgi:app_factory",
             factory=True,
@@ -57,6 +63,10 @@ def serve(
         if background is not None:
             background.stop()  # finish the jobs in hand
         runtime.close()
+
+
+def _exit_cleanly(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _create_demo(runtime: Runtime, settings: Settings, base_url: str) -> None:

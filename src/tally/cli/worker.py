@@ -29,8 +29,10 @@ def worker(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    running.start()
-    typer.echo(f"tally worker ({runtime.backend_name}) started", err=True)
-    stop.wait()
-    running.stop()
-    runtime.close()
+    try:
+        running.start()
+        typer.echo(f"tally worker ({runtime.backend_name}) started", err=True)
+        stop.wait()
+    finally:  # whatever happened, finish the jobs in hand and let the process end
+        running.stop()
+        runtime.close()

@@ -24,11 +24,15 @@ from tally.core.errors import (
 )
 from tally.core.filters import RowQuery, parse_row_query
 from tally.core.ids import hash_secret, secret_matches
-from tally.storage import accounts, resource_tables, resources
+from tally.storage import resource_tables
+from tally.storage.access import read_access
 from tally.storage.db_errors import translated_errors
+from tally.storage.resource_tables import RowKey
 from tally.storage.resources import Resource
 
 COUNT_CACHE_ENTRIES = 4096
+CHECKPOINT_SETS = 256
+CHECKPOINTS_PER_SET = 4096
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,10 @@ class DataQueryService:
         )
         # Exact counts of filter sets already seen, per data version: never stale.
         self._counts = _LockedCache(LRUCache[object, object](COUNT_CACHE_ENTRIES))
+        # Per data version, filter set and ordering: where pages start (offset -> the
+        # key of the row before it). Sequential export and repeated deep pages then
+        # seek to their first row instead of counting past every row before it.
+        self._checkpoints = _LockedCache(LRUCache[object, object](CHECKPOINT_SETS))
 
     def read(self, request: DataRequest) -> bytes:
         """The response body (JSON envelope) for a Data API request."""
@@ -113,19 +121,23 @@ class DataQueryService:
     def _authorise(self, conn: Connection, request: DataRequest) -> Resource:
         if not request.api_key:
             raise InvalidCredentialsError()
-        stored = accounts.find_active_key(conn, hash_secret(request.api_key))
-        if stored is None or not secret_matches(request.api_key, stored.key_hash):
+        access = read_access(
+            conn,
+            key_hash=hash_secret(request.api_key),
+            workspace_id=request.workspace_id,
+            resource_id=request.resource_id,
+        )
+        if access.key_hash is None or not secret_matches(request.api_key, access.key_hash):
             raise InvalidCredentialsError()
-        if accounts.find_workspace(conn, request.workspace_id) is None:
+        if not access.workspace_exists:
             raise WorkspaceNotFoundError()
-        if stored.workspace_id != request.workspace_id:
+        if access.key_workspace_id != request.workspace_id:
             raise InvalidCredentialsError()  # no key ever reads another workspace
-        resource = resources.find_resource(conn, request.resource_id)
-        if resource is None:
+        if access.resource is None:
             raise ResourceNotFoundError()
-        if resource.workspace_id != request.workspace_id:
+        if access.resource.workspace_id != request.workspace_id:
             raise ResourceOwnershipError()
-        return resource
+        return access.resource
 
     def _count(self, conn: Connection, resource: Resource, query: RowQuery) -> int:
         if not query.conditions:
@@ -138,17 +150,39 @@ class DataQueryService:
         self._counts.put(key, total)
         return total
 
+    def _page(self, conn: Connection, resource: Resource, query: RowQuery, total: int) -> list[str]:
+        ordering = query.ordering
+        key = (
+            resource.id,
+            resource.data_version,
+            query.count_key(),
+            ordering.column.physical if ordering.column else None,
+            ordering.descending,
+        )
+        known = self._checkpoints.get(key)
+        checkpoints: dict[int, RowKey] = known if isinstance(known, dict) else {}
+        before = [offset for offset in checkpoints if offset <= query.offset]
+        start = None
+        if before:
+            nearest = max(before)
+            start = (nearest, checkpoints[nearest])
+        page = resource_tables.select_page(
+            conn,
+            resource.table_name,
+            resource.columns,
+            query,
+            scan_in_row_order=prefers_row_order_scan(query, total, resource.row_count),
+            start=start,
+        )
+        if len(checkpoints) < CHECKPOINTS_PER_SET:
+            self._checkpoints.put(key, {**checkpoints, **page.checkpoints})
+        return page.rows
+
     def _render(self, conn: Connection, resource: Resource, query: RowQuery) -> bytes:
         total = self._count(conn, resource, query)
         rows: list[str] = []
         if query.offset < total:
-            rows = resource_tables.select_page(
-                conn,
-                resource.table_name,
-                resource.columns,
-                query,
-                scan_in_row_order=prefers_row_order_scan(query, total, resource.row_count),
-            )
+            rows = self._page(conn, resource, query, total)
         meta = {
             "page": query.page,
             "page_size": query.page_size,

@@ -54,7 +54,9 @@ def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
         )
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip per request. A connection found dead fails that
+    # request with 503 and SQLAlchemy then invalidates the pool.
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size)
 
 
 def backend_of(engine: Engine | Connection) -> Backend:

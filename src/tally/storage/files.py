@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, exc, insert, or_, select, update
 
+from tally.core.clock import as_utc
 from tally.core.errors import FileNotFoundInSourceError
 from tally.storage.engine import backend_of
 from tally.storage.schema import files
@@ -49,7 +50,12 @@ class FileRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> FileRecord:
-        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        # SQLite hands datetimes back naive; every one tally stores is UTC.
+        for name, value in values.items():
+            if isinstance(value, dt.datetime):
+                values[name] = as_utc(value)
+        return cls(**values)
 
 
 def insert_file(

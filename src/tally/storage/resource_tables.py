@@ -10,6 +10,7 @@ row, which is what makes large pages cheap, and decimals keep their exact digits
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -203,6 +204,38 @@ def _order_by(
     return [key, row_id.asc()]
 
 
+@dataclass(frozen=True)
+class RowKey:
+    """Where a row sits in an ordering: its ordering value (stored form) and row id."""
+
+    value: Any
+    row_id: int
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[str]  # JSON object texts
+    # offset -> key of the row just before it: a later request for that offset can
+    # start right after the key instead of counting its way there again.
+    checkpoints: dict[int, RowKey]
+
+
+def _after(source: sa.TableClause, ordering: Ordering, key: RowKey) -> sa.ColumnElement[bool]:
+    """Rows that come after `key` in the ordering (missing values are the smallest)."""
+    row_id = source.c[ROW_ID]
+    if ordering.column is None:
+        return row_id < key.row_id if ordering.descending else row_id > key.row_id
+    col = source.c[ordering.column.physical]
+    here = sa.tuple_(col, row_id)
+    if ordering.descending:
+        if key.value is None:
+            return sa.and_(col.is_(None), row_id < key.row_id)
+        return sa.or_(here < sa.tuple_(sa.literal(key.value, col.type), key.row_id), col.is_(None))
+    if key.value is None:
+        return sa.or_(sa.and_(col.is_(None), row_id > key.row_id), col.is_not(None))
+    return here > sa.tuple_(sa.literal(key.value, col.type), key.row_id)
+
+
 def select_page(
     conn: Connection,
     table: str,
@@ -210,29 +243,55 @@ def select_page(
     query: RowQuery,
     *,
     scan_in_row_order: bool = False,
-) -> list[str]:
+    start: tuple[int, RowKey] | None = None,
+) -> Page:
     """The page's rows, each already a JSON object text.
 
-    The page's row ids are chosen first (from an index alone where one covers the
-    ordering, so a deep OFFSET walks index entries, not rows), then only those rows are
-    read and rendered: rows skipped by OFFSET are never fetched or turned into JSON.
+    First the page's keys are chosen (from an index alone where one covers the
+    ordering, so a deep OFFSET walks index entries, not rows), starting after `start`
+    (a checkpoint at an offset at or before the page) when one is known; then only the
+    page's rows are read and rendered.
     """
     postgresql = backend_of(conn).is_postgresql
     source = _table(table, columns)
     hinted = scan_in_row_order and not postgresql and query.ordering.column is None
+    where = _where(source, query, without_indexes=hinted)
+    base = 0
+    if start is not None:
+        base, key = start
+        where.append(_after(source, query.ordering, key))
+    skip = query.offset - base
+    # One row more, before the page, gives the checkpoint for this very offset.
+    first = max(skip - 1, 0)
+    ordered = [source.c[ROW_ID]]
+    if query.ordering.column is not None:
+        ordered.insert(0, source.c[query.ordering.column.physical])
     page_ids = (
         sa.select(source.c[ROW_ID])
-        .where(*_where(source, query, without_indexes=hinted))
+        .where(*where)
         .order_by(*_order_by(source, query.ordering, postgresql))
-        .limit(query.page_size)
-        .offset(query.offset)
+        .limit(query.page_size + (skip - first))
+        .offset(first)
     )
     stmt = (
-        sa.select(_json_object(query.fields, f"{table}.", postgresql))
+        sa.select(_json_object(query.fields, f"{table}.", postgresql), *ordered)
         .where(source.c[ROW_ID].in_(page_ids.scalar_subquery()))
         .order_by(*_order_by(source, query.ordering, postgresql))
     )
-    return list(conn.execute(stmt).scalars().all())
+    found = list(conn.execute(stmt).all())
+    checkpoints: dict[int, RowKey] = {}
+    if skip > 0 and found:
+        checkpoints[query.offset] = _key_of(found.pop(0))
+    elif start is not None and skip == 0:
+        checkpoints[query.offset] = start[1]
+    if found:
+        checkpoints[query.offset + len(found)] = _key_of(found[-1])
+    return Page([row[0] for row in found], checkpoints)
+
+
+def _key_of(row: Any) -> RowKey:
+    """(json, [ordering value,] row id) -> the row's key."""
+    return RowKey(row[1] if len(row) == 3 else None, row[-1])
 
 
 def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:

@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field
 
 from tally.api.errors import openapi_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
-from tally.core.clock import as_utc
 from tally.services.ingestion import get_source_file, list_source_files
 from tally.storage.files import FileRecord
 
@@ -58,9 +57,9 @@ class FileStatusResponse(BaseModel):
             bytes=record.bytes,
             sha256=record.sha256,
             idempotency_key=record.idempotency_key,
-            created_at=as_utc(record.created_at),
-            updated_at=as_utc(record.updated_at),
-            finished_at=as_utc(record.finished_at) if record.finished_at else None,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            finished_at=record.finished_at,
         )
 
 

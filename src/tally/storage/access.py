@@ -1,0 +1,58 @@
+"""The one query the Data API's authorisation needs: key, workspace and resource at once.
+
+Each request asks three questions (whose key is this? does the workspace exist? whose
+resource is this?). On PostgreSQL every round trip costs more than the answer, so they
+travel together; the service still decides in the spec's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from tally.storage.resources import MAX_ID, Resource
+from tally.storage.schema import api_keys, resources, workspaces
+
+
+@dataclass(frozen=True)
+class Access:
+    key_workspace_id: int | None  # None: no active key with that hash
+    key_hash: str | None
+    workspace_exists: bool
+    resource: Resource | None
+
+
+def _storable(value: int) -> int:
+    return value if 0 < value <= MAX_ID else 0  # 0 names nothing
+
+
+def read_access(conn: Connection, *, key_hash: str, workspace_id: int, resource_id: int) -> Access:
+    one = sa.select(sa.literal(1).label("one")).subquery("one")
+    workspace_exists = (
+        sa.select(workspaces.c.id)
+        .where(workspaces.c.id == _storable(workspace_id))
+        .exists()
+        .label("workspace_exists")
+    )
+    stmt = (
+        sa.select(
+            api_keys.c.workspace_id.label("key_workspace_id"),
+            api_keys.c.key_hash,
+            workspace_exists,
+            *resources.c,
+        )
+        .select_from(one)
+        .outerjoin(
+            api_keys, sa.and_(api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None))
+        )
+        .outerjoin(resources, resources.c.id == _storable(resource_id))
+    )
+    row = conn.execute(stmt).one()
+    return Access(
+        key_workspace_id=row.key_workspace_id,
+        key_hash=row.key_hash,
+        workspace_exists=bool(row.workspace_exists),
+        resource=Resource.from_row(row) if row.id is not None else None,
+    )
