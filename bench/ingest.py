@@ -1,7 +1,7 @@
 """tally's ingestion benchmark: notifications accepted per second, and notification to
 rows readable for the kit's 1M-row CSV, beside DuckDB and PostgreSQL COPY (same run).
 
-    .venv/bin/python bench/ingest.py              # both backends; writes bench/results/ingest-*.json
+    .venv/bin/python bench/ingest.py    # both backends; writes bench/results/ingest-*.json
 
 1. Accept: `tally serve` (its worker off, so every accepted file stays queued), one
    webhook, 64 keep-alive connections sending notifications for 20 s (a minimal asyncio

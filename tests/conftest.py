@@ -16,17 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from support.pg import PostgresServer, create_database, start_postgres
 from support.servers import serve_app
-
 from tally.api.app import create_app
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 from tally.storage.engine import create_database_engine
 from tally.storage.migrate import upgrade_database
 
-BACKENDS = [b for b in os.environ.get("TALLY_TEST_BACKENDS", "sqlite,postgresql").split(",")
-            if b]
+BACKENDS = [b for b in os.environ.get("TALLY_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 _database_numbers = itertools.count(1)
 
 
@@ -60,8 +59,9 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def make_settings(request: pytest.FixtureRequest, backend: str, home: Path,
-                  **overrides: object) -> Settings:
+def make_settings(
+    request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
+) -> Settings:
     """Settings on a fresh database of the given backend."""
     url = None
     if backend == "postgresql":
@@ -71,8 +71,7 @@ def make_settings(request: pytest.FixtureRequest, backend: str, home: Path,
     else:
         home.mkdir(parents=True, exist_ok=True)
         shutil.copy(request.getfixturevalue("sqlite_template"), home / "tally.db")
-    return Settings(home=home, database_url=url, log_level="WARNING",
-                    **overrides)  # type: ignore[arg-type]
+    return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -90,6 +89,8 @@ def runtime(settings: Settings) -> Iterator[Runtime]:
 @pytest.fixture
 def api(runtime: Runtime) -> Iterator[httpx.Client]:
     """An HTTP client for tally served by uvicorn on a loopback port."""
-    with serve_app(create_app(runtime.settings, runtime)) as url, httpx.Client(
-            base_url=url, timeout=30) as client:
+    with (
+        serve_app(create_app(runtime.settings, runtime)) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         yield client

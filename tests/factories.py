@@ -26,13 +26,16 @@ class Tenant:
         return {"X-API-Key": self.key, "workspace_id": str(self.workspace_id)}
 
 
-def make_tenant(engine: Engine, *, ingestion: bool = False,
-                allowed_origins: list[str] | None = None) -> Tenant:
+def make_tenant(
+    engine: Engine, *, ingestion: bool = False, allowed_origins: list[str] | None = None
+) -> Tenant:
     n = next(_numbers)
-    account = admin.create_account(engine, name=f"account {n}",
-                                   allowed_origins=allowed_origins or [])
-    workspace = admin.create_workspace(engine, account_id=account.id, name=f"workspace {n}",
-                                       ingestion_enabled=ingestion)
+    account = admin.create_account(
+        engine, name=f"account {n}", allowed_origins=allowed_origins or []
+    )
+    workspace = admin.create_workspace(
+        engine, account_id=account.id, name=f"workspace {n}", ingestion_enabled=ingestion
+    )
     return Tenant(account.id, workspace.id, admin.create_api_key(engine, workspace.id).key)
 
 
@@ -43,14 +46,18 @@ def write_file(content: str | bytes, suffix: str = ".csv") -> Path:
     return Path(handle.name)
 
 
-def make_source(engine: Engine, tenant: Tenant, content: str | bytes,
-                name: str | None = None) -> Resource:
+def make_source(
+    engine: Engine, tenant: Tenant, content: str | bytes, name: str | None = None
+) -> Resource:
     """A source loaded from CSV text (or raw bytes: gzip, Latin-1, ...)."""
     path = write_file(content)
     try:
         result = catalogue.create_source_from_file(
-            engine, workspace_id=tenant.workspace_id, name=name or f"source {next(_numbers)}",
-            path=path)
+            engine,
+            workspace_id=tenant.workspace_id,
+            name=name or f"source {next(_numbers)}",
+            path=path,
+        )
     finally:
         path.unlink()
     return result.resource

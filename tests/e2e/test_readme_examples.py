@@ -88,7 +88,8 @@ def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]
     health, by_amount, by_currency = (json.loads(line) for line in lines)
     assert health == {"status": "ok"}
     amounts = [row["amount"] for row in by_amount["data"]]
-    assert len(amounts) == 3 and amounts == sorted(amounts, reverse=True)
+    assert len(amounts) == 3
+    assert amounts == sorted(amounts, reverse=True)
     assert all(row["status"] == "settled" and row["amount"] >= 100 for row in by_amount["data"])
     assert by_currency["meta"]["page"] == 2
     assert all(set(row) == {"id", "amount", "currency"} for row in by_currency["data"])
@@ -100,7 +101,8 @@ def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) 
     register, rest = script.split('# -> {"id"', 1)
     prelude = "source .tally/demo.env\n"
     created = json.loads(_bash(prelude + register, folder)[0])
-    assert created["name"] == "bank statements" and created["webhook_id"].startswith("whk_")
+    assert created["name"] == "bank statements"
+    assert created["webhook_id"].startswith("whk_")
     rest = rest.split("\n", 1)[1].replace("<webhook_id>", created["webhook_id"])
     rest = rest.replace("/sources/2/files", f"/sources/{created['id']}/files")
     accepted, listing = (json.loads(line) for line in _bash(prelude + rest, folder))

@@ -14,28 +14,33 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
-from factories import Tenant, make_tenant
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_query_semantics import GenTable, check_query, load, queries, tables
 
+from conftest import make_settings
+from factories import Tenant, make_tenant
 from tally.runtime import Runtime, build_runtime
 
 
 @pytest.fixture
 def uncached(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = build_runtime(make_settings(request, backend, tmp_path / "home",
-                                          response_cache=False))
+    runtime = build_runtime(
+        make_settings(request, backend, tmp_path / "home", response_cache=False)
+    )
     yield runtime
     runtime.close()
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(table=tables(), data=st.data())
-def test_pages_in_any_order_match_the_reference(uncached: Runtime, table: GenTable,
-                                                data: st.DataObject) -> None:
+def test_pages_in_any_order_match_the_reference(
+    uncached: Runtime, table: GenTable, data: st.DataObject
+) -> None:
     tenant: Tenant = make_tenant(uncached.engine)
     resource, model = load(uncached, tenant, table)
     query = data.draw(queries(table))
@@ -46,5 +51,10 @@ def test_pages_in_any_order_match_the_reference(uncached: Runtime, table: GenTab
     last = max(1, math.ceil(len(table.cells) / page_size)) + 1
     visits = data.draw(st.lists(st.integers(1, last), min_size=1, max_size=12))
     for page in visits:
-        check_query(uncached, tenant, resource, model,
-                    dataclasses.replace(query, page=page, page_size=page_size))
+        check_query(
+            uncached,
+            tenant,
+            resource,
+            model,
+            dataclasses.replace(query, page=page, page_size=page_size),
+        )

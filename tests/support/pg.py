@@ -25,8 +25,7 @@ SUPERUSER = "postgres"
 def find_bindir() -> Path:
     """The folder holding initdb and pg_ctl: pg_config's answer, else Debian's layout."""
     if pg_config := shutil.which("pg_config"):
-        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True,
-                             check=False)
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
         candidate = Path(out.stdout.strip())
         if (candidate / "initdb").exists():
             return candidate
@@ -52,8 +51,18 @@ class PostgresServer:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
-        _run_as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.folder / "data"), "-m",
-                       "immediate", "-w", "stop"], check=False)
+        _run_as_owner(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.folder / "data"),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+            check=False,
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -70,14 +79,41 @@ def start_postgres() -> PostgresServer:
     if os.geteuid() == 0:
         owner = pwd.getpwnam(SUPERUSER)
         os.chown(folder, owner.pw_uid, owner.pw_gid)
-    _run_as_owner([str(bindir / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
-                   "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
+    _run_as_owner(
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        ]
+    )
     port = _free_port()
-    options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
-               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-               "-c max_connections=200 -c shared_buffers=256MB")
-    _run_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                   str(folder / "log"), "-w", "-t", str(START_TIMEOUT_SECONDS), "start"])
+    options = (
+        f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        "-c max_connections=200 -c shared_buffers=256MB"
+    )
+    _run_as_owner(
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(folder / "log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_SECONDS),
+            "start",
+        ]
+    )
     server = PostgresServer(port, folder, bindir)
     _wait_ready(server)
     return server
