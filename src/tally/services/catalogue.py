@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, exc
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
-from tally.core.errors import ConflictError
+from tally.core.errors import DefinitionRejectedError, FieldProblem, StorageProvisioningError
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.storage import accounts, resource_tables, resources
 from tally.storage.engine import write_connection
@@ -25,26 +25,57 @@ def create_source(
     engine: Engine, *, workspace_id: int, name: str, folder_id: int | None = None
 ) -> Resource:
     with write_connection(engine) as conn, conn.begin():
-        return _insert_placeholder_source(conn, workspace_id, name, folder_id)
+        return create_source_in(conn, workspace_id=workspace_id, name=name, folder_id=folder_id)
 
 
-def _insert_placeholder_source(
+def check_source_definition(
     conn: Connection, workspace_id: int, name: str, folder_id: int | None
-) -> Resource:
-    accounts.get_workspace(conn, workspace_id)
+) -> None:
+    """Every reason the definition is refused, at once (400 with an errors list)."""
+    problems = []
     if resources.find_resource_by_name(conn, workspace_id, name) is not None:
-        raise ConflictError(f"a resource named {name!r} already exists in this workspace")
-    resource = resources.insert_resource(
-        conn,
-        workspace_id=workspace_id,
-        name=name,
-        kind="source",
-        columns=PLACEHOLDER_COLUMNS,
-        is_placeholder=True,
-        folder_id=folder_id,
-        now=utc_now(),
-    )
-    resource_tables.create_table(conn, resource.table_name, PLACEHOLDER_COLUMNS)
+        problems.append(FieldProblem("name", f"a source named {name!r} already exists"))
+    if folder_id is not None and not accounts.folder_belongs_to(conn, folder_id, workspace_id):
+        problems.append(
+            FieldProblem("folder_id", f"folder {folder_id} is not a folder of this workspace")
+        )
+    if problems:
+        raise DefinitionRejectedError(problems)
+
+
+def create_source_in(
+    conn: Connection,
+    *,
+    workspace_id: int,
+    name: str,
+    folder_id: int | None = None,
+    columns: tuple[Column, ...] | None = None,
+) -> Resource:
+    """A source and its table, in the caller's transaction. Without `columns` it is a
+    placeholder that takes its columns from its first file. A table that cannot be
+    made is StorageProvisioningError (the ingestion API's 502)."""
+    accounts.get_workspace(conn, workspace_id)
+    check_source_definition(conn, workspace_id, name, folder_id)
+    declared = columns or PLACEHOLDER_COLUMNS
+    try:
+        with conn.begin_nested():
+            resource = resources.insert_resource(
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind="source",
+                columns=declared,
+                is_placeholder=columns is None,
+                folder_id=folder_id,
+                now=utc_now(),
+            )
+            resource_tables.create_table(conn, resource.table_name, declared)
+    except exc.IntegrityError as error:  # a concurrent registration took the name
+        raise DefinitionRejectedError(
+            [FieldProblem("name", f"a source named {name!r} already exists")]
+        ) from error
+    except exc.DBAPIError as error:
+        raise StorageProvisioningError() from error
     return resource
 
 
@@ -58,7 +89,7 @@ def create_source_from_file(
 ) -> LoadResult:
     """A new source holding the file's rows; nothing is created when the file is bad."""
     with write_connection(engine) as conn, conn.begin():
-        resource = _insert_placeholder_source(conn, workspace_id, name, None)
+        resource = create_source_in(conn, workspace_id=workspace_id, name=name)
         result = load_into(conn, resource.id, path, on_progress)
     index_resource(engine, result.resource.id)
     return result

@@ -12,24 +12,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.errors import (
-    DefinitionRejectedError,
-    FieldProblem,
     FileNotFoundInSourceError,
     IngestionForbiddenError,
     InvalidNotificationError,
     ResourceNotFoundError,
-    StorageProvisioningError,
     WebhookNotFoundError,
 )
 from tally.core.ids import hash_secret, new_webhook_id, secret_matches
 from tally.core.json_paths import lookup
 from tally.core.sealing import SecretBox
-from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.storage import accounts, files, outbox, resource_tables, resources, webhooks
+from tally.services import catalogue
+from tally.storage import accounts, files, outbox, resources, webhooks
 from tally.storage.accounts import Workspace
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
@@ -88,47 +85,6 @@ class RegisteredWebhook:
     webhook_id: str  # shown once; only its hash is stored
 
 
-def check_source_definition(
-    conn: Connection, workspace_id: int, name: str, folder_id: int | None
-) -> None:
-    problems = []
-    if resources.find_resource_by_name(conn, workspace_id, name) is not None:
-        problems.append(FieldProblem("name", f"a source named {name!r} already exists"))
-    if folder_id is not None and not accounts.folder_belongs_to(conn, folder_id, workspace_id):
-        problems.append(
-            FieldProblem("folder_id", f"folder {folder_id} is not a folder of this workspace")
-        )
-    if problems:
-        raise DefinitionRejectedError(problems)
-
-
-def create_placeholder_source(
-    conn: Connection, *, workspace_id: int, name: str, folder_id: int | None, now: dt.datetime
-) -> Resource:
-    """The source and its (placeholder) table; a storage failure is a 502."""
-    check_source_definition(conn, workspace_id, name, folder_id)
-    try:
-        with conn.begin_nested():
-            resource = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind="source",
-                columns=PLACEHOLDER_COLUMNS,
-                is_placeholder=True,
-                folder_id=folder_id,
-                now=now,
-            )
-            resource_tables.create_table(conn, resource.table_name, PLACEHOLDER_COLUMNS)
-    except exc.IntegrityError as error:  # a concurrent registration took the name
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a source named {name!r} already exists")]
-        ) from error
-    except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
-    return resource
-
-
 def add_notification_endpoint(
     conn: Connection,
     box: SecretBox,
@@ -155,12 +111,8 @@ def register_webhook(
     webhook_id = new_webhook_id()
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
-        source = create_placeholder_source(
-            conn,
-            workspace_id=workspace_id,
-            name=definition.name,
-            folder_id=definition.folder_id,
-            now=now,
+        source = catalogue.create_source_in(
+            conn, workspace_id=workspace_id, name=definition.name, folder_id=definition.folder_id
         )
         credentials = (
             box.seal(orjson.dumps(definition.credentials).decode())

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Engine
 
 from tally.core import errors
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
 from tally.core.sealing import SecretBox
-from tally.services import ingestion, json_rows
-from tally.storage import files, resource_tables, resources
+from tally.services import catalogue, ingestion, json_rows
+from tally.storage import files
 from tally.storage.blobs import BlobStore, StoredBlob
 from tally.storage.engine import write_connection
 from tally.storage.files import FileRecord
@@ -64,33 +64,6 @@ def declared_column(
     return Column(name, f"c{position}", kind, scale, timezone)
 
 
-def _create_typed_source(
-    conn: Connection, workspace_id: int, definition: SourceDefinition, now: dt.datetime
-) -> Resource:
-    """Like create_placeholder_source, but its table has the declared columns."""
-    name, columns = definition.name, definition.columns or ()
-    ingestion.check_source_definition(conn, workspace_id, name, definition.folder_id)
-    try:
-        with conn.begin_nested():
-            resource = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind="source",
-                columns=columns,
-                is_placeholder=False,
-                folder_id=definition.folder_id,
-                now=now,
-            )
-            resource_tables.create_table(conn, resource.table_name, columns)
-    except exc.IntegrityError as error:  # a concurrent registration took the name
-        problem = errors.FieldProblem("name", f"a source named {name!r} already exists")
-        raise errors.DefinitionRejectedError([problem]) from error
-    except exc.DBAPIError as error:
-        raise errors.StorageProvisioningError() from error
-    return resource
-
-
 def create_source(
     engine: Engine, box: SecretBox, *, workspace_id: int, definition: SourceDefinition
 ) -> Resource:
@@ -101,16 +74,13 @@ def create_source(
     """
     now = utc_now()
     with write_connection(engine) as conn, conn.begin():
-        if definition.columns is None:
-            source = ingestion.create_placeholder_source(
-                conn,
-                workspace_id=workspace_id,
-                name=definition.name,
-                folder_id=definition.folder_id,
-                now=now,
-            )
-        else:
-            source = _create_typed_source(conn, workspace_id, definition, now)
+        source = catalogue.create_source_in(
+            conn,
+            workspace_id=workspace_id,
+            name=definition.name,
+            folder_id=definition.folder_id,
+            columns=definition.columns,
+        )
         ingestion.add_notification_endpoint(conn, box, source.id, definition.notification, now)
     return source
 
@@ -130,7 +100,6 @@ def _incoming_path(blobs: BlobStore) -> Path:
 
 def _discard(path: Path) -> None:
     path.unlink(missing_ok=True)
-    path.with_suffix(path.suffix + ".part").unlink(missing_ok=True)  # BlobStore's temp
 
 
 def _write(blobs: BlobStore, path: Path, chunks: Iterable[bytes]) -> StoredBlob:

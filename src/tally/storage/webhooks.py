@@ -67,38 +67,29 @@ def insert_webhook(
     )
 
 
+def _webhook(row: Any) -> WebhookRecord:
+    return WebhookRecord(
+        row.id,
+        row.resource_id,
+        row.workspace_id,
+        row.url_field,
+        row.filename_field,
+        row.credentials_encrypted,
+        row.response_status,
+        row.response_content_type,
+        row.response_body,
+    )
+
+
 def find_webhook_by_hash(conn: Connection, webhook_id_hash: str) -> WebhookRecord | None:
     row = conn.execute(
         select(webhooks).where(webhooks.c.webhook_id_hash == webhook_id_hash)
     ).first()
-    if row is None:
-        return None
-    return WebhookRecord(
-        row.id,
-        row.resource_id,
-        row.workspace_id,
-        row.url_field,
-        row.filename_field,
-        row.credentials_encrypted,
-        row.response_status,
-        row.response_content_type,
-        row.response_body,
-    )
+    return _webhook(row) if row is not None else None
 
 
 def get_webhook(conn: Connection, webhook_row_id: int) -> WebhookRecord:
-    row = conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one()
-    return WebhookRecord(
-        row.id,
-        row.resource_id,
-        row.workspace_id,
-        row.url_field,
-        row.filename_field,
-        row.credentials_encrypted,
-        row.response_status,
-        row.response_content_type,
-        row.response_body,
-    )
+    return _webhook(conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one())
 
 
 def insert_endpoint(
