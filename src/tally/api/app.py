@@ -11,7 +11,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from tally import __version__
 from tally.api import health
-from tally.api.cors import cors_middleware
+from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers, v2_errors
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
@@ -41,7 +41,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=settings.gzip_level
     )
-    app.middleware("http")(cors_middleware)
+    app.add_middleware(AccountCorsMiddleware)
     install_error_handlers(app)
 
     async def on_invalid_body(_request: Request, exc: Exception) -> Response:

@@ -39,6 +39,20 @@ class TallyError(Exception):
     def message(self) -> str:
         return str(self.args[0])
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Structured context (line, column, ...) survives pickling: the loader's checks
+        # may run in another process.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(
+    cls: type[TallyError], args: tuple[object, ...], state: dict[str, object]
+) -> TallyError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class NotFoundError(TallyError):
     """The thing asked for does not exist."""

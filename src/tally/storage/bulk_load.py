@@ -34,9 +34,9 @@ class ValueShape:
     plain_timestamps: bool = False  # every timestamp is 'YYYY-MM-DD[T ]HH:MM:SS[Z]'
 
 
-def _sqlite_expression(column: Column, n: int, shape: ValueShape) -> str:
-    """SQL turning parameter ?n (the file's text) into the stored value."""
-    v = f"?{n}"
+def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
+    """SQL turning `v` (a parameter or a staged column holding the file's text) into
+    the stored value."""
     kind = column.type
     maybe_null = f"nullif({v}, '')" if shape.has_empty else v
     if kind is ColumnType.INTEGER or (kind is ColumnType.DECIMAL and not column.scale):
@@ -78,7 +78,7 @@ class SqliteAppender:
         ]
         names = ", ".join(c.physical for c in ordered)
         values = ", ".join(
-            _sqlite_expression(c, i + 1, shape) for i, (c, shape) in enumerate(shaped)
+            _sqlite_expression(c, f"?{i + 1}", shape) for i, (c, shape) in enumerate(shaped)
         )
         self._sql = f"INSERT INTO {table} ({names}) VALUES ({values})"
         driver = conn.connection.dbapi_connection
@@ -224,9 +224,15 @@ class BulkLoad:
     appends, reading the batches again when the backend needs Python to send them.
     """
 
+    # Whether `stage_rows` can copy the rows while another process runs the checks.
+    stages_rows = False
+
     def __init__(self, conn: Connection, table: str) -> None:
         self._conn = conn
         self._table = table
+
+    def stage_rows(self, batches: RowBatches, width: int) -> None:
+        raise NotImplementedError
 
     def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
         return None
@@ -252,6 +258,73 @@ class BulkLoad:
 
     def abort(self) -> None:
         return None
+
+
+class SqliteBulkLoad(BulkLoad):
+    """SQLite: while another process checks the file, this one copies the raw rows into
+    a temporary table (SQLite has no COPY; a plain `executemany` of text is its fastest
+    insert); once the types are known, one INSERT ... SELECT converts them."""
+
+    stages_rows = True
+
+    def __init__(self, conn: Connection, table: str) -> None:
+        super().__init__(conn, table)
+        self._staging = f"staging_{table}"
+        self._staged_rows: int | None = None
+
+    def stage_rows(self, batches: RowBatches, width: int) -> None:
+        names = ", ".join(f"s{i}" for i in range(width))
+        self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{self._staging}")
+        self._conn.exec_driver_sql(f"CREATE TEMP TABLE {self._staging} ({names})")
+        insert = f"INSERT INTO temp.{self._staging} VALUES ({', '.join('?' * width)})"
+        driver = self._conn.connection.dbapi_connection
+        assert driver is not None
+        cursor = driver.cursor()
+        rows = 0
+        try:
+            with batches() as stream:
+                for batch in stream:
+                    cursor.executemany(insert, batch)
+                    rows += len(batch)
+        finally:
+            cursor.close()
+        self._staged_rows = rows
+
+    def settle(self, reading: FileReading) -> None:
+        if self._staged_rows is not None and self._staged_rows != reading.rows:
+            self._drop_staging()  # cannot happen with one parser; checked all the same
+
+    def append(
+        self,
+        ordered: Sequence[Column],
+        shapes: Mapping[str, ValueShape],
+        batches: RowBatches,
+    ) -> None:
+        shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
+        needs_python = any(
+            c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps for c, shape in shaped
+        )
+        if self._staged_rows is None or needs_python:
+            self._drop_staging()
+            super().append(ordered, shapes, batches)
+            return
+        names = ", ".join(c.physical for c in ordered)
+        values = ", ".join(
+            _sqlite_expression(c, f"s{i}", shape) for i, (c, shape) in enumerate(shaped)
+        )
+        self._conn.exec_driver_sql(
+            f"INSERT INTO {self._table} ({names}) SELECT {values} "
+            f"FROM temp.{self._staging} ORDER BY rowid"
+        )
+        self._drop_staging()
+
+    def _drop_staging(self) -> None:
+        if self._staged_rows is not None:
+            self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{self._staging}")
+            self._staged_rows = None
+
+    def abort(self) -> None:
+        self._drop_staging()
 
 
 _END_OF_DATA = "\\."
@@ -340,6 +413,6 @@ class PostgresBulkLoad(BulkLoad):
 
 
 def bulk_load_for(conn: Connection, table: str) -> BulkLoad:
-    return (
-        PostgresBulkLoad(conn, table) if backend_of(conn).is_postgresql else BulkLoad(conn, table)
-    )
+    if backend_of(conn).is_postgresql:
+        return PostgresBulkLoad(conn, table)
+    return SqliteBulkLoad(conn, table)

@@ -56,7 +56,15 @@ def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
         return engine
     # No pre-ping: it costs a round trip per request. A connection found dead fails that
     # request with 503 and SQLAlchemy then invalidates the pool.
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+    # psycopg prepares a statement run five times; PostgreSQL may then plan it once for
+    # any parameters, and a page or filter plan depends on the values (a broad filter
+    # wants a row-order scan, a narrow one its index). Plan each execution for its values.
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        connect_args={"options": "-c plan_cache_mode=force_custom_plan"},
+    )
 
 
 def backend_of(engine: Engine | Connection) -> Backend:

@@ -10,7 +10,9 @@ runs, so the two passes overlap.
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -33,8 +35,17 @@ from tally.services.loader.inference import (
 )
 from tally.services.loader.reader import FileFormat, detect_format, raw_chunks, read_csv
 from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import FileReading, ValueShape, bulk_load_for, stored_range
+from tally.storage.bulk_load import (
+    BulkLoad,
+    FileReading,
+    ValueShape,
+    bulk_load_for,
+    stored_range,
+)
 from tally.storage.resources import Resource
+
+# Below this size a second process costs more (its start-up) than it saves.
+PARALLEL_CHECK_MIN_BYTES = 32 * 1024 * 1024
 
 # (phase, bytes of the file read in that phase): "checking" then "loading".
 ProgressCallback = Callable[[str, int], None]
@@ -298,6 +309,40 @@ def _check_rescale(
         )
 
 
+def first_pass(
+    path: Path,
+    file_format: FileFormat,
+    known: tuple[Column, ...] | None,
+    on_progress: ProgressCallback | None = None,
+) -> FirstPass:
+    """Infer the columns (a placeholder source) or check the file against `known`."""
+    if known is None:
+        return _infer(path, file_format, on_progress)
+    return _check_against(path, file_format, known, on_progress)
+
+
+def _checked_while_staging(
+    bulk: BulkLoad,
+    path: Path,
+    file_format: FileFormat,
+    known: tuple[Column, ...] | None,
+    width: int,
+    on_progress: ProgressCallback | None,
+) -> FirstPass:
+    """Run the first pass in another process while this one stages the raw rows: the two
+    halves of the work use both cores. A fresh interpreter ("spawn"), never a fork of a
+    process that runs server and worker threads."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        checking = pool.submit(first_pass, path, file_format, known)
+        try:
+            bulk.stage_rows(_row_batches(path, file_format, on_progress), width)
+        except LoadError:
+            checking.cancel()
+            raise  # the same reader would fail the same way in the first pass
+        return checking.result()
+
+
 def load_into(
     conn: Connection, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
 ) -> LoadResult:
@@ -318,11 +363,11 @@ def load_into(
         encoding=file_format.encoding,
     )
     try:
-        first = (
-            _infer(path, file_format, on_progress)
-            if resource.is_placeholder
-            else _check_against(path, file_format, resource.columns, on_progress)
-        )
+        known = None if resource.is_placeholder else resource.columns
+        if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
+            first = _checked_while_staging(bulk, path, file_format, known, width, on_progress)
+        else:
+            first = first_pass(path, file_format, known, on_progress)
         bulk.settle(first.reading())  # before any other statement: see settle
         columns = _prepare_table(conn, resource, first)
         by_physical = {c.physical: c for c in columns}
