@@ -275,7 +275,7 @@ def select_page(
     )
     stmt = (
         sa.select(_json_object(query.fields, f"{table}.", postgresql), *ordered)
-        .where(source.c[ROW_ID].in_(page_ids.scalar_subquery()))
+        .where(_row_id_among(source, page_ids, postgresql))
         .order_by(*_order_by(source, query.ordering, postgresql))
     )
     found = list(conn.execute(stmt).all())
@@ -287,6 +287,17 @@ def select_page(
     if found:
         checkpoints[query.offset + len(found)] = _key_of(found[-1])
     return Page([row[0] for row in found], checkpoints)
+
+
+def _row_id_among(
+    source: sa.TableClause, page_ids: sa.Select[Any], postgresql: bool
+) -> sa.ColumnElement[bool]:
+    """`_row_id IN (page ids)`. PostgreSQL is given the ids as an array: for `IN
+    (subquery)` with thousands of ids it hashes them and scans the whole table."""
+    row_id = source.c[ROW_ID]
+    if postgresql:
+        return row_id == sa.any_(sa.func.array(page_ids.scalar_subquery()))
+    return row_id.in_(page_ids.scalar_subquery())
 
 
 def _key_of(row: Any) -> RowKey:
