@@ -304,7 +304,11 @@ def installation(backend: str) -> dict[str, str]:
 def accept_phase(backend: str) -> dict[str, Any]:
     env = installation(backend)
     headers = tenant(env)
-    _, base = serve({**env, "TALLY_SERVE_WORKER": "false"}, f"accept-{backend}")
+    processes = os.environ.get("BENCH_TALLY_WORKERS", "1")  # API processes, as in run.py
+    _, base = serve(
+        {**env, "TALLY_SERVE_WORKER": "false", "TALLY_WEB_CONCURRENCY": processes},
+        f"accept-{backend}",
+    )
     source_id, webhook_id = register(base, headers, "accept")
     procs.log(f"{backend}: accept load, {CONCURRENCY} connections, {DURATION:.0f} s")
     result = accept_load(base, webhook_id)
@@ -369,7 +373,8 @@ def report_section(out: dict[str, Any]) -> str:
         "## Ingestion (`bench/ingest.py`, same machine, same run)",
         "",
         f"Accept: one webhook, {CONCURRENCY} keep-alive connections sending notifications "
-        f"for {DURATION:.0f} s (a minimal asyncio HTTP/1.1 client), `tally serve` with its "
+        f"for {DURATION:.0f} s (a minimal asyncio HTTP/1.1 client), `tally serve` "
+        f"({os.environ.get('BENCH_TALLY_WORKERS', '1')} API process(es)) with its "
         "worker off so every accepted file stays queued; afterwards the queued files are "
         "counted through `GET /api/v2/sources/{id}/files`. End to end: one notification for "
         f"`{Path(out['csv']).name}` ({rows:,} rows) served by a loopback file server; the "
