@@ -373,7 +373,7 @@ def report_section(out: dict[str, Any]) -> str:
     copy_s, duck_s = out["postgresql_copy_s"], out["duckdb_read_csv_s"]
     lines = [
         START,
-        "## Ingestion (`bench/ingest.py`, same machine, same run)",
+        "## Ingestion (`bench/ingest.py`: after the Data API run, anchors timed in its own)",
         "",
         f"Accept: one webhook, {CONCURRENCY} keep-alive connections sending notifications "
         f"for {DURATION:.0f} s (a minimal asyncio HTTP/1.1 client), `tally serve` "

@@ -47,6 +47,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    # Migration chatter ("Context impl SQLiteImpl") on every start helps nobody.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     settings.home.mkdir(parents=True, exist_ok=True)
     engine = create_database_engine(
         settings.effective_database_url(), pool_size=settings.database_pool_size

@@ -16,7 +16,6 @@
     ├── LoadError                            (a file that cannot be loaded: line and column)
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
-    ├── ConflictError
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
@@ -196,10 +195,6 @@ class FetchError(TallyError):
         self.transient = transient
         self.retry_after_seconds = retry_after_seconds
         super().__init__(message)
-
-
-class ConflictError(TallyError):
-    """The change conflicts with what is stored."""
 
 
 class StorageError(TallyError):
