@@ -24,8 +24,8 @@ from tally.api.v2.bodies import (
     InvalidBodyError,
     NotificationConfigBody,
     Strict,
+    json_request_body,
     read_json,
-    request_schema,
     validate_body,
 )
 from tally.core.columns import ColumnType
@@ -133,12 +133,7 @@ def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     summary="Create a source fed by uploads",
     response_model=SourceCreatedResponse,
     responses=openapi_responses(CREATE_ERRORS),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": request_schema(SourceCreateBody)}},
-        }
-    },
+    openapi_extra=json_request_body(SourceCreateBody),
 )
 async def create_source(request: Request, workspace: AuthorisedWorkspace) -> Response:
     runtime = runtime_of(request)

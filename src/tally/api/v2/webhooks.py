@@ -16,8 +16,8 @@ from tally.api.v2.bodies import (
     InvalidBodyError,
     WebhookCreateBody,
     WebhookCreatedResponse,
+    json_request_body,
     read_json,
-    request_schema,
     validate_body,
 )
 from tally.services.ingestion import (
@@ -76,12 +76,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     summary="Create a source and the webhook that feeds it",
     response_model=WebhookCreatedResponse,
     responses=openapi_responses(REGISTRATION_ERRORS),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": request_schema(WebhookCreateBody)}},
-        }
-    },
+    openapi_extra=json_request_body(WebhookCreateBody),
 )
 async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Response:
     runtime = runtime_of(request)
