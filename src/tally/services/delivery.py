@@ -63,11 +63,6 @@ def renew_lease(ctx: DeliveryContext, file_id: int) -> bool:
         return files.extend_lease(conn, file_id, ctx.worker, utc_now(), ctx.policy.lease_seconds)
 
 
-def release_file(ctx: DeliveryContext, file_id: int) -> None:
-    with write_connection(ctx.engine) as conn, conn.begin():
-        files.release(conn, file_id, ctx.worker, utc_now())
-
-
 def retry_delay_seconds(policy: DeliveryPolicy, attempts: int, retry_after: float | None) -> float:
     """Exponential backoff with full jitter, never sooner than the server asked."""
     ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempts - 1))

@@ -31,8 +31,6 @@ from tally.storage.accounts import Workspace
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 
-FILE_EVENTS = ("file.accepted", "file.delivered", "file.duplicate", "file.failed")
-
 
 def authenticate(
     engine: Engine, *, api_key: str | None, workspace: str | None, account: str | None

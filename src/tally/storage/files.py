@@ -257,17 +257,6 @@ def schedule_retry(
     )
 
 
-def release(conn: Connection, file_id: int, worker: str, now: dt.datetime) -> None:
-    """Give a leased file back at once (graceful shutdown)."""
-    conn.execute(
-        update(files)
-        .where(files.c.id == file_id, files.c.lease_owner == worker)
-        .values(
-            lease_owner=None, lease_expires_at=None, updated_at=now, attempts=files.c.attempts - 1
-        )
-    )
-
-
 def find_delivered_with_sha(conn: Connection, resource_id: int, sha256: str) -> int | None:
     return conn.execute(
         select(files.c.id)
