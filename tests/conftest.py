@@ -71,6 +71,10 @@ def make_settings(
     else:
         home.mkdir(parents=True, exist_ok=True)
         shutil.copy(request.getfixturevalue("sqlite_template"), home / "tally.db")
+    # Queries run in the API process's threads: a pool of query processes per test app
+    # would spawn two processes per test. tests/api/test_query_processes.py runs the
+    # pool (the production default), and the e2e tests run `tally serve` with it.
+    overrides.setdefault("query_processes", 0)
     return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
 
 

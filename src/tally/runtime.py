@@ -44,22 +44,14 @@ class Runtime:
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
-    # Migration chatter ("Context impl SQLiteImpl") on every start helps nobody.
-    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
+    _configure_logging(settings)
     settings.home.mkdir(parents=True, exist_ok=True)
     engine = create_database_engine(
         settings.effective_database_url(), pool_size=settings.database_pool_size
     )
     if migrate:
         upgrade_database(engine)
-    data_query = DataQueryService(
-        engine,
-        cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
-        cache_entries=settings.response_cache_max_entries,
-    )
+    data_query = _data_query_service(settings, engine)
     box = SecretBox(_secret_key(settings))
     intake = NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds)
     return Runtime(
@@ -70,6 +62,30 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         BlobStore(settings.blob_dir),
         delivery_policy(settings),
         intake,
+    )
+
+
+def build_query_process_service(settings: Settings) -> DataQueryService:
+    """What a query process needs: its own engine (it runs one query at a time, so one
+    connection) and the Data API service. The API process has migrated the database."""
+    _configure_logging(settings)
+    engine = create_database_engine(settings.effective_database_url(), pool_size=1)
+    return _data_query_service(settings, engine)
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    # Migration chatter ("Context impl SQLiteImpl") on every start helps nobody.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def _data_query_service(settings: Settings, engine: Engine) -> DataQueryService:
+    return DataQueryService(
+        engine,
+        cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
+        cache_entries=settings.response_cache_max_entries,
     )
 
 

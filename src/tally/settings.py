@@ -37,6 +37,12 @@ class Settings(BaseSettings):
         1, ge=1, le=9, description="gzip level: 1 is fastest; JSON still shrinks ~8x."
     )
     web_concurrency: int = Field(1, ge=1, description="API processes started by `tally serve`.")
+    query_processes: int | None = Field(
+        None,
+        ge=0,
+        description="Processes per API process that run Data API queries (unset: one per "
+        "CPU on SQLite, two per CPU on PostgreSQL; 0: in the API process's threads).",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Key that encrypts stored download credentials "

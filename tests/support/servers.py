@@ -52,12 +52,16 @@ _STOP_TIMEOUT_SECONDS = 10.0
 
 
 @contextlib.contextmanager
-def serve_app(app: ASGIApp, *, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+def serve_app(
+    app: ASGIApp, *, tls: tuple[Path, Path] | None = None, lifespan: bool = False
+) -> Iterator[str]:
     """Serve `app` on 127.0.0.1 (free port) in a thread; yield e.g. ``http://127.0.0.1:PORT``.
 
     The socket is bound before the server starts, so the port cannot be taken by another
     test in between; the URL is yielded only once the server accepts connections. `tls`
     is ``(certificate, key)`` PEM files (see `tls_files`) and makes the URL ``https``.
+    `lifespan` runs the app's start-up and shut-down (tally's closes its runtime); most
+    tests leave it off and close the runtime they built themselves.
     On exit the server stops (in-flight requests get 2 s) and the thread is joined.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -67,7 +71,7 @@ def serve_app(app: ASGIApp, *, tls: tuple[Path, Path] | None = None) -> Iterator
         app,
         log_level="warning",
         access_log=False,
-        lifespan="off",
+        lifespan="on" if lifespan else "off",
         loop="asyncio",
         http="h11",
         timeout_graceful_shutdown=2,

@@ -13,6 +13,7 @@ from tally import __version__
 from tally.api import health
 from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers, v2_errors
+from tally.api.query_runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
 from tally.api.v2.bodies import InvalidBodyError
@@ -22,10 +23,13 @@ from tally.settings import Settings
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     runtime = runtime or build_runtime(settings)
+    queries = query_runner_for(settings, runtime)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await queries.start()
         yield
+        queries.close()
         runtime.close()
 
     app = FastAPI(
@@ -38,6 +42,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.queries = queries
     app.add_middleware(
         GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=settings.gzip_level
     )

@@ -7,6 +7,8 @@ other responses; it leaves a body that already has a Content-Encoding alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from isal import igzip
 from starlette.responses import Response
 
@@ -29,9 +31,23 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     return False
 
 
-def json_body_response(body: bytes, *, accept_encoding: str | None, min_bytes: int) -> Response:
-    headers = {"Vary": "Accept-Encoding"}
+@dataclass(frozen=True)
+class EncodedBody:
+    """A JSON body as it goes on the wire; built where the query ran (it may be another
+    process), so the compression is spent there too."""
+
+    content: bytes
+    gzipped: bool
+
+
+def encode_json_body(body: bytes, *, accept_encoding: str | None, min_bytes: int) -> EncodedBody:
     if len(body) > min_bytes and accepts_gzip(accept_encoding):
-        body = igzip.compress(body, GZIP_LEVEL)
+        return EncodedBody(igzip.compress(body, GZIP_LEVEL), gzipped=True)
+    return EncodedBody(body, gzipped=False)
+
+
+def json_body_response(encoded: EncodedBody) -> Response:
+    headers = {"Vary": "Accept-Encoding"}
+    if encoded.gzipped:
         headers["Content-Encoding"] = "gzip"
-    return Response(body, media_type="application/json", headers=headers)
+    return Response(encoded.content, media_type="application/json", headers=headers)

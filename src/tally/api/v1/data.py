@@ -6,16 +6,16 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from tally.api.compression import json_body_response
 from tally.api.errors import openapi_responses
+from tally.api.query_runner import QueryRunner
 from tally.core.errors import InvalidWorkspaceHeaderError
 from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAMETERS
-from tally.services.data_query import DataQueryService, DataRequest
+from tally.services.data_query import DataRequest
 
 router = APIRouter(prefix="/api/v1", tags=["Data API"])
 # ASCII digits only: int() alone would also take "1_0", " 7" or non-ASCII digits.
@@ -139,12 +139,11 @@ async def read_resource_data(
     if not WORKSPACE_ID_PATTERN.fullmatch(workspace_id):
         raise InvalidWorkspaceHeaderError()
     workspace = int(workspace_id)
-    service: DataQueryService = request.app.state.runtime.data_query
+    queries: QueryRunner = request.app.state.queries
     filters = [
         (k, v) for k, v in request.query_params.multi_items() if k not in RESERVED_PARAMETERS
     ]
-    body = await run_in_threadpool(
-        service.read,
+    encoded = await queries.read(
         DataRequest(
             resource_id=resource_id,
             workspace_id=workspace,
@@ -155,9 +154,6 @@ async def read_resource_data(
             page=page,
             page_size=page_size,
         ),
+        request.headers.get("accept-encoding"),
     )
-    return json_body_response(
-        body,
-        accept_encoding=request.headers.get("accept-encoding"),
-        min_bytes=request.app.state.runtime.settings.gzip_min_bytes,
-    )
+    return json_body_response(encoded)

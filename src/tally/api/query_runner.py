@@ -1,0 +1,159 @@
+"""Where the Data API's queries run: in a pool of query processes (the default), or in
+the API process's threads (`TALLY_QUERY_PROCESSES=0`).
+
+Why processes, measured on a 1M-row resource on SQLite (docs/decisions/0006): two
+threads of one process answer a 1000-row page *slower* together than one thread alone
+(every fetched row hands the GIL over, and SQLite's allocator takes a process-wide
+mutex), and uvicorn's API processes share keep-alive connections unevenly (with eight
+clients, one process often took all eight while the other idled). A pool fed from one
+queue spreads requests, not connections, over every core; each query process runs one
+query at a time, the shape SQLite is fastest in. On PostgreSQL a query process mostly
+waits for the server, so the default is two per CPU.
+
+Reads are read-only, so a request whose query process died is run once more on a new
+pool instead of failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol
+
+import anyio
+import anyio.to_thread
+
+from tally.api.compression import EncodedBody, encode_json_body
+from tally.runtime import Runtime, build_query_process_service
+from tally.services.data_query import DataQueryService, DataRequest
+from tally.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class QueryRunner(Protocol):
+    async def start(self) -> None: ...
+
+    async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody: ...
+
+    def close(self) -> None: ...
+
+
+def query_runner_for(settings: Settings, runtime: Runtime) -> QueryRunner:
+    processes = settings.query_processes
+    if processes is None:
+        per_cpu = 2 if runtime.backend_name == "postgresql" else 1
+        processes = per_cpu * (os.cpu_count() or 1)
+    if processes == 0:
+        # SQLite: one query at a time (threads only contend, see above); PostgreSQL:
+        # as many as the connection pool holds, since they mostly wait for the server.
+        threads = settings.database_pool_size if runtime.backend_name == "postgresql" else 1
+        return ThreadQueries(runtime.data_query, settings.gzip_min_bytes, threads)
+    return QueryProcesses(settings, processes)
+
+
+class ThreadQueries:
+    """Queries in this process, on worker threads, at most `threads` at once."""
+
+    def __init__(self, service: DataQueryService, min_bytes: int, threads: int) -> None:
+        self._service = service
+        self._min_bytes = min_bytes
+        self._limiter = anyio.CapacityLimiter(threads)
+
+    async def start(self) -> None:
+        return None
+
+    async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
+        return await anyio.to_thread.run_sync(
+            _read_encoded, self._service, request, accept_encoding, self._min_bytes,
+            limiter=self._limiter,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        return None
+
+
+class QueryProcesses:
+    """Queries in `processes` spawned processes, each with its own engine and caches."""
+
+    def __init__(self, settings: Settings, processes: int) -> None:
+        self._settings = settings
+        self._processes = processes
+        self._lock = threading.Lock()
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self._processes,
+            # Never fork: the API process has threads (intake, worker) and open sockets.
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_query_process,
+            initargs=(self._settings,),
+        )
+
+    async def start(self) -> None:
+        """Start every query process before the API listens, so no request waits for one."""
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(
+            *(loop.run_in_executor(self._pool, _query_process_pid) for _ in range(self._processes))
+        )
+        log.info("query_processes_started", extra={"processes": self._processes})
+
+    async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
+        loop = asyncio.get_running_loop()
+        pool = self._pool
+        work = functools.partial(_read_in_query_process, request, accept_encoding)
+        try:
+            return await loop.run_in_executor(pool, work)
+        except BrokenProcessPool:
+            log.warning("query_process_lost")  # killed (e.g. out of memory): start afresh
+            return await loop.run_in_executor(self._replace(pool), work)
+
+    def _replace(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is broken:
+                self._pool = self._new_pool()
+                broken.shutdown(wait=False, cancel_futures=True)
+            return self._pool
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_encoded(
+    service: DataQueryService, request: DataRequest, accept_encoding: str | None, min_bytes: int
+) -> EncodedBody:
+    return encode_json_body(
+        service.read(request), accept_encoding=accept_encoding, min_bytes=min_bytes
+    )
+
+
+# --- inside a query process ----------------------------------------------------------
+# ProcessPoolExecutor hands a process's initializer result to no one: the service it
+# builds lives in this module for the process's lifetime.
+_process_service: DataQueryService | None = None
+_process_min_bytes = 0
+
+
+def _start_query_process(settings: Settings) -> None:
+    global _process_service, _process_min_bytes
+    # Ctrl-C reaches the whole process group; the API process stops its pool itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _process_service = build_query_process_service(settings)
+    _process_min_bytes = settings.gzip_min_bytes
+
+
+def _query_process_pid() -> int:
+    return os.getpid()
+
+
+def _read_in_query_process(request: DataRequest, accept_encoding: str | None) -> EncodedBody:
+    assert _process_service is not None, "the pool's initializer builds it"
+    return _read_encoded(_process_service, request, accept_encoding, _process_min_bytes)

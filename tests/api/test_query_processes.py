@@ -1,0 +1,213 @@
+"""The Data API through its production default: queries run in a pool of spawned query
+processes (TALLY_QUERY_PROCESSES), on SQLite and PostgreSQL.
+
+The rest of the API suite runs queries in the API process's threads (0) to keep each
+test app cheap; these tests check that the pool answers exactly the same, carries the
+spec's errors across the process boundary, sees new data at once (each process has its
+own response cache), and survives its processes being killed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import make_settings
+from factories import Tenant, make_source, make_tenant, write_file
+from support.servers import serve_app
+from tally.api.app import create_app
+from tally.runtime import Runtime, build_runtime
+from tally.services import catalogue
+
+CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
+PROCESSES = 2
+
+
+def _served(
+    request: pytest.FixtureRequest, backend: str, home: Path, processes: int
+) -> Iterator[tuple[Runtime, httpx.Client]]:
+    settings = make_settings(request, backend, home, query_processes=processes)
+    runtime = build_runtime(settings)
+    try:
+        with (
+            serve_app(create_app(settings, runtime), lifespan=True) as url,
+            httpx.Client(base_url=url, timeout=60) as api,
+        ):
+            yield runtime, api
+    finally:
+        runtime.close()
+
+
+@pytest.fixture
+def pooled(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client]]:
+    yield from _served(request, backend, tmp_path / "pooled", PROCESSES)
+
+
+def _children() -> set[int]:
+    """This process's child processes (the query processes among them)."""
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        found.update(int(pid) for pid in (task / "children").read_text().split())
+    return found
+
+
+def _spawned_query_processes() -> set[int]:
+    pids = set()
+    for pid in _children():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"multiprocessing.spawn" in cmdline and b"resource_tracker" not in cmdline:
+            pids.add(pid)
+    return pids
+
+
+def _get(
+    api: httpx.Client, tenant: Tenant, resource_id: int, params: list[tuple[str, str]]
+) -> httpx.Response:
+    return api.get(
+        f"/api/v1/resources/{resource_id}/data", params=tuple(params), headers=tenant.headers
+    )
+
+
+QUERIES: list[list[tuple[str, str]]] = [
+    [],
+    [("amount__gte", "100.5"), ("amount__lt", "200"), ("fields", "id,amount")],
+    [("memo__in", "memo 1,memo 3"), ("ordering", "-amount"), ("page", "2"), ("page_size", "7")],
+    [("ordering", "id"), ("page", "3"), ("page_size", "100")],
+]
+
+
+def test_the_pool_answers_exactly_what_threads_answer(
+    pooled: tuple[Runtime, httpx.Client],
+) -> None:
+    runtime, api = pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    # The same database, read by an app whose queries run in its own threads.
+    threaded = runtime.settings.model_copy(update={"query_processes": 0})
+    reference = build_runtime(threaded)
+    try:
+        with (
+            serve_app(create_app(threaded, reference)) as url,
+            httpx.Client(base_url=url) as other,
+        ):
+            for params in QUERIES:
+                pooled_answer = _get(api, tenant, source.id, params)
+                threaded_answer = _get(other, tenant, source.id, params)
+                assert pooled_answer.status_code == 200, pooled_answer.text
+                assert pooled_answer.content == threaded_answer.content
+                assert pooled_answer.headers.get("content-encoding") == threaded_answer.headers.get(
+                    "content-encoding"
+                )
+    finally:
+        reference.close()
+    assert len(_spawned_query_processes()) >= PROCESSES
+
+
+def test_large_pages_are_gzipped_in_the_query_process(pooled: tuple[Runtime, httpx.Client]) -> None:
+    runtime, api = pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    url = f"/api/v1/resources/{source.id}/data"
+    with api.stream("GET", url, headers={**tenant.headers, "Accept-Encoding": "gzip"}) as response:
+        raw = b"".join(response.iter_raw())
+    assert response.headers["content-encoding"] == "gzip"
+    assert response.headers["vary"] == "Accept-Encoding"
+    assert len(gzip.decompress(raw)) > len(raw)
+    plain = api.get(url, headers={**tenant.headers, "Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    assert gzip.decompress(raw) == plain.content
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "detail"),
+    [
+        ({"key": "tly_not-a-key"}, 401, "Could not validate credentials"),
+        ({"workspace": "999999"}, 404, "Workspace not found"),
+        ({"resource": 999999}, 404, "Resource not found"),
+        (
+            {"params": [("nope", "1")]},
+            400,
+            "Filter field 'nope' is not a valid column for this resource.",
+        ),
+        (
+            {"params": [("amount", "ten")]},
+            400,
+            "The requested filters or ordering could not be applied.",
+        ),
+    ],
+)
+def test_errors_cross_the_process_boundary_as_the_spec_states(
+    pooled: tuple[Runtime, httpx.Client], change: dict[str, Any], status: int, detail: str
+) -> None:
+    runtime, api = pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    headers = {
+        "X-API-Key": change.get("key", tenant.key),
+        "workspace_id": change.get("workspace", str(tenant.workspace_id)),
+    }
+    response = api.get(
+        f"/api/v1/resources/{change.get('resource', source.id)}/data",
+        params=tuple(change.get("params", [])),
+        headers=headers,
+    )
+    assert (response.status_code, response.json()) == (status, {"detail": detail})
+
+
+def test_another_workspaces_resource_is_forbidden_through_the_pool(
+    pooled: tuple[Runtime, httpx.Client],
+) -> None:
+    runtime, api = pooled
+    owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
+    source = make_source(runtime.engine, owner, CSV)
+    assert _get(api, owner, source.id, []).status_code == 200  # cached in some process now
+    response = _get(api, stranger, source.id, [])
+    assert (response.status_code, response.json()) == (
+        403,
+        {"detail": "Resource does not belong to the specified workspace"},
+    )
+
+
+def test_new_data_is_visible_at_once_in_every_query_process(
+    pooled: tuple[Runtime, httpx.Client],
+) -> None:
+    runtime, api = pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, "id,amount,memo\n1,1.00,a\n")
+    params = [("ordering", "-id")]
+    for _ in range(4 * PROCESSES):  # every process answers, and caches, the old version
+        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [1]
+    path = write_file("id,amount,memo\n2,2.00,b\n")
+    try:
+        catalogue.append_file(runtime.engine, source.id, path)
+    finally:
+        path.unlink()
+    for _ in range(4 * PROCESSES):
+        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [2, 1]
+
+
+def test_a_killed_query_process_costs_no_request(pooled: tuple[Runtime, httpx.Client]) -> None:
+    runtime, api = pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    assert _get(api, tenant, source.id, []).status_code == 200
+    victims = _spawned_query_processes()
+    assert victims
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    answers = [_get(api, tenant, source.id, [("page_size", "5")]) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert [row["id"] for row in answers[0].json()["data"]] == [1, 2, 3, 4, 5]
+    assert _spawned_query_processes().isdisjoint(victims)
