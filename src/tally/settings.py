@@ -41,7 +41,7 @@ class Settings(BaseSettings):
         None,
         ge=0,
         description="Processes per API process that run Data API queries (unset: one per "
-        "CPU on SQLite, two per CPU on PostgreSQL; 0: in the API process's threads).",
+        "CPU; 0: in the API process's threads).",
     )
     secret_key: SecretStr | None = Field(
         None,

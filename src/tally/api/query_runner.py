@@ -7,8 +7,9 @@ threads of one process answer a 1000-row page *slower* together than one thread 
 mutex), and uvicorn's API processes share keep-alive connections unevenly (with eight
 clients, one process often took all eight while the other idled). A pool fed from one
 queue spreads requests, not connections, over every core; each query process runs one
-query at a time, the shape SQLite is fastest in. On PostgreSQL a query process mostly
-waits for the server, so the default is two per CPU.
+query at a time, the shape SQLite is fastest in. One per CPU is the default on both
+backends: with PostgreSQL on the same machine, two per CPU measured slower (the server
+needs the cores too); with the database elsewhere, raise it.
 
 Reads are read-only, so a request whose query process died is run once more on a new
 pool instead of failing.
@@ -49,8 +50,7 @@ class QueryRunner(Protocol):
 def query_runner_for(settings: Settings, runtime: Runtime) -> QueryRunner:
     processes = settings.query_processes
     if processes is None:
-        per_cpu = 2 if runtime.backend_name == "postgresql" else 1
-        processes = per_cpu * (os.cpu_count() or 1)
+        processes = os.cpu_count() or 1
     if processes == 0:
         # SQLite: one query at a time (threads only contend, see above); PostgreSQL:
         # as many as the connection pool holds, since they mostly wait for the server.
