@@ -62,7 +62,8 @@ def intro(run: Run) -> list[str]:
         f"warm-up then {s.get('duration_s')} s recorded per query, client engine "
         f"`{s.get('engine')}`. tally ran with the response cache **off** "
         "(`TALLY_RESPONSE_CACHE=false`) and "
-        f"{s.get('tally_workers')} API process(es); each answer's `total_count` was checked "
+        f"{s.get('tally_workers')} API process(es), each handing Data API reads to one query "
+        f"process per CPU; each answer's `total_count` was checked "
         "against the generator's exact figures.",
         "",
         "Queries: Q1 first page (1000 rows), no filter · Q2 `status=settled`, "

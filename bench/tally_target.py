@@ -294,7 +294,8 @@ def run_driver(
         else "SQLite runs inside tally's process"
     )
     note = (
-        f"tally serve, TALLY_RESPONSE_CACHE=false, {cfg.tally_workers} API process(es); {database}"
+        f"tally serve, TALLY_RESPONSE_CACHE=false, {cfg.tally_workers} API process(es), each "
+        f"with {os.cpu_count()} query processes (the default, one per CPU); {database}"
     )
     cmd = [
         str(cfg.venv / "bin" / "python"),

@@ -17,7 +17,7 @@ from tally.api.query_runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
 from tally.api.v2.bodies import InvalidBodyError
-from tally.runtime import Runtime, build_runtime
+from tally.runtime import Runtime, build_runtime, settle_garbage_collector
 from tally.settings import Settings
 
 
@@ -28,6 +28,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await queries.start()
+        settle_garbage_collector()
         yield
         queries.close()
         runtime.close()

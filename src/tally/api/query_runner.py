@@ -32,7 +32,7 @@ import anyio
 import anyio.to_thread
 
 from tally.api.compression import EncodedBody, encode_json_body
-from tally.runtime import Runtime, build_query_process_service
+from tally.runtime import Runtime, build_query_process_service, settle_garbage_collector
 from tally.services.data_query import DataQueryService, DataRequest
 from tally.settings import Settings
 
@@ -148,6 +148,7 @@ def _start_query_process(settings: Settings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _process_service = build_query_process_service(settings)
     _process_min_bytes = settings.gzip_min_bytes
+    settle_garbage_collector()
 
 
 def _query_process_pid() -> int:

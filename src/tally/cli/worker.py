@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tally.runtime import build_runtime
+from tally.runtime import build_runtime, settle_garbage_collector
 from tally.settings import load_settings
 from tally.worker.runner import Worker
 
@@ -30,6 +30,7 @@ def worker(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
+        settle_garbage_collector()
         running.start()
         typer.echo(f"tally worker ({runtime.backend_name}) started", err=True)
         stop.wait()

@@ -189,15 +189,28 @@ def queue_event(
 
     The payload snapshots the file as this transaction sees it (callers pass the record
     they claimed, from before their own update), so every retry sends the same body."""
-    current = files.get_file(conn, file.id)
-    outbox.add_event(
-        conn,
+    record_event(
+        conn, event=event, resource_id=resource_id, current=files.get_file(conn, file.id), now=now
+    )
+
+
+def record_event(
+    conn: Connection, *, event: str, resource_id: int, current: files.FileRecord, now: dt.datetime
+) -> None:
+    """`queue_event` for a caller whose record is the file as this transaction sees it."""
+    outbox.add_events(conn, [_event_row(event, resource_id, current, now)])
+
+
+def _event_row(
+    event: str, resource_id: int, current: files.FileRecord, now: dt.datetime
+) -> dict[str, Any]:
+    return dict(
         topic=outbox.NOTIFICATION,
         type=event,
         resource_id=resource_id,
-        file_id=file.id,
+        file_id=current.id,
         payload=file_event_data(current),
-        now=now,
+        created_at=now,
     )
 
 
@@ -246,11 +259,37 @@ def accept_in_transaction(
     webhook = webhook or webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
     if webhook is None:
         raise WebhookNotFoundError()
+    row = notified_file(
+        box,
+        webhook,
+        payload,
+        idempotency_key=idempotency_key,
+        deadline_seconds=deadline_seconds,
+        now=now,
+    )
+    record, created = files.insert_file(conn, row)
+    if created:  # the record is the row just inserted: no need to read it again
+        record_event(
+            conn, event="file.accepted", resource_id=webhook.resource_id, current=record, now=now
+        )
+    return accepted_reply(webhook, record, created)
+
+
+def notified_file(
+    box: SecretBox,
+    webhook: webhooks.WebhookRecord,
+    payload: Any,
+    *,
+    idempotency_key: str | None,
+    deadline_seconds: float,
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """The file row a notification queues; raises the 4xx error of a bad notification
+    before anything is written."""
     if not isinstance(payload, dict):
         raise InvalidNotificationError("the notification must be a JSON object")
     url = _file_url(payload, webhook.url_field)
-    record, created = files.insert_file(
-        conn,
+    return files.new_file_values(
         resource_id=webhook.resource_id,
         webhook_id=webhook.id,
         origin="webhook",
@@ -264,10 +303,21 @@ def accept_in_transaction(
         now=now,
         give_up_at=now + dt.timedelta(seconds=deadline_seconds),
     )
-    if created:
-        queue_event(
-            conn, event="file.accepted", resource_id=webhook.resource_id, file=record, now=now
-        )
+
+
+def queue_notified_files(
+    conn: Connection, rows: list[dict[str, Any]], now: dt.datetime
+) -> list[files.FileRecord]:
+    """Many notified files (rows from `notified_file`, without idempotency keys) and
+    their `file.accepted` events, two statements for all of them."""
+    records = files.insert_files(conn, rows)
+    outbox.add_events(conn, [_event_row("file.accepted", r.resource_id, r, now) for r in records])
+    return records
+
+
+def accepted_reply(
+    webhook: webhooks.WebhookRecord, record: files.FileRecord, created: bool
+) -> AcceptedNotification:
     return AcceptedNotification(
         record.id,
         created,

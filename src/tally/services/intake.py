@@ -26,7 +26,13 @@ from tally.core.clock import utc_now
 from tally.core.errors import TallyError, WebhookNotFoundError
 from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
-from tally.services.ingestion import AcceptedNotification, accept_in_transaction
+from tally.services.ingestion import (
+    AcceptedNotification,
+    accept_in_transaction,
+    accepted_reply,
+    notified_file,
+    queue_notified_files,
+)
 from tally.storage import webhooks
 from tally.storage.engine import write_connection
 
@@ -95,10 +101,7 @@ class NotificationIntake:
         outcomes: list[Callable[[], None]] = []
         try:
             with write_connection(self._engine) as conn, conn.begin():
-                hooks: dict[str, webhooks.WebhookRecord | None] = {}
-                now = utc_now()
-                for notification, future in group:
-                    outcomes.append(self._accept_one(conn, notification, future, hooks, now))
+                outcomes = self._accept_in(conn, group, utc_now())
         except Exception as error:  # the commit failed: nobody was accepted
             log.exception("intake_group_failed", extra={"size": len(group)})
             for _, future in group:
@@ -107,32 +110,52 @@ class NotificationIntake:
         for settle in outcomes:  # answers only after the commit
             settle()
 
-    def _accept_one(
-        self,
-        conn: Connection,
-        notification: Notification,
-        future: Future[AcceptedNotification],
-        hooks: dict[str, webhooks.WebhookRecord | None],
-        now: dt.datetime,
-    ) -> Callable[[], None]:
-        key = hash_secret(notification.webhook_id)
-        if key not in hooks:
-            hooks[key] = webhooks.find_webhook_by_hash(conn, key)
-        webhook = hooks[key]
-        if webhook is None:
-            return partial(future.set_exception, WebhookNotFoundError())
-        try:
-            # Rejections happen before anything is written, so no savepoint is needed.
-            accepted = accept_in_transaction(
-                conn,
-                self._box,
-                webhook_id=notification.webhook_id,
-                payload=notification.payload,
-                idempotency_key=notification.idempotency_key,
-                deadline_seconds=self._deadline_seconds,
-                now=now,
-                webhook=webhook,
-            )
-        except TallyError as error:
-            return partial(future.set_exception, error)
-        return partial(future.set_result, accepted)
+    def _accept_in(
+        self, conn: Connection, group: list[_Pending], now: dt.datetime
+    ) -> list[Callable[[], None]]:
+        """Each notification's answer, to give once the group is committed. Files without
+        an Idempotency-Key are inserted together (one multi-row INSERT for the files, one
+        for their events); a keyed one is checked and inserted on its own."""
+        outcomes: list[Callable[[], None]] = []
+        hooks: dict[str, webhooks.WebhookRecord | None] = {}
+        batch: list[tuple[webhooks.WebhookRecord, Future[AcceptedNotification]]] = []
+        rows: list[dict[str, Any]] = []
+        for notification, future in group:
+            key = hash_secret(notification.webhook_id)
+            if key not in hooks:
+                hooks[key] = webhooks.find_webhook_by_hash(conn, key)
+            webhook = hooks[key]
+            try:
+                if webhook is None:
+                    raise WebhookNotFoundError()
+                if notification.idempotency_key is not None:
+                    accepted = accept_in_transaction(
+                        conn,
+                        self._box,
+                        webhook_id=notification.webhook_id,
+                        payload=notification.payload,
+                        idempotency_key=notification.idempotency_key,
+                        deadline_seconds=self._deadline_seconds,
+                        now=now,
+                        webhook=webhook,
+                    )
+                    outcomes.append(partial(future.set_result, accepted))
+                    continue
+                # Rejections happen before anything is written: nothing to undo.
+                rows.append(
+                    notified_file(
+                        self._box,
+                        webhook,
+                        notification.payload,
+                        idempotency_key=None,
+                        deadline_seconds=self._deadline_seconds,
+                        now=now,
+                    )
+                )
+                batch.append((webhook, future))
+            except TallyError as error:
+                outcomes.append(partial(future.set_exception, error))
+        records = queue_notified_files(conn, rows, now)
+        for (webhook, future), record in zip(batch, records, strict=True):
+            outcomes.append(partial(future.set_result, accepted_reply(webhook, record, True)))
+        return outcomes

@@ -239,8 +239,7 @@ def queue_upload(
     try:
         with write_connection(engine) as conn, conn.begin():
             ingestion.get_owned_source(conn, workspace_id, source_id)
-            record, created = files.insert_file(
-                conn,
+            row = files.new_file_values(
                 resource_id=source_id,
                 webhook_id=None,
                 origin=UPLOAD_ORIGIN,
@@ -254,9 +253,10 @@ def queue_upload(
                 now=now,
                 give_up_at=now + dt.timedelta(seconds=deadline_seconds),
             )
-            if created:
-                ingestion.queue_event(
-                    conn, event="file.accepted", resource_id=source_id, file=record, now=now
+            record, created = files.insert_file(conn, row)
+            if created:  # the record is the row just inserted
+                ingestion.record_event(
+                    conn, event="file.accepted", resource_id=source_id, current=record, now=now
                 )
     except BaseException:
         _discard(blob.path)

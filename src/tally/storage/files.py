@@ -9,6 +9,7 @@ workers on any number of machines share the queue; SQLite has one writer at a ti
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +59,13 @@ class FileRecord:
         return cls(**values)
 
 
-def insert_file(
-    conn: Connection,
+# Built once: the accept path inserts files all the time, and building the statement
+# (and its cache key) each time cost more than running it.
+_INSERT_FILE = insert(files).returning(files)
+_INSERT_FILES = insert(files).returning(files, sort_by_parameter_order=True)
+
+
+def new_file_values(
     *,
     resource_id: int,
     webhook_id: int | None,
@@ -73,10 +79,9 @@ def insert_file(
     size: int | None,
     now: dt.datetime,
     give_up_at: dt.datetime,
-) -> tuple[FileRecord, bool]:
-    """Queue a file; (record, created). With an idempotency key already used for this
-    source, the existing file is returned and nothing is queued."""
-    values = dict(
+) -> dict[str, Any]:
+    """The row of a newly queued file."""
+    return dict(
         resource_id=resource_id,
         webhook_id=webhook_id,
         origin=origin,
@@ -94,19 +99,34 @@ def insert_file(
         created_at=now,
         updated_at=now,
     )
+
+
+def insert_files(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[FileRecord]:
+    """Queue many files (rows from `new_file_values`, without idempotency keys) in one
+    multi-row INSERT; the records come back in the order given."""
+    if not rows:
+        return []
+    return [FileRecord.from_row(row) for row in conn.execute(_INSERT_FILES, list(rows)).all()]
+
+
+def insert_file(conn: Connection, values: dict[str, Any]) -> tuple[FileRecord, bool]:
+    """Queue a file (a row from `new_file_values`); (record, created). With an idempotency
+    key already used for this source, the existing file is returned and nothing is
+    queued."""
+    resource_id, idempotency_key = values["resource_id"], values["idempotency_key"]
     if idempotency_key is not None:
         existing = find_by_idempotency_key(conn, resource_id, idempotency_key)
         if existing is not None:
             return existing, False
         try:
             with conn.begin_nested():
-                row = conn.execute(insert(files).values(**values).returning(files)).one()
+                row = conn.execute(_INSERT_FILE, values).one()
         except exc.IntegrityError:  # a concurrent retry won the race
             found = find_by_idempotency_key(conn, resource_id, idempotency_key)
             assert found is not None
             return found, False
         return FileRecord.from_row(row), True
-    row = conn.execute(insert(files).values(**values).returning(files)).one()
+    row = conn.execute(_INSERT_FILE, values).one()
     return FileRecord.from_row(row), True
 
 

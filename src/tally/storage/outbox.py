@@ -5,6 +5,7 @@ change."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,10 @@ class OutboxEvent:
     created_at: dt.datetime
 
 
+_INSERT_EVENT = insert(outbox_events).returning(outbox_events.c.id)  # built once: hot path
+_INSERT_EVENTS = insert(outbox_events)
+
+
 def add_event(
     conn: Connection,
     *,
@@ -37,20 +42,15 @@ def add_event(
     payload: dict[str, Any],
     now: dt.datetime,
 ) -> int:
-    return int(
-        conn.execute(
-            insert(outbox_events)
-            .values(
-                topic=topic,
-                type=type,
-                resource_id=resource_id,
-                file_id=file_id,
-                payload=payload,
-                created_at=now,
-            )
-            .returning(outbox_events.c.id)
-        ).scalar_one()
+    values = dict(
+        topic=topic,
+        type=type,
+        resource_id=resource_id,
+        file_id=file_id,
+        payload=payload,
+        created_at=now,
     )
+    return int(conn.execute(_INSERT_EVENT, values).scalar_one())
 
 
 def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEvent]:
@@ -85,3 +85,9 @@ def mark_processed(conn: Connection, event_id: int, now: dt.datetime) -> bool:
         .values(processed_at=now)
     )
     return result.rowcount == 1
+
+
+def add_events(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
+    """Record many events (the columns of `add_event`) in one statement."""
+    if events:
+        conn.execute(_INSERT_EVENTS, list(events))

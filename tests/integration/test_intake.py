@@ -1,0 +1,112 @@
+"""Notifications accepted in groups (services/intake.py), on SQLite and PostgreSQL.
+
+The intake is held behind the database's write lock while notifications pile up, so
+they are accepted in groups of many: good ones together (one multi-row INSERT for the files,
+one for their events), a keyed one on its own, and each bad one failing alone. Every
+caller must get its own answer and every file its own event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+from sqlalchemy import Engine, select
+
+from factories import make_tenant
+from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
+from tally.runtime import Runtime
+from tally.services import ingestion
+from tally.services.ingestion import AcceptedNotification, WebhookDefinition
+from tally.services.intake import Notification, NotificationIntake
+from tally.storage import outbox
+from tally.storage.engine import backend_of, write_connection
+from tally.storage.schema import files, outbox_events
+
+
+@contextlib.contextmanager
+def write_lock_held(engine: Engine) -> Iterator[None]:
+    """Keep every writer of `files` waiting until the block ends."""
+    with write_connection(engine) as conn, conn.begin():
+        if backend_of(conn).is_postgresql:
+            conn.exec_driver_sql("LOCK TABLE files IN SHARE ROW EXCLUSIVE MODE")
+        yield
+
+
+def register(runtime: Runtime) -> str:
+    tenant = make_tenant(runtime.engine, ingestion=True)
+    definition = WebhookDefinition(name=f"drops {tenant.workspace_id}")
+    return ingestion.register_webhook(
+        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
+    ).webhook_id
+
+
+def good(webhook_id: str, n: int) -> Notification:
+    return Notification(
+        webhook_id,
+        {"file_url": f"https://files.example/{n}.csv?sig=secret", "filename": f"f{n}.csv"},
+        None,
+    )
+
+
+def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
+    runtime: Runtime,
+) -> None:
+    webhook_id = register(runtime)
+    intake = NotificationIntake(runtime.engine, runtime.box, deadline_seconds=3600)
+    try:
+        first = intake.submit(good(webhook_id, 0))  # taken alone, then waits for the lock
+        plan: list[tuple[str, Notification]] = []
+        for n in range(1, 41):
+            plan.append(("good", good(webhook_id, n)))
+            if n % 10 == 3:
+                plan.append(("no url", Notification(webhook_id, {"filename": "x.csv"}, None)))
+            if n % 10 == 5:
+                plan.append(("unknown", Notification("wh_" + "x" * 40, {"file_url": "x"}, None)))
+            if n % 10 == 7:
+                plan.append(("keyed", Notification(webhook_id, good(webhook_id, n).payload, "k1")))
+        with write_lock_held(runtime.engine):
+            futures: list[Future[AcceptedNotification]] = [
+                intake.submit(notification) for _, notification in plan
+            ]
+        assert first.result(timeout=30).created
+        answers: dict[int, str] = {}  # file id -> filename it must hold
+        keyed_ids = set()
+        for (kind, notification), future in zip(plan, futures, strict=True):
+            if kind == "no url":
+                with pytest.raises(InvalidNotificationError, match="file_url"):
+                    future.result(timeout=30)
+            elif kind == "unknown":
+                with pytest.raises(WebhookNotFoundError):
+                    future.result(timeout=30)
+            elif kind == "keyed":
+                keyed_ids.add(future.result(timeout=30).file_id)
+            else:
+                accepted = future.result(timeout=30)
+                assert accepted.created
+                assert accepted.status_code == 200
+                answers[accepted.file_id] = notification.payload["filename"]
+    finally:
+        intake.close()
+    assert len(keyed_ids) == 1  # one Idempotency-Key, one file, whatever the group
+    assert len(answers) == 40
+    with runtime.engine.connect() as conn:
+        stored = {
+            row.id: (row.filename, row.url_redacted, row.status)
+            for row in conn.execute(select(files)).all()
+        }
+        events = conn.execute(
+            select(outbox_events).where(outbox_events.c.type == "file.accepted")
+        ).all()
+    for file_id, filename in answers.items():
+        number = filename.removeprefix("f").removesuffix(".csv")
+        assert stored[file_id] == (filename, f"https://files.example/{number}.csv", "queued")
+    assert len(stored) == 40 + 1 + 1  # the group's files, the first one, the keyed one
+    assert sorted(e.file_id for e in events) == sorted(stored)
+    for event in events:  # each event describes its own file
+        assert event.topic == outbox.NOTIFICATION
+        assert event.payload["file_id"] == event.file_id
+        assert event.payload["filename"] == stored[event.file_id][0]
+        assert event.payload["status"] == "queued"
