@@ -402,3 +402,32 @@ def test_unicode_and_escaped_names_and_values_filter_and_order(
     source = make_source(runtime.engine, tenant, TRICKY_CSV)
     for params, expected in TRICKY_QUERIES:
         assert labels(read(api, tenant, source.id, params)) == expected, params
+
+
+# 63 bytes is PostgreSQL's identifier limit: rows are rendered with names as labels up to
+# it, and another way beyond it. Both must give every name back exactly.
+EDGE_NAMES = ["x" * 63, "é" * 32, "y" * 200, "Amount", "select", "50% off", 'a"b', "a.b"]
+
+
+def test_column_names_at_and_beyond_identifier_limits_come_back_exactly(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    header = ",".join('"' + name.replace('"', '""') + '"' for name in ["id", *EDGE_NAMES])
+    values = ",".join(["7", *(str(n) for n in range(len(EDGE_NAMES)))])
+    source = make_source(runtime.engine, tenant, f"{header}\n{values}\n")
+    expected = {"id": 7, **{name: n for n, name in enumerate(EDGE_NAMES)}}
+    assert ok_body(read(api, tenant, source.id))["data"] == [expected]
+    short = [name for name in EDGE_NAMES if len(name.encode()) <= 63]
+    chosen = ok_body(read(api, tenant, source.id, [("fields", ",".join(["id", *short]))]))
+    assert chosen["data"] == [{"id": 7, **{name: expected[name] for name in short}}]
+
+
+def test_wide_resources_render_every_column(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    names = [f"col {n}" for n in range(120)]  # beyond one json_build_object call
+    header = ",".join(names)
+    source = make_source(runtime.engine, tenant, f"{header}\n" + ",".join(map(str, range(120))))
+    assert ok_body(read(api, tenant, source.id))["data"] == [
+        {name: n for n, name in enumerate(names)}
+    ]
