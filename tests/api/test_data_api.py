@@ -431,3 +431,51 @@ def test_wide_resources_render_every_column(
     assert ok_body(read(api, tenant, source.id))["data"] == [
         {name: n for n, name in enumerate(names)}
     ]
+
+
+# Page statements are built once per query shape and reused with new values: a value
+# baked into a reused statement would answer the first request's rows again.
+SAME_SHAPE_PAIRS: list[tuple[Params, Params]] = [
+    ([("n__gt", "3")], [("n__gt", "6")]),
+    ([("n__in", "1,2")], [("n__in", "5,7,9")]),
+    ([("n", "4")], [("n", "8")]),
+    (
+        [("ordering", "-n"), ("page", "2"), ("page_size", "3")],
+        [("ordering", "-n"), ("page", "3"), ("page_size", "3")],
+    ),
+    (
+        [("n__lte", "5"), ("page_size", "2"), ("page", "2")],
+        [("n__lte", "9"), ("page_size", "2"), ("page", "4")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), SAME_SHAPE_PAIRS)
+def test_requests_of_one_shape_answer_with_their_own_values(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, first: Params, second: Params
+) -> None:
+    source = make_source(runtime.engine, tenant, numbered_csv(list(range(1, 11))))
+    rows = list(range(1, 11))
+
+    def expected(params: Params) -> list[int]:
+        chosen = rows
+        size, page = 1000, 1
+        for key, value in params:
+            if key == "n__gt":
+                chosen = [n for n in chosen if n > int(value)]
+            elif key == "n__lte":
+                chosen = [n for n in chosen if n <= int(value)]
+            elif key == "n__in":
+                chosen = [n for n in chosen if str(n) in value.split(",")]
+            elif key == "n":
+                chosen = [n for n in chosen if n == int(value)]
+            elif key == "ordering":
+                chosen = sorted(chosen, reverse=value.startswith("-"))
+            elif key == "page_size":
+                size = int(value)
+            elif key == "page":
+                page = int(value)
+        return chosen[(page - 1) * size : page * size]
+
+    for params in (first, second, first, second):
+        assert labels(read(api, tenant, source.id, params), "n") == expected(params), params

@@ -9,6 +9,7 @@ row, which is what makes large pages cheap, and decimals keep their exact digits
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ ROW_ID = "_row_id"
 # json_object / json_build_object take at most ~100 arguments: build wider rows in chunks.
 JSON_CHUNK_COLUMNS = 40
 PG_MAX_IDENTIFIER_BYTES = 63  # longer names are truncated by PostgreSQL
+PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
 _NUMERIC_TYPES = (ColumnType.INTEGER, ColumnType.DECIMAL)
 
 
@@ -173,16 +175,28 @@ def _rendered_rows(
     return rendered, source.join(labelled, sa.true())
 
 
-def _condition(col: sa.ColumnClause[Any], condition: Condition) -> sa.ColumnElement[bool]:
-    op, values = condition.op, condition.values
-    # Bound as typed literals: SQLAlchemy refuses `col > True` with a bare True.
-    value = sa.literal(values[0], col.type) if values else None
+# A filter term's shape: the column, the operator and whether it has values. The SQL of
+# a term depends on its shape only; its values travel as bound parameters.
+Term = tuple[Column, str, bool]
+
+
+def _terms(conditions: Sequence[Condition]) -> tuple[Term, ...]:
+    return tuple((c.column, c.op, bool(c.values)) for c in conditions)
+
+
+def _condition(col: sa.ColumnClause[Any], term: Term, name: str) -> sa.ColumnElement[bool]:
+    """One filter term; its values are the bound parameter `name` (a list for IN), so a
+    statement serves every request of the same shape (see `_condition_values`)."""
+    column, op, has_values = term
+    # Typed by the column: SQLAlchemy refuses `col > True` with an untyped True.
+    value = sa.bindparam(name, type_=_bind_type(column))
+    listed = sa.bindparam(name, expanding=True, type_=_bind_type(column))
     if op == "eq":
         return col == value
     if op == "in":
-        return col.in_(values)
+        return col.in_(listed)
     if op == "in_or_null":
-        return sa.or_(col.in_(values), col.is_(None)) if values else col.is_(None)
+        return sa.or_(col.in_(listed), col.is_(None)) if has_values else col.is_(None)
     if op == "is_null":
         return col.is_(None)
     if op == "is_not_null":
@@ -197,8 +211,20 @@ def _condition(col: sa.ColumnClause[Any], condition: Condition) -> sa.ColumnElem
     }[op]
 
 
+def _condition_values(conditions: Sequence[Condition]) -> dict[str, Any]:
+    """The bound values of `_where`'s terms, by parameter name."""
+    values: dict[str, Any] = {}
+    for n, condition in enumerate(conditions):
+        if condition.op in ("in", "in_or_null"):
+            if condition.values:
+                values[f"filter_{n}"] = list(condition.values)
+        elif condition.values:
+            values[f"filter_{n}"] = condition.values[0]
+    return values
+
+
 def _where(
-    table: sa.TableClause, query: RowQuery, *, without_indexes: bool = False
+    table: sa.TableClause, terms: Sequence[Term], *, without_indexes: bool = False
 ) -> list[sa.ColumnElement[bool]]:
     """The WHERE terms. `without_indexes` (SQLite) writes `+col`, which keeps SQLite from
     searching an index for that term: for a broad filter, reading the table in row order
@@ -207,7 +233,7 @@ def _where(
     def column(physical: str) -> sa.ColumnClause[Any]:
         return sa.literal_column(f"+{physical}") if without_indexes else table.c[physical]
 
-    return [_condition(column(c.column.physical), c) for c in query.conditions]
+    return [_condition(column(t[0].physical), t, f"filter_{n}") for n, t in enumerate(terms)]
 
 
 def _order_by(
@@ -242,20 +268,37 @@ class Page:
     checkpoints: dict[int, RowKey]
 
 
-def _after(source: sa.TableClause, ordering: Ordering, key: RowKey) -> sa.ColumnElement[bool]:
-    """Rows that come after `key` in the ordering (missing values are the smallest)."""
+def _after(source: sa.TableClause, ordering: Ordering, null_key: bool) -> sa.ColumnElement[bool]:
+    """Rows that come after the key bound as `after_value` (unless `null_key`: the key's
+    value is missing, and missing values are the smallest) and `after_row_id`."""
     row_id = source.c[ROW_ID]
+    after_id = sa.bindparam("after_row_id", type_=sa.BigInteger())
     if ordering.column is None:
-        return row_id < key.row_id if ordering.descending else row_id > key.row_id
+        return row_id < after_id if ordering.descending else row_id > after_id
     col = source.c[ordering.column.physical]
     here = sa.tuple_(col, row_id)
+    key = sa.tuple_(sa.bindparam("after_value", type_=col.type), after_id)
     if ordering.descending:
-        if key.value is None:
-            return sa.and_(col.is_(None), row_id < key.row_id)
-        return sa.or_(here < sa.tuple_(sa.literal(key.value, col.type), key.row_id), col.is_(None))
-    if key.value is None:
-        return sa.or_(sa.and_(col.is_(None), row_id > key.row_id), col.is_not(None))
-    return here > sa.tuple_(sa.literal(key.value, col.type), key.row_id)
+        if null_key:
+            return sa.and_(col.is_(None), row_id < after_id)
+        return sa.or_(here < key, col.is_(None))
+    if null_key:
+        return sa.or_(sa.and_(col.is_(None), row_id > after_id), col.is_not(None))
+    return here > key
+
+
+@dataclass(frozen=True)
+class _PageShape:
+    """Everything a page statement's SQL depends on; the values travel as parameters."""
+
+    table: str
+    columns: tuple[Column, ...]
+    fields: tuple[Column, ...]
+    ordering: Ordering
+    terms: tuple[Term, ...]
+    after: bool | None  # None: no start key; else whether the key's value is missing
+    hinted: bool
+    postgresql: bool
 
 
 def select_page(
@@ -275,34 +318,31 @@ def select_page(
     page's rows are read and rendered.
     """
     postgresql = backend_of(conn).is_postgresql
-    source = _table(table, columns)
     hinted = scan_in_row_order and not postgresql and query.ordering.column is None
-    where = _where(source, query, without_indexes=hinted)
+    shape = _PageShape(
+        table,
+        tuple(columns),
+        query.fields,
+        query.ordering,
+        _terms(query.conditions),
+        None if start is None else start[1].value is None,
+        hinted,
+        postgresql,
+    )
+    params = _condition_values(query.conditions)
     base = 0
     if start is not None:
         base, key = start
-        where.append(_after(source, query.ordering, key))
+        params["after_row_id"] = key.row_id
+        if key.value is not None:
+            params["after_value"] = key.value
     skip = query.offset - base
     # One row more, before the page, gives the checkpoint for this very offset.
     first = max(skip - 1, 0)
-    ordered = [source.c[ROW_ID]]
-    if query.ordering.column is not None:
-        ordered.insert(0, source.c[query.ordering.column.physical])
-    page_ids = (
-        sa.select(source.c[ROW_ID])
-        .where(*where)
-        .order_by(*_order_by(source, query.ordering, postgresql))
-        .limit(query.page_size + (skip - first))
-        .offset(first)
-    )
-    rendered, rows_from = _rendered_rows(source, query.fields, f"{table}.", postgresql)
-    stmt = (
-        sa.select(rendered, *ordered)
-        .select_from(rows_from)
-        .where(_row_id_among(source, page_ids, postgresql))
-        .order_by(*_order_by(source, query.ordering, postgresql))
-    )
-    found = list(conn.execute(stmt).all())
+    params["page_limit"] = query.page_size + (skip - first)
+    params["page_offset"] = first
+    stmt = _page_statement(shape)
+    found = list(conn.execute(stmt, params).all())
     checkpoints: dict[int, RowKey] = {}
     if skip > 0 and found:
         checkpoints[query.offset] = _key_of(found.pop(0))
@@ -311,6 +351,35 @@ def select_page(
     if found:
         checkpoints[query.offset + len(found)] = _key_of(found[-1])
     return Page([row[0] for row in found], checkpoints)
+
+
+@functools.lru_cache(maxsize=PAGE_STATEMENTS)
+def _page_statement(shape: _PageShape) -> sa.Select[Any]:
+    """The page statement of a shape, built once: building it and its cache key cost
+    SQLAlchemy about as much as SQLite spends rendering a 1000-row page. The statement
+    object is reused, so SQLAlchemy's compiled form is found without a new cache key."""
+    source = _table(shape.table, shape.columns)
+    where = _where(source, shape.terms, without_indexes=shape.hinted)
+    if shape.after is not None:
+        where.append(_after(source, shape.ordering, shape.after))
+    ordered = [source.c[ROW_ID]]
+    if shape.ordering.column is not None:
+        ordered.insert(0, source.c[shape.ordering.column.physical])
+    order = _order_by(source, shape.ordering, shape.postgresql)
+    page_ids = (
+        sa.select(source.c[ROW_ID])
+        .where(*where)
+        .order_by(*order)
+        .limit(sa.bindparam("page_limit", type_=sa.Integer()))
+        .offset(sa.bindparam("page_offset", type_=sa.Integer()))
+    )
+    rendered, rows_from = _rendered_rows(source, shape.fields, f"{shape.table}.", shape.postgresql)
+    return (
+        sa.select(rendered, *ordered)
+        .select_from(rows_from)
+        .where(_row_id_among(source, page_ids, shape.postgresql))
+        .order_by(*order)
+    )
 
 
 def _row_id_among(
@@ -331,5 +400,6 @@ def _key_of(row: Any) -> RowKey:
 
 def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:
     source = _table(table, columns)
-    stmt = sa.select(sa.func.count()).select_from(source).where(*_where(source, query))
-    return int(conn.execute(stmt).scalar_one())
+    where = _where(source, _terms(query.conditions))
+    stmt = sa.select(sa.func.count()).select_from(source).where(*where)
+    return int(conn.execute(stmt, _condition_values(query.conditions)).scalar_one())
