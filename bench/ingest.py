@@ -346,8 +346,8 @@ def main() -> None:
         out["duckdb_read_csv_s"] = duckdb_seconds()
         out["postgresql_copy_s"] = copy_anchor()
         for backend in os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(","):
-            # one API process, and as many as the Data API run used (BENCH_TALLY_WORKERS)
-            counts = sorted({"1", os.environ.get("BENCH_TALLY_WORKERS", "1")})
+            # one API process (the default), and two: PostgreSQL's scale-out shape
+            counts = os.environ.get("BENCH_ACCEPT_PROCESSES", "1,2").split(",")
             out[backend] = {
                 "accept": [accept_phase(backend, n) for n in counts],
                 "end_to_end": end_to_end_phase(backend, rows),

@@ -40,8 +40,8 @@ class Settings(BaseSettings):
     query_processes: int | None = Field(
         None,
         ge=0,
-        description="Processes per API process that run Data API queries (unset: one per "
-        "CPU; 0: in the API process's threads).",
+        description="Processes per API process that run Data API queries (unset: the "
+        "CPUs divided among the API processes; 0: in the API process's threads).",
     )
     secret_key: SecretStr | None = Field(
         None,

@@ -23,6 +23,7 @@ from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.query_runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
 
@@ -211,3 +212,13 @@ def test_a_killed_query_process_costs_no_request(pooled: tuple[Runtime, httpx.Cl
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert [row["id"] for row in answers[0].json()["data"]] == [1, 2, 3, 4, 5]
     assert _spawned_query_processes().isdisjoint(victims)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "api_processes", "expected"),
+    [(2, 1, 2), (2, 2, 1), (8, 2, 4), (2, 4, 1), (1, 1, 1)],
+)
+def test_query_processes_share_the_cpus_among_api_processes(
+    cpus: int, api_processes: int, expected: int
+) -> None:
+    assert default_query_processes(cpus, api_processes) == expected

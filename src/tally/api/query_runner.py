@@ -7,9 +7,10 @@ threads of one process answer a 1000-row page *slower* together than one thread 
 mutex), and uvicorn's API processes share keep-alive connections unevenly (with eight
 clients, one process often took all eight while the other idled). A pool fed from one
 queue spreads requests, not connections, over every core; each query process runs one
-query at a time, the shape SQLite is fastest in. One per CPU is the default on both
-backends: with PostgreSQL on the same machine, two per CPU measured slower (the server
-needs the cores too); with the database elsewhere, raise it.
+query at a time, the shape SQLite is fastest in. One per CPU of the machine (divided
+among `TALLY_WEB_CONCURRENCY` API processes) is the default on both backends: with
+PostgreSQL on the same machine, two per CPU measured slower (the server needs the cores
+too); with the database elsewhere, raise it.
 
 Reads are read-only, so a request whose query process died is run once more on a new
 pool instead of failing.
@@ -50,13 +51,18 @@ class QueryRunner(Protocol):
 def query_runner_for(settings: Settings, runtime: Runtime) -> QueryRunner:
     processes = settings.query_processes
     if processes is None:
-        processes = os.cpu_count() or 1
+        processes = default_query_processes(os.cpu_count() or 1, settings.web_concurrency)
     if processes == 0:
         # SQLite: one query at a time (threads only contend, see above); PostgreSQL:
         # as many as the connection pool holds, since they mostly wait for the server.
         threads = settings.database_pool_size if runtime.backend_name == "postgresql" else 1
         return ThreadQueries(runtime.data_query, settings.gzip_min_bytes, threads)
     return QueryProcesses(settings, processes)
+
+
+def default_query_processes(cpus: int, api_processes: int) -> int:
+    """The machine's CPUs, shared by its API processes; at least one each."""
+    return max(1, cpus // api_processes)
 
 
 class ThreadQueries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import Annotated
 
@@ -50,12 +51,16 @@ def serve(
             )
             background.start()
         typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
+        processes = workers or settings.web_concurrency
+        # The API processes read their settings from the environment: they share the
+        # machine's CPUs among their query processes by this count.
+        os.environ["TALLY_WEB_CONCURRENCY"] = str(processes)
         uvicorn.run(
             "tally.api.asgi:app_factory",
             factory=True,
             host=host,
             port=port,
-            workers=workers or settings.web_concurrency,
+            workers=processes,
             log_level="warning",
             access_log=False,
         )
