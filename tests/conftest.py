@@ -73,7 +73,8 @@ def make_settings(
         shutil.copy(request.getfixturevalue("sqlite_template"), home / "tally.db")
     # Queries run in the API process's threads: a pool of query processes per test app
     # would spawn two processes per test. tests/api/test_query_processes.py runs the
-    # pool (the production default), and the e2e tests run `tally serve` with it.
+    # pool (the production default), and so do the README e2e test's `tally serve --demo`
+    # and tests/e2e/test_worker_processes.py's killed-server test.
     overrides.setdefault("query_processes", 0)
     return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
 

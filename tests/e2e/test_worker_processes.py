@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import column, distinct, func, select, table
 
 from conftest import make_settings
-from factories import Tenant, make_tenant
+from factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,
@@ -148,6 +148,51 @@ def test_serve_delivers_with_its_own_worker(
         assert total_count(client, tenant, source_id) == 5
     # uvicorn shuts down gracefully, then re-raises the SIGTERM it caught.
     assert serve.terminate(timeout=20) in (0, -signal.SIGTERM)
+
+
+def _query_processes_of(pid: int) -> set[int]:
+    """Children of `pid` started by multiprocessing's spawn (the query processes)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"multiprocessing.spawn" in cmdline and b"resource_tracker" not in cmdline:
+                found.add(int(child))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_query_processes_exit_when_serve_is_killed(
+    settings: Settings, runtime: Runtime, processes: Processes
+) -> None:
+    """SIGKILL gives `tally serve` no chance to stop its pool: its query processes notice
+    and exit by themselves, instead of holding database connections for ever."""
+    serve = processes.serve(settings, query_processes=2)
+    serve.wait_ready()
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, "id\n1\n2\n")
+    with httpx.Client(base_url=serve.url, timeout=30) as client:
+        assert total_count_v1(client, tenant, source.id) == 2  # answered by a query process
+    children = _query_processes_of(serve.pid)
+    assert len(children) == 2
+    serve.kill()
+    eventually(
+        lambda: not any(_running(pid) for pid in children),
+        timeout=15,
+        what="the query processes of a killed tally serve to exit",
+    )
+
+
+def total_count_v1(client: httpx.Client, tenant: Tenant, resource_id: int) -> int:
+    response = client.get(f"/api/v1/resources/{resource_id}/data", headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    return int(response.json()["meta"]["total_count"])
 
 
 # --- SIGKILL ------------------------------------------------------------------------------

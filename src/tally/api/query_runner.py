@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
@@ -38,6 +39,7 @@ from tally.services.data_query import DataQueryService, DataRequest
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
+PARENT_CHECK_SECONDS = 1.0
 
 
 class QueryRunner(Protocol):
@@ -152,9 +154,21 @@ def _start_query_process(settings: Settings) -> None:
     global _process_service, _process_min_bytes
     # Ctrl-C reaches the whole process group; the API process stops its pool itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_exit_with_parent, args=(os.getppid(),), name="tally-parent-watch", daemon=True
+    ).start()
     _process_service = build_query_process_service(settings)
     _process_min_bytes = settings.gzip_min_bytes
     settle_garbage_collector()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit once the API process is gone (killed, e.g. by the OOM killer, it cannot stop
+    its pool): the pool's queue never reports it, since every query process holds both
+    of its ends, and an orphan would keep its database connection for ever."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _query_process_pid() -> int:
