@@ -212,9 +212,9 @@ def first_request_section(run: Run) -> list[str]:
         "Sent right after `tally serve` started, before the driver's warm-up, after one "
         "unfiltered request (`page_size=1`) that memoises nothing. tally keeps exact "
         "counts of filter sets it has already counted (keyed by the data version, so "
-        "never stale), one memo per query process: the first request pays for the count, "
-        "and the second may land on another query process and pay again; the "
-        "steady-state p50 reuses the count. Server CPU is read from /proc in 10 ms ticks.",
+        "never stale; the API process hands a count to whichever query process runs the "
+        "filter set next); the second request and the steady-state p50 reuse that count, "
+        "the first pays for it. Server CPU is read from /proc in 10 ms ticks.",
         "",
         *table(
             [

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
@@ -222,3 +223,47 @@ def test_query_processes_share_the_cpus_among_api_processes(
     cpus: int, api_processes: int, expected: int
 ) -> None:
     assert default_query_processes(cpus, api_processes) == expected
+
+
+@pytest.fixture
+def pooled_uncached(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client]]:
+    settings = make_settings(
+        request, backend, tmp_path / "uncached", query_processes=PROCESSES, response_cache=False
+    )
+    runtime = build_runtime(settings)
+    with (
+        serve_app(create_app(settings, runtime), lifespan=True) as url,
+        httpx.Client(base_url=url, timeout=60) as api,
+    ):
+        yield runtime, api
+
+
+def test_a_filter_set_is_counted_once_whichever_process_answers(
+    pooled_uncached: tuple[Runtime, httpx.Client],
+) -> None:
+    """Rows written behind tally's back (no new data version) show whether a count was
+    computed again: every process must answer with the count the first one paid for."""
+    runtime, api = pooled_uncached
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    params = [("memo", "memo 3"), ("page_size", "1")]
+    first = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+    with runtime.engine.begin() as conn:
+        conn.execute(
+            text(f"INSERT INTO {source.table_name} (c0, c1, c2) VALUES (999, 100, 'memo 3')")
+        )
+    for _ in range(6 * PROCESSES):  # the filters in another order: the same filter set
+        shuffled = [("page_size", "1"), ("memo", "memo 3")]
+        assert _get(api, tenant, source.id, shuffled).json()["meta"]["total_count"] == first
+    other_filter = _get(api, tenant, source.id, [("memo", "memo 4")]).json()["meta"]
+    assert other_filter["total_count"] == sum(1 for n in range(1, 301) if n % 7 == 4)
+    path = write_file("id,amount,memo\n1000,1.00,memo 3\n")
+    try:
+        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+    finally:
+        path.unlink()
+    for _ in range(2 * PROCESSES):  # no count of the old version is handed on
+        total = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+        assert total == first + 2  # the row behind tally's back and the appended one

@@ -13,12 +13,16 @@ PostgreSQL on the same machine, two per CPU measured slower (the server needs th
 too); with the database elsewhere, raise it.
 
 Reads are read-only, so a request whose query process died is run once more on a new
-pool instead of failing.
+pool instead of failing. Each query process memoises the exact counts it computed; the
+API process also keeps each filter set's count (with its data version) and hands it to
+whichever query process runs that filter set next, so a count is paid once, not once
+per process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import multiprocessing
@@ -28,18 +32,20 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
+from cachetools import LRUCache
 
 from tally.api.compression import EncodedBody, encode_json_body
 from tally.runtime import Runtime, build_query_process_service, settle_garbage_collector
-from tally.services.data_query import DataQueryService, DataRequest
+from tally.services.data_query import CountHint, DataQueryService, DataRequest
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
 PARENT_CHECK_SECONDS = 1.0
+COUNT_HINTS = 4096  # filter sets whose count the API process remembers
 
 
 class QueryRunner(Protocol):
@@ -79,10 +85,11 @@ class ThreadQueries:
         return None
 
     async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
-        return await anyio.to_thread.run_sync(
+        encoded, _ = await anyio.to_thread.run_sync(
             _read_encoded, self._service, request, accept_encoding, self._min_bytes,
             limiter=self._limiter,
         )  # fmt: skip
+        return encoded
 
     def close(self) -> None:
         return None
@@ -96,6 +103,10 @@ class QueryProcesses:
         self._processes = processes
         self._lock = threading.Lock()
         self._pool = self._new_pool()
+        # The filtered counts the query processes paid for, handed to whichever process
+        # runs the next request of that filter set (each also memoises its own). Read
+        # and written on the event loop only.
+        self._counts: LRUCache[tuple[Any, ...], CountHint] = LRUCache(COUNT_HINTS)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -117,12 +128,18 @@ class QueryProcesses:
     async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
         loop = asyncio.get_running_loop()
         pool = self._pool
+        filter_set = (request.workspace_id, request.resource_id, tuple(sorted(request.filters)))
+        if (hint := self._counts.get(filter_set)) is not None:
+            request = dataclasses.replace(request, count_hint=hint)
         work = functools.partial(_read_in_query_process, request, accept_encoding)
         try:
-            return await loop.run_in_executor(pool, work)
+            encoded, count = await loop.run_in_executor(pool, work)
         except BrokenProcessPool:
             log.warning("query_process_lost")  # killed (e.g. out of memory): start afresh
-            return await loop.run_in_executor(self._replace(pool), work)
+            encoded, count = await loop.run_in_executor(self._replace(pool), work)
+        if count is not None:
+            self._counts[filter_set] = count
+        return encoded
 
     def _replace(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
         with self._lock:
@@ -137,10 +154,10 @@ class QueryProcesses:
 
 def _read_encoded(
     service: DataQueryService, request: DataRequest, accept_encoding: str | None, min_bytes: int
-) -> EncodedBody:
-    return encode_json_body(
-        service.read(request), accept_encoding=accept_encoding, min_bytes=min_bytes
-    )
+) -> tuple[EncodedBody, CountHint | None]:
+    answer = service.answer(request)
+    encoded = encode_json_body(answer.body, accept_encoding=accept_encoding, min_bytes=min_bytes)
+    return encoded, answer.count
 
 
 # --- inside a query process ----------------------------------------------------------
@@ -175,6 +192,8 @@ def _query_process_pid() -> int:
     return os.getpid()
 
 
-def _read_in_query_process(request: DataRequest, accept_encoding: str | None) -> EncodedBody:
+def _read_in_query_process(
+    request: DataRequest, accept_encoding: str | None
+) -> tuple[EncodedBody, CountHint | None]:
     assert _process_service is not None, "the pool's initializer builds it"
     return _read_encoded(_process_service, request, accept_encoding, _process_min_bytes)

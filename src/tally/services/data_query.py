@@ -12,6 +12,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cachetools import Cache, LRUCache, TTLCache
 from sqlalchemy import Connection, Engine
@@ -45,6 +46,32 @@ class DataRequest:
     ordering: str | None
     page: int
     page_size: int
+    count_hint: CountHint | None = None
+
+
+@dataclass(frozen=True)
+class CountHint:
+    """An exact filtered count that another process already paid for. It holds for one
+    resource, one data version and one filter set (the parsed, normalised conditions),
+    and is used only after the request has been authorised for that resource."""
+
+    resource_id: int
+    data_version: int
+    count_key: tuple[Any, ...]
+    total: int
+
+    def fits(self, resource: Resource, query: RowQuery) -> bool:
+        return (
+            self.resource_id == resource.id
+            and self.data_version == resource.data_version
+            and self.count_key == query.count_key()
+        )
+
+
+@dataclass(frozen=True)
+class DataAnswer:
+    body: bytes
+    count: CountHint | None  # the filtered count the body used; None when unfiltered
 
 
 class _LockedCache:
@@ -96,6 +123,10 @@ class DataQueryService:
 
     def read(self, request: DataRequest) -> bytes:
         """The response body (JSON envelope) for a Data API request."""
+        return self.answer(request).body
+
+    def answer(self, request: DataRequest) -> DataAnswer:
+        """The body, and the filtered count it used (for other processes' requests)."""
         with translated_errors(), self._engine.connect() as conn:
             if conn.dialect.name == "postgresql":
                 conn = conn.execution_options(isolation_level="REPEATABLE READ")
@@ -112,11 +143,11 @@ class DataQueryService:
                 key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
                 if self._responses is not None and (hit := self._responses.get(key)):
                     assert isinstance(hit, bytes)
-                    return hit
-                body = self._render(conn, resource, query)
+                    return DataAnswer(hit, None)
+                body, count = self._render(conn, resource, query, request.count_hint)
         if self._responses is not None:
             self._responses.put(key, body)
-        return body
+        return DataAnswer(body, count)
 
     def _authorise(self, conn: Connection, request: DataRequest) -> Resource:
         if not request.api_key:
@@ -139,14 +170,19 @@ class DataQueryService:
             raise ResourceOwnershipError()
         return access.resource
 
-    def _count(self, conn: Connection, resource: Resource, query: RowQuery) -> int:
+    def _count(
+        self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
+    ) -> int:
         if not query.conditions:
             return resource.row_count
         key = (resource.id, resource.data_version, query.count_key())
         cached = self._counts.get(key)
         if isinstance(cached, int):
             return cached
-        total = resource_tables.count_rows(conn, resource.table_name, resource.columns, query)
+        if hint is not None and hint.fits(resource, query):
+            total = hint.total
+        else:
+            total = resource_tables.count_rows(conn, resource.table_name, resource.columns, query)
         self._counts.put(key, total)
         return total
 
@@ -178,8 +214,10 @@ class DataQueryService:
             self._checkpoints.put(key, {**checkpoints, **page.checkpoints})
         return page.rows
 
-    def _render(self, conn: Connection, resource: Resource, query: RowQuery) -> bytes:
-        total = self._count(conn, resource, query)
+    def _render(
+        self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
+    ) -> tuple[bytes, CountHint | None]:
+        total = self._count(conn, resource, query, hint)
         rows: list[str] = []
         if query.offset < total:
             rows = self._page(conn, resource, query, total)
@@ -192,9 +230,12 @@ class DataQueryService:
         }
         # The rows arrive as JSON text from the database; the envelope is stitched
         # around them rather than parsing and re-serialising a million values.
-        return b"".join(
+        body = b"".join(
             (b'{"data":[', ",".join(rows).encode(), b'],"meta":', _meta_json(meta), b"}")
         )
+        if not query.conditions:
+            return body, None
+        return body, CountHint(resource.id, resource.data_version, query.count_key(), total)
 
 
 def _meta_json(meta: dict[str, int]) -> bytes:
