@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
+from tally.runtime import Runtime
 from tally.services import admin, catalogue
+from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
 _numbers = itertools.count(1)
@@ -61,3 +67,41 @@ def make_source(
     finally:
         path.unlink()
     return result.resource
+
+
+def read_body(
+    runtime: Runtime,
+    tenant: Tenant,
+    resource_id: int,
+    *,
+    filters: Sequence[tuple[str, str]] = (),
+    fields: str | None = None,
+    ordering: str | None = None,
+    page: int = 1,
+    page_size: int = 1000,
+) -> bytes:
+    """A Data API body, read through the service as the API reads it (no HTTP)."""
+    request = DataRequest(
+        resource_id,
+        tenant.workspace_id,
+        tenant.key,
+        list(filters),
+        fields,
+        ordering,
+        page,
+        page_size,
+    )
+    return runtime.data_query.read(request)
+
+
+def read_envelope(runtime: Runtime, tenant: Tenant, resource_id: int, **query: Any) -> Any:
+    """`read_body` parsed; JSON numbers with a '.' as exact Decimals."""
+    return json.loads(read_body(runtime, tenant, resource_id, **query), parse_float=Decimal)
+
+
+def read_data(
+    runtime: Runtime, tenant: Tenant, resource_id: int, **query: Any
+) -> list[dict[str, Any]]:
+    """The rows of one page (see `read_envelope`)."""
+    rows: list[dict[str, Any]] = read_envelope(runtime, tenant, resource_id, **query)["data"]
+    return rows

@@ -33,9 +33,9 @@ PROCESSES = 2
 
 
 def _served(
-    request: pytest.FixtureRequest, backend: str, home: Path, processes: int
+    request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
 ) -> Iterator[tuple[Runtime, httpx.Client]]:
-    settings = make_settings(request, backend, home, query_processes=processes)
+    settings = make_settings(request, backend, home, query_processes=PROCESSES, **overrides)
     runtime = build_runtime(settings)
     try:
         with (
@@ -51,7 +51,7 @@ def _served(
 def pooled(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> Iterator[tuple[Runtime, httpx.Client]]:
-    yield from _served(request, backend, tmp_path / "pooled", PROCESSES)
+    yield from _served(request, backend, tmp_path / "pooled")
 
 
 def _children() -> set[int]:
@@ -229,15 +229,7 @@ def test_query_processes_share_the_cpus_among_api_processes(
 def pooled_uncached(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> Iterator[tuple[Runtime, httpx.Client]]:
-    settings = make_settings(
-        request, backend, tmp_path / "uncached", query_processes=PROCESSES, response_cache=False
-    )
-    runtime = build_runtime(settings)
-    with (
-        serve_app(create_app(settings, runtime), lifespan=True) as url,
-        httpx.Client(base_url=url, timeout=60) as api,
-    ):
-        yield runtime, api
+    yield from _served(request, backend, tmp_path / "uncached", response_cache=False)
 
 
 def test_a_filter_set_is_counted_once_whichever_process_answers(

@@ -24,11 +24,10 @@ import psycopg
 import pytest
 
 from conftest import make_settings
-from factories import Tenant, make_tenant, write_file
+from factories import Tenant, make_tenant, read_body, read_data, write_file
 from tally.core.columns import ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
-from tally.services.data_query import DataRequest
 from tally.services.loader.load import LoadResult
 from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
 from tally.storage.bulk_load import copy_into_staging, create_staging, read_staging
@@ -64,18 +63,7 @@ def append(runtime: Runtime, resource_id: int, content: str | bytes) -> LoadResu
 def read_pages(runtime: Runtime, tenant: Tenant, resource_id: int) -> Iterator[bytes]:
     page = 1
     while True:
-        body = runtime.data_query.read(
-            DataRequest(
-                resource_id=resource_id,
-                workspace_id=tenant.workspace_id,
-                api_key=tenant.key,
-                filters=[],
-                fields=None,
-                ordering=None,
-                page=page,
-                page_size=PAGE,
-            )
-        )
+        body = read_body(runtime, tenant, resource_id, page=page, page_size=PAGE)
         yield body
         if json.loads(body)["meta"]["total_pages"] <= page:
             return
@@ -93,20 +81,7 @@ def rows_of(runtime: Runtime, tenant: Tenant, resource_id: int) -> list[dict[str
 def ordered_by(
     runtime: Runtime, tenant: Tenant, resource_id: int, ordering: str
 ) -> list[dict[str, Any]]:
-    body = runtime.data_query.read(
-        DataRequest(
-            resource_id=resource_id,
-            workspace_id=tenant.workspace_id,
-            api_key=tenant.key,
-            filters=[],
-            fields=None,
-            ordering=ordering,
-            page=1,
-            page_size=PAGE,
-        )
-    )
-    data: list[dict[str, Any]] = json.loads(body, parse_float=Decimal)["data"]
-    return data
+    return read_data(runtime, tenant, resource_id, ordering=ordering, page_size=PAGE)
 
 
 def column_of(rows: list[dict[str, Any]], name: str) -> list[Any]:
@@ -939,17 +914,4 @@ def test_loading_a_large_file_keeps_memory_flat(
 def rows_of_last_page(
     runtime: Runtime, tenant: Tenant, resource_id: int, total: int
 ) -> list[dict[str, Any]]:
-    body = runtime.data_query.read(
-        DataRequest(
-            resource_id=resource_id,
-            workspace_id=tenant.workspace_id,
-            api_key=tenant.key,
-            filters=[],
-            fields=None,
-            ordering=None,
-            page=-(-total // 100),
-            page_size=100,
-        )
-    )
-    data: list[dict[str, Any]] = json.loads(body, parse_float=Decimal)["data"]
-    return data
+    return read_data(runtime, tenant, resource_id, page=-(-total // 100), page_size=100)

@@ -6,18 +6,15 @@ column and leaves the data version where it was.
 from __future__ import annotations
 
 import gzip
-import json
-from decimal import Decimal
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant, write_file
+from factories import Tenant, make_tenant, read_data, write_file
 from tally.core.errors import LoadError, SchemaMismatchError
 from tally.runtime import Runtime
 from tally.services import catalogue
-from tally.services.data_query import DataRequest
 from tally.services.loader.reader import BATCH_ROWS
 from tally.storage import resources
 from tally.storage.resources import Resource
@@ -73,20 +70,7 @@ def load(runtime: Runtime, tenant: Tenant, content: str) -> Resource:
 
 
 def rows_of(runtime: Runtime, tenant: Tenant, resource_id: int) -> list[dict[str, Any]]:
-    body = runtime.data_query.read(
-        DataRequest(
-            resource_id=resource_id,
-            workspace_id=tenant.workspace_id,
-            api_key=tenant.key,
-            filters=[],
-            fields=None,
-            ordering=None,
-            page=1,
-            page_size=10_000,
-        )
-    )
-    data: list[dict[str, Any]] = json.loads(body, parse_float=Decimal)["data"]
-    return data
+    return read_data(runtime, tenant, resource_id, page_size=10_000)
 
 
 def append_fails(

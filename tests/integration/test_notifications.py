@@ -38,6 +38,7 @@ from tally.runtime import Runtime
 from tally.services import delivery, ingestion
 from tally.services.delivery import DeliveryContext
 from tally.services.ingestion import NotificationConfig, WebhookDefinition
+from tally.services.intake import Notification
 from tally.services.notifications import NotificationSender
 from tally.settings import Settings
 from tally.storage import notifications, outbox, webhooks
@@ -152,15 +153,12 @@ def accept(
     webhook_id: str,
     file_url: str = "http://127.0.0.1:9/x.csv",
 ) -> int:
-    """A notification accepted through the real path: file queued, file.accepted queued."""
-    return ingestion.accept_notification(
-        runtime.engine,
-        runtime.box,
-        webhook_id=webhook_id,
-        payload={"file_url": file_url, "filename": "orders.csv"},
-        idempotency_key=None,
-        deadline_seconds=3600,
-    ).file_id
+    """A notification accepted through the real path (the intake that the API uses): file
+    queued, file.accepted queued."""
+    notification = Notification(
+        webhook_id, {"file_url": file_url, "filename": "orders.csv"}, idempotency_key=None
+    )
+    return runtime.intake.submit(notification).result(timeout=30).file_id
 
 
 def deliveries(engine: Engine, file_id: int) -> list[DeliveryRecord]:

@@ -21,14 +21,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from conftest import make_settings
-from factories import Tenant, make_tenant
+from factories import Tenant, make_tenant, read_data
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
 from tally.runtime import Runtime, build_runtime
 from tally.services import delivery, uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.services.data_query import DataRequest
 from tally.services.ingestion import NotificationConfig
 from tally.services.notifications import NotificationSender
 from tally.storage import files, outbox, resources, webhooks
@@ -62,11 +61,7 @@ def get_source(runtime: Runtime, source_id: int) -> Resource:
 
 
 def read_rows(runtime: Runtime, tenant: Tenant, source_id: int) -> list[dict[str, Any]]:
-    body = runtime.data_query.read(
-        DataRequest(source_id, tenant.workspace_id, tenant.key, [], None, None, 1, 1000)
-    )
-    rows: list[dict[str, Any]] = json.loads(body, parse_float=Decimal)["data"]
-    return rows
+    return read_data(runtime, tenant, source_id)
 
 
 def placeholder(runtime: Runtime, tenant: Tenant, name: str = "uploads") -> Resource:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -23,10 +22,9 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from reference import RefColumn, RefRejectedError, RefTable, RefUnmodelledError, run_query
 
-from factories import Tenant, make_source, make_tenant
+from factories import Tenant, make_source, make_tenant, read_envelope
 from tally.core.errors import QueryNotApplicableError
 from tally.runtime import Runtime
-from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
 INT64_MAX = 2**63 - 1
@@ -329,19 +327,16 @@ def comparable(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 def read(runtime: Runtime, tenant: Tenant, resource: Resource, query: GenQuery) -> Any:
-    body = runtime.data_query.read(
-        DataRequest(
-            resource_id=resource.id,
-            workspace_id=tenant.workspace_id,
-            api_key=tenant.key,
-            filters=query.filters,
-            fields=query.fields,
-            ordering=query.ordering,
-            page=query.page,
-            page_size=query.page_size,
-        )
+    return read_envelope(
+        runtime,
+        tenant,
+        resource.id,
+        filters=query.filters,
+        fields=query.fields,
+        ordering=query.ordering,
+        page=query.page,
+        page_size=query.page_size,
     )
-    return json.loads(body, parse_float=Decimal)
 
 
 def check_query(

@@ -60,11 +60,11 @@ class CountHint:
     count_key: tuple[Any, ...]
     total: int
 
-    def fits(self, resource: Resource, query: RowQuery) -> bool:
+    def fits(self, resource: Resource, count_key: tuple[Any, ...]) -> bool:
         return (
             self.resource_id == resource.id
             and self.data_version == resource.data_version
-            and self.count_key == query.count_key()
+            and self.count_key == count_key
         )
 
 
@@ -172,19 +172,21 @@ class DataQueryService:
 
     def _count(
         self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
-    ) -> int:
+    ) -> CountHint | None:
+        """The filtered count (None when unfiltered: the row count is stored)."""
         if not query.conditions:
-            return resource.row_count
-        key = (resource.id, resource.data_version, query.count_key())
+            return None
+        count_key = query.count_key()
+        key = (resource.id, resource.data_version, count_key)
         cached = self._counts.get(key)
         if isinstance(cached, int):
-            return cached
-        if hint is not None and hint.fits(resource, query):
+            return CountHint(resource.id, resource.data_version, count_key, cached)
+        if hint is not None and hint.fits(resource, count_key):
             total = hint.total
         else:
             total = resource_tables.count_rows(conn, resource.table_name, resource.columns, query)
         self._counts.put(key, total)
-        return total
+        return CountHint(resource.id, resource.data_version, count_key, total)
 
     def _page(self, conn: Connection, resource: Resource, query: RowQuery, total: int) -> list[str]:
         ordering = query.ordering
@@ -217,7 +219,8 @@ class DataQueryService:
     def _render(
         self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
     ) -> tuple[bytes, CountHint | None]:
-        total = self._count(conn, resource, query, hint)
+        count = self._count(conn, resource, query, hint)
+        total = resource.row_count if count is None else count.total
         rows: list[str] = []
         if query.offset < total:
             rows = self._page(conn, resource, query, total)
@@ -233,9 +236,7 @@ class DataQueryService:
         body = b"".join(
             (b'{"data":[', ",".join(rows).encode(), b'],"meta":', _meta_json(meta), b"}")
         )
-        if not query.conditions:
-            return body, None
-        return body, CountHint(resource.id, resource.data_version, query.count_key(), total)
+        return body, count
 
 
 def _meta_json(meta: dict[str, int]) -> bytes:

@@ -222,43 +222,19 @@ def find_webhook(engine: Engine, webhook_id: str) -> webhooks.WebhookRecord:
     return webhook
 
 
-def accept_notification(
-    engine: Engine,
-    box: SecretBox,
-    *,
-    webhook_id: str,
-    payload: Any,
-    idempotency_key: str | None,
-    deadline_seconds: float,
-) -> AcceptedNotification:
-    """Queue one notified file (the API batches these: see services/intake.py)."""
-    with write_connection(engine) as conn, conn.begin():
-        return accept_in_transaction(
-            conn,
-            box,
-            webhook_id=webhook_id,
-            payload=payload,
-            idempotency_key=idempotency_key,
-            deadline_seconds=deadline_seconds,
-            now=utc_now(),
-        )
-
-
 def accept_in_transaction(
     conn: Connection,
     box: SecretBox,
+    webhook: webhooks.WebhookRecord,
     *,
-    webhook_id: str,
     payload: Any,
     idempotency_key: str | None,
     deadline_seconds: float,
     now: dt.datetime,
-    webhook: webhooks.WebhookRecord | None = None,
 ) -> AcceptedNotification:
-    """The file row and its `file.accepted` event, in the caller's transaction."""
-    webhook = webhook or webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
-    if webhook is None:
-        raise WebhookNotFoundError()
+    """One notified file row and its `file.accepted` event, in the caller's transaction
+    (services/intake.py accepts notifications in groups; this is its one-at-a-time path,
+    for a file with an Idempotency-Key)."""
     row = notified_file(
         box,
         webhook,

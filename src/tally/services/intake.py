@@ -132,12 +132,11 @@ class NotificationIntake:
                     accepted = accept_in_transaction(
                         conn,
                         self._box,
-                        webhook_id=notification.webhook_id,
+                        webhook,
                         payload=notification.payload,
                         idempotency_key=notification.idempotency_key,
                         deadline_seconds=self._deadline_seconds,
                         now=now,
-                        webhook=webhook,
                     )
                     outcomes.append(partial(future.set_result, accepted))
                     continue

@@ -189,14 +189,14 @@ def _condition(col: sa.ColumnClause[Any], term: Term, name: str) -> sa.ColumnEle
     statement serves every request of the same shape (see `_condition_values`)."""
     column, op, has_values = term
     # Typed by the column: SQLAlchemy refuses `col > True` with an untyped True.
-    value = sa.bindparam(name, type_=_bind_type(column))
-    listed = sa.bindparam(name, expanding=True, type_=_bind_type(column))
+    expanding = op in ("in", "in_or_null")
+    value = sa.bindparam(name, type_=_bind_type(column), expanding=expanding)
     if op == "eq":
         return col == value
     if op == "in":
-        return col.in_(listed)
+        return col.in_(value)
     if op == "in_or_null":
-        return sa.or_(col.in_(listed), col.is_(None)) if has_values else col.is_(None)
+        return sa.or_(col.in_(value), col.is_(None)) if has_values else col.is_(None)
     if op == "is_null":
         return col.is_(None)
     if op == "is_not_null":
