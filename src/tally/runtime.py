@@ -5,7 +5,6 @@ Entry points (api, cli, worker) reach storage only through what is wired here.
 
 from __future__ import annotations
 
-import gc
 import ipaddress
 import logging
 import os
@@ -72,19 +71,6 @@ def build_query_process_service(settings: Settings) -> DataQueryService:
     _configure_logging(settings)
     engine = create_database_engine(settings.effective_database_url(), pool_size=1)
     return _data_query_service(settings, engine)
-
-
-def settle_garbage_collector() -> None:
-    """Call once a long-running process has started (API, query process, worker).
-
-    Everything built at start-up (modules, FastAPI's routes, SQLAlchemy's tables) lives
-    as long as the process; `gc.freeze` takes it out of every later collection, and a
-    larger first generation makes collections rarer. Measured on the accept benchmark
-    (64 connections, SQLite): full collections of the start-up objects paused the
-    process for up to 70 ms, so p99 was 88 ms; frozen, 28 ms."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
 
 
 def _configure_logging(settings: Settings) -> None:

@@ -17,7 +17,8 @@ from tally.api.query_runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
 from tally.api.v2.bodies import InvalidBodyError
-from tally.runtime import Runtime, build_runtime, settle_garbage_collector
+from tally.core.collector import settle_garbage_collector
+from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 
 

@@ -39,7 +39,8 @@ import anyio.to_thread
 from cachetools import LRUCache
 
 from tally.api.compression import EncodedBody, encode_json_body
-from tally.runtime import Runtime, build_query_process_service, settle_garbage_collector
+from tally.core.collector import settle_garbage_collector
+from tally.runtime import Runtime, build_query_process_service
 from tally.services.data_query import CountHint, DataQueryService, DataRequest
 from tally.settings import Settings
 

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 
 from tally.cli.output import emit, reported_errors
+from tally.core.collector import settle_garbage_collector
 from tally.runtime import build_runtime
 from tally.services import admin, catalogue
 from tally.services.loader.load import ProgressCallback
@@ -92,6 +93,7 @@ def load(
 ) -> None:
     """Create a source from a local CSV file (all or nothing)."""
     runtime = build_runtime(load_settings())
+    settle_garbage_collector()
     size = file.stat().st_size
     with reported_errors(), _progress(size) as on_progress:
         result = catalogue.create_source_from_file(

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from tally.runtime import build_runtime, settle_garbage_collector
+from tally.core.collector import settle_garbage_collector
+from tally.runtime import build_runtime
 from tally.settings import load_settings
 from tally.worker.runner import Worker
 

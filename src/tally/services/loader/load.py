@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
+from tally.core.collector import settle_garbage_collector
 from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.services.loader.inference import (
@@ -333,7 +334,9 @@ def _checked_while_staging(
     halves of the work use both cores. A fresh interpreter ("spawn"), never a fork of a
     process that runs server and worker threads."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=settle_garbage_collector
+    ) as pool:
         checking = pool.submit(first_pass, path, file_format, known)
         try:
             bulk.stage_rows(_row_batches(path, file_format, on_progress), width)
