@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tally.core.columns import INT64_MAX, ColumnType
@@ -19,8 +22,10 @@ from tally.services.loader.inference import (
     TEXT,
     TS_AWARE,
     TS_NAIVE,
+    VALUE_SEPARATOR,
     ColumnGuess,
     Magnitude,
+    batch_confirmation,
     check_fits,
     first_misfit,
     fraction_digits,
@@ -336,3 +341,177 @@ def _model(values: list[str]) -> tuple[ColumnType, int, bool]:
 def test_numeric_columns_match_the_model(values: list[str], batch_size: int) -> None:
     batches = [values[i : i + batch_size] for i in range(0, len(values), batch_size)]
     assert guess(*batches).resolve() == _model(values)
+
+
+# --- confirming a batch: proof that observing it would change nothing --------------------
+
+_DIGITS = "0123456789"
+_NUMBERS = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.builds(
+        lambda whole, fraction: f"{whole}.{fraction}",
+        st.integers(-(10**17), 10**17),
+        st.text(_DIGITS, min_size=1, max_size=4),
+    ),
+    st.sampled_from(["007", "-0", "+5", "1e5", "12.", ".5", "0.10"]),
+)
+_DAYS = st.builds(
+    lambda year, month, day: f"{year:04d}-{month:02d}-{day:02d}",
+    st.sampled_from([0, 1, 999, 1000, 2023, 2024, 9998, 9999]),
+    st.integers(1, 13),
+    st.integers(1, 32),
+)
+_SOME_DAYS = st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)).map(dt.date.isoformat)
+_TIMESTAMPS = st.builds(
+    lambda day, sep, hour, minute, second, zone: f"{day}{sep}{hour:02d}:{minute:02d}{second}{zone}",
+    _DAYS,
+    st.sampled_from(["T", " "]),
+    st.integers(0, 24),
+    st.integers(0, 59),
+    st.sampled_from(["", ":00", ":59", ":07.5", ":07.1234567"]),
+    st.sampled_from(["", "Z", "z", "+01:00", "-0130"]),
+)
+_OTHERS = st.one_of(
+    st.sampled_from(["", "true", "FALSE", "yes", "a\nb"]),
+    st.text(st.characters(blacklist_characters=VALUE_SEPARATOR), max_size=4),
+)
+
+
+# Small edits that take a value of a kind just over one of its edges.
+_EDITS = st.sampled_from(
+    [
+        lambda v: v + "0",
+        lambda v: "1" + v,
+        lambda v: "-" + v,
+        lambda v: v[:-1],
+        lambda v: v + ".5",
+        lambda v: v.replace(".", ""),
+        lambda v: "",
+        lambda v: v + "Z",
+        lambda v: v + "+01:00",
+        lambda v: v[:10],
+        lambda v: v[:10] + "T00:00:00",
+        lambda v: v[:16],
+        lambda v: v[:5] + "02-29" + v[10:],
+        lambda v: v[:8] + "31" + v[10:],
+        lambda v: "9999" + v[4:],
+        lambda v: "0000" + v[4:],
+        lambda v: "0001-01-01" + v[10:],
+        lambda v: "9999-12-31" + v[10:],
+        lambda v: v[:19],
+        lambda v: v[:19] + "Z",
+        lambda v: v[:19] + "+01:00",
+        lambda v: v[:19] + "-02:00",
+        lambda v: v.lower(),
+    ]
+)
+
+
+@st.composite
+def _kind(draw: Any) -> st.SearchStrategy[str]:
+    """Values of one steady kind: integers of a given size, decimals of one scale,
+    days, timestamps of one form, or anything."""
+    kind = draw(st.sampled_from(["integer", "decimal", "day", "timestamp", "other"]))
+    if kind == "integer":
+        size = 10 ** draw(st.integers(1, 19))
+        return st.integers(-size, size).map(str)
+    if kind == "decimal":
+        scale = draw(st.integers(1, 4))
+        digits = st.integers(1, scale) if draw(st.booleans()) else st.just(scale)
+        return st.builds(
+            lambda whole, fraction, n: f"{whole}.{fraction % 10**n:0{n}d}",
+            st.integers(-(10**6), 10**6),
+            st.integers(0, 10**scale - 1),
+            digits,
+        )
+    if kind == "day":
+        return _SOME_DAYS
+    if kind == "timestamp":
+        sep, second, zone = (
+            draw(st.sampled_from(["T", " "])),
+            draw(st.sampled_from(["", ":00", ":07.5"])),
+            draw(st.sampled_from(["", "Z", "+01:00"])),
+        )
+        return st.builds(
+            lambda day, hour, minute: f"{day}{sep}{hour:02d}:{minute:02d}{second}{zone}",
+            _SOME_DAYS,
+            st.integers(0, 23),
+            st.integers(0, 59),
+        )
+    return _OTHERS
+
+
+@st.composite
+def _history_and_probes(draw: Any) -> tuple[list[list[str]], list[str]]:
+    """Batches that settle a column on one kind of value (now and then another value
+    slips in), and values to probe the settled guess with: more of the kind, the kind
+    edited just over one of its edges, anything."""
+    kind = draw(_kind())
+    anything = st.one_of(_NUMBERS, _TIMESTAMPS, _OTHERS)
+    edited = st.builds(lambda v, edit: edit(v), kind, _EDITS)
+    # sampled_from picks evenly; one_of(kind, kind, anything) would not weigh the kind
+    mostly_kind = st.sampled_from([kind] * 9 + [anything]).flatmap(lambda s: s)
+    batches = draw(st.lists(st.lists(mostly_kind, min_size=1, max_size=4), min_size=1, max_size=3))
+    probe = st.sampled_from([kind, edited, edited, anything]).flatmap(lambda s: s)
+    return batches, draw(st.lists(probe, min_size=10, max_size=30))
+
+
+def _outcome(guess: ColumnGuess) -> tuple[Any, ...]:
+    """Everything the loader takes from a guess, and what later batches build on."""
+    return (
+        guess.resolve(),
+        guess.scale,
+        guess.magnitude.skipped_chars,  # what later batches are measured against
+        guess.magnitude.largest,
+        guess.uniform_scale,
+        guess.plain_timestamps,
+        guess.has_empty,
+        guess.needs_measuring,
+    )
+
+
+@settings(max_examples=400)
+@given(_history_and_probes())
+def test_a_confirmed_value_would_change_no_guess(
+    history_and_probes: tuple[list[list[str]], list[str]],
+) -> None:
+    """Every guess update is an aggregate over values (a max, an any, an all), so a
+    batch whose every value is confirmed one by one is confirmed as a whole."""
+    batches, probes = history_and_probes
+    guess = ColumnGuess()
+    for values in batches:
+        guess.observe(values)
+    confirmation = batch_confirmation([guess])
+    for probe in probes:
+        if confirmation is not None and confirmation.fullmatch(probe):
+            observed = copy.deepcopy(guess)
+            observed.observe([probe])
+            assert _outcome(observed) == _outcome(guess), probe
+
+
+def test_settled_batches_are_confirmed_and_changing_ones_are_not() -> None:
+    """The fast path must also be taken: settled columns of the usual kinds confirm."""
+    guesses = [ColumnGuess() for _ in range(7)]
+    first = [
+        ["1", "2024-01-31", "2024-01-31T10:00:00Z", "12.50", "EUR", "true", "2024-01-31 10:00:00"]
+    ]
+    for guess, values in zip(guesses, zip(*first, strict=True), strict=True):
+        guess.observe(values)
+    confirmation = batch_confirmation(guesses)
+    assert confirmation is not None
+    same = ["7", "2023-12-31", "2023-06-30 23:59:59Z", "-0.05", "", "FALSE", "2023-12-31T23:59:59"]
+    assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + same)) is None  # "" is new
+    same[4] = "USD"
+    assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + same))
+    for changed in (
+        (0, "10"),  # longer than any number seen: the magnitude may move
+        (1, "2024-02-29"),  # a leap day goes through the calendar check
+        (2, "2024-01-31T10:00:00+01:00"),  # no longer plain
+        (3, "1.5"),  # another fraction length
+        (5, "yes"),
+        (6, "2024-01-31T10:00:00Z"),  # not a timestamp without offset
+        (6, "2024-01-31T10:00"),  # no longer plain
+    ):
+        row = list(same)
+        row[changed[0]] = changed[1]
+        assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + row)) is None, changed

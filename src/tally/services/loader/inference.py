@@ -220,6 +220,80 @@ class ColumnGuess:
         return ColumnType(shape), self.scale if shape == DECIMAL else 0, False
 
 
+# --- confirming a batch ----------------------------------------------------------------
+#
+# Once a column's guess has settled, most batches change nothing in it. A batch is
+# confirmed by one regular-expression match over all its values, NUL-joined in row
+# order (the loader refuses a file holding NUL), against patterns that admit only values
+# leaving every guess as it is: no empty value where none was seen, no longer number
+# than already measured, no new fraction length, only calendar days that are surely
+# valid. A value that might change a guess sends the batch through `observe`, column
+# by column. On the 1M-row benchmark file the first pass took 3.6 s, confirmed 2.5 s.
+
+VALUE_SEPARATOR = "\x00"
+# Calendar days valid in every year from 1000 to 9998 (29 February, and the first and
+# last day an offset could move out of the calendar, go through `observe`).
+_SURE_DATE = (
+    r"(?!9999)[1-9][0-9]{3}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+    r"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+)
+_PLAIN_TIME = r"[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+_ANY_TIME = TIMESTAMP_NAIVE_PATTERN.removeprefix(DATE_PATTERN)
+_ANY_OFFSET = TIMESTAMP_AWARE_PATTERN.removeprefix(TIMESTAMP_NAIVE_PATTERN)
+
+
+def _at_most(chars: int) -> str:
+    """Lookahead: the value ahead has 1..chars characters."""
+    return f"(?=[^{VALUE_SEPARATOR}]{{1,{chars}}}(?![^{VALUE_SEPARATOR}]))"
+
+
+def _confirming_value(guess: ColumnGuess) -> str | None:
+    """The non-empty values that leave this guess unchanged; None: no such pattern."""
+    shape = guess.shape
+    if shape == TEXT:
+        return f"[^{VALUE_SEPARATOR}]+"
+    if shape == BOOLEAN:
+        return BOOLEAN_PATTERN
+    if shape == DATE:
+        return _SURE_DATE
+    if shape == TS_NAIVE:
+        return _SURE_DATE + (_PLAIN_TIME if guess.plain_timestamps else f"(?:{_ANY_TIME})?")
+    if shape == TS_AWARE:
+        return _SURE_DATE + (
+            _PLAIN_TIME + "Z" if guess.plain_timestamps else _ANY_TIME + _ANY_OFFSET
+        )
+    if shape in (INTEGER, DECIMAL):
+        # shorter than every value measured exactly, and no longer than the longest
+        # value skipped: Magnitude stays as it is
+        chars = min(guess.magnitude.skipped_chars, _INT64_DIGITS - guess.scale - 1)
+        if chars < 1:
+            return None
+        if shape == INTEGER:
+            number = INTEGER_PATTERN
+        elif guess.uniform_scale:
+            number = rf"[+-]?(?:0|[1-9][0-9]*)\.[0-9]{{{guess.scale}}}"
+        else:  # not uniform already: any fraction up to the scale keeps it so
+            number = rf"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]{{1,{guess.scale}}})?"
+        return _at_most(chars) + number
+    return None  # only empty values so far
+
+
+def batch_confirmation(guesses: Sequence[ColumnGuess]) -> re.Pattern[str] | None:
+    """A pattern whose full match over a batch's NUL-joined values proves that observing
+    the batch would leave every guess as it is (None: some guess cannot be confirmed)."""
+    fields = []
+    for guess in guesses:
+        value = _confirming_value(guess)
+        if value is None and not (guess.shape is None and guess.has_empty):
+            return None
+        if value is None:
+            fields.append("")  # only empty values so far, and only those confirm
+        else:
+            fields.append(f"(?:{value})?" if guess.has_empty else f"(?:{value})")
+    row = VALUE_SEPARATOR.join(fields)
+    return re.compile(f"{row}(?:{VALUE_SEPARATOR}{row})*")
+
+
 def check_fits(shape: str, values: Sequence[str], *, lines: Sequence[int], column: str) -> None:
     """Raise a LoadError naming the line and column of the first value of another type."""
     if values_fit(shape, values):

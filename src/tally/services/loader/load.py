@@ -11,11 +11,13 @@ runs, so the two passes overlap.
 from __future__ import annotations
 
 import multiprocessing
+import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import chain
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -26,8 +28,10 @@ from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.services.loader.inference import (
     DECIMAL,
+    VALUE_SEPARATOR,
     ColumnGuess,
     Magnitude,
+    batch_confirmation,
     check_fits,
     decimal_scale,
     shape_of,
@@ -99,12 +103,18 @@ def _infer(
         check_header(header)
         guesses = [ColumnGuess() for _ in header]
         result.quotes = [0] * len(header) if file_format.has_quotes else None
+        confirmation: re.Pattern[str] | None = None
         for batch in batches:
             result.rows += len(batch.rows)
-            columns = list(zip(*batch.rows, strict=True))
-            for guess, values in zip(guesses, columns, strict=True):
-                guess.observe(values)
-            _count_quotes(columns, result.quotes)
+            joined = VALUE_SEPARATOR.join(chain.from_iterable(batch.rows))
+            if confirmation is None or confirmation.fullmatch(joined) is None:
+                columns = list(zip(*batch.rows, strict=True))
+                for guess, values in zip(guesses, columns, strict=True):
+                    guess.observe(values)
+                confirmation = batch_confirmation(guesses)
+                _count_quotes(columns, result.quotes)
+            elif result.quotes is not None and '"' in joined:
+                _count_quotes(list(zip(*batch.rows, strict=True)), result.quotes)
             if on_progress:
                 on_progress("checking", batch.offset)
         result.blank_lines = batches.blank_lines
