@@ -10,6 +10,7 @@ own response cache), and survives its processes being killed.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -24,9 +25,10 @@ from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
-from tally.api.query_runner import default_query_processes
+from tally.api.query_runner import SPLIT_MIN_ROWS, QueryProcesses, default_query_processes
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
+from tally.services.data_query import PagePart, stitch_parts
 
 CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
 PROCESSES = 2
@@ -259,3 +261,138 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     for _ in range(2 * PROCESSES):  # no count of the old version is handed on
         total = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
         assert total == first + 2  # the row behind tally's back and the appended one
+
+
+# --- large pages read in parts ---------------------------------------------------------
+
+BIG_ROWS = 9001
+BIG_CSV = "id,amount,memo\n" + "".join(
+    f"{n},{n % 500}.{n % 100:02d},memo {n % 7}\n" for n in range(1, BIG_ROWS + 1)
+)
+BIG_QUERIES: list[list[tuple[str, str]]] = [
+    [("page_size", "10000")],  # the whole resource
+    [("page_size", "5000"), ("page", "2")],  # a last page of 4001 rows
+    [("page_size", "4000"), ("page", "3")],  # the second part past the last row
+    [("page_size", "4000"), ("page", "4")],  # past the last row altogether
+    [("ordering", "-amount"), ("page_size", "6000"), ("fields", "memo,id")],
+    [("memo__in", "memo 1,memo 2,memo 3"), ("ordering", "amount"), ("page_size", "9999")],
+]
+
+
+@pytest.fixture
+def split_pooled(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    settings = make_settings(request, backend, tmp_path / "split", query_processes=PROCESSES)
+    runtime = build_runtime(settings)
+    app = create_app(settings, runtime)
+    try:
+        with (
+            serve_app(app, lifespan=True) as url,
+            httpx.Client(base_url=url, timeout=60) as api,
+        ):
+            yield runtime, api, app.state.queries
+    finally:
+        runtime.close()
+
+
+def test_large_pages_read_in_parts_answer_what_a_whole_read_answers(
+    split_pooled: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    runtime, api, queries = split_pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    threaded = runtime.settings.model_copy(update={"query_processes": 0})
+    reference = build_runtime(threaded)
+    try:
+        with (
+            serve_app(create_app(threaded, reference)) as url,
+            httpx.Client(base_url=url) as other,
+        ):
+            for params in BIG_QUERIES:
+                for encoding in ("gzip", "identity"):
+                    headers = {**tenant.headers, "Accept-Encoding": encoding}
+                    route = f"/api/v1/resources/{source.id}/data"
+                    parts = api.get(route, params=tuple(params), headers=headers)
+                    whole = other.get(route, params=tuple(params), headers=headers)
+                    assert parts.status_code == 200, parts.text
+                    assert parts.content == whole.content, params
+                    assert parts.headers.get("content-encoding") == whole.headers.get(
+                        "content-encoding"
+                    )
+    finally:
+        reference.close()
+    assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
+    small = _get(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
+    assert small.json()["meta"]["returned_count"] == SPLIT_MIN_ROWS - 1
+    assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)  # read whole
+
+
+def test_a_page_read_in_parts_is_served_from_the_cache_afterwards(
+    split_pooled: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    """A value changed behind tally's back (no new data version) shows whether the
+    second answer came from the response cache."""
+    runtime, api, queries = split_pooled
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    params = [("page_size", "10000")]
+    first = _get(api, tenant, source.id, params)
+    with runtime.engine.begin() as conn:
+        conn.execute(text(f"UPDATE {source.table_name} SET c2 = 'changed' WHERE c0 = 1"))
+    for _ in range(3):
+        assert _get(api, tenant, source.id, params).content == first.content
+    assert queries.pages_read_in_parts == 4
+    path = write_file("id,amount,memo\n9002,1.00,b\n")
+    try:
+        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+    finally:
+        path.unlink()
+    rows = _get(api, tenant, source.id, params).json()["data"]
+    assert (rows[0]["memo"], len(rows)) == ("changed", BIG_ROWS + 1)
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "detail"),
+    [
+        ([("nope", "1")], 400, "Filter field 'nope' is not a valid column for this resource."),
+        ([("amount", "ten")], 400, "The requested filters or ordering could not be applied."),
+    ],
+)
+def test_errors_of_a_page_read_in_parts_are_the_spec_errors(
+    split_pooled: tuple[Runtime, httpx.Client, QueryProcesses],
+    params: list[tuple[str, str]],
+    status: int,
+    detail: str,
+) -> None:
+    runtime, api, _queries = split_pooled
+    owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
+    source = make_source(runtime.engine, owner, BIG_CSV)
+    response = _get(api, owner, source.id, [*params, ("page_size", "10000")])
+    assert (response.status_code, response.json()) == (status, {"detail": detail})
+    forbidden = _get(api, stranger, source.id, [("page_size", "10000")])
+    assert (forbidden.status_code, forbidden.json()) == (
+        403,
+        {"detail": "Resource does not belong to the specified workspace"},
+    )
+
+
+def _part(rows: bytes, returned: int, *, version: int = 3, total: int = 9) -> PagePart:
+    return PagePart(rows, returned, total, 2, 4, version, ("key",))
+
+
+def test_parts_are_stitched_only_when_they_read_the_same_data() -> None:
+    stitched = stitch_parts([_part(b'{"a":1},{"a":2}', 2), _part(b'{"a":3}', 1), _part(b"", 0)])
+    assert stitched is not None
+    assert json.loads(stitched) == {
+        "data": [{"a": 1}, {"a": 2}, {"a": 3}],
+        "meta": {
+            "page": 2,
+            "page_size": 4,
+            "returned_count": 3,
+            "total_count": 9,
+            "total_pages": 3,
+        },
+    }
+    assert stitch_parts([_part(b'{"a":1}', 1), _part(b'{"a":2}', 1, version=4)]) is None
+    assert stitch_parts([_part(b'{"a":1}', 1), _part(b'{"a":2}', 1, total=10)]) is None

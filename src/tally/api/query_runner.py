@@ -12,6 +12,11 @@ among `TALLY_WEB_CONCURRENCY` API processes) is the default on both backends: wi
 PostgreSQL on the same machine, two per CPU measured slower (the server needs the cores
 too); with the database elsewhere, raise it.
 
+A large page asked for while every query process is idle (an export fetching pages one
+after another) is read in parts, one per query process, at once, and stitched together
+if every part read the same data version (decision 0008): a 10,000-row page on SQLite
+took 39 ms whole, 25 ms in two parts.
+
 Reads are read-only, so a request whose query process died is run once more on a new
 pool instead of failing. Each query process memoises the exact counts it computed; the
 API process also keeps each filter set's count (with its data version) and hands it to
@@ -22,8 +27,10 @@ per process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
+import itertools
 import logging
 import multiprocessing
 import os
@@ -40,13 +47,24 @@ from cachetools import LRUCache
 
 from tally.api.compression import EncodedBody, encode_json_body
 from tally.core.collector import settle_garbage_collector
+from tally.core.filters import cap_page_size
 from tally.runtime import Runtime, build_query_process_service
-from tally.services.data_query import CountHint, DataQueryService, DataRequest
+from tally.services.data_query import (
+    CountHint,
+    DataAnswer,
+    DataQueryService,
+    DataRequest,
+    PagePart,
+    stitch_parts,
+)
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
 PARENT_CHECK_SECONDS = 1.0
 COUNT_HINTS = 4096  # filter sets whose count the API process remembers
+# Pages of fewer rows are read whole: a part costs ~0.7 ms of hand-over, and rendering
+# 1,000 rows costs about 2 ms.
+SPLIT_MIN_ROWS = 4000
 
 
 class QueryRunner(Protocol):
@@ -108,6 +126,8 @@ class QueryProcesses:
         # runs the next request of that filter set (each also memoises its own). Read
         # and written on the event loop only.
         self._counts: LRUCache[tuple[Any, ...], CountHint] = LRUCache(COUNT_HINTS)
+        self._running = 0  # requests being read; on the event loop only
+        self.pages_read_in_parts = 0
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -127,11 +147,25 @@ class QueryProcesses:
         log.info("query_processes_started", extra={"processes": self._processes})
 
     async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
-        loop = asyncio.get_running_loop()
-        pool = self._pool
         filter_set = (request.workspace_id, request.resource_id, tuple(sorted(request.filters)))
         if (hint := self._counts.get(filter_set)) is not None:
             request = dataclasses.replace(request, count_hint=hint)
+        idle = self._running == 0
+        self._running += 1
+        try:
+            if idle and self._processes > 1 and cap_page_size(request.page_size) >= SPLIT_MIN_ROWS:
+                encoded = await self._read_in_parts(request, accept_encoding, filter_set)
+                if encoded is not None:
+                    return encoded
+            return await self._read_whole(request, accept_encoding, filter_set)
+        finally:
+            self._running -= 1
+
+    async def _read_whole(
+        self, request: DataRequest, accept_encoding: str | None, filter_set: tuple[Any, ...]
+    ) -> EncodedBody:
+        loop = asyncio.get_running_loop()
+        pool = self._pool
         work = functools.partial(_read_in_query_process, request, accept_encoding)
         try:
             encoded, count = await loop.run_in_executor(pool, work)
@@ -141,6 +175,55 @@ class QueryProcesses:
         if count is not None:
             self._counts[filter_set] = count
         return encoded
+
+    async def _read_in_parts(
+        self, request: DataRequest, accept_encoding: str | None, filter_set: tuple[Any, ...]
+    ) -> EncodedBody | None:
+        """The page read in one part per query process, all at once; None when it must
+        be read whole after all (the parts saw different data versions, or a process
+        was lost). Each part is authorised on its own, as any request is."""
+        loop = asyncio.get_running_loop()
+        pool = self._pool
+        size = cap_page_size(request.page_size)
+        bounds = [size * i // self._processes for i in range(self._processes + 1)]
+        answers = await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    pool,
+                    _read_part_in_query_process,
+                    dataclasses.replace(request, rows=(start, stop)),
+                )
+                for start, stop in itertools.pairwise(bounds)
+            ),
+            return_exceptions=True,
+        )
+        for answer in answers:
+            if isinstance(answer, BrokenProcessPool):
+                return None
+            if isinstance(answer, BaseException):
+                raise answer  # every part has the same request: the same error
+        done = [a for a in answers if isinstance(a, DataAnswer)]
+        whole = next((a.body for a in done if a.part is None), None)  # from a cache
+        if whole is None:
+            parts = [a.part for a in done if a.part is not None]
+            whole = stitch_parts(parts)
+            if whole is None:
+                return None
+            if self._settings.response_cache:
+                await self._remember(parts[0], whole)
+        self.pages_read_in_parts += 1
+        if (count := done[0].count) is not None:
+            self._counts[filter_set] = count
+        return encode_json_body(
+            whole, accept_encoding=accept_encoding, min_bytes=self._settings.gzip_min_bytes
+        )
+
+    async def _remember(self, part: PagePart, body: bytes) -> None:
+        """Put the stitched page in a query process's response cache before answering,
+        so the next identical request finds it (one of its parts runs there)."""
+        work = functools.partial(_remember_in_query_process, part.cache_key, body)
+        with contextlib.suppress(BrokenProcessPool):  # then it is only read again
+            await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
     def _replace(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
         with self._lock:
@@ -191,6 +274,16 @@ def _exit_with_parent(parent: int) -> None:
 
 def _query_process_pid() -> int:
     return os.getpid()
+
+
+def _remember_in_query_process(key: tuple[Any, ...], body: bytes) -> None:
+    assert _process_service is not None, "the pool's initializer builds it"
+    _process_service.remember(key, body)
+
+
+def _read_part_in_query_process(request: DataRequest) -> DataAnswer:
+    assert _process_service is not None, "the pool's initializer builds it"
+    return _process_service.answer(request)
 
 
 def _read_in_query_process(

@@ -47,6 +47,9 @@ class DataRequest:
     page: int
     page_size: int
     count_hint: CountHint | None = None
+    # Only the rows at these positions of the page, [start, stop): the page is being
+    # read in parts by several query processes at once (see stitch_parts).
+    rows: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,34 @@ class CountHint:
 
 
 @dataclass(frozen=True)
+class PagePart:
+    """Some rows of a page, and what its envelope needs; parts read by different query
+    processes are stitched together only when they read the same data version."""
+
+    rows: bytes  # JSON objects, comma-separated
+    returned: int
+    total: int
+    page: int
+    page_size: int
+    data_version: int
+    cache_key: tuple[Any, ...]  # the whole page's response-cache key
+
+
+@dataclass(frozen=True)
 class DataAnswer:
-    body: bytes
+    body: bytes  # the whole response body; empty for a part
     count: CountHint | None  # the filtered count the body used; None when unfiltered
+    part: PagePart | None = None
+
+
+def stitch_parts(parts: Sequence[PagePart]) -> bytes | None:
+    """The page's body from its parts, in order; None when they disagree (a delivery
+    landed between their reads), so the page must be read again whole."""
+    first = parts[0]
+    if any(p.data_version != first.data_version or p.total != first.total for p in parts):
+        return None
+    rows = b",".join(p.rows for p in parts if p.returned)
+    return _envelope(rows, sum(p.returned for p in parts), first.total, first.page, first.page_size)
 
 
 class _LockedCache:
@@ -143,11 +171,40 @@ class DataQueryService:
                 key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
                 if self._responses is not None and (hit := self._responses.get(key)):
                     assert isinstance(hit, bytes)
-                    return DataAnswer(hit, None)
+                    return DataAnswer(hit, None)  # the whole page, even when asked for part
+                if request.rows is not None:
+                    return self._read_part(conn, resource, query, request, key)
                 body, count = self._render(conn, resource, query, request.count_hint)
+        self.remember(key, body)
+        return DataAnswer(body, count)
+
+    def remember(self, key: tuple[Any, ...], body: bytes) -> None:
+        """Keep a whole page's body in the response cache (when it is on); pages read
+        in parts are put back here once stitched."""
         if self._responses is not None:
             self._responses.put(key, body)
-        return DataAnswer(body, count)
+
+    def _read_part(
+        self,
+        conn: Connection,
+        resource: Resource,
+        query: RowQuery,
+        request: DataRequest,
+        key: tuple[Any, ...],
+    ) -> DataAnswer:
+        assert request.rows is not None
+        start, stop = request.rows
+        rows, total, count = self._rows(conn, resource, query, request.count_hint, start, stop)
+        part = PagePart(
+            ",".join(rows).encode(),
+            len(rows),
+            total,
+            query.page,
+            query.page_size,
+            resource.data_version,
+            key,
+        )
+        return DataAnswer(b"", count, part)
 
     def _authorise(self, conn: Connection, request: DataRequest) -> Resource:
         if not request.api_key:
@@ -188,7 +245,16 @@ class DataQueryService:
         self._counts.put(key, total)
         return CountHint(resource.id, resource.data_version, count_key, total)
 
-    def _page(self, conn: Connection, resource: Resource, query: RowQuery, total: int) -> list[str]:
+    def _page(
+        self,
+        conn: Connection,
+        resource: Resource,
+        query: RowQuery,
+        total: int,
+        offset: int,
+        limit: int,
+    ) -> list[str]:
+        """`limit` rows from `offset` (the page, or a part of it)."""
         ordering = query.ordering
         key = (
             resource.id,
@@ -199,7 +265,7 @@ class DataQueryService:
         )
         known = self._checkpoints.get(key)
         checkpoints: dict[int, RowKey] = known if isinstance(known, dict) else {}
-        before = [offset for offset in checkpoints if offset <= query.offset]
+        before = [known for known in checkpoints if known <= offset]
         start = None
         if before:
             nearest = max(before)
@@ -209,6 +275,8 @@ class DataQueryService:
             resource.table_name,
             resource.columns,
             query,
+            offset=offset,
+            limit=limit,
             scan_in_row_order=prefers_row_order_scan(query, total, resource.row_count),
             start=start,
         )
@@ -216,27 +284,43 @@ class DataQueryService:
             self._checkpoints.put(key, {**checkpoints, **page.checkpoints})
         return page.rows
 
-    def _render(
-        self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
-    ) -> tuple[bytes, CountHint | None]:
+    def _rows(
+        self,
+        conn: Connection,
+        resource: Resource,
+        query: RowQuery,
+        hint: CountHint | None,
+        start: int,
+        stop: int,
+    ) -> tuple[list[str], int, CountHint | None]:
+        """The rows at positions [start, stop) of the page, the total, and the count."""
         count = self._count(conn, resource, query, hint)
         total = resource.row_count if count is None else count.total
         rows: list[str] = []
-        if query.offset < total:
-            rows = self._page(conn, resource, query, total)
-        meta = {
-            "page": query.page,
-            "page_size": query.page_size,
-            "returned_count": len(rows),
-            "total_count": total,
-            "total_pages": math.ceil(total / query.page_size),
-        }
-        # The rows arrive as JSON text from the database; the envelope is stitched
-        # around them rather than parsing and re-serialising a million values.
-        body = b"".join(
-            (b'{"data":[', ",".join(rows).encode(), b'],"meta":', _meta_json(meta), b"}")
-        )
+        offset = query.offset + start
+        if offset < total and start < stop:
+            rows = self._page(conn, resource, query, total, offset, stop - start)
+        return rows, total, count
+
+    def _render(
+        self, conn: Connection, resource: Resource, query: RowQuery, hint: CountHint | None
+    ) -> tuple[bytes, CountHint | None]:
+        rows, total, count = self._rows(conn, resource, query, hint, 0, query.page_size)
+        body = _envelope(",".join(rows).encode(), len(rows), total, query.page, query.page_size)
         return body, count
+
+
+def _envelope(rows: bytes, returned: int, total: int, page: int, page_size: int) -> bytes:
+    """The rows arrive as JSON text from the database; the envelope is stitched around
+    them rather than parsing and re-serialising a million values."""
+    meta = {
+        "page": page,
+        "page_size": page_size,
+        "returned_count": returned,
+        "total_count": total,
+        "total_pages": math.ceil(total / page_size),
+    }
+    return b"".join((b'{"data":[', rows, b'],"meta":', _meta_json(meta), b"}"))
 
 
 def _meta_json(meta: dict[str, int]) -> bytes:

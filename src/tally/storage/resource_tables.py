@@ -346,10 +346,13 @@ def select_page(
     columns: Sequence[Column],
     query: RowQuery,
     *,
+    offset: int,
+    limit: int,
     scan_in_row_order: bool = False,
     start: tuple[int, RowKey] | None = None,
 ) -> Page:
-    """The page's rows, each already a JSON object text.
+    """`limit` rows of the query from `offset` (its page, or a part of the page), each
+    already a JSON object text.
 
     First the page's keys are chosen (from an index alone where one covers the
     ordering, so a deep OFFSET walks index entries, not rows), starting after `start`
@@ -375,20 +378,20 @@ def select_page(
         params["after_row_id"] = key.row_id
         if key.value is not None:
             params["after_value"] = key.value
-    skip = query.offset - base
+    skip = offset - base
     # One row more, before the page, gives the checkpoint for this very offset.
     first = max(skip - 1, 0)
-    params["page_limit"] = query.page_size + (skip - first)
+    params["page_limit"] = limit + (skip - first)
     params["page_offset"] = first
     stmt = _page_statement(shape)
     found = list(conn.execute(stmt, params).all())
     checkpoints: dict[int, RowKey] = {}
     if skip > 0 and found:
-        checkpoints[query.offset] = _key_of(found.pop(0))
+        checkpoints[offset] = _key_of(found.pop(0))
     elif start is not None and skip == 0:
-        checkpoints[query.offset] = start[1]
+        checkpoints[offset] = start[1]
     if found:
-        checkpoints[query.offset + len(found)] = _key_of(found[-1])
+        checkpoints[offset + len(found)] = _key_of(found[-1])
     return Page([row[0] for row in found], checkpoints)
 
 
