@@ -338,6 +338,7 @@ class _PageShape:
     after: bool | None  # None: no start key; else whether the key's value is missing
     hinted: bool
     postgresql: bool
+    direct: bool  # read and render the page's rows in one scan (see _reads_directly)
 
 
 def select_page(
@@ -361,16 +362,6 @@ def select_page(
     """
     postgresql = backend_of(conn).is_postgresql
     hinted = scan_in_row_order and not postgresql and query.ordering.column is None
-    shape = _PageShape(
-        table,
-        tuple(columns),
-        query.fields,
-        query.ordering,
-        _terms(query.conditions),
-        None if start is None else start[1].value is None,
-        hinted,
-        postgresql,
-    )
     params = _condition_values(query.conditions)
     base = 0
     if start is not None:
@@ -383,6 +374,17 @@ def select_page(
     first = max(skip - 1, 0)
     params["page_limit"] = limit + (skip - first)
     params["page_offset"] = first
+    shape = _PageShape(
+        table,
+        tuple(columns),
+        query.fields,
+        query.ordering,
+        _terms(query.conditions),
+        None if start is None else start[1].value is None,
+        hinted,
+        postgresql,
+        _reads_directly(query, start, first),
+    )
     stmt = _page_statement(shape)
     found = list(conn.execute(stmt, params).all())
     checkpoints: dict[int, RowKey] = {}
@@ -393,6 +395,20 @@ def select_page(
     if found:
         checkpoints[offset + len(found)] = _key_of(found[-1])
     return Page([row[0] for row in found], checkpoints)
+
+
+def _reads_directly(query: RowQuery, start: tuple[int, RowKey] | None, offset: int) -> bool:
+    """May the page be read in one scan, each row rendered as it comes? Only when that
+    scan is surely an index walk in page order that stops after the page: no filter (a
+    filter's own index could be searched and every match rendered before sorting), no
+    rows to walk past, and a start key that is a plain seek (not a key OR NULLs).
+    Otherwise the page's row ids are chosen first and only those rows read and rendered.
+    A 1000-row first page on PostgreSQL: 4.1 ms in two steps, 3.1 ms in one."""
+    if query.conditions or offset:
+        return False
+    if start is None or query.ordering.column is None:
+        return True
+    return not query.ordering.descending and start[1].value is not None
 
 
 @functools.lru_cache(maxsize=PAGE_STATEMENTS)
@@ -408,6 +424,16 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
     if shape.ordering.column is not None:
         ordered.insert(0, source.c[shape.ordering.column.physical])
     order = _order_by(source, shape.ordering, shape.postgresql)
+    rendered, rows_from = _rendered_rows(source, shape.fields, f"{shape.table}.", shape.postgresql)
+    if shape.direct:
+        return (
+            sa.select(rendered, *ordered)
+            .select_from(rows_from)
+            .where(*where)
+            .order_by(*order)
+            .limit(sa.bindparam("page_limit", type_=sa.Integer()))
+            .offset(sa.bindparam("page_offset", type_=sa.Integer()))
+        )
     page_ids = (
         sa.select(source.c[ROW_ID])
         .where(*where)
@@ -415,7 +441,6 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
         .limit(sa.bindparam("page_limit", type_=sa.Integer()))
         .offset(sa.bindparam("page_offset", type_=sa.Integer()))
     )
-    rendered, rows_from = _rendered_rows(source, shape.fields, f"{shape.table}.", shape.postgresql)
     return (
         sa.select(rendered, *ordered)
         .select_from(rows_from)
