@@ -277,6 +277,7 @@ class DataQueryService:
             query,
             offset=offset,
             limit=limit,
+            matching=total,
             scan_in_row_order=prefers_row_order_scan(query, total, resource.row_count),
             start=start,
         )

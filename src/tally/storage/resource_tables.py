@@ -349,6 +349,7 @@ def select_page(
     *,
     offset: int,
     limit: int,
+    matching: int,
     scan_in_row_order: bool = False,
     start: tuple[int, RowKey] | None = None,
 ) -> Page:
@@ -383,7 +384,7 @@ def select_page(
         None if start is None else start[1].value is None,
         hinted,
         postgresql,
-        _reads_directly(query, start, first),
+        _reads_directly(query, start, first, matching - offset <= limit),
     )
     stmt = _page_statement(shape)
     found = list(conn.execute(stmt, params).all())
@@ -397,14 +398,18 @@ def select_page(
     return Page([row[0] for row in found], checkpoints)
 
 
-def _reads_directly(query: RowQuery, start: tuple[int, RowKey] | None, offset: int) -> bool:
-    """May the page be read in one scan, each row rendered as it comes? Only when that
-    scan is surely an index walk in page order that stops after the page: no filter (a
-    filter's own index could be searched and every match rendered before sorting), no
-    rows to walk past, and a start key that is a plain seek (not a key OR NULLs).
-    Otherwise the page's row ids are chosen first and only those rows read and rendered.
-    A 1000-row first page on PostgreSQL: 4.1 ms in two steps, 3.1 ms in one."""
-    if query.conditions or offset:
+def _reads_directly(
+    query: RowQuery, start: tuple[int, RowKey] | None, offset: int, rest_fits: bool
+) -> bool:
+    """May the page be read in one scan, each row rendered as it comes? Only when no
+    row would be rendered in vain: no rows to walk past, and either no filter (the scan
+    is an index walk in page order that stops after the page) or every remaining match
+    on this page (a filter's index may be searched and its matches sorted: all of them
+    are the page). A start key must be a plain seek, not a key OR NULLs. Otherwise the
+    page's row ids are chosen first and only those rows read and rendered. Measured: a
+    1000-row first page on PostgreSQL 4.1 ms in two steps, 3.1 ms in one; Q5's 790
+    matches on SQLite 2.6 ms, 2.2 ms."""
+    if offset or (query.conditions and not rest_fits):
         return False
     if start is None or query.ordering.column is None:
         return True
