@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import signal
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
 from tally.api.query_runner import SPLIT_MIN_ROWS, QueryProcesses, default_query_processes
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
@@ -382,9 +384,10 @@ def _part(rows: bytes, returned: int, *, version: int = 3, total: int = 9) -> Pa
 
 
 def test_parts_are_stitched_only_when_they_read_the_same_data() -> None:
-    stitched = stitch_parts([_part(b'{"a":1},{"a":2}', 2), _part(b'{"a":3}', 1), _part(b"", 0)])
+    parts = [_part(b"", 0), _part(b'{"a":1},{"a":2}', 2), _part(b"", 0), _part(b'{"a":3}', 1)]
+    stitched = stitch_parts(parts)
     assert stitched is not None
-    assert json.loads(stitched) == {
+    assert json.loads(stitched.body([p.rows for p in parts])) == {
         "data": [{"a": 1}, {"a": 2}, {"a": 3}],
         "meta": {
             "page": 2,
@@ -396,3 +399,67 @@ def test_parts_are_stitched_only_when_they_read_the_same_data() -> None:
     }
     assert stitch_parts([_part(b'{"a":1}', 1), _part(b'{"a":2}', 1, version=4)]) is None
     assert stitch_parts([_part(b'{"a":1}', 1), _part(b'{"a":2}', 1, total=10)]) is None
+
+
+@pytest.fixture
+def split_pooled_uncached(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    settings = make_settings(
+        request, backend, tmp_path / "split", query_processes=PROCESSES, response_cache=False
+    )
+    runtime = build_runtime(settings)
+    app = create_app(settings, runtime)
+    try:
+        with (
+            serve_app(app, lifespan=True) as url,
+            httpx.Client(base_url=url, timeout=60) as api,
+        ):
+            yield runtime, api, app.state.queries
+    finally:
+        runtime.close()
+
+
+def test_parts_compressed_apart_make_one_gzip_body(
+    split_pooled_uncached: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    """Without the response cache, each part gzips its own rows and the API process
+    joins the pieces: the body on the wire must be one gzip member any client reads."""
+    runtime, api, queries = split_pooled_uncached
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    route = f"/api/v1/resources/{source.id}/data"
+    for params in BIG_QUERIES:
+        with api.stream(
+            "GET",
+            route,
+            params=tuple(params),
+            headers={**tenant.headers, "Accept-Encoding": "gzip"},
+        ) as response:
+            raw = b"".join(response.iter_raw())
+        plain = api.get(
+            route, params=tuple(params), headers={**tenant.headers, "Accept-Encoding": "identity"}
+        )
+        if response.headers.get("content-encoding") == "gzip":
+            stream = zlib.decompressobj(zlib.MAX_WBITS | 16)  # one member, as httpx reads it
+            assert stream.decompress(raw) == plain.content, params
+            assert stream.eof
+            assert not stream.unused_data
+            assert gzip.decompress(raw) == plain.content
+        else:  # a page past the last row: too small to compress
+            assert raw == plain.content
+            assert plain.json()["meta"]["returned_count"] == 0
+    assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [[b"a"], [b"", b"x" * 70000, b",", b""], [b'{"data":[', b"1,2", b",", b"3", b"]}"]],
+)
+def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes]) -> None:
+    joined = gzip_of_pieces([deflate_piece(c) for c in chunks])
+    stream = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    assert stream.decompress(joined) == b"".join(chunks)
+    assert stream.eof
+    assert not stream.unused_data
+    assert [inflate_piece(deflate_piece(c)) for c in chunks] == chunks

@@ -92,14 +92,29 @@ class DataAnswer:
     part: PagePart | None = None
 
 
-def stitch_parts(parts: Sequence[PagePart]) -> bytes | None:
-    """The page's body from its parts, in order; None when they disagree (a delivery
+@dataclass(frozen=True)
+class StitchedPage:
+    """How a page's parts make its body: `start`, the rows of the parts at `filled`
+    (in order, a comma between two), then `end`. The rows may travel compressed."""
+
+    start: bytes
+    end: bytes
+    filled: tuple[int, ...]
+
+    def body(self, rows: Sequence[bytes]) -> bytes:
+        return self.start + b",".join(rows[i] for i in self.filled) + self.end
+
+
+def stitch_parts(parts: Sequence[PagePart]) -> StitchedPage | None:
+    """The page's envelope around its parts; None when the parts disagree (a delivery
     landed between their reads), so the page must be read again whole."""
     first = parts[0]
     if any(p.data_version != first.data_version or p.total != first.total for p in parts):
         return None
-    rows = b",".join(p.rows for p in parts if p.returned)
-    return _envelope(rows, sum(p.returned for p in parts), first.total, first.page, first.page_size)
+    start, end = _envelope_ends(
+        sum(p.returned for p in parts), first.total, first.page, first.page_size
+    )
+    return StitchedPage(start, end, tuple(i for i, p in enumerate(parts) if p.returned))
 
 
 class _LockedCache:
@@ -314,6 +329,11 @@ class DataQueryService:
 def _envelope(rows: bytes, returned: int, total: int, page: int, page_size: int) -> bytes:
     """The rows arrive as JSON text from the database; the envelope is stitched around
     them rather than parsing and re-serialising a million values."""
+    start, end = _envelope_ends(returned, total, page, page_size)
+    return b"".join((start, rows, end))
+
+
+def _envelope_ends(returned: int, total: int, page: int, page_size: int) -> tuple[bytes, bytes]:
     meta = {
         "page": page,
         "page_size": page_size,
@@ -321,7 +341,7 @@ def _envelope(rows: bytes, returned: int, total: int, page: int, page_size: int)
         "total_count": total,
         "total_pages": math.ceil(total / page_size),
     }
-    return b"".join((b'{"data":[', rows, b'],"meta":', _meta_json(meta), b"}"))
+    return b'{"data":[', b'],"meta":' + _meta_json(meta) + b"}"
 
 
 def _meta_json(meta: dict[str, int]) -> bytes:
