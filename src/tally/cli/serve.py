@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 from typing import Annotated
@@ -14,6 +15,8 @@ from tally.cli.output import emit
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings, load_settings
 from tally.worker.runner import Worker
+
+ASGI_MODULE = "tally.api.asgi"
 
 
 def serve(
@@ -37,6 +40,12 @@ def serve(
     if demo:
         _create_demo(runtime, settings, f"http://{host}:{port}")
     background = None
+    # Import the app's module (FastAPI, pydantic models: seconds on a busy machine)
+    # before the worker starts and the handlers below are set: uvicorn imports it
+    # before it catches signals itself, and a SystemExit raised inside pydantic's
+    # model building comes out as a SchemaError (exit 1, a traceback) instead of a
+    # clean stop. A SIGTERM now still stops the process: no worker has started.
+    importlib.import_module(ASGI_MODULE)
     # uvicorn re-raises the signal that stopped it once it has shut down, with the
     # handlers it found; these turn it into SystemExit, so the `finally` below stops
     # the worker (its file finished or released) before the process exits, with 0.
@@ -56,7 +65,7 @@ def serve(
         # machine's CPUs among their query processes by this count.
         os.environ["TALLY_WEB_CONCURRENCY"] = str(processes)
         uvicorn.run(
-            "tally.api.asgi:app_factory",
+            f"{ASGI_MODULE}:app_factory",
             factory=True,
             host=host,
             port=port,
