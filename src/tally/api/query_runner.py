@@ -15,7 +15,7 @@ too); with the database elsewhere, raise it.
 A large page asked for while every query process is idle (an export fetching pages one
 after another) is read in parts, one per query process, at once, and stitched together
 if every part read the same data version (decision 0008): a 10,000-row page on SQLite
-took 39 ms whole, 25 ms in two parts.
+took 39 ms whole, 23-25 ms in two parts.
 
 Reads are read-only, so a request whose query process died is run once more on a new
 pool instead of failing. Each query process memoises the exact counts it computed; the
@@ -136,7 +136,7 @@ class QueryProcesses:
         # and written on the event loop only.
         self._counts: LRUCache[tuple[Any, ...], CountHint] = LRUCache(COUNT_HINTS)
         self._running = 0  # requests being read; on the event loop only
-        self.pages_read_in_parts = 0
+        self.pages_read_in_parts = 0  # answered from parts: what tests and operators see
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
