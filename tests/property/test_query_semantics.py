@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import math
 import os
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -188,6 +189,10 @@ def value_texts(column: GenColumn) -> st.SearchStrategy[str]:
 # --- tables --------------------------------------------------------------------------
 
 
+# The only narrower kind TEXT_ALPHABET can spell: an integer ("-0", "10").
+_SIGNED_DIGITS = re.compile(r"-?[0-9]+")
+
+
 def _fix_up(column: GenColumn, cells: list[str]) -> list[str]:
     """Make sure the values really have the column's kind (not a narrower one)."""
     filled = [i for i, v in enumerate(cells) if v]
@@ -198,8 +203,8 @@ def _fix_up(column: GenColumn, cells: list[str]) -> list[str]:
         cells[first] = cells[first] + "." + "5" * column.scale
     elif column.kind == "timestamp_naive" and all(len(cells[i]) == 10 for i in filled):
         cells[first] = cells[first] + "T12:30:00"
-    elif column.kind == "text" and all(cells[i].isdigit() for i in filled):
-        cells[first] = "a" + cells[first]
+    elif column.kind == "text" and all(_SIGNED_DIGITS.fullmatch(cells[i]) for i in filled):
+        cells[first] = "a" + cells[first]  # "-0" and "10" would be integers
     return cells
 
 
