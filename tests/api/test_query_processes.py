@@ -13,6 +13,8 @@ import gzip
 import json
 import os
 import signal
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -463,3 +465,34 @@ def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes]) -> None:
     assert stream.eof
     assert not stream.unused_data
     assert [inflate_piece(deflate_piece(c)) for c in chunks] == chunks
+
+
+def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[bytes]:
+    """A process that starts as a query process does, told `api_process` is its API
+    process, then idles as a query process waiting for work would."""
+    code = (
+        "import os, sys, time\n"
+        "from tally.api.query_runner import _start_query_process\n"
+        "from tally.settings import load_settings\n"
+        f"_start_query_process(load_settings(), {api_process})\n"
+        "time.sleep(60)\n"
+        "sys.exit(3)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env={**os.environ, "TALLY_HOME": str(home)}
+    )
+
+
+def test_a_query_process_whose_api_process_is_already_gone_exits(tmp_path: Path) -> None:
+    """A query process may finish starting after its API process was killed (seen on a
+    loaded machine): it must compare its parent with the API process's id it was given,
+    not with the parent it finds when it starts (init by then), or it never exits."""
+    orphan = _starting_query_process(tmp_path, "os.getppid() + 999999")
+    assert orphan.wait(timeout=30) == 0
+    child = _starting_query_process(tmp_path, "os.getppid()")  # its API process lives
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=3)
+    finally:
+        child.kill()
+        child.wait()

@@ -144,7 +144,7 @@ class QueryProcesses:
             # Never fork: the API process has threads (intake, worker) and open sockets.
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_query_process,
-            initargs=(self._settings,),
+            initargs=(self._settings, os.getpid()),
         )
 
     async def start(self) -> None:
@@ -279,12 +279,14 @@ _process_service: DataQueryService | None = None
 _process_min_bytes = 0
 
 
-def _start_query_process(settings: Settings) -> None:
+def _start_query_process(settings: Settings, api_process: int) -> None:
     global _process_service, _process_min_bytes
     # Ctrl-C reaches the whole process group; the API process stops its pool itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The API process's id comes from it, not from os.getppid() here: a query process
+    # still starting when the API process was killed already has another parent.
     threading.Thread(
-        target=_exit_with_parent, args=(os.getppid(),), name="tally-parent-watch", daemon=True
+        target=_exit_with_parent, args=(api_process,), name="tally-parent-watch", daemon=True
     ).start()
     _process_service = build_query_process_service(settings)
     _process_min_bytes = settings.gzip_min_bytes
