@@ -38,19 +38,28 @@ CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n
 PROCESSES = 2
 
 
+def _served_with_pool(
+    request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    """tally served with its query processes; the pool too, to see how it read."""
+    settings = make_settings(request, backend, home, query_processes=PROCESSES, **overrides)
+    runtime = build_runtime(settings)
+    app = create_app(settings, runtime)
+    try:
+        with (
+            serve_app(app, lifespan=True) as url,
+            httpx.Client(base_url=url, timeout=60) as api,
+        ):
+            yield runtime, api, app.state.queries
+    finally:
+        runtime.close()
+
+
 def _served(
     request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
 ) -> Iterator[tuple[Runtime, httpx.Client]]:
-    settings = make_settings(request, backend, home, query_processes=PROCESSES, **overrides)
-    runtime = build_runtime(settings)
-    try:
-        with (
-            serve_app(create_app(settings, runtime), lifespan=True) as url,
-            httpx.Client(base_url=url, timeout=60) as api,
-        ):
-            yield runtime, api
-    finally:
-        runtime.close()
+    for runtime, api, _queries in _served_with_pool(request, backend, home, **overrides):
+        yield runtime, api
 
 
 @pytest.fixture
@@ -64,7 +73,10 @@ def _children() -> set[int]:
     """This process's child processes (the query processes among them)."""
     found: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
-        found.update(int(pid) for pid in (task / "children").read_text().split())
+        try:
+            found.update(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue  # a thread that ended while we looked
     return found
 
 
@@ -287,17 +299,7 @@ BIG_QUERIES: list[list[tuple[str, str]]] = [
 def split_pooled(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
-    settings = make_settings(request, backend, tmp_path / "split", query_processes=PROCESSES)
-    runtime = build_runtime(settings)
-    app = create_app(settings, runtime)
-    try:
-        with (
-            serve_app(app, lifespan=True) as url,
-            httpx.Client(base_url=url, timeout=60) as api,
-        ):
-            yield runtime, api, app.state.queries
-    finally:
-        runtime.close()
+    yield from _served_with_pool(request, backend, tmp_path / "split")
 
 
 def test_large_pages_read_in_parts_answer_what_a_whole_read_answers(
@@ -407,19 +409,7 @@ def test_parts_are_stitched_only_when_they_read_the_same_data() -> None:
 def split_pooled_uncached(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
-    settings = make_settings(
-        request, backend, tmp_path / "split", query_processes=PROCESSES, response_cache=False
-    )
-    runtime = build_runtime(settings)
-    app = create_app(settings, runtime)
-    try:
-        with (
-            serve_app(app, lifespan=True) as url,
-            httpx.Client(base_url=url, timeout=60) as api,
-        ):
-            yield runtime, api, app.state.queries
-    finally:
-        runtime.close()
+    yield from _served_with_pool(request, backend, tmp_path / "split", response_cache=False)
 
 
 def test_parts_compressed_apart_make_one_gzip_body(

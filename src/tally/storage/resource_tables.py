@@ -430,27 +430,17 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
         ordered.insert(0, source.c[shape.ordering.column.physical])
     order = _order_by(source, shape.ordering, shape.postgresql)
     rendered, rows_from = _rendered_rows(source, shape.fields, f"{shape.table}.", shape.postgresql)
+    rows = sa.select(rendered, *ordered).select_from(rows_from)
     if shape.direct:
-        return (
-            sa.select(rendered, *ordered)
-            .select_from(rows_from)
-            .where(*where)
-            .order_by(*order)
-            .limit(sa.bindparam("page_limit", type_=sa.Integer()))
-            .offset(sa.bindparam("page_offset", type_=sa.Integer()))
-        )
-    page_ids = (
-        sa.select(source.c[ROW_ID])
-        .where(*where)
-        .order_by(*order)
-        .limit(sa.bindparam("page_limit", type_=sa.Integer()))
-        .offset(sa.bindparam("page_offset", type_=sa.Integer()))
-    )
-    return (
-        sa.select(rendered, *ordered)
-        .select_from(rows_from)
-        .where(_row_id_among(source, page_ids, shape.postgresql))
-        .order_by(*order)
+        return _one_page(rows.where(*where).order_by(*order))
+    page_ids = _one_page(sa.select(source.c[ROW_ID]).where(*where).order_by(*order))
+    return rows.where(_row_id_among(source, page_ids, shape.postgresql)).order_by(*order)
+
+
+def _one_page(stmt: sa.Select[Any]) -> sa.Select[Any]:
+    """The statement limited to the page, its bounds bound as parameters."""
+    return stmt.limit(sa.bindparam("page_limit", type_=sa.Integer())).offset(
+        sa.bindparam("page_offset", type_=sa.Integer())
     )
 
 
