@@ -9,6 +9,7 @@ drives the fallback path (rows converted in Python) with the same expectations.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import subprocess
@@ -25,12 +26,24 @@ import pytest
 
 from conftest import make_settings
 from factories import Tenant, make_tenant, read_body, read_data, write_file
-from tally.core.columns import ColumnType
+from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
-from tally.services.loader.load import LoadResult
+from tally.services.loader.load import (
+    LoadResult,
+    expected_columns,
+    first_pass,
+    row_batches,
+)
 from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
-from tally.storage.bulk_load import copy_into_staging, create_staging, read_staging
+from tally.storage import resource_tables
+from tally.storage.bulk_load import (
+    PostgresBulkLoad,
+    RawFile,
+    copy_into,
+    create_staging,
+    read_staging,
+)
 from tally.storage.engine import create_database_engine
 from tally.storage.resources import Resource
 
@@ -477,14 +490,14 @@ def test_copy_reads_some_files_otherwise(request: pytest.FixtureRequest, tmp_pat
                 width = len(header)
             with engine.connect() as conn, conn.begin():
                 create_staging(conn, "staging_test", width)
-                copy_into_staging(
-                    conn,
-                    "staging_test",
+                raw = RawFile(
+                    lambda: raw_chunks(path, file_format),
                     width,
-                    raw_chunks(path, file_format),
-                    delimiter=file_format.delimiter,
-                    encoding=file_format.encoding,
+                    file_format.delimiter,
+                    file_format.encoding,
                 )
+                staged = [Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(width)]
+                copy_into(conn, "staging_test", staged, raw, force_null=False)
                 return read_staging(conn, "staging_test", width)
         finally:
             path.unlink()
@@ -952,3 +965,86 @@ def test_building_indexes_leaves_the_connection_as_configured(
     load(runtime, tenant, "id,memo\n1,a\n")
     with runtime.engine.connect() as conn:
         assert conn.exec_driver_sql(setting).scalar_one() == configured
+
+
+# --- PostgreSQL: rows copied straight into their table -----------------------------------
+
+
+def test_quoted_empty_values_are_missing_values(runtime: Runtime, tenant: Tenant) -> None:
+    """The checks cannot tell `""` from an empty field; neither may what is stored."""
+    result = load(runtime, tenant, 'id,memo\n1,""\n2,x\n3,\n')
+    assert rows_of(runtime, tenant, result.resource.id) == [
+        {"id": 1, "memo": None},
+        {"id": 2, "memo": "x"},
+        {"id": 3, "memo": None},
+    ]
+
+
+def straight_copy(
+    request: pytest.FixtureRequest, tmp_path: Path, content: str
+) -> tuple[bool, list[tuple[Any, ...]]]:
+    """Load `content` as a placeholder's first file through PostgreSQL's bulk load, as
+    load_into does: (were the rows copied straight into the table, the stored rows)."""
+    engine = create_database_engine(
+        make_settings(request, "postgresql", tmp_path / "home").effective_database_url()
+    )
+    path = write_file(content)
+    try:
+        file_format = detect_format(path)
+        placeholder = Resource(1, 1, None, "s", "source", (), True, 0, 0, 0)
+        expected = expected_columns(path, file_format, placeholder)
+        assert expected is not None
+        with engine.connect() as conn, conn.begin():
+            bulk = PostgresBulkLoad(conn, "r_test")
+            raw = RawFile(
+                lambda: raw_chunks(path, file_format),
+                len(expected.columns),
+                file_format.delimiter,
+                file_format.encoding,
+            )
+            bulk.stage(raw, expected)
+            first = first_pass(path, file_format, None)
+            straight = bulk.settle(first.reading(), first.ordered)
+            if not straight:
+                resource_tables.create_table(conn, "r_test", first.ordered)
+                bulk.append(first.ordered, first.shapes, row_batches(path, file_format, None))
+            bulk.abort()
+            names = ", ".join(c.physical for c in first.ordered)
+            stored = conn.exec_driver_sql(f"SELECT {names} FROM r_test ORDER BY _row_id").all()
+            return straight, [tuple(row) for row in stored]
+    finally:
+        path.unlink()
+        engine.dispose()
+
+
+def test_postgresql_copies_rows_straight_into_their_table(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Columns guessed from the first batch hold for the whole file: COPY wrote the
+    rows into the table while the checks ran, and they are kept."""
+    straight, stored = straight_copy(
+        request, tmp_path, 'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a, b"\n2,,,""\n'
+    )
+    assert straight
+    assert stored == [
+        (1, Decimal("10.5"), dt.datetime(2024, 1, 5, 8, 30, tzinfo=dt.UTC), "a, b"),
+        (2, None, None, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "late", "stored"),
+    [
+        ("1", "1.5", Decimal("1.5")),  # COPY refuses it for the guessed BIGINT: staged
+        ("1", "007", "007"),  # COPY takes it as 7, the checks make the column text
+        ("a", 'say "hi"', 'say "hi"'),  # COPY reads 'say hi': PostgreSQL's quoting
+    ],
+)
+def test_postgresql_keeps_no_straight_copy_the_whole_file_contradicts(
+    request: pytest.FixtureRequest, tmp_path: Path, first: str, late: str, stored: object
+) -> None:
+    values = [first] * BATCH_ROWS + [late]
+    straight, rows = straight_copy(request, tmp_path, many(values))
+    assert not straight
+    assert rows[-1] == (stored,)
+    assert len(rows) == BATCH_ROWS + 1

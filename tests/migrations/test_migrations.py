@@ -1,11 +1,18 @@
-"""`alembic upgrade head` on an empty database gives exactly storage/schema.py."""
+"""`alembic upgrade head` gives exactly storage/schema.py, and data migrations keep every
+value."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from tally.runtime import Runtime
+from conftest import make_settings
+from factories import make_source, make_tenant, read_data
+from tally.runtime import Runtime, build_runtime
 from tally.storage.migrate import upgrade_database
 from tally.storage.schema import metadata
 
@@ -21,5 +28,62 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0002"
+        assert context.get_current_revision() == "0003"
         assert compare_metadata(context, metadata) == []
+
+
+def test_postgresql_row_tables_of_revision_0002_keep_every_value(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """0003: PostgreSQL row tables go from scaled integers and canonical text to NUMERIC
+    and TIMESTAMP(TZ). A table is put back into 0002's layout, upgraded, and must read
+    back exactly as before, filters and ordering included."""
+    settings = make_settings(request, "postgresql", tmp_path / "home")
+    queries: list[dict[str, Any]] = [
+        {},
+        {"ordering": "-amount"},
+        {"filters": [("amount__gt", "0.5")]},
+        {"filters": [("at__lt", "2024-01-05T09:00:00Z")], "ordering": "local"},
+        {"filters": [("local", "2024-01-05T10:30:00.25")]},
+    ]
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(
+            runtime.engine,
+            tenant,
+            "id,amount,at,local\n"
+            "1,10.5,2024-01-05T10:30:00+02:00,2024-01-05 10:30:00.25\n"
+            "2,-0.01,2024-01-05T23:00:00-01:30,2024-01-05T10:30\n"
+            "3,,,\n",
+        )
+        before = [read_data(runtime, tenant, resource.id, **q) for q in queries]
+        table = resource.table_name
+        with runtime.engine.begin() as conn:
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} "
+                "ALTER COLUMN c1 TYPE bigint USING (c1 * 100)::bigint, "
+                'ALTER COLUMN c2 TYPE text COLLATE "C" '
+                "USING replace((c2 AT TIME ZONE 'UTC')::text, ' ', 'T'), "
+                "ALTER COLUMN c3 TYPE text COLLATE \"C\" USING replace(c3::text, ' ', 'T')"
+            )
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002'")
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades; and no response cached before
+    try:
+        with runtime.engine.connect() as conn:
+            types = conn.exec_driver_sql(
+                "SELECT data_type FROM information_schema.columns "
+                f"WHERE table_name = '{table}' ORDER BY ordinal_position"
+            ).scalars()
+            assert list(types) == [
+                "bigint",
+                "bigint",
+                "numeric",
+                "timestamp with time zone",
+                "timestamp without time zone",
+            ]
+        assert [read_data(runtime, tenant, resource.id, **q) for q in queries] == before
+    finally:
+        runtime.close()

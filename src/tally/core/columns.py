@@ -1,17 +1,18 @@
 """Column types: what a value of each type looks like, and how it is stored.
 
-Pure code. Money is exact: a decimal column is stored as a 64-bit integer scaled by
+Pure code. Money is exact: a decimal is handled as a 64-bit integer scaled by
 10**scale (the largest number of fractional digits seen), so every comparison is an
-integer comparison and no binary float ever touches an amount. Timestamps are stored
-as canonical ISO text (UTC when the source carried offsets), whose byte order is
-chronological order. Dates are stored as ISO text for the same reason.
+integer comparison and no binary float ever touches an amount; SQLite stores that
+integer, PostgreSQL the same exact value as NUMERIC. Timestamps are handled as
+canonical ISO text (UTC when the source carried offsets), whose byte order is
+chronological order; SQLite stores that text, PostgreSQL its own timestamp types.
+Dates are ISO text on both.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
@@ -88,22 +89,6 @@ _BOOLEAN_WORDS = {
 }
 
 
-def scale_decimal(text: str, scale: int) -> int:
-    """'12.5' at scale 2 -> 1250. The text must already match DECIMAL_PATTERN with at
-    most `scale` fractional digits (the loader guarantees both)."""
-    whole, _, fraction = text.partition(".")
-    return int(whole + fraction.ljust(scale, "0")) if scale else int(whole)
-
-
-def format_scaled(value: int, scale: int) -> str:
-    """1250 at scale 2 -> '12.50'; the inverse of scale_decimal, exact."""
-    if not scale:
-        return str(value)
-    sign = "-" if value < 0 else ""
-    whole, fraction = divmod(abs(value), 10**scale)
-    return f"{sign}{whole}.{fraction:0{scale}d}"
-
-
 def canonical_timestamp(text: str) -> tuple[str, bool]:
     """ISO text -> (canonical stored text, had an offset).
 
@@ -174,19 +159,3 @@ def parse_value(column: Column, text: str) -> Any:  # noqa: C901 - one branch pe
     if word is None:
         raise ValueError(f"not a boolean: {text!r}")
     return word
-
-
-def stored_value_converter(column: Column) -> Callable[[str], Any]:
-    """Text from a file -> the stored value ("" is a missing value). The text has been
-    checked against the column's type already."""
-    kind = column.type
-    if kind is ColumnType.INTEGER:
-        return lambda v: int(v) if v else None
-    if kind is ColumnType.DECIMAL:
-        scale = column.scale
-        return lambda v: scale_decimal(v, scale) if v else None
-    if kind is ColumnType.BOOLEAN:
-        return lambda v: v.lower() == "true" if v else None
-    if kind is ColumnType.TIMESTAMP:
-        return lambda v: canonical_timestamp(v)[0] if v else None
-    return lambda v: v or None

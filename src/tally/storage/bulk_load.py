@@ -1,10 +1,11 @@
 """Bulk appends of file rows, with the type conversions done by the database.
 
 The loader has already checked every value (pass 1); here the rows travel as the text
-the file holds and SQL turns them into stored values. On SQLite they go through one
-`executemany` per batch, untouched by Python; on PostgreSQL the file's bytes are
-COPYed into a staging table and converted by one INSERT ... SELECT. Both are several
-times faster than converting millions of values in Python.
+the file holds and the database turns them into stored values. On SQLite they go
+through one `executemany` per batch, untouched by Python; on PostgreSQL the file's
+bytes are COPYed straight into the table (its stored types parse the file's text) or,
+when the columns cannot be told in advance, into a staging table converted by one
+INSERT ... SELECT. Both are several times faster than converting values in Python.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -20,8 +21,9 @@ from typing import Any, cast
 import psycopg
 from sqlalchemy import Connection
 
-from tally.core.columns import Column, ColumnType, canonical_timestamp, stored_value_converter
+from tally.core.columns import Column, ColumnType, canonical_timestamp
 from tally.storage.engine import backend_of
+from tally.storage.resource_tables import add_primary_key, create_table, drop_table, sql_type
 
 
 @dataclass(frozen=True)
@@ -105,23 +107,15 @@ def _psycopg(conn: Connection) -> psycopg.Connection[Any]:
 
 
 def _pg_expression(column: Column, ref: str, shape: ValueShape) -> str:
+    """SQL turning a staged text into the stored value: PostgreSQL's own input functions,
+    since every stored type is one of its own (TIMESTAMPTZ read in UTC: see engine)."""
     v = f"NULLIF({ref}, '')" if shape.has_empty else ref
-    kind = column.type
-    if kind is ColumnType.INTEGER:
-        return f"{v}::bigint"
-    if kind is ColumnType.DECIMAL and shape.uniform_scale:
-        return f"replace({v}, '.', '')::bigint"
-    if kind is ColumnType.DECIMAL:
-        return f"({v}::numeric * {10**column.scale})::bigint"
-    if kind is ColumnType.BOOLEAN:
-        return f"{v}::boolean"
-    if kind is ColumnType.TIMESTAMP and shape.plain_timestamps:
-        return f"replace(left({v}, 19), ' ', 'T')"
-    if kind is ColumnType.TIMESTAMP:
-        cast = "timestamptz AT TIME ZONE 'UTC'" if column.timezone else "timestamp"
-        # canonical text: no trailing zeros in the fraction, no lone '.'
-        return f"rtrim(rtrim(to_char(({v}::{cast}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), '0'), '.')"
-    return v
+    return {
+        ColumnType.INTEGER: f"{v}::bigint",
+        ColumnType.DECIMAL: f"{v}::numeric",
+        ColumnType.BOOLEAN: f"{v}::boolean",
+        ColumnType.TIMESTAMP: f"{v}::timestamptz" if column.timezone else f"{v}::timestamp",
+    }.get(column.type, v)
 
 
 def create_staging(conn: Connection, staging: str, width: int) -> None:
@@ -129,37 +123,26 @@ def create_staging(conn: Connection, staging: str, width: int) -> None:
     conn.exec_driver_sql(f"CREATE TEMP TABLE {staging} ({columns}) ON COMMIT DROP")
 
 
-def copy_into_staging(
-    conn: Connection,
-    staging: str,
-    width: int,
-    chunks: Iterable[bytes],
-    *,
-    delimiter: str,
-    encoding: str,
-) -> None:
-    """Stream the file's bytes (header line included) into the staging table."""
-    names = ", ".join(f"s{i}" for i in range(width))
-    pg_encoding = "UTF8" if encoding.startswith("utf") else "LATIN1"
-    delimiter_sql = "E'\\t'" if delimiter == "\t" else f"'{delimiter}'"
+def copy_into(
+    conn: Connection, table: str, columns: Sequence[Column], raw: RawFile, *, force_null: bool
+) -> int:
+    """Stream the file's bytes (header line included) into `columns` of the table; the
+    number of rows COPY read. `force_null`: a quoted empty value is missing too, as an
+    unquoted one is (the loader's reader cannot tell them apart)."""
+    names = ", ".join(c.physical for c in columns)
+    pg_encoding = "UTF8" if raw.encoding.startswith("utf") else "LATIN1"
+    delimiter_sql = "E'\\t'" if raw.delimiter == "\t" else f"'{raw.delimiter}'"
+    nulls = f", FORCE_NULL ({names})" if force_null else ""
     sql = (
-        f"COPY {staging} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
-        f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}')"
+        f"COPY {table} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
+        f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}'{nulls})"
     )
     driver = _psycopg(conn)
-    with driver.cursor() as cursor, cursor.copy(sql) as copy:
-        for chunk in chunks:
-            copy.write(chunk)
-
-
-def stored_range(conn: Connection, table: str, physical: str) -> tuple[int | None, int | None]:
-    """(smallest, largest) stored value of a numeric column, before it is rescaled."""
-    row = conn.exec_driver_sql(f"SELECT min({physical}), max({physical}) FROM {table}").one()
-    return row[0], row[1]
-
-
-def count_staging(conn: Connection, staging: str) -> int:
-    return int(conn.exec_driver_sql(f"SELECT count(*) FROM {staging}").scalar_one())
+    with driver.cursor() as cursor:
+        with cursor.copy(sql) as copy:
+            for chunk in raw.chunks():
+                copy.write(chunk)
+        return cursor.rowcount
 
 
 def read_staging(conn: Connection, staging: str, width: int) -> tuple[int, list[int]]:
@@ -212,7 +195,26 @@ class FileReading:
     quotes: Sequence[int] | None = None  # quote characters per column; None: none at all
 
 
-RawChunks = Callable[[], Iterator[bytes]]
+@dataclass(frozen=True)
+class RawFile:
+    """The file's bytes as they are (header line included), and how to read them."""
+
+    chunks: Callable[[], Iterator[bytes]]
+    width: int
+    delimiter: str
+    encoding: str
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The table the file's rows are expected to go to as they are: its columns in the
+    file's order, and whether it is to be created for them (a placeholder's first file).
+    The loader's checks decide afterwards whether the expectation held."""
+
+    columns: tuple[Column, ...]
+    create: bool
+
+
 RowBatches = Callable[[], AbstractContextManager[Iterator[list[list[str]]]]]
 
 
@@ -234,13 +236,14 @@ class BulkLoad:
     def stage_rows(self, batches: RowBatches, width: int) -> None:
         raise NotImplementedError
 
-    def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
+    def stage(self, raw: RawFile, expected: Expected | None) -> None:
         return None
 
-    def settle(self, reading: FileReading) -> None:
-        """Called once the checks have read the file, before any other statement of the
-        transaction: keep or discard what `stage` moved."""
-        return None
+    def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
+        """Called once the checks have read the file and settled its `columns` (in the
+        file's order), before any other statement of the transaction: keep or discard
+        what `stage` moved. True when the rows are in the table already."""
+        return False
 
     def append(
         self,
@@ -290,9 +293,10 @@ class SqliteBulkLoad(BulkLoad):
             cursor.close()
         self._staged_rows = rows
 
-    def settle(self, reading: FileReading) -> None:
+    def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
         if self._staged_rows is not None and self._staged_rows != reading.rows:
             self._drop_staging()  # cannot happen with one parser; checked all the same
+        return False
 
     def append(
         self,
@@ -331,51 +335,105 @@ _END_OF_DATA = "\\."
 
 
 class PostgresBulkLoad(BulkLoad):
+    """PostgreSQL: the file's bytes go to COPY in a thread while the loader's first pass
+    runs. When the loader expects the columns (the resource's own, or a placeholder's
+    guessed from the file's first rows), COPY writes them straight into the table, in
+    the stored types, which PostgreSQL parses from the file's text; otherwise, or when
+    COPY refuses a value, into a staging table of text, converted by one INSERT ...
+    SELECT once the types are known. Either is kept only if the checks agree."""
+
     _SAVEPOINT = "tally_staging"
 
     def __init__(self, conn: Connection, table: str) -> None:
         super().__init__(conn, table)
         self._staging = f"staging_{table}"
-        self._width = 0
+        self._raw: RawFile | None = None
+        self._expected: Expected | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._staged = False
+        self._copied: str | None = None  # "table" or "staging": where COPY put the rows
+        self._copied_rows = 0
 
-    def stage(self, raw: RawChunks, *, width: int, delimiter: str, encoding: str) -> None:
-        self._width = width
+    def stage(self, raw: RawFile, expected: Expected | None) -> None:
+        self._raw = raw
+        self._expected = expected
         self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
-        create_staging(self._conn, self._staging, width)
+        if expected is not None and expected.create:
+            drop_table(self._conn, self._table)
+            create_table(self._conn, self._table, expected.columns, primary_key=False)
 
         def run() -> None:
             try:
-                copy_into_staging(
-                    self._conn, self._staging, width, raw(), delimiter=delimiter, encoding=encoding
-                )
+                self._copy(direct=expected is not None)
             except BaseException as error:  # reported to the loader's thread in settle
                 self._error = error
 
         self._thread = threading.Thread(target=run, name="tally-copy", daemon=True)
         self._thread.start()
 
+    def _copy(self, *, direct: bool) -> None:
+        assert self._raw is not None
+        raw = self._raw
+        if direct:
+            assert self._expected is not None
+            try:
+                self._copied_rows = copy_into(
+                    self._conn, self._table, self._expected.columns, raw, force_null=True
+                )
+                if self._expected.create:  # while the checks still read the file
+                    add_primary_key(self._conn, self._table)
+                self._copied = "table"
+                return
+            except psycopg.DataError:  # a value the guessed type refuses: stage instead
+                self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        staging = [Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(raw.width)]
+        create_staging(self._conn, self._staging, raw.width)
+        self._copied_rows = copy_into(self._conn, self._staging, staging, raw, force_null=False)
+        self._copied = "staging"
+
     def _join(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
 
-    def settle(self, reading: FileReading) -> None:
+    def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
         # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
         # and a rollback later would undo the loader's own statements too: decide now.
         self._join()
-        self._staged = self._error is None and reading.blank_lines == 0 and self._agrees(reading)
-        if not self._staged:  # forget the staged copy; append sends the rows the checks saw
+        if self._error is None and self._copied == "table" and not self._as_expected(columns):
+            # PostgreSQL took every value, but the whole file settled other types than
+            # its first rows promised: stage the raw rows after all
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+            self._copy(direct=False)
+        if self._error is not None or not self._agrees(reading):
+            self._copied = None  # append sends the rows the checks saw
             self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
         self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
+        return self._copied == "table"
+
+    def _as_expected(self, columns: Sequence[Column]) -> bool:
+        assert self._expected is not None
+        expected = [(c.physical, sql_type(c, postgresql=True)) for c in self._expected.columns]
+        return expected == [(c.physical, sql_type(c, postgresql=True)) for c in columns]
 
     def _agrees(self, reading: FileReading) -> bool:
-        if reading.quotes is None:
-            return count_staging(self._conn, self._staging) == reading.rows
-        rows, quotes = read_staging(self._conn, self._staging, self._width)
-        return rows == reading.rows and quotes == list(reading.quotes)
+        """Did COPY read the rows Python's reader did? PostgreSQL's CSV parser opens a
+        quoted section at any quote character; Python's (strict) only at a field's
+        start, and keeps a quote elsewhere as text, or fails. So when no value the checks
+        saw holds a quote, the two parsers split every field alike, and only blank lines
+        and a lone backslash-dot line (the end of COPY's data) remain: the row count."""
+        if reading.blank_lines or self._copied_rows != reading.rows:
+            return False
+        if not any(reading.quotes or ()):
+            return True
+        if self._copied == "table":
+            return False  # staged rows can be compared quote by quote; stored ones not
+        rows, quotes = read_staging(self._conn, self._staging, self._raw_width())
+        return rows == reading.rows and quotes == list(reading.quotes or ())
+
+    def _raw_width(self) -> int:
+        assert self._raw is not None
+        return self._raw.width
 
     def append(
         self,
@@ -383,13 +441,14 @@ class PostgresBulkLoad(BulkLoad):
         shapes: Mapping[str, ValueShape],
         batches: RowBatches,
     ) -> None:
-        if self._staged:
+        if self._copied == "staging":
             insert_from_staging(self._conn, self._table, self._staging, ordered, shapes)
-        else:
-            self._send_converted(ordered, batches)
+        elif self._copied is None:
+            self._send_rows(ordered, batches)
 
-    def _send_converted(self, ordered: Sequence[Column], batches: RowBatches) -> None:
-        converters = [stored_value_converter(c) for c in ordered]
+    def _send_rows(self, ordered: Sequence[Column], batches: RowBatches) -> None:
+        """COPY the rows as Python's CSV reader saw them, written out again: every stored
+        type parses the file's own text, so only a missing value needs saying."""
         names = ", ".join(c.physical for c in ordered)
         driver = _psycopg(self._conn)
         with (
@@ -401,11 +460,10 @@ class PostgresBulkLoad(BulkLoad):
                 buffer = io.StringIO()
                 writer = csv.writer(buffer, lineterminator="\n")
                 for row in batch:
-                    values = [f(v) for f, v in zip(converters, row, strict=True)]
-                    if values == [_END_OF_DATA]:  # unquoted, it would end COPY's input
+                    if row == [_END_OF_DATA]:  # unquoted, it would end COPY's input
                         buffer.write(f'"{_END_OF_DATA}"\n')
                     else:
-                        writer.writerow(values)
+                        writer.writerow([v or None for v in row])
                 copy.write(buffer.getvalue())
 
     def abort(self) -> None:

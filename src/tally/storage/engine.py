@@ -41,6 +41,14 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# psycopg prepares a statement run five times; PostgreSQL may then plan it once for any
+# parameters, and a page or filter plan depends on the values (a broad filter wants a
+# row-order scan, a narrow one its index): plan each execution for its values.
+# Timestamps are read and written in UTC, and rendered as text in ISO style, whatever
+# the server's or the role's defaults (a stored TIMESTAMPTZ goes through both).
+PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c datestyle=ISO"
+
+
 def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
@@ -56,14 +64,11 @@ def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
         return engine
     # No pre-ping: it costs a round trip per request. A connection found dead fails that
     # request with 503 and SQLAlchemy then invalidates the pool.
-    # psycopg prepares a statement run five times; PostgreSQL may then plan it once for
-    # any parameters, and a page or filter plan depends on the values (a broad filter
-    # wants a row-order scan, a narrow one its index). Plan each execution for its values.
     return create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        connect_args={"options": "-c plan_cache_mode=force_custom_plan"},
+        connect_args={"options": PG_SESSION_OPTIONS},
     )
 
 

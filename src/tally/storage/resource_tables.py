@@ -9,16 +9,18 @@ row, which is what makes large pages cheap, and decimals keep their exact digits
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from tally.core.columns import Column, ColumnType
+from tally.core.columns import Column, ColumnType, canonical_timestamp
 from tally.core.filters import Condition, Ordering, RowQuery
 from tally.storage.engine import backend_of
 
@@ -33,33 +35,66 @@ PG_INDEX_SORT_MEMORY = "16MB"  # maintenance_work_mem of each
 _NUMERIC_TYPES = (ColumnType.INTEGER, ColumnType.DECIMAL)
 
 
-def _sql_type(column: Column, postgresql: bool) -> str:
-    if column.type in _NUMERIC_TYPES:
+def sql_type(column: Column, *, postgresql: bool) -> str:
+    """SQLite stores a decimal as an integer scaled by 10**scale and a timestamp as
+    canonical text. PostgreSQL stores both in its own types (NUMERIC: the file's exact
+    value, whatever its number of digits; TIMESTAMP(TZ)), which its COPY parses
+    straight from the file's text, so a file's rows need no conversion step."""
+    if column.type is ColumnType.INTEGER:
         return "BIGINT" if postgresql else "INTEGER"
+    if column.type is ColumnType.DECIMAL:
+        return "NUMERIC" if postgresql else "INTEGER"
     if column.type is ColumnType.BOOLEAN:
         return "BOOLEAN" if postgresql else "INTEGER"
+    if column.type is ColumnType.TIMESTAMP and postgresql:
+        return "TIMESTAMPTZ" if column.timezone else "TIMESTAMP"
     # Byte order, the same on both backends: "C" collation on PostgreSQL.
     return 'TEXT COLLATE "C"' if postgresql else "TEXT"
 
 
-def create_table(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+def create_table(
+    conn: Connection, table: str, columns: Sequence[Column], *, primary_key: bool = True
+) -> None:
+    """Without `primary_key` (PostgreSQL, for a bulk load), the row id's index is
+    added afterwards by `add_primary_key`: building it once is cheaper than keeping
+    it row by row."""
     postgresql = backend_of(conn).is_postgresql
-    row_id = (
-        f"{ROW_ID} BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
-        if postgresql
-        else f"{ROW_ID} INTEGER PRIMARY KEY"
-    )
-    body = ", ".join([row_id, *(f"{c.physical} {_sql_type(c, postgresql)}" for c in columns)])
+    if not postgresql:
+        row_id = f"{ROW_ID} INTEGER PRIMARY KEY"
+    else:
+        row_id = f"{ROW_ID} BIGINT GENERATED ALWAYS AS IDENTITY"
+        row_id += " PRIMARY KEY" if primary_key else ""
+    typed = (f"{c.physical} {sql_type(c, postgresql=postgresql)}" for c in columns)
+    body = ", ".join([row_id, *typed])
     conn.exec_driver_sql(f"CREATE TABLE {table} ({body})")
+
+
+def add_primary_key(conn: Connection, table: str) -> None:
+    conn.exec_driver_sql(f"ALTER TABLE {table} ADD PRIMARY KEY ({ROW_ID})")
 
 
 def drop_table(conn: Connection, table: str) -> None:
     conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
 
 
-def rescale_column(conn: Connection, table: str, physical: str, factor: int) -> None:
-    """Multiply a stored decimal column (a file brought more fractional digits)."""
-    conn.exec_driver_sql(f"UPDATE {table} SET {physical} = {physical} * {int(factor)}")
+def widen_column(conn: Connection, table: str, old: Column, new: Column) -> None:
+    """A file brought more fractional digits to a numeric column. SQLite multiplies its
+    scaled integers; PostgreSQL's NUMERIC already holds every digit, and an integer
+    column becomes NUMERIC."""
+    if backend_of(conn).is_postgresql:
+        if old.type is ColumnType.INTEGER:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {old.physical} TYPE NUMERIC")
+        return
+    factor = 10 ** (new.scale - old.scale)
+    conn.exec_driver_sql(f"UPDATE {table} SET {old.physical} = {old.physical} * {factor}")
+
+
+def stored_range(conn: Connection, table: str, column: Column) -> tuple[int | None, int | None]:
+    """(smallest, largest) value of a numeric column, as integers at its scale."""
+    source = _table(table, [column])
+    col = source.c[column.physical]
+    row = conn.execute(sa.select(sa.func.min(col), sa.func.max(col)).select_from(source)).one()
+    return row[0], row[1]
 
 
 def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> None:
@@ -73,9 +108,9 @@ def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> No
     conn.exec_driver_sql(f"ANALYZE {table}")
 
 
-def _create_index(conn: Connection, table: str, column: Column, keys: str) -> None:
+def _create_index(conn: Connection, table: str, column: Column) -> None:
     conn.exec_driver_sql(
-        f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({keys})"
+        f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({column.physical})"
     )
 
 
@@ -87,7 +122,7 @@ def _build_sqlite_indexes(conn: Connection, table: str, columns: Sequence[Column
     conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_INDEX_SORT_KIB}")
     try:
         for column in columns:
-            _create_index(conn, table, column, column.physical)
+            _create_index(conn, table, column)
     finally:
         conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
 
@@ -104,7 +139,10 @@ def _build_postgresql_indexes(engine: Engine, table: str, columns: Sequence[Colu
             conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{PG_INDEX_SORT_MEMORY}'")
             conn.exec_driver_sql("SET LOCAL max_parallel_maintenance_workers = 0")
             for column in share:
-                _create_index(conn, table, column, f"{column.physical} NULLS FIRST, {ROW_ID}")
+                conn.exec_driver_sql(
+                    f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} "
+                    f"({column.physical} NULLS FIRST, {ROW_ID})"
+                )
 
     with ThreadPoolExecutor(PG_INDEX_SESSIONS, thread_name_prefix="tally-index") as pool:
         for built in [pool.submit(build, share) for share in shares if share]:
@@ -123,12 +161,76 @@ def vacuum(engine: Engine, table: str) -> None:
 # --- reading -------------------------------------------------------------------------
 
 
+class _StoredDecimal(sa.types.TypeDecorator[int]):
+    """A decimal in its stored form as the rest of tally sees it, an integer scaled by
+    10**scale, on both backends: SQLite keeps that integer; PostgreSQL keeps the exact
+    NUMERIC, to and from which values are scaled here (exact: Decimal.scaleb only
+    moves the exponent)."""
+
+    impl = sa.BigInteger
+    cache_ok = True
+
+    def __init__(self, scale: int) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(sa.Numeric(asdecimal=True))
+        return dialect.type_descriptor(sa.BigInteger())
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or dialect.name != "postgresql":
+            return value
+        return Decimal(value).scaleb(-self.scale)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or dialect.name != "postgresql":
+            return value
+        return int(Decimal(value).scaleb(self.scale))
+
+
+class _StoredTimestamp(sa.types.TypeDecorator[str]):
+    """A timestamp in its stored form as the rest of tally sees it, canonical ISO text
+    (UTC for a column with offsets), on both backends: SQLite keeps that text;
+    PostgreSQL keeps TIMESTAMP or TIMESTAMPTZ, translated here."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, timezone: bool) -> None:
+        super().__init__()
+        self.timezone = timezone
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(sa.DateTime(timezone=self.timezone))
+        return dialect.type_descriptor(sa.Text())
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or dialect.name != "postgresql":
+            return value
+        moment = dt.datetime.fromisoformat(value)
+        return moment.replace(tzinfo=dt.UTC) if self.timezone else moment
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or dialect.name != "postgresql":
+            return value
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return canonical_timestamp(value.isoformat())[0]
+
+
 def _bind_type(column: Column) -> sa.types.TypeEngine[Any]:
     """The type values bound against this column travel as. PostgreSQL casts each
     bound value, and an IN list otherwise takes its cast from its first value:
     `IN (5::INTEGER, 9223372036854775807::INTEGER)` fails."""
-    if column.type in _NUMERIC_TYPES:
+    if column.type is ColumnType.DECIMAL:
+        return _StoredDecimal(column.scale)
+    if column.type is ColumnType.INTEGER:
         return sa.BigInteger()
+    if column.type is ColumnType.TIMESTAMP:
+        return _StoredTimestamp(column.timezone)
     if column.type is ColumnType.BOOLEAN:
         return sa.Boolean()
     return sa.Text()
@@ -141,11 +243,17 @@ def _table(table: str, columns: Sequence[Column]) -> sa.TableClause:
 
 
 def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
-    """SQL text rendering one stored value as its JSON value (exact decimals)."""
+    """SQL text rendering one stored value as its JSON value (exact decimals, with the
+    column's number of fractional digits)."""
+    if postgresql:
+        if column.type is ColumnType.DECIMAL:
+            return f"round({ref}, {column.scale})"  # adds zeros only: no value has more
+        if column.type is ColumnType.TIMESTAMP and column.timezone:
+            # DateStyle ISO (set on every connection): 'YYYY-MM-DD HH:MM:SS[.ffffff]'
+            return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"
+        return ref  # JSON renders a TIMESTAMP as 'YYYY-MM-DDTHH:MM:SS[.ffffff]'
     if column.type is ColumnType.DECIMAL and column.scale:
         unit = 10**column.scale
-        if postgresql:
-            return f"({ref}::numeric * 0.{'0' * (column.scale - 1)}1)"
         # printf on integers: exact, and twice as fast as string arithmetic.
         digits = f"%d.%0{column.scale}d"
         return (
@@ -153,7 +261,7 @@ def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
             f" THEN printf('-{digits}', -{ref} / {unit}, -{ref} % {unit})"
             f" ELSE printf('{digits}', {ref} / {unit}, {ref} % {unit}) END)"
         )
-    if column.type is ColumnType.BOOLEAN and not postgresql:
+    if column.type is ColumnType.BOOLEAN:
         return f"json(CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END)"
     if column.type is ColumnType.TIMESTAMP and column.timezone:
         return f"({ref} || 'Z')"

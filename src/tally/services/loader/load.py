@@ -4,8 +4,9 @@ Pass 1 reads the whole file and settles every column's type (or checks the file
 against the columns the resource already has); pass 2 appends the rows, converted by
 the database. Both run inside the caller's write transaction with the resource row
 locked, so a bad file leaves nothing behind and two loads of one resource never
-interleave. On PostgreSQL the raw bytes are COPYed to a staging table while pass 1
-runs, so the two passes overlap.
+interleave. On PostgreSQL the raw bytes are COPYed while pass 1 runs, straight into the
+table when its columns can be told from the resource or the file's first rows, so the
+two passes overlap.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -42,15 +43,19 @@ from tally.services.loader.reader import FileFormat, detect_format, raw_chunks, 
 from tally.storage import resource_tables, resources
 from tally.storage.bulk_load import (
     BulkLoad,
+    Expected,
     FileReading,
+    RawFile,
     ValueShape,
     bulk_load_for,
-    stored_range,
 )
 from tally.storage.resources import Resource
 
 # Below this size a second process costs more (its start-up) than it saves.
 PARALLEL_CHECK_MIN_BYTES = 32 * 1024 * 1024
+# A placeholder's columns are guessed from this many first batches (of BATCH_ROWS rows),
+# so that PostgreSQL's COPY can write the rows as they are while the whole file is read.
+GUESS_BATCHES = 1
 
 # (phase, bytes of the file read in that phase): "checking" then "loading".
 ProgressCallback = Callable[[str, int], None]
@@ -265,7 +270,7 @@ def _widened(column: Column, scale: int) -> Column:
     return column
 
 
-def _row_batches(
+def row_batches(
     path: Path,
     file_format: FileFormat,
     on_progress: ProgressCallback | None,
@@ -286,37 +291,37 @@ def _row_batches(
 
 
 def _prepare_table(
-    conn: Connection,
-    resource: Resource,
-    first: FirstPass,
+    conn: Connection, resource: Resource, first: FirstPass, *, created: bool
 ) -> tuple[Column, ...]:
-    """Create the table for a placeholder, or widen stored numbers; the new columns."""
+    """Create the table for a placeholder (unless the rows went into one `created` for
+    them already), or widen stored numbers; the new columns."""
     if resource.is_placeholder:
         columns = tuple(first.ordered)
-        resource_tables.drop_table(conn, resource.table_name)
-        resource_tables.create_table(conn, resource.table_name, columns)
+        if not created:
+            resource_tables.drop_table(conn, resource.table_name)
+            resource_tables.create_table(conn, resource.table_name, columns)
         return columns
     widened = {c.physical: c for c in first.ordered}
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
-            factor = 10 ** (new.scale - old.scale)
-            _check_rescale(conn, resource, new, factor, first.widened_at.get(new.physical))
-            resource_tables.rescale_column(conn, resource.table_name, old.physical, factor)
+            _check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
+            resource_tables.widen_column(conn, resource.table_name, old, new)
     return columns
 
 
 def _check_rescale(
-    conn: Connection, resource: Resource, column: Column, factor: int, line: int | None
+    conn: Connection, resource: Resource, old: Column, new: Column, line: int | None
 ) -> None:
     """The stored numbers must still fit int64 with the file's extra fractional digits."""
-    low, high = stored_range(conn, resource.table_name, column.physical)
+    low, high = resource_tables.stored_range(conn, resource.table_name, old)
+    factor = 10 ** (new.scale - old.scale)
     if max(abs(low or 0), abs(high or 0)) * factor > INT64_MAX:
         raise LoadError(
-            f"the stored values cannot take {column.scale} fractional digits: they would "
+            f"the stored values cannot take {new.scale} fractional digits: they would "
             "have more digits than a stored number can hold",
             line=line,
-            column=column.name,
+            column=new.name,
         )
 
 
@@ -349,11 +354,39 @@ def _checked_while_staging(
     ) as pool:
         checking = pool.submit(first_pass, path, file_format, known)
         try:
-            bulk.stage_rows(_row_batches(path, file_format, on_progress), width)
+            bulk.stage_rows(row_batches(path, file_format, on_progress), width)
         except LoadError:
             checking.cancel()
             raise  # the same reader would fail the same way in the first pass
         return checking.result()
+
+
+def expected_columns(path: Path, file_format: FileFormat, resource: Resource) -> Expected | None:
+    """The columns the file's rows will have, in the file's order, if they can be told
+    before the whole file is read: the resource's own (matched by name), or for a
+    placeholder those its first rows suggest (None when a column has no value there:
+    any type may follow). Pass 1 decides afterwards; this only lets COPY start early."""
+    with read_csv(path, file_format) as (header, batches):
+        if not resource.is_placeholder:
+            try:
+                return Expected(tuple(_match_header(header, resource.columns)), create=False)
+            except LoadError:
+                return None  # pass 1 reports it
+        try:
+            check_header(header)
+        except LoadError:
+            return None
+        guesses = [ColumnGuess() for _ in header]
+        for batch in islice(batches, GUESS_BATCHES):
+            for guess, values in zip(guesses, zip(*batch.rows, strict=True), strict=True):
+                guess.observe(values)
+    if any(guess.shape is None for guess in guesses):
+        return None
+    columns = (
+        Column(name, f"c{position}", *guess.resolve())
+        for position, (name, guess) in enumerate(zip(header, guesses, strict=True))
+    )
+    return Expected(tuple(columns), create=True)
 
 
 def load_into(
@@ -369,23 +402,22 @@ def load_into(
     with read_csv(path, file_format) as (header, _batches):
         width = len(header)
     bulk = bulk_load_for(conn, resource.table_name)
-    bulk.stage(
-        lambda: raw_chunks(path, file_format),
-        width=width,
-        delimiter=file_format.delimiter,
-        encoding=file_format.encoding,
+    raw = RawFile(
+        lambda: raw_chunks(path, file_format), width, file_format.delimiter, file_format.encoding
     )
+    bulk.stage(raw, expected_columns(path, file_format, resource))
     try:
         known = None if resource.is_placeholder else resource.columns
         if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
             first = _checked_while_staging(bulk, path, file_format, known, width, on_progress)
         else:
             first = first_pass(path, file_format, known, on_progress)
-        bulk.settle(first.reading())  # before any other statement: see settle
-        columns = _prepare_table(conn, resource, first)
-        by_physical = {c.physical: c for c in columns}
-        ordered = [by_physical[c.physical] for c in first.ordered]
-        bulk.append(ordered, first.shapes, _row_batches(path, file_format, on_progress))
+        appended = bulk.settle(first.reading(), first.ordered)  # before any other statement
+        columns = _prepare_table(conn, resource, first, created=appended)
+        if not appended:
+            by_physical = {c.physical: c for c in columns}
+            ordered = [by_physical[c.physical] for c in first.ordered]
+            bulk.append(ordered, first.shapes, row_batches(path, file_format, on_progress))
     finally:
         bulk.abort()
     updated = resources.record_load(
