@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import itertools
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -723,3 +724,37 @@ def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: Fi
     assert failure["data"]["error"] == f"HTTP 404 Not Found from {server.url}{missing}"
     ids = [message_id for message_id, _ in receiver.messages]
     assert len(ids) == len(set(ids)) == 5  # one message id per event
+
+
+# --- 6. waking idle workers ----------------------------------------------------------------
+
+
+def test_queued_files_wake_an_idle_postgresql_worker(
+    request: pytest.FixtureRequest, tmp_path: Path, server: FileServer, processes: Processes
+) -> None:
+    """A worker that would poll only once an hour still takes each notified file: the
+    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)"""
+    settings = make_settings(
+        request, "postgresql", tmp_path / "home", **process_defaults(worker_poll_seconds=3600)
+    )
+    runtime = build_runtime(settings)
+    try:
+        with (
+            serve_app(create_app(settings, runtime)) as url,
+            httpx.Client(base_url=url, timeout=30) as client,
+        ):
+            stack = Stack(runtime, client, processes.worker(settings))
+            stack.worker.wait_ready()
+            tenant = stack.tenant()
+            created = register_webhook(client, tenant, "woken")
+            for n in (1, 2):
+                if n == 2:
+                    time.sleep(1.0)  # the worker, done with the first file, is asleep
+                name = server.add(LEDGER, f"woken-{n}")
+                assert notify(
+                    client, created["webhook_id"], f"{server.url}/files/{name}"
+                ).is_success
+                files = stack.wait(tenant, created["id"], n)
+                assert [f["status"] for f in files] == ["delivered", "duplicate"][:n]
+    finally:
+        runtime.close()

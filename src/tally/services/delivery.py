@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Event
 
 import orjson
 from sqlalchemy import Engine
@@ -26,7 +28,7 @@ from tally.services.ingestion import queue_event
 from tally.services.loader.load import load_into
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore
-from tally.storage.engine import write_connection
+from tally.storage.engine import backend_of, write_connection
 from tally.storage.files import FileRecord
 
 log = logging.getLogger("tally.delivery")
@@ -56,6 +58,13 @@ def claim_file(ctx: DeliveryContext) -> FileRecord | None:
         return files.claim_next_file(
             conn, worker=ctx.worker, now=utc_now(), lease_seconds=ctx.policy.lease_seconds
         )
+
+
+def listen_for_files(engine: Engine, on_queued: Callable[[], None], stop: Event) -> None:
+    """Call `on_queued` whenever files are queued, until `stop` is set (PostgreSQL only:
+    returns at once on SQLite, whose workers find files by polling)."""
+    if backend_of(engine).is_postgresql:
+        files.listen_for_queued_files(engine, on_queued, stop)
 
 
 def renew_lease(ctx: DeliveryContext, file_id: int) -> bool:

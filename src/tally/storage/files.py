@@ -3,17 +3,20 @@
 Claiming takes a lease: a worker that dies loses its lease when it expires and the
 file is taken up again. PostgreSQL claims with FOR UPDATE SKIP LOCKED, so any number of
 workers on any number of machines share the queue; SQLite has one writer at a time
-(BEGIN IMMEDIATE), which makes the same statements safe there.
+(BEGIN IMMEDIATE), which makes the same statements safe there. On PostgreSQL a
+transaction that queues files also NOTIFYs, so idle workers start at once instead of at
+their next poll.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from threading import Event
 from typing import Any
 
-from sqlalchemy import Connection, and_, exc, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, exc, insert, or_, select, update
 
 from tally.core.clock import as_utc
 from tally.core.errors import FileNotFoundInSourceError
@@ -24,6 +27,8 @@ QUEUED, DOWNLOADING, LOADING = "queued", "downloading", "loading"
 DELIVERED, DUPLICATE, FAILED = "delivered", "duplicate", "failed"
 FINAL_STATUSES = (DELIVERED, DUPLICATE, FAILED)
 ACTIVE_STATUSES = (QUEUED, DOWNLOADING, LOADING)
+QUEUE_CHANNEL = "tally_files_queued"  # PostgreSQL NOTIFY channel: files were queued
+LISTEN_CHECK_SECONDS = 1.0  # how often a listener looks at its stop event
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ def insert_files(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[FileR
     multi-row INSERT; the records come back in the order given."""
     if not rows:
         return []
+    _announce(conn)
     return [FileRecord.from_row(row) for row in conn.execute(_INSERT_FILES, list(rows)).all()]
 
 
@@ -118,6 +124,7 @@ def insert_file(conn: Connection, values: dict[str, Any]) -> tuple[FileRecord, b
         existing = find_by_idempotency_key(conn, resource_id, idempotency_key)
         if existing is not None:
             return existing, False
+        _announce(conn)
         try:
             with conn.begin_nested():
                 row = conn.execute(_INSERT_FILE, values).one()
@@ -126,8 +133,33 @@ def insert_file(conn: Connection, values: dict[str, Any]) -> tuple[FileRecord, b
             assert found is not None
             return found, False
         return FileRecord.from_row(row), True
+    _announce(conn)
     row = conn.execute(_INSERT_FILE, values).one()
     return FileRecord.from_row(row), True
+
+
+def _announce(conn: Connection) -> None:
+    """PostgreSQL: tell listening workers when this transaction commits (NOTIFY is sent
+    at commit, once per transaction however often it is said, and never on rollback)."""
+    if backend_of(conn).is_postgresql:
+        conn.exec_driver_sql(f"NOTIFY {QUEUE_CHANNEL}")
+
+
+def listen_for_queued_files(engine: Engine, on_queued: Callable[[], None], stop: Event) -> None:
+    """PostgreSQL: call `on_queued` each time a transaction that queued files commits,
+    until `stop` is set. On a connection of its own, outside the pool: LISTEN holds it."""
+    raw = engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        assert driver is not None
+        raw.rollback()
+        driver.autocommit = True
+        driver.execute(f"LISTEN {QUEUE_CHANNEL}")
+        while not stop.is_set():
+            for _ in driver.notifies(timeout=LISTEN_CHECK_SECONDS, stop_after=1):
+                on_queued()
+    finally:
+        raw.invalidate()  # never back to the pool in LISTEN and autocommit
 
 
 def find_by_idempotency_key(conn: Connection, resource_id: int, key: str) -> FileRecord | None:

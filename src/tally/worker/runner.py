@@ -3,7 +3,8 @@
 Jobs are file deliveries and status notifications. A thread holding a file renews its
 lease in the background, so a slow download is not taken over by another worker; a
 killed worker stops renewing and its file is taken up again when the lease expires.
-Graceful stop: the threads finish the job in hand, then exit.
+Graceful stop: the threads finish the job in hand, then exit. Idle threads poll, and on
+PostgreSQL a listener wakes them as soon as files are queued.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Worker:
         self._concurrency = concurrency
         self._poll_seconds = poll_seconds
         self.stopping = threading.Event()
+        self._wake = threading.Event()  # set when files were queued (PostgreSQL)
         self._threads: list[threading.Thread] = []
 
     def _context(self, n: int) -> DeliveryContext:
@@ -85,9 +87,24 @@ class Worker:
                 if self.stopping.is_set():
                     return
             if not did_work:
+                # a wake-up lost between the claim and the clear costs one poll, no file
+                self._wake.wait(self._poll_seconds)
+                self._wake.clear()
+
+    def _listen(self) -> None:
+        """Wake idle threads when files are queued; on a lost connection, poll until a
+        new one listens."""
+        while not self.stopping.is_set():
+            try:
+                delivery.listen_for_files(self._runtime.engine, self._wake.set, self.stopping)
+                return
+            except Exception:
+                log.warning("queue_listener_lost", exc_info=True)
                 self.stopping.wait(self._poll_seconds)
 
     def start(self) -> None:
+        listener = threading.Thread(target=self._listen, name="tally-worker-listen", daemon=True)
+        listener.start()
         for n in range(self._concurrency):
             thread = threading.Thread(target=self._loop, args=(n,), name=f"tally-worker-{n}")
             thread.start()
@@ -97,6 +114,7 @@ class Worker:
     def stop(self) -> None:
         """Finish the jobs in hand, then return."""
         self.stopping.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join()
         log.info("worker_stopped")
