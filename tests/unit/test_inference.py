@@ -483,7 +483,7 @@ def test_a_confirmed_value_would_change_no_guess(
         guess.observe(values)
     confirmation = batch_confirmation([guess])
     for probe in probes:
-        if confirmation is not None and confirmation.fullmatch(probe):
+        if confirmation is not None and confirmation.confirms(probe):
             observed = copy.deepcopy(guess)
             observed.observe([probe])
             assert _outcome(observed) == _outcome(guess), probe
@@ -500,9 +500,9 @@ def test_settled_batches_are_confirmed_and_changing_ones_are_not() -> None:
     confirmation = batch_confirmation(guesses)
     assert confirmation is not None
     same = ["7", "2023-12-31", "2023-06-30 23:59:59Z", "-0.05", "", "FALSE", "2023-12-31T23:59:59"]
-    assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + same)) is None  # "" is new
+    assert not confirmation.confirms(VALUE_SEPARATOR.join(same + same))  # "" is new
     same[4] = "USD"
-    assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + same))
+    assert confirmation.confirms(VALUE_SEPARATOR.join(same + same))
     for changed in (
         (0, "10"),  # longer than any number seen: the magnitude may move
         (1, "2024-02-29"),  # a leap day goes through the calendar check
@@ -514,4 +514,16 @@ def test_settled_batches_are_confirmed_and_changing_ones_are_not() -> None:
     ):
         row = list(same)
         row[changed[0]] = changed[1]
-        assert confirmation.fullmatch(VALUE_SEPARATOR.join(same + row)) is None, changed
+        assert not confirmation.confirms(VALUE_SEPARATOR.join(same + row)), changed
+
+
+def test_the_calendar_edges_go_through_observe() -> None:
+    """An offset can move the last days of year 9999 out of the calendar (and a value
+    there makes the column text): such a value never confirms a batch."""
+    guess = ColumnGuess()
+    guess.observe(["2024-01-31T10:00:00+01:00"])
+    confirmation = batch_confirmation([guess])
+    assert confirmation is not None
+    assert confirmation.confirms("2024-02-01T10:00:00-01:00")
+    assert not confirmation.confirms("9999-12-31T23:00:00-02:00")  # year 10000 in UTC
+    assert not confirmation.confirms("0999-01-01T00:30:00+01:00")  # year 0 in UTC

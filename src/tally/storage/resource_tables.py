@@ -33,17 +33,21 @@ SQLITE_INDEX_SORT_KIB = 2000  # page cache (hence sort memory) while building in
 PG_INDEX_SESSIONS = 2  # sessions building one table's indexes side by side
 PG_INDEX_SORT_MEMORY = "16MB"  # maintenance_work_mem of each
 _NUMERIC_TYPES = (ColumnType.INTEGER, ColumnType.DECIMAL)
+# Digits of a PostgreSQL decimal column: more than any value within int64 at its scale
+# has (the loader's bound), so the type never refuses what the loader accepts.
+PG_NUMERIC_PRECISION = 38
 
 
 def sql_type(column: Column, *, postgresql: bool) -> str:
     """SQLite stores a decimal as an integer scaled by 10**scale and a timestamp as
-    canonical text. PostgreSQL stores both in its own types (NUMERIC: the file's exact
-    value, whatever its number of digits; TIMESTAMP(TZ)), which its COPY parses
-    straight from the file's text, so a file's rows need no conversion step."""
+    canonical text. PostgreSQL stores both in its own types, which its COPY parses
+    straight from the file's text, so a file's rows need no conversion step: NUMERIC
+    with the column's scale (exact: no stored value has more fractional digits, and
+    each is kept, and rendered, with exactly `scale` of them) and TIMESTAMP(TZ)."""
     if column.type is ColumnType.INTEGER:
         return "BIGINT" if postgresql else "INTEGER"
     if column.type is ColumnType.DECIMAL:
-        return "NUMERIC" if postgresql else "INTEGER"
+        return f"NUMERIC({PG_NUMERIC_PRECISION}, {column.scale})" if postgresql else "INTEGER"
     if column.type is ColumnType.BOOLEAN:
         return "BOOLEAN" if postgresql else "INTEGER"
     if column.type is ColumnType.TIMESTAMP and postgresql:
@@ -78,12 +82,13 @@ def drop_table(conn: Connection, table: str) -> None:
 
 
 def widen_column(conn: Connection, table: str, old: Column, new: Column) -> None:
-    """A file brought more fractional digits to a numeric column. SQLite multiplies its
-    scaled integers; PostgreSQL's NUMERIC already holds every digit, and an integer
-    column becomes NUMERIC."""
+    """A file brought more fractional digits to a numeric column (an integer column
+    becomes decimal): SQLite multiplies its scaled integers, PostgreSQL changes the
+    column's type (both rewrite the table)."""
     if backend_of(conn).is_postgresql:
-        if old.type is ColumnType.INTEGER:
-            conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN {old.physical} TYPE NUMERIC")
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ALTER COLUMN {old.physical} TYPE {sql_type(new, postgresql=True)}"
+        )
         return
     factor = 10 ** (new.scale - old.scale)
     conn.exec_driver_sql(f"UPDATE {table} SET {old.physical} = {old.physical} * {factor}")
@@ -246,8 +251,6 @@ def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
     """SQL text rendering one stored value as its JSON value (exact decimals, with the
     column's number of fractional digits)."""
     if postgresql:
-        if column.type is ColumnType.DECIMAL:
-            return f"round({ref}, {column.scale})"  # adds zeros only: no value has more
         if column.type is ColumnType.TIMESTAMP and column.timezone:
             # DateStyle ISO (set on every connection): 'YYYY-MM-DD HH:MM:SS[.ffffff]'
             return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import re2  # type: ignore[import-untyped]
+
 from tally.core.columns import (
     BOOLEAN_PATTERN,
     DATE_PATTERN,
@@ -228,23 +230,39 @@ class ColumnGuess:
 # leaving every guess as it is: no empty value where none was seen, no longer number
 # than already measured, no new fraction length, only calendar days that are surely
 # valid. A value that might change a guess sends the batch through `observe`, column
-# by column. On the 1M-row benchmark file the first pass took 3.6 s, confirmed 2.5 s.
+# by column. On the 1M-row benchmark file the first pass took 3.6 s, confirmed 2.5 s
+# (1.7 s on RE2, below).
+#
+# The match runs on RE2 (google-re2): a DFA, linear in the text, four times faster here
+# than Python's backtracking `re` on the same batches (0.69 -> 0.17 s per million rows).
+# Hence no lookaround in these patterns: RE2 has none.
 
 VALUE_SEPARATOR = "\x00"
 # Calendar days valid in every year from 1000 to 9998 (29 February, and the first and
 # last day an offset could move out of the calendar, go through `observe`).
 _SURE_DATE = (
-    r"(?!9999)[1-9][0-9]{3}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+    r"(?:[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
+    r"(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
     r"|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
 )
 _PLAIN_TIME = r"[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 _ANY_TIME = TIMESTAMP_NAIVE_PATTERN.removeprefix(DATE_PATTERN)
 _ANY_OFFSET = TIMESTAMP_AWARE_PATTERN.removeprefix(TIMESTAMP_NAIVE_PATTERN)
+_RE2_MEMORY = 64 << 20  # bytes for RE2's DFA cache (its default, 8 MiB, can run out)
 
 
-def _at_most(chars: int) -> str:
-    """Lookahead: the value ahead has 1..chars characters."""
-    return f"(?=[^{VALUE_SEPARATOR}]{{1,{chars}}}(?![^{VALUE_SEPARATOR}]))"
+def _number_of_at_most(chars: int, fractions: Sequence[int]) -> str | None:
+    """Numbers of 1..chars characters, sign included, whose fraction has one of the
+    given lengths (0: none): one alternative per sign and fraction length, each with
+    the room its whole part has left. None when no number is that short."""
+    options = []
+    for sign in ("", "[+-]"):
+        for fraction in fractions:
+            room = chars - (1 if sign else 0) - (fraction + 1 if fraction else 0)
+            if room >= 1:
+                tail = rf"\.[0-9]{{{fraction}}}" if fraction else ""
+                options.append(f"{sign}(?:0|[1-9][0-9]{{0,{room - 1}}}){tail}")
+    return f"(?:{'|'.join(options)})" if options else None
 
 
 def _confirming_value(guess: ColumnGuess) -> str | None:
@@ -266,21 +284,34 @@ def _confirming_value(guess: ColumnGuess) -> str | None:
         # shorter than every value measured exactly, and no longer than the longest
         # value skipped: Magnitude stays as it is
         chars = min(guess.magnitude.skipped_chars, _INT64_DIGITS - guess.scale - 1)
-        if chars < 1:
-            return None
         if shape == INTEGER:
-            number = INTEGER_PATTERN
-        elif guess.uniform_scale:
-            number = rf"[+-]?(?:0|[1-9][0-9]*)\.[0-9]{{{guess.scale}}}"
-        else:  # not uniform already: any fraction up to the scale keeps it so
-            number = rf"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]{{1,{guess.scale}}})?"
-        return _at_most(chars) + number
+            return _number_of_at_most(chars, [0])
+        if guess.uniform_scale:
+            return _number_of_at_most(chars, [guess.scale])
+        # not uniform already: any fraction up to the scale keeps it so
+        return _number_of_at_most(chars, range(guess.scale + 1))
     return None  # only empty values so far
 
 
-def batch_confirmation(guesses: Sequence[ColumnGuess]) -> re.Pattern[str] | None:
-    """A pattern whose full match over a batch's NUL-joined values proves that observing
-    the batch would leave every guess as it is (None: some guess cannot be confirmed)."""
+class BatchConfirmation:
+    """Proves, for a batch whose NUL-joined values it confirms, that observing the batch
+    would leave every guess as it is."""
+
+    def __init__(self, pattern: str) -> None:
+        options = re2.Options()
+        options.max_mem = _RE2_MEMORY
+        self.pattern = pattern
+        self._compiled = re2.compile(pattern, options)
+
+    def confirms(self, joined: str) -> bool:
+        # RE2 reads UTF-8. A lone surrogate (no strictly decoded file holds one) is
+        # passed through as bytes only a text column's pattern, `[^\x00]+`, admits.
+        return self._compiled.fullmatch(joined.encode("utf-8", "surrogatepass")) is not None
+
+
+def batch_confirmation(guesses: Sequence[ColumnGuess]) -> BatchConfirmation | None:
+    """The confirmation of batches that cannot change these guesses (None: some guess
+    cannot be confirmed)."""
     fields = []
     for guess in guesses:
         value = _confirming_value(guess)
@@ -291,7 +322,7 @@ def batch_confirmation(guesses: Sequence[ColumnGuess]) -> re.Pattern[str] | None
         else:
             fields.append(f"(?:{value})?" if guess.has_empty else f"(?:{value})")
     row = VALUE_SEPARATOR.join(fields)
-    return re.compile(f"{row}(?:{VALUE_SEPARATOR}{row})*")
+    return BatchConfirmation(f"{row}(?:{VALUE_SEPARATOR}{row})*")
 
 
 def check_fits(shape: str, values: Sequence[str], *, lines: Sequence[int], column: str) -> None:

@@ -12,7 +12,6 @@ two passes overlap.
 from __future__ import annotations
 
 import multiprocessing
-import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -30,6 +29,7 @@ from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.services.loader.inference import (
     DECIMAL,
     VALUE_SEPARATOR,
+    BatchConfirmation,
     ColumnGuess,
     Magnitude,
     batch_confirmation,
@@ -108,11 +108,11 @@ def _infer(
         check_header(header)
         guesses = [ColumnGuess() for _ in header]
         result.quotes = [0] * len(header) if file_format.has_quotes else None
-        confirmation: re.Pattern[str] | None = None
+        confirmation: BatchConfirmation | None = None
         for batch in batches:
             result.rows += len(batch.rows)
             joined = VALUE_SEPARATOR.join(chain.from_iterable(batch.rows))
-            if confirmation is None or confirmation.fullmatch(joined) is None:
+            if confirmation is None or not confirmation.confirms(joined):
                 columns = list(zip(*batch.rows, strict=True))
                 for guess, values in zip(guesses, columns, strict=True):
                     guess.observe(values)

@@ -1,4 +1,4 @@
-"""PostgreSQL row tables keep decimals as NUMERIC and timestamps as TIMESTAMP(TZ)
+"""PostgreSQL row tables keep decimals as NUMERIC(38, scale), timestamps as TIMESTAMP(TZ)
 
 Revision ID: 0003
 Revises: 0002
@@ -28,7 +28,11 @@ def _new_type(column: dict[str, object]) -> tuple[str, str] | None:
     physical = str(column["physical"])
     if column["type"] == "decimal":
         scale = int(str(column.get("scale", 0)))
-        return "NUMERIC", f"{physical}::numeric * 1e-{scale}::numeric" if scale else physical
+        # NUMERIC(38, scale): storage/resource_tables.py's type for a decimal column
+        return (
+            f"NUMERIC(38, {scale})",
+            f"{physical}::numeric * 1e-{scale}::numeric" if scale else physical,
+        )
     if column["type"] == "timestamp":
         if column.get("timezone"):
             return "TIMESTAMPTZ", f"({physical} || 'Z')::timestamptz"
