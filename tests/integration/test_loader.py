@@ -1037,6 +1037,7 @@ def test_postgresql_copies_rows_straight_into_their_table(
     [
         ("1", "1.5", Decimal("1.5")),  # COPY refuses it for the guessed BIGINT: staged
         ("1", "007", "007"),  # COPY takes it as 7, the checks make the column text
+        ("1.5", "1.25", Decimal("1.25")),  # COPY rounds it to 1.3 at the guessed scale
         ("a", 'say "hi"', 'say "hi"'),  # COPY reads 'say hi': PostgreSQL's quoting
     ],
 )
