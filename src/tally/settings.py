@@ -73,7 +73,11 @@ class Settings(BaseSettings):
         "its worker stops renewing it.",
     )
     worker_concurrency: int = Field(2, ge=1, description="Jobs a worker process runs at once.")
-    worker_poll_seconds: float = Field(0.5, description="Idle worker's polling interval.")
+    worker_poll_seconds: float = Field(
+        0.5,
+        description="Idle worker's polling interval (on PostgreSQL, queued files also "
+        "wake workers at once).",
+    )
     serve_worker: bool = Field(
         True, description="`tally serve` also runs a worker in the same process."
     )
