@@ -166,11 +166,37 @@ def vacuum(engine: Engine, table: str) -> None:
 # --- reading -------------------------------------------------------------------------
 
 
-class _StoredDecimal(sa.types.TypeDecorator[int]):
-    """A decimal in its stored form as the rest of tally sees it, an integer scaled by
-    10**scale, on both backends: SQLite keeps that integer; PostgreSQL keeps the exact
-    NUMERIC, to and from which values are scaled here (exact: Decimal.scaleb only
-    moves the exponent)."""
+class _StoredForm(sa.types.TypeDecorator[Any]):
+    """A value in the stored form the rest of tally sees on both backends, which is what
+    SQLite keeps; PostgreSQL keeps its own type (`pg_type`), translated here both ways.
+    (SQLAlchemy reads `impl` and `cache_ok` from each subclass's own body.)"""
+
+    def pg_type(self) -> sa.types.TypeEngine[Any]:
+        raise NotImplementedError
+
+    def sqlite_type(self) -> sa.types.TypeEngine[Any]:
+        raise NotImplementedError
+
+    def to_pg(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def from_pg(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        postgresql = dialect.name == "postgresql"
+        return dialect.type_descriptor(self.pg_type() if postgresql else self.sqlite_type())
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        return value if value is None or dialect.name != "postgresql" else self.to_pg(value)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        return value if value is None or dialect.name != "postgresql" else self.from_pg(value)
+
+
+class _StoredDecimal(_StoredForm):
+    """An integer scaled by 10**scale; on PostgreSQL the exact NUMERIC (Decimal.scaleb
+    only moves the exponent: exact)."""
 
     impl = sa.BigInteger
     cache_ok = True
@@ -179,26 +205,22 @@ class _StoredDecimal(sa.types.TypeDecorator[int]):
         super().__init__()
         self.scale = scale
 
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(sa.Numeric(asdecimal=True))
-        return dialect.type_descriptor(sa.BigInteger())
+    def pg_type(self) -> sa.types.TypeEngine[Any]:
+        return sa.Numeric(asdecimal=True)
 
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
+    def sqlite_type(self) -> sa.types.TypeEngine[Any]:
+        return sa.BigInteger()
+
+    def to_pg(self, value: Any) -> Any:
         return Decimal(value).scaleb(-self.scale)
 
-    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
+    def from_pg(self, value: Any) -> Any:
         return int(Decimal(value).scaleb(self.scale))
 
 
-class _StoredTimestamp(sa.types.TypeDecorator[str]):
-    """A timestamp in its stored form as the rest of tally sees it, canonical ISO text
-    (UTC for a column with offsets), on both backends: SQLite keeps that text;
-    PostgreSQL keeps TIMESTAMP or TIMESTAMPTZ, translated here."""
+class _StoredTimestamp(_StoredForm):
+    """Canonical ISO text (UTC for a column with offsets); on PostgreSQL TIMESTAMP or
+    TIMESTAMPTZ."""
 
     impl = sa.Text
     cache_ok = True
@@ -207,20 +229,17 @@ class _StoredTimestamp(sa.types.TypeDecorator[str]):
         super().__init__()
         self.timezone = timezone
 
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            return dialect.type_descriptor(sa.DateTime(timezone=self.timezone))
-        return dialect.type_descriptor(sa.Text())
+    def pg_type(self) -> sa.types.TypeEngine[Any]:
+        return sa.DateTime(timezone=self.timezone)
 
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
+    def sqlite_type(self) -> sa.types.TypeEngine[Any]:
+        return sa.Text()
+
+    def to_pg(self, value: Any) -> Any:
         moment = dt.datetime.fromisoformat(value)
         return moment.replace(tzinfo=dt.UTC) if self.timezone else moment
 
-    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
+    def from_pg(self, value: Any) -> Any:
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return canonical_timestamp(value.isoformat())[0]
