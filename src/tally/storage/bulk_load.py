@@ -228,6 +228,8 @@ class BulkLoad:
 
     # Whether `stage_rows` can copy the rows while another process runs the checks.
     stages_rows = False
+    # Whether `stage` can put the rows straight into the table the loader expects.
+    takes_expected = False
 
     def __init__(self, conn: Connection, table: str) -> None:
         self._conn = conn
@@ -343,6 +345,7 @@ class PostgresBulkLoad(BulkLoad):
     SELECT once the types are known. Either is kept only if the checks agree."""
 
     _SAVEPOINT = "tally_staging"
+    takes_expected = True
 
     def __init__(self, conn: Connection, table: str) -> None:
         super().__init__(conn, table)

@@ -405,7 +405,8 @@ def load_into(
     raw = RawFile(
         lambda: raw_chunks(path, file_format), width, file_format.delimiter, file_format.encoding
     )
-    bulk.stage(raw, expected_columns(path, file_format, resource))
+    expected = expected_columns(path, file_format, resource) if bulk.takes_expected else None
+    bulk.stage(raw, expected)
     try:
         known = None if resource.is_placeholder else resource.columns
         if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
