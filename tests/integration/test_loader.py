@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,10 +34,11 @@ from tally.services.loader.load import (
     LoadResult,
     expected_columns,
     first_pass,
+    load_into,
     row_batches,
 )
 from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
-from tally.storage import resource_tables
+from tally.storage import resource_tables, resources
 from tally.storage.bulk_load import (
     PostgresBulkLoad,
     RawFile,
@@ -44,8 +46,9 @@ from tally.storage.bulk_load import (
     create_staging,
     read_staging,
 )
-from tally.storage.engine import create_database_engine
+from tally.storage.engine import create_database_engine, write_connection
 from tally.storage.resources import Resource
+from tally.worker.runner import Worker
 
 PAGE = 10_000
 
@@ -1049,3 +1052,32 @@ def test_postgresql_keeps_no_straight_copy_the_whole_file_contradicts(
     assert not straight
     assert rows[-1] == (stored,)
     assert len(rows) == BATCH_ROWS + 1
+
+
+def test_indexes_a_stopped_process_left_unbuilt_are_built_by_a_worker(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """Rows committed, then the process stops before building their indexes: a worker's
+    job builds them, once, without waiting for the source's next file."""
+    path = write_file("id,amount\n1,2.50\n2,3.75\n")
+    try:
+        with write_connection(runtime.engine) as conn, conn.begin():
+            resource = catalogue.create_source_in(conn, workspace_id=tenant.workspace_id, name="s")
+            load_into(conn, resource.id, path)
+    finally:
+        path.unlink()
+    table = resource.table_name
+    assert not any(name.startswith(f"ix_{table}_") for name in _index_names(runtime, table))
+    worker = Worker(runtime, concurrency=1, poll_seconds=0.05)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with runtime.engine.connect() as conn:
+                if resources.get_resource(conn, resource.id).indexed_version:
+                    break
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert {f"ix_{table}_c0", f"ix_{table}_c1"} <= _index_names(runtime, table)
+    assert catalogue.index_one_unindexed(runtime.engine) is False  # none left

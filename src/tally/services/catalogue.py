@@ -115,3 +115,16 @@ def index_resource(engine: Engine, resource_id: int) -> None:
     if built:
         resource_tables.vacuum(engine, resource.table_name)
         log.info("resource_indexed", extra={"resource_id": resource_id})
+
+
+def index_one_unindexed(engine: Engine) -> bool:
+    """Build the indexes of one resource that has rows but never got them (its process
+    stopped between committing the rows and indexing them); False when none is left.
+    Workers run it as a job, so such a resource is indexed without waiting for a new
+    file. Two at once are safe: `index_resource` locks the resource and checks."""
+    with engine.connect() as conn:
+        resource_id = resources.next_unindexed(conn)
+    if resource_id is None:
+        return False
+    index_resource(engine, resource_id)
+    return True

@@ -158,6 +158,19 @@ def record_load(
     )
 
 
+def next_unindexed(conn: Connection) -> int | None:
+    """A resource with rows whose first indexes were never built (its process stopped
+    between committing the rows and building them), if any."""
+    stmt = (
+        select(resources.c.id)
+        .where(resources.c.indexed_version == 0, resources.c.data_version > 0)
+        .where(resources.c.is_placeholder.is_(False))
+        .order_by(resources.c.id)
+        .limit(1)
+    )
+    return conn.execute(stmt).scalar()
+
+
 def record_indexed(conn: Connection, resource_id: int, version: int) -> None:
     conn.execute(
         update(resources).where(resources.c.id == resource_id).values(indexed_version=version)

@@ -1,8 +1,9 @@
 """The worker loop: N threads, each claiming the next due job from the database.
 
-Jobs are file deliveries and status notifications. A thread holding a file renews its
-lease in the background, so a slow download is not taken over by another worker; a
-killed worker stops renewing and its file is taken up again when the lease expires.
+Jobs are file deliveries, status notifications, and indexes a stopped process left
+unbuilt. A thread holding a file renews its lease in the background, so a slow download
+is not taken over by another worker; a killed worker stops renewing and its file is
+taken up again when the lease expires.
 Graceful stop: the threads finish the job in hand, then exit. Idle threads poll, and on
 PostgreSQL a listener wakes them as soon as files are queued.
 """
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from tally.runtime import Runtime
-from tally.services import delivery, notifications
+from tally.services import catalogue, delivery, notifications
 from tally.services.delivery import DeliveryContext
 
 log = logging.getLogger("tally.worker")
@@ -49,7 +50,12 @@ class Worker:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=ctx.policy.lease_seconds,
         )
-        return [lambda: self._deliver_one(ctx), sender.fan_out, sender.send_one]
+        return [
+            lambda: self._deliver_one(ctx),
+            sender.fan_out,
+            sender.send_one,
+            lambda: catalogue.index_one_unindexed(ctx.engine),
+        ]
 
     def _deliver_one(self, ctx: DeliveryContext) -> bool:
         file = delivery.claim_file(ctx)
