@@ -17,6 +17,7 @@ import subprocess
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,30 +109,37 @@ QUERIES: list[list[tuple[str, str]]] = [
 ]
 
 
+@contextmanager
+def _served_in_threads(runtime: Runtime) -> Iterator[httpx.Client]:
+    """The same database, read by an app whose queries run in its own threads: the
+    reference a pooled answer must equal byte for byte."""
+    threaded = runtime.settings.model_copy(update={"query_processes": 0})
+    reference = build_runtime(threaded)
+    try:
+        with (
+            serve_app(create_app(threaded, reference)) as url,
+            httpx.Client(base_url=url) as client,
+        ):
+            yield client
+    finally:
+        reference.close()
+
+
 def test_the_pool_answers_exactly_what_threads_answer(
     pooled: tuple[Runtime, httpx.Client],
 ) -> None:
     runtime, api = pooled
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
-    # The same database, read by an app whose queries run in its own threads.
-    threaded = runtime.settings.model_copy(update={"query_processes": 0})
-    reference = build_runtime(threaded)
-    try:
-        with (
-            serve_app(create_app(threaded, reference)) as url,
-            httpx.Client(base_url=url) as other,
-        ):
-            for params in QUERIES:
-                pooled_answer = _get(api, tenant, source.id, params)
-                threaded_answer = _get(other, tenant, source.id, params)
-                assert pooled_answer.status_code == 200, pooled_answer.text
-                assert pooled_answer.content == threaded_answer.content
-                assert pooled_answer.headers.get("content-encoding") == threaded_answer.headers.get(
-                    "content-encoding"
-                )
-    finally:
-        reference.close()
+    with _served_in_threads(runtime) as other:
+        for params in QUERIES:
+            pooled_answer = _get(api, tenant, source.id, params)
+            threaded_answer = _get(other, tenant, source.id, params)
+            assert pooled_answer.status_code == 200, pooled_answer.text
+            assert pooled_answer.content == threaded_answer.content
+            assert pooled_answer.headers.get("content-encoding") == threaded_answer.headers.get(
+                "content-encoding"
+            )
     assert len(_spawned_query_processes()) >= PROCESSES
 
 
@@ -308,26 +316,18 @@ def test_large_pages_read_in_parts_answer_what_a_whole_read_answers(
     runtime, api, queries = split_pooled
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, BIG_CSV)
-    threaded = runtime.settings.model_copy(update={"query_processes": 0})
-    reference = build_runtime(threaded)
-    try:
-        with (
-            serve_app(create_app(threaded, reference)) as url,
-            httpx.Client(base_url=url) as other,
-        ):
-            for params in BIG_QUERIES:
-                for encoding in ("gzip", "identity"):
-                    headers = {**tenant.headers, "Accept-Encoding": encoding}
-                    route = f"/api/v1/resources/{source.id}/data"
-                    parts = api.get(route, params=tuple(params), headers=headers)
-                    whole = other.get(route, params=tuple(params), headers=headers)
-                    assert parts.status_code == 200, parts.text
-                    assert parts.content == whole.content, params
-                    assert parts.headers.get("content-encoding") == whole.headers.get(
-                        "content-encoding"
-                    )
-    finally:
-        reference.close()
+    with _served_in_threads(runtime) as other:
+        for params in BIG_QUERIES:
+            for encoding in ("gzip", "identity"):
+                headers = {**tenant.headers, "Accept-Encoding": encoding}
+                route = f"/api/v1/resources/{source.id}/data"
+                parts = api.get(route, params=tuple(params), headers=headers)
+                whole = other.get(route, params=tuple(params), headers=headers)
+                assert parts.status_code == 200, parts.text
+                assert parts.content == whole.content, params
+                assert parts.headers.get("content-encoding") == whole.headers.get(
+                    "content-encoding"
+                )
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
     small = _get(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
     assert small.json()["meta"]["returned_count"] == SPLIT_MIN_ROWS - 1
