@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -44,8 +45,6 @@ import procs  # noqa: E402  (bench/, found through sys.path above)
 import report  # noqa: E402
 import tally_target  # noqa: E402
 from procs import log  # noqa: E402
-
-from tally.storage.engine import SQLITE_DRIVER  # noqa: E402
 
 PEER_STEPS_DEFAULT = "load-sqlite datasette index-sqlite datasette-idx roapi"
 ANCHOR_STEPS = ("duckdb", "postgres")
@@ -214,7 +213,7 @@ def versions() -> dict[str, Any]:
         "tally": tally.__version__,
         "tally_git_sha": git_sha(),
         "python": platform.python_version(),
-        "sqlite": SQLITE_DRIVER.sqlite_version,  # the SQLite tally runs on
+        "sqlite": sqlite3.sqlite_version,
         **{name: dist(name) for name in packages},
     }
 

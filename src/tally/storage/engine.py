@@ -7,32 +7,14 @@ instead of failing half-way. PostgreSQL is reached through psycopg 3.
 
 from __future__ import annotations
 
-import importlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-
-def _sqlite_driver() -> ModuleType:
-    """The DB-API module for SQLite: pysqlite3 (the stdlib module's twin, built with its
-    own recent SQLite) where its wheel exists, else the stdlib's. Python's sqlite3 links
-    the system's SQLite, which on Debian 12 is 3.40 built without lookaside memory; the
-    bundled 3.51 renders the benchmark's pages in ~20 % less time (Q1's 1000 rows: 3.2 ->
-    2.6 ms a request, in the query process; JSON functions were rewritten in 3.45)."""
-    try:
-        return importlib.import_module("pysqlite3.dbapi2")
-    except ImportError:  # no wheel for this platform (pyproject: Linux x86-64 only)
-        return sqlite3
-
-
-SQLITE_DRIVER = _sqlite_driver()
 WRITE_OPTION = "tally_write"
 
 
@@ -77,7 +59,6 @@ def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
             pool_size=pool_size,
             max_overflow=pool_size * 4,
             connect_args={"check_same_thread": False, "timeout": 30},
-            module=SQLITE_DRIVER,
         )
         _configure_sqlite(engine)
         return engine
