@@ -516,16 +516,51 @@ def select_page(
         postgresql,
         _reads_directly(query, start, first, matching - offset <= limit),
     )
-    stmt = _page_statement(shape)
-    found = list(conn.execute(stmt, params).all())
+    found, type_codes = _driver_rows(conn, _page_statement(shape), params)
+
+    def key_of(row: Sequence[Any]) -> RowKey:
+        """(json, [ordering value,] row id) -> the row's key, its value in stored form."""
+        if query.ordering.column is None:
+            return RowKey(None, row[-1])
+        value = _stored_value(conn, query.ordering.column, row[1], type_codes[1])
+        return RowKey(value, row[-1])
+
     checkpoints: dict[int, RowKey] = {}
     if skip > 0 and found:
-        checkpoints[offset] = _key_of(found.pop(0))
+        checkpoints[offset] = key_of(found.pop(0))
     elif start is not None and skip == 0:
         checkpoints[offset] = start[1]
     if found:
-        checkpoints[offset + len(found)] = _key_of(found[-1])
+        checkpoints[offset + len(found)] = key_of(found[-1])
     return Page([row[0] for row in found], checkpoints)
+
+
+def _driver_rows(
+    conn: Connection, stmt: sa.Select[Any], params: dict[str, Any]
+) -> tuple[list[Sequence[Any]], list[Any]]:
+    """The statement's rows as the driver returns them, not as SQLAlchemy Rows: a page
+    needs each row's JSON text and one or two rows' keys (`_stored_value`), and a Row
+    per rendered row cost the query process 0.26-0.34 ms a 1000-row page on SQLite
+    (Q5 3.44 -> 3.10 ms a request) and 0.16 ms of CPU on PostgreSQL. Driver errors are
+    wrapped as SQLAlchemy's own, as `Connection.execute` does, for `translated_errors`.
+    Also returns each column's driver type code (what SQLAlchemy's result processors
+    take)."""
+    result = conn.execute(stmt, params)
+    driver_error = conn.dialect.loaded_dbapi.Error
+    try:
+        type_codes = [column[1] for column in result.cursor.description]
+        return list(result.cursor.fetchall()), type_codes
+    except driver_error as error:
+        raise sa.exc.DBAPIError.instance(None, None, error, driver_error) from error
+    finally:
+        result.close()
+
+
+def _stored_value(conn: Connection, column: Column, value: Any, type_code: Any) -> Any:
+    """A value read by the driver, in the stored form (`_bind_type`'s result side)."""
+    dialect = conn.dialect
+    processor = _bind_type(column).dialect_impl(dialect).result_processor(dialect, type_code)
+    return value if processor is None else processor(value)
 
 
 def _reads_directly(
@@ -583,11 +618,6 @@ def _row_id_among(
     if postgresql:
         return row_id == sa.any_(sa.func.array(page_ids.scalar_subquery()))
     return row_id.in_(page_ids.scalar_subquery())
-
-
-def _key_of(row: Any) -> RowKey:
-    """(json, [ordering value,] row id) -> the row's key."""
-    return RowKey(row[1] if len(row) == 3 else None, row[-1])
 
 
 def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:
