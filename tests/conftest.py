@@ -92,6 +92,16 @@ def runtime(settings: Settings) -> Iterator[Runtime]:
 
 
 @pytest.fixture
+def uncached(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Runtime]:
+    """A runtime with the response cache off: every read reaches the page query."""
+    runtime = build_runtime(
+        make_settings(request, backend, tmp_path / "home", response_cache=False)
+    )
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
 def api(runtime: Runtime) -> Iterator[httpx.Client]:
     """An HTTP client for tally served by uvicorn on a loopback port."""
     with (

@@ -10,18 +10,16 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
 
-from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
-from tally.runtime import Runtime, build_runtime
+from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.storage.resources import Resource
 
@@ -191,20 +189,15 @@ def test_cached_answer_never_crosses_workspaces(
 
 
 @pytest.fixture
-def uncached(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
-) -> Iterator[tuple[Runtime, httpx.Client]]:
-    settings = make_settings(request, backend, tmp_path / "h2", response_cache=False)
-    runtime = build_runtime(settings)
-    try:
-        with serve_app(create_app(settings, runtime)) as url, httpx.Client(base_url=url) as api:
-            yield runtime, api
-    finally:
-        runtime.close()
+def uncached_api(uncached: Runtime) -> Iterator[tuple[Runtime, httpx.Client]]:
+    """conftest's runtime with the response cache off, served on a loopback port."""
+    app = create_app(uncached.settings, uncached)
+    with serve_app(app) as url, httpx.Client(base_url=url) as api:
+        yield uncached, api
 
 
-def test_cache_can_be_switched_off(uncached: tuple[Runtime, httpx.Client]) -> None:
-    runtime, api = uncached
+def test_cache_can_be_switched_off(uncached_api: tuple[Runtime, httpx.Client]) -> None:
+    runtime, api = uncached_api
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
     params = [("memo", "alpha"), ("ordering", "-id")]

@@ -4,14 +4,10 @@ its own types (Decimal, datetime), which must be translated before they are boun
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from conftest import make_settings
 from factories import make_source, make_tenant, read_data
-from tally.runtime import Runtime, build_runtime
+from tally.runtime import Runtime
 
 ROWS = [
     (1, "30.10", "2024-03-01T10:00:00+02:00"),
@@ -23,15 +19,6 @@ ROWS = [
     (7, "-99.99", "2024-02-29T12:00:00Z"),
 ]
 CSV = "id,amount,at\n" + "".join(f"{i},{a},{t}\n" for i, a, t in ROWS)
-
-
-@pytest.fixture
-def uncached(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = build_runtime(
-        make_settings(request, backend, tmp_path / "home", response_cache=False)
-    )
-    yield runtime
-    runtime.close()
 
 
 @pytest.mark.parametrize("ordering", ["amount", "-amount", "at", "-at"])

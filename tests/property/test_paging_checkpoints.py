@@ -10,26 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_query_semantics import GenTable, check_query, load, queries, tables
 
-from conftest import make_settings
 from factories import Tenant, make_tenant
-from tally.runtime import Runtime, build_runtime
-
-
-@pytest.fixture
-def uncached(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Runtime]:
-    runtime = build_runtime(
-        make_settings(request, backend, tmp_path / "home", response_cache=False)
-    )
-    yield runtime
-    runtime.close()
+from tally.runtime import Runtime
 
 
 @settings(
