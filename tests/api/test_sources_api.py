@@ -238,6 +238,9 @@ def test_create_rejects_a_duplicate_name_and_a_foreign_folder(
         ({}, ["name"]),
         ({"name": ""}, ["name"]),
         ({"name": "   "}, ["name"]),
+        ({"name": "a\u0000b"}, ["name"]),  # PostgreSQL text cannot hold NUL
+        ({"name": "line\nbreak"}, ["name"]),
+        ({"name": "x" * 201}, ["name"]),
         ({"name": "x", "webhook": {}}, ["webhook"]),
         ({"name": "x", "columns": []}, ["columns"]),
         ({"name": "x", "columns": [{"name": "a"}]}, ["columns.0.type"]),

@@ -112,6 +112,13 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant
     assert any(f and f.startswith("webhook.credentials") and f.endswith("username") for f in fields)
 
 
+@pytest.mark.parametrize("name", ["", " ", "a\u0000b", "tab\there", "x" * 201])
+def test_a_name_that_cannot_be_a_name_is_422(api: httpx.Client, tenant: Tenant, name: str) -> None:
+    response = register(api, tenant, name=name)
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["errors"]] == ["name"]
+
+
 def test_missing_webhook_is_422(api: httpx.Client, tenant: Tenant) -> None:
     response = api.post("/api/v2/webhooks", headers=auth(tenant), json={"name": "x"})
     assert response.status_code == 422

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import getpass
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -15,9 +19,11 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from sqlalchemy import Engine
 
 from tally.cli.output import emit, reported_errors
 from tally.core.collector import settle_garbage_collector
+from tally.core.errors import LoadError
 from tally.runtime import build_runtime
 from tally.services import admin, catalogue
 from tally.services.loader.load import ProgressCallback
@@ -31,6 +37,18 @@ app = typer.Typer(
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
+@contextmanager
+def _database() -> Iterator[Engine]:
+    """The database TALLY_HOME / TALLY_DATABASE_URL name, closed when the command ends;
+    an expected failure inside is printed as the command's JSON error (exit 1)."""
+    runtime = build_runtime(load_settings())
+    try:
+        with reported_errors():
+            yield runtime.engine
+    finally:
+        runtime.close()
+
+
 @app.command("create-account")
 def create_account(
     name: Annotated[str, typer.Option(help="Account name.")],
@@ -39,10 +57,9 @@ def create_account(
         typer.Option(help="Origin allowed to call the ingestion API from a browser (repeatable)."),
     ] = None,
 ) -> None:
-    runtime = build_runtime(load_settings())
-    with reported_errors():
+    with _database() as engine:
         account = admin.create_account(
-            runtime.engine, name=name, allowed_origins=list(allowed_origin or [])
+            engine, name=name, allowed_origins=list(allowed_origin or [])
         )
     emit({"id": account.id, "name": account.name})
 
@@ -53,10 +70,9 @@ def create_workspace(
     name: Annotated[str, typer.Option(help="Workspace name.")],
     ingestion: Annotated[bool, typer.Option("--ingestion", help="Enable ingestion now.")] = False,
 ) -> None:
-    runtime = build_runtime(load_settings())
-    with reported_errors():
+    with _database() as engine:
         ws = admin.create_workspace(
-            runtime.engine, account_id=account, name=name, ingestion_enabled=ingestion
+            engine, account_id=account, name=name, ingestion_enabled=ingestion
         )
     emit(
         {
@@ -70,36 +86,85 @@ def create_workspace(
 
 @app.command("enable-ingestion")
 def enable_ingestion(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
-    runtime = build_runtime(load_settings())
-    with reported_errors():
-        ws = admin.enable_ingestion(runtime.engine, workspace)
+    with _database() as engine:
+        ws = admin.enable_ingestion(engine, workspace)
     emit({"id": ws.id, "ingestion_enabled": ws.ingestion_enabled})
 
 
 @app.command("create-key")
 def create_key(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
     """Create an API key. It is printed once and stored only as a hash."""
-    runtime = build_runtime(load_settings())
-    with reported_errors():
-        issued = admin.create_api_key(runtime.engine, workspace)
+    with _database() as engine:
+        issued = admin.create_api_key(engine, workspace)
     emit({"key": issued.key, "workspace_id": issued.workspace_id})
+
+
+@app.command("list-keys")
+def list_keys(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
+    """The workspace's API keys: id, fingerprint, created and revoked times (never a key)."""
+    with _database() as engine:
+        keys = admin.list_api_keys(engine, workspace)
+    emit({"workspace_id": workspace, "keys": [_key_json(key) for key in keys]})
+
+
+@app.command("revoke-key")
+def revoke_key(
+    key_id: Annotated[
+        int | None,
+        typer.Option(
+            "--id", help="Id of the key (see list-keys); else the key is read from stdin."
+        ),
+    ] = None,
+) -> None:
+    """Revoke an API key at once. The key itself is read from stdin (or a hidden prompt),
+    never taken as an argument: arguments end up in shell history and process lists."""
+    with _database() as engine:
+        if key_id is not None:
+            revoked = admin.revoke_api_key(engine, key_id=key_id)
+        else:
+            revoked = admin.revoke_api_key(engine, key=_read_key())
+    emit(_key_json(revoked))
+
+
+def _read_key() -> str:
+    if sys.stdin.isatty():
+        return getpass.getpass("API key to revoke: ", stream=sys.stderr).strip()
+    return sys.stdin.readline().strip()
+
+
+def _key_json(key: admin.KeyInfo) -> dict[str, object]:
+    return {
+        "id": key.id,
+        "workspace_id": key.workspace_id,
+        "fingerprint": key.fingerprint,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
 
 
 @app.command("load")
 def load(
     workspace: Annotated[int, typer.Option(help="Workspace id.")],
     name: Annotated[str, typer.Option(help="Name of the new source.")],
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="CSV file.")],
+    file: Annotated[Path, typer.Argument(help="CSV file.")],
 ) -> None:
     """Create a source from a local CSV file (all or nothing)."""
-    runtime = build_runtime(load_settings())
     settle_garbage_collector()
-    size = file.stat().st_size
-    with reported_errors(), _progress(size) as on_progress:
+    with _database() as engine, _progress(_readable_size(file)) as on_progress:
         result = catalogue.create_source_from_file(
-            runtime.engine, workspace_id=workspace, name=name, path=file, on_progress=on_progress
+            engine, workspace_id=workspace, name=name, path=file, on_progress=on_progress
         )
     emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
+
+
+def _readable_size(file: Path) -> int:
+    """The file's size; a missing or unreadable file is a load error naming it, in the
+    command's JSON like every other failure (not a usage message)."""
+    try:
+        with file.open("rb"):
+            return file.stat().st_size
+    except OSError as error:
+        raise LoadError(f"cannot read {str(file)!r}: {error.strerror or error}") from None
 
 
 class _progress:  # noqa: N801 - used as a context manager, reads like one

@@ -77,6 +77,10 @@ class FileNotFoundInSourceError(NotFoundError):
     """File not found"""
 
 
+class ApiKeyNotFoundError(NotFoundError):
+    """API key not found"""
+
+
 class AuthError(TallyError):
     """Authentication or authorisation failed."""
 

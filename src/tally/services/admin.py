@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
-from tally.core.ids import hash_secret, new_api_key
+from tally.core.errors import ApiKeyNotFoundError, DefinitionRejectedError, FieldProblem
+from tally.core.ids import hash_secret, new_api_key, secret_matches
+from tally.core.names import canonical_origin, name_problem
 from tally.storage import accounts
-from tally.storage.accounts import Account, Workspace
+from tally.storage.accounts import Account, KeyRecord, Workspace
 from tally.storage.engine import write_connection
 
 
@@ -19,16 +22,66 @@ class IssuedKey:
     workspace_id: int
 
 
-def create_account(engine: Engine, *, name: str, allowed_origins: list[str]) -> Account:
-    with write_connection(engine) as conn, conn.begin():
-        return accounts.insert_account(
-            conn, name=name, allowed_origins=allowed_origins, now=utc_now()
+@dataclass(frozen=True)
+class KeyInfo:
+    """An API key as an operator may see it: its id, a fingerprint and its dates."""
+
+    id: int
+    workspace_id: int
+    fingerprint: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+    @classmethod
+    def of(cls, record: KeyRecord) -> KeyInfo:
+        return cls(
+            record.id,
+            record.workspace_id,
+            key_fingerprint(record.key_hash),
+            record.created_at,
+            record.revoked_at,
         )
+
+
+# A fingerprint is the start of the key's SHA-256: enough to tell a workspace's keys
+# apart, and nothing that helps to guess a key (it has 256 random bits).
+FINGERPRINT_HEX_DIGITS = 12
+
+
+def key_fingerprint(key_hash: str) -> str:
+    return f"sha256:{key_hash[:FINGERPRINT_HEX_DIGITS]}"
+
+
+def _check_name(field: str, name: str) -> None:
+    problem = name_problem(name)
+    if problem is not None:
+        raise DefinitionRejectedError([FieldProblem(field, problem)])
+
+
+def create_account(engine: Engine, *, name: str, allowed_origins: list[str]) -> Account:
+    """A new account; its browser origins are kept in the form browsers send them."""
+    problems = []
+    if (problem := name_problem(name)) is not None:
+        problems.append(FieldProblem("name", problem))
+    origins: list[str] = []
+    for origin in allowed_origins:
+        try:
+            canonical = canonical_origin(origin)
+        except ValueError as error:
+            problems.append(FieldProblem("allowed_origin", str(error)))
+            continue
+        if canonical not in origins:
+            origins.append(canonical)
+    if problems:
+        raise DefinitionRejectedError(problems)
+    with write_connection(engine) as conn, conn.begin():
+        return accounts.insert_account(conn, name=name, allowed_origins=origins, now=utc_now())
 
 
 def create_workspace(
     engine: Engine, *, account_id: int, name: str, ingestion_enabled: bool
 ) -> Workspace:
+    _check_name("name", name)
     with write_connection(engine) as conn, conn.begin():
         accounts.get_account(conn, account_id)
         return accounts.insert_workspace(
@@ -56,7 +109,33 @@ def create_api_key(engine: Engine, workspace_id: int) -> IssuedKey:
     return IssuedKey(key, workspace_id)
 
 
+def list_api_keys(engine: Engine, workspace_id: int) -> list[KeyInfo]:
+    with engine.connect() as conn:
+        accounts.get_workspace(conn, workspace_id)
+        return [KeyInfo.of(record) for record in accounts.list_keys(conn, workspace_id)]
+
+
+def revoke_api_key(engine: Engine, *, key: str | None = None, key_id: int | None = None) -> KeyInfo:
+    """Revoke a key, named by itself or by its id: every later request made with it is
+    refused (each request checks its key; no cache keeps a key alive). Revoking a
+    revoked key changes nothing and answers as the first time did."""
+    with write_connection(engine) as conn, conn.begin():
+        if key is not None:
+            record = accounts.find_key(conn, key_hash=hash_secret(key))
+            if record is not None and not secret_matches(key, record.key_hash):
+                record = None
+        else:
+            record = accounts.find_key(conn, key_id=key_id)
+        if record is None:
+            raise ApiKeyNotFoundError()
+        accounts.revoke_key(conn, record.id, utc_now())
+        revoked = accounts.find_key(conn, key_id=record.id)
+    assert revoked is not None
+    return KeyInfo.of(revoked)
+
+
 def create_folder(engine: Engine, *, workspace_id: int, name: str) -> int:
+    _check_name("name", name)
     with write_connection(engine) as conn, conn.begin():
         accounts.get_workspace(conn, workspace_id)
         return accounts.insert_folder(conn, workspace_id=workspace_id, name=name, now=utc_now())

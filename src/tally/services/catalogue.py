@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Engine, exc
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, FieldProblem, StorageProvisioningError
+from tally.core.names import name_problem
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.storage import accounts, resource_tables, resources
 from tally.storage.engine import write_connection
@@ -33,7 +34,9 @@ def check_source_definition(
 ) -> None:
     """Every reason the definition is refused, at once (400 with an errors list)."""
     problems = []
-    if resources.find_resource_by_name(conn, workspace_id, name) is not None:
+    if (problem := name_problem(name)) is not None:
+        problems.append(FieldProblem("name", problem))
+    elif resources.find_resource_by_name(conn, workspace_id, name) is not None:
         problems.append(FieldProblem("name", f"a source named {name!r} already exists"))
     if folder_id is not None and not accounts.folder_belongs_to(conn, folder_id, workspace_id):
         problems.append(

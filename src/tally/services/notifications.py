@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
-from tally.core.clock import utc_now
+from tally.core.clock import as_utc, utc_now
 from tally.core.sealing import SealError, SecretBox
 from tally.net.callbacks import CallbackResult, post_json
 from tally.net.fetch import AddressPolicy, classify_status
@@ -44,9 +44,7 @@ def message_body(event: OutboxEvent) -> bytes:
 
 
 def _iso_utc(at: dt.datetime) -> str:
-    if at.tzinfo is None:  # SQLite hands stored UTC times back naive
-        at = at.replace(tzinfo=dt.UTC)
-    return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return as_utc(at).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _admits(endpoint: EndpointRecord, event_type: str) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from tally.core.clock import as_utc
 from tally.core.errors import AccountNotFoundError, WorkspaceNotFoundError
 from tally.storage.schema import accounts, api_keys, folders, workspaces
 
@@ -116,6 +117,67 @@ def find_active_key(conn: Connection, key_hash: str) -> StoredKey | None:
         )
     ).first()
     return StoredKey(row.workspace_id, row.key_hash) if row else None
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What is kept of an API key: never the key, only its hash."""
+
+    id: int
+    workspace_id: int
+    key_hash: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+def _key_records(conn: Connection, *where: Any) -> list[KeyRecord]:
+    rows = conn.execute(
+        select(
+            api_keys.c.id,
+            api_keys.c.workspace_id,
+            api_keys.c.key_hash,
+            api_keys.c.created_at,
+            api_keys.c.revoked_at,
+        )
+        .where(*where)
+        .order_by(api_keys.c.id)
+    )
+    return [
+        KeyRecord(
+            row.id,
+            row.workspace_id,
+            row.key_hash,
+            as_utc(row.created_at),
+            None if row.revoked_at is None else as_utc(row.revoked_at),
+        )
+        for row in rows
+    ]
+
+
+def list_keys(conn: Connection, workspace_id: int) -> list[KeyRecord]:
+    return _key_records(conn, api_keys.c.workspace_id == workspace_id)
+
+
+def find_key(
+    conn: Connection, *, key_id: int | None = None, key_hash: str | None = None
+) -> KeyRecord | None:
+    """The key with this id, or with this hash (exactly one of the two)."""
+    if key_id is not None:
+        if not 0 < key_id <= MAX_ID:
+            return None
+        found = _key_records(conn, api_keys.c.id == key_id)
+    else:
+        found = _key_records(conn, api_keys.c.key_hash == key_hash)
+    return found[0] if found else None
+
+
+def revoke_key(conn: Connection, key_id: int, now: dt.datetime) -> None:
+    """Revoked at `now`, unless it already was (the first revocation time is kept)."""
+    conn.execute(
+        update(api_keys)
+        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
 
 
 def insert_folder(conn: Connection, *, workspace_id: int, name: str, now: dt.datetime) -> int:

@@ -10,13 +10,36 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
 from tally.api.errors import validation_problems
 from tally.core.json_paths import PathSyntaxError, parse_path
+from tally.core.names import NAME_MAX_CHARS, name_problem
 
-NAME_MAX_CHARS = 200
 T = TypeVar("T")
+
+
+def _valid_name(value: str) -> str:
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(f"name {problem}")
+    return value
+
+
+# A source's name, refused here (422) for the reasons the catalogue would refuse it.
+SourceName = Annotated[
+    str,
+    Field(min_length=1, max_length=NAME_MAX_CHARS, description="The source name."),
+    AfterValidator(_valid_name),
+]
 
 
 class InvalidBodyError(Exception):
@@ -96,17 +119,10 @@ class NotificationConfigBody(Strict):
 
 
 class WebhookCreateBody(Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
+    name: SourceName
     webhook: WebhookConfig
     folder_id: int | None = None
     notification_config: NotificationConfigBody | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("name must not be blank")
-        return value
 
 
 class WebhookCreatedResponse(BaseModel):

@@ -20,9 +20,9 @@ from starlette.requests import ClientDisconnect
 from tally.api.errors import json_response, openapi_responses, v2_errors
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
 from tally.api.v2.bodies import (
-    NAME_MAX_CHARS,
     InvalidBodyError,
     NotificationConfigBody,
+    SourceName,
     Strict,
     json_request_body,
     read_json,
@@ -73,7 +73,7 @@ class ColumnBody(Strict):
 
 
 class SourceCreateBody(Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
+    name: SourceName
     folder_id: int | None = None
     columns: list[ColumnBody] | None = Field(
         None,
@@ -83,13 +83,6 @@ class SourceCreateBody(Strict):
         "Omit for a placeholder source that takes its columns from the first file.",
     )
     notification_config: NotificationConfigBody | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("name must not be blank")
-        return value
 
     @field_validator("columns")
     @classmethod

@@ -1,0 +1,50 @@
+"""What people may call things in tally (accounts, workspaces, sources), and the form of
+a browser origin an account allows. One rule for every edge: the CLI and the HTTP API
+refuse the same names with the same words."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+NAME_MAX_CHARS = 200
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def name_problem(value: str) -> str | None:
+    """Why `value` cannot be a name, or None when it can. Control characters are
+    refused: they are invisible in listings, and PostgreSQL text cannot hold NUL."""
+    if not value.strip():
+        return "must not be blank"
+    if len(value) > NAME_MAX_CHARS:
+        return f"must be at most {NAME_MAX_CHARS} characters"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return "must not contain control characters"
+    return None
+
+
+def canonical_origin(value: str) -> str:
+    """The origin as a browser sends it in its Origin header (`scheme://host[:port]`,
+    lower case, no default port), so that a stored origin compares equal to the header.
+    Raises ValueError saying what is wrong."""
+    try:
+        parts = urlsplit(value.strip())
+        port = parts.port
+    except ValueError as error:
+        raise ValueError(f"{value!r} is not an origin ({error})") from None
+    host_name = parts.hostname or ""
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not host_name or " " in host_name:
+        raise ValueError(f"{value!r} is not an origin: expected http(s)://host[:port]")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{value!r} is not an origin: it must not carry credentials")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"{value!r} is not an origin: no path, query or fragment")
+    scheme = parts.scheme.lower()
+    try:
+        host = host_name.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ValueError(f"{value!r} is not an origin: the host name is not valid") from None
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
+    if port is None or port == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
