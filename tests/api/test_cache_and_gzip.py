@@ -266,3 +266,40 @@ def test_small_responses_are_not_compressed(
     assert json.loads(wire) == {
         "detail": "Filter field 'nope' is not a valid column for this resource."
     }
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "gzipped"),
+    [
+        ("gzip", True),
+        ("gzip;q=0.5", True),
+        ("x-gzip", True),
+        ("*", True),
+        ("br, *;q=0.1", True),
+        ("*;q=0, gzip", True),  # gzip's own entry decides
+        ("gzip;q=0", False),
+        ("GZIP; Q=0", False),
+        ("identity, gzip;q=0", False),
+        ("gzip;q=0, *", False),
+        ("*;q=0", False),
+        ("br, deflate", False),
+        ("gzip;q=oops", False),
+    ],
+)
+def test_gzip_only_when_accepted_by_its_weight(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, accept_encoding: str, gzipped: bool
+) -> None:
+    """Both compressors (the Data API's own, and the middleware for every other answer,
+    such as the OpenAPI document) read Accept-Encoding the same way; Vary is said once."""
+    source = big_source(runtime, tenant)
+    headers = {"Accept-Encoding": accept_encoding}
+    for url, extra in (
+        (f"/api/v1/resources/{source.id}/data", tenant.headers),
+        ("/api/v1/openapi.json", {}),
+    ):
+        response, wire = raw_get(api, url, {**extra, **headers})
+        assert response.status_code == 200
+        assert response.headers.get("content-encoding") == ("gzip" if gzipped else None), url
+        assert json.loads(gzip.decompress(wire) if gzipped else wire)
+        if url.startswith("/api/v1/resources") or gzipped:
+            assert response.headers.get_list("vary") == ["Accept-Encoding"], url

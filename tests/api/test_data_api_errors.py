@@ -6,6 +6,7 @@ Every test runs on SQLite and PostgreSQL through a real uvicorn server.
 from __future__ import annotations
 
 import shutil
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -210,6 +211,8 @@ def test_missing_workspace_header_is_422_naming_the_header(api: httpx.Client, wo
 def test_bad_page_or_page_size_is_422_naming_the_parameter(api: httpx.Client, world: World) -> None:
     cases = [("page_size", "0"), ("page_size", "-1"), ("page_size", "abc"), ("page_size", "1.5")]
     cases += [("page", "0"), ("page", "-3"), ("page", "x"), ("page", "")]
+    # Python's int() would take these; they are not numbers as the spec means them.
+    cases += [("page", "1_0"), ("page", " 2"), ("page_size", "0_1"), ("page_size", "\u0661")]
     found = {
         (name, value): validation_locs(
             get(api, world.source.id, world.mine.headers, [(name, value)])
@@ -220,8 +223,28 @@ def test_bad_page_or_page_size_is_422_naming_the_parameter(api: httpx.Client, wo
 
 
 def test_non_numeric_resource_id_is_422_naming_the_path(api: httpx.Client, world: World) -> None:
-    for rid in ("abc", "1.5", "1e3"):
-        assert validation_locs(get(api, rid, world.mine.headers)) == [["path", "resource_id"]]
+    for rid in ("abc", "1.5", "1e3", "0_1", "1_0", "%201", "%D9%A1"):
+        response = get(api, rid, world.mine.headers)
+        assert validation_locs(response) == [["path", "resource_id"]]
+        assert response.json()["detail"][0]["type"] == "int_parsing"
+
+
+def test_spaces_around_header_values_are_not_part_of_them(api: httpx.Client, world: World) -> None:
+    """RFC 9110: a field value excludes the whitespace around it, whatever the parser.
+    Sent on a raw socket: httpx refuses to send such values."""
+    request = (
+        f"GET /api/v1/resources/{world.source.id}/data HTTP/1.1\r\n"
+        f"Host: {api.base_url.host}\r\n"
+        f"X-API-Key: {world.mine.key} \t\r\n"
+        f"workspace_id: {world.mine.workspace_id}\t \r\n"
+        "Connection: close\r\n\r\n"
+    )
+    with socket.create_connection((api.base_url.host, api.base_url.port), timeout=30) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
 
 
 def test_workspace_id_in_query_string_fails_as_missing_header(

@@ -7,10 +7,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from starlette.middleware.gzip import GZipMiddleware
 
 from tally import __version__
 from tally.api import health
+from tally.api.compression import NegotiatedGZipMiddleware
 from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers, v2_errors
 from tally.api.query_runner import query_runner_for
@@ -46,7 +46,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.state.runtime = runtime
     app.state.queries = queries
     app.add_middleware(
-        GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=settings.gzip_level
+        NegotiatedGZipMiddleware,
+        minimum_size=settings.gzip_min_bytes,
+        compresslevel=settings.gzip_level,
     )
     app.add_middleware(AccountCorsMiddleware)
     install_error_handlers(app)

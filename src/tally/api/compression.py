@@ -7,8 +7,8 @@ ISA-L (python-isal) takes 0.16 / 2.3 ms, but its AVX-512 code returns without
 `vzeroupper` (intel/isa-l#24): after its first call every SSE instruction of the
 process pays a transition penalty, and SQLite then rendered the same Q5 page in 2.4 ms
 instead of 1.8 ms, far more than ISA-L saves. Starlette's GZipMiddleware
-still compresses the other responses; it leaves a body that already has a
-Content-Encoding alone.
+still compresses the other responses (behind `NegotiatedGZipMiddleware`); it leaves a
+body that already has a Content-Encoding alone.
 """
 
 from __future__ import annotations
@@ -17,27 +17,57 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from starlette.datastructures import Headers
+from starlette.middleware.gzip import GZipResponder
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 from zlib_ng import zlib_ng
 
 GZIP_WBITS = 16 + zlib_ng.MAX_WBITS  # a gzip member (header and trailer), not a zlib stream
+GZIP_ALIASES = {"x-gzip": "gzip"}  # RFC 9110: x-gzip is gzip
 GZIP_LEVEL = 1  # zlib-ng's quickest level: Q5 38 KB in 0.33 ms, level 2 28 KB in 0.53 ms
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
-    """gzip (or *) listed, and not with q=0."""
+    """May the answer be gzipped (RFC 9110, 12.5.3)? gzip's own entry decides when the
+    header lists it (`q=0` refuses it), else a `*` entry does; no entry, no gzip."""
+    qualities: dict[str, float] = {}
     for part in (accept_encoding or "").split(","):
-        coding, _, params = part.strip().partition(";")
-        if coding.strip().lower() not in ("gzip", "*"):
-            continue
-        quality = params.strip()
-        if not quality.startswith("q="):
-            return True
-        try:
-            return float(quality[2:]) > 0
-        except ValueError:
-            return False
-    return False
+        coding, *params = part.split(";")
+        name = GZIP_ALIASES.get(coding.strip().lower(), coding.strip().lower())
+        if name in ("gzip", "*") and name not in qualities:
+            qualities[name] = _quality(params)
+    return qualities.get("gzip", qualities.get("*", 0.0)) > 0
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "q":
+            try:
+                return float(value.strip())
+            except ValueError:
+                return 0.0  # a weight that cannot be read does not accept
+    return 1.0
+
+
+class NegotiatedGZipMiddleware:
+    """Starlette's gzip responder for every answer not compressed already, used only
+    when the client accepts gzip. Starlette's GZipMiddleware gzips whenever "gzip"
+    appears anywhere in Accept-Encoding (`gzip;q=0`, a refusal, included) and not for
+    `*`; and when it does not compress it repeats the Vary the Data API's bodies carry."""
+
+    def __init__(self, app: ASGIApp, *, minimum_size: int, compresslevel: int) -> None:
+        self.app = app
+        self.minimum_size = minimum_size
+        self.compresslevel = compresslevel
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and accepts_gzip(Headers(scope=scope).get("accept-encoding")):
+            responder = GZipResponder(self.app, self.minimum_size, self.compresslevel)
+            await responder(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 @dataclass(frozen=True)
@@ -50,7 +80,7 @@ class EncodedBody:
 
 
 def encode_json_body(body: bytes, *, accept_encoding: str | None, min_bytes: int) -> EncodedBody:
-    if len(body) > min_bytes and accepts_gzip(accept_encoding):
+    if len(body) >= min_bytes and accepts_gzip(accept_encoding):
         return EncodedBody(zlib_ng.compress(body, GZIP_LEVEL, wbits=GZIP_WBITS), gzipped=True)
     return EncodedBody(body, gzipped=False)
 

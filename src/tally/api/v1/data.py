@@ -8,7 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from tally.api.compression import json_body_response
 from tally.api.errors import openapi_responses
@@ -19,7 +20,22 @@ from tally.services.data_query import DataRequest
 
 router = APIRouter(prefix="/api/v1", tags=["Data API"])
 # ASCII digits only: int() alone would also take "1_0", " 7" or non-ASCII digits.
-WORKSPACE_ID_PATTERN = re.compile(r"[+-]?[0-9]+")
+INTEGER_PATTERN = re.compile(r"[+-]?[0-9]+")
+# Header values lose the spaces and tabs around them (RFC 9110, 5.5); not every HTTP
+# parser strips the trailing ones.
+HEADER_SPACE = " \t"
+
+
+def _digits_only(value: object) -> object:
+    """The spec's "non-numeric" read literally: pydantic's int() takes "1_0" and " 7"."""
+    if isinstance(value, str) and not INTEGER_PATTERN.fullmatch(value):
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
+Numeric = BeforeValidator(_digits_only)
 
 
 class PageMeta(BaseModel):
@@ -103,7 +119,7 @@ FILTERS_OPENAPI: dict[str, Any] = {
 )
 async def read_resource_data(
     request: Request,
-    resource_id: Annotated[int, Path(description="Resource id.")],
+    resource_id: Annotated[int, Numeric, Path(description="Resource id.")],
     workspace_id: Annotated[
         str,
         Header(
@@ -113,9 +129,10 @@ async def read_resource_data(
         ),
     ],
     x_api_key: Annotated[str | None, Header(alias="X-API-Key", description="API key.")] = None,
-    page: Annotated[int, Query(ge=1, description="One-based page number.")] = 1,
+    page: Annotated[int, Numeric, Query(ge=1, description="One-based page number.")] = 1,
     page_size: Annotated[
         int,
+        Numeric,
         Query(
             ge=1,
             description=f"Rows per page, at most {MAX_PAGE_SIZE}"
@@ -136,7 +153,8 @@ async def read_resource_data(
                 }
             ]
         )
-    if not WORKSPACE_ID_PATTERN.fullmatch(workspace_id):
+    workspace_id = workspace_id.strip(HEADER_SPACE)
+    if not INTEGER_PATTERN.fullmatch(workspace_id):
         raise InvalidWorkspaceHeaderError()
     workspace = int(workspace_id)
     queries: QueryRunner = request.app.state.queries
@@ -147,7 +165,7 @@ async def read_resource_data(
         DataRequest(
             resource_id=resource_id,
             workspace_id=workspace,
-            api_key=x_api_key,
+            api_key=None if x_api_key is None else x_api_key.strip(HEADER_SPACE),
             filters=filters,
             fields=fields,
             ordering=ordering,
