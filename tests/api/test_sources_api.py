@@ -495,6 +495,16 @@ def test_multipart_bodies_without_one_file_part_are_422(
     assert "before its last boundary" in error_text(cut, 422)
     empty = feed(api, tenant, source_id, files={"file": ("e.csv", b"")})
     assert "empty" in error_text(empty, 422)
+    nul_name = feed(
+        api,
+        tenant,
+        source_id,
+        {"content-type": "multipart/form-data; boundary=B"},
+        content=b'--B\r\nContent-Disposition: form-data; name="file"; filename="a\x00b.csv"'
+        b"\r\n\r\na\r\n1\r\n--B--\r\n",
+    )
+    assert error_fields(nul_name, 422) == ["file"]
+    assert "control characters" in error_text(nul_name, 422)
 
 
 def test_an_empty_csv_body_is_422(api: httpx.Client, tenant: Tenant, source_id: int) -> None:

@@ -224,6 +224,92 @@ def test_bad_notifications_are_4xx_naming_the_path(api: httpx.Client, tenant: Te
             assert "'data.url'" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("file_url", "says"),
+    [
+        ("http://files.example:99999/a.csv", "is not an http(s) URL"),
+        ("http://files.example:abc/a.csv", "is not an http(s) URL"),
+        ("http://[::1/a.csv", "is not an http(s) URL"),
+        (" https://files.example/a.csv", "is not an http(s) URL"),
+        ("https://files.example/a b.csv", "is not an http(s) URL"),
+        ("https://files.example/a.csv\n", "is not an http(s) URL"),
+        ("https://user:pw@files.example/a.csv", "must not carry a user or password"),
+    ],
+)
+def test_file_urls_no_download_could_start_from_are_400(
+    api: httpx.Client, tenant: Tenant, runtime: Runtime, file_url: str, says: str
+) -> None:
+    created = register(api, tenant, name="urls").json()
+    response = api.post(NOTIFY.format(created["webhook_id"]), json={"file_url": file_url})
+    assert response.status_code == 400, response.text
+    (problem,) = response.json()["errors"]
+    assert problem["field"] == "file_url"
+    assert says in problem["message"]
+    with runtime.engine.connect() as conn:
+        assert files.list_files(conn, created["id"], limit=10) == []
+
+
+@pytest.mark.parametrize(
+    ("filename", "says"),
+    [("a\u0000b.csv", "must not contain control characters"), ("x" * 1001, "at most 1000")],
+)
+def test_a_file_name_that_cannot_be_kept_is_400(
+    api: httpx.Client, tenant: Tenant, filename: str, says: str
+) -> None:
+    created = register(api, tenant, name="names").json()
+    payload = {"file_url": "https://files.example/a.csv", "filename": filename}
+    response = api.post(NOTIFY.format(created["webhook_id"]), json=payload)
+    assert response.status_code == 400, response.text
+    (problem,) = response.json()["errors"]
+    assert problem["field"] == "filename"
+    assert says in problem["message"]
+
+
+def test_a_long_url_names_its_file_with_the_longest_name_kept(
+    api: httpx.Client, tenant: Tenant, runtime: Runtime
+) -> None:
+    created = register(api, tenant, name="long").json()
+    segment = "f" * 1500
+    reply = api.post(
+        NOTIFY.format(created["webhook_id"]), json={"file_url": f"https://files.example/{segment}"}
+    )
+    assert reply.status_code == 200, reply.text
+    with runtime.engine.connect() as conn:
+        (queued,) = files.list_files(conn, created["id"], limit=10)
+    assert queued.filename == segment[:1000]
+
+
+def test_ids_beyond_any_stored_id_name_nothing(api: httpx.Client, tenant: Tenant) -> None:
+    huge = 2**63
+    for path in ("/api/v2/webhooks", "/api/v2/sources"):
+        body = {"name": f"big {path}", "folder_id": huge, "webhook": {}}
+        if path == "/api/v2/sources":
+            del body["webhook"]
+        response = api.post(path, headers=auth(tenant), json=body)
+        assert response.status_code == 400, response.text
+        assert [e["field"] for e in response.json()["errors"]] == ["folder_id"]
+    source = register(api, tenant, name="listed").json()
+    listing = api.get(
+        f"/api/v2/sources/{source['id']}/files",
+        params={"after": str(10**20)},
+        headers=auth(tenant),
+    )
+    assert listing.status_code == 200, listing.text
+    assert listing.json()["data"] == []
+
+
+def test_an_account_header_of_unicode_digits_is_the_same_403(
+    api: httpx.Client, tenant: Tenant
+) -> None:
+    """ "²".isdigit() is true but int("²") fails: the CORS check must not reach int()."""
+    headers = {**auth(tenant), "x-api-key": "wrong", "Origin": "https://ops.acme.example"}
+    headers["x-svc-account"] = "\u00b2"
+    response = api.get(
+        "/api/v2/sources/1/files", headers=[(k, v.encode("latin-1")) for k, v in headers.items()]
+    )
+    assert response.status_code == 403, response.text
+
+
 def test_idempotency_key_queues_a_retried_notification_once(
     api: httpx.Client, tenant: Tenant, runtime: Runtime
 ) -> None:

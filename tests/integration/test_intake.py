@@ -17,6 +17,7 @@ from sqlalchemy import Engine, select
 
 from factories import make_tenant
 from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
+from tally.core.sealing import SecretBox
 from tally.runtime import Runtime
 from tally.services import ingestion
 from tally.services.ingestion import AcceptedNotification, WebhookDefinition
@@ -110,3 +111,48 @@ def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
         assert event.payload["file_id"] == event.file_id
         assert event.payload["filename"] == stored[event.file_id][0]
         assert event.payload["status"] == "queued"
+
+
+class _BoxFailingOn(SecretBox):
+    """A real box that fails, as an unforeseen bug would, on one URL."""
+
+    def __init__(self, key: bytes, poison: str) -> None:
+        super().__init__(key)
+        self._poison = poison
+
+    def seal(self, clear: str) -> str:
+        if self._poison in clear:
+            raise RuntimeError("unforeseen")
+        return super().seal(clear)
+
+
+def test_an_unforeseen_failure_fails_its_own_notification_not_its_group(
+    runtime: Runtime,
+) -> None:
+    """The group's transaction rolls back; every other notification of the group is
+    then accepted on its own, so one caller's failure is never another's."""
+    webhook_id = register(runtime)
+    box = _BoxFailingOn(SecretBox.new_key(), "poison")
+    intake = NotificationIntake(runtime.engine, box, deadline_seconds=3600)
+    poisoned = Notification(webhook_id, {"file_url": "https://files.example/poison.csv"}, None)
+    try:
+        first = intake.submit(good(webhook_id, 0))
+        plan = [good(webhook_id, n) for n in range(1, 11)]
+        plan.insert(5, poisoned)
+        with write_lock_held(runtime.engine):
+            futures = [intake.submit(notification) for notification in plan]
+        assert first.result(timeout=30).created
+        outcomes = []
+        for notification, future in zip(plan, futures, strict=True):
+            if notification is poisoned:
+                with pytest.raises(RuntimeError, match="unforeseen"):
+                    future.result(timeout=30)
+            else:
+                outcomes.append(future.result(timeout=30).created)
+    finally:
+        intake.close()
+    assert outcomes == [True] * 10
+    with runtime.engine.connect() as conn:
+        assert len(conn.execute(select(files)).all()) == 11
+        events = conn.execute(select(outbox_events)).all()
+    assert len([e for e in events if e.type == "file.accepted"]) == 11

@@ -45,8 +45,10 @@ class AccountCorsMiddleware:
             await response(scope, receive, send)
             return
         account = headers.get("x-svc-account", "")
-        allowed = account.isdigit() and origin in await run_in_threadpool(
-            allowed_origins, engine, int(account)
+        allowed = (
+            account.isascii()
+            and account.isdigit()
+            and origin in await run_in_threadpool(allowed_origins, engine, int(account))
         )
 
         async def send_with_cors(message: Message) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 NAME_MAX_CHARS = 200
+FILENAME_MAX_CHARS = 1000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -17,7 +18,20 @@ def name_problem(value: str) -> str | None:
         return "must not be blank"
     if len(value) > NAME_MAX_CHARS:
         return f"must be at most {NAME_MAX_CHARS} characters"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if has_control_characters(value):
+        return "must not contain control characters"
+    return None
+
+
+def has_control_characters(value: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+
+
+def filename_problem(value: str) -> str | None:
+    """Why a file name (from a notification or an upload) cannot be kept, or None."""
+    if len(value) > FILENAME_MAX_CHARS:
+        return f"must be at most {FILENAME_MAX_CHARS} characters"
+    if has_control_characters(value):
         return "must not contain control characters"
     return None
 

@@ -24,12 +24,14 @@ from tally.core.errors import (
 )
 from tally.core.ids import hash_secret, new_webhook_id, secret_matches
 from tally.core.json_paths import lookup
+from tally.core.names import FILENAME_MAX_CHARS, filename_problem, has_control_characters
 from tally.core.sealing import SecretBox
 from tally.services import catalogue
 from tally.storage import accounts, files, outbox, resources, webhooks
 from tally.storage.accounts import Workspace
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
+from tally.storage.schema import is_storable_id
 
 
 def authenticate(
@@ -144,28 +146,52 @@ class AcceptedNotification:
 
 
 def redact_url(url: str) -> str:
-    """Scheme, host and path only: pre-signed URLs carry secrets in the query."""
+    """Scheme, host and path only: pre-signed URLs carry secrets in the query. Only
+    for URLs `_file_url` accepted (their port is a valid number)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _file_url(payload: Any, path: str) -> str:
+    """The notification's file URL, refused (400 naming the field) unless a download
+    could start from it: http(s), a host, a valid port, no spaces or control characters
+    (which `urlsplit` would quietly strip), and no user:password (credentials belong in
+    the source's configuration, encrypted, not in URLs that get logged)."""
     value = lookup(payload, path)
     if not isinstance(value, str) or not value.strip():
         raise InvalidNotificationError(f"no file URL at '{path}' in the notification", field=path)
-    parts = urlsplit(value)
+    not_a_url = InvalidNotificationError(f"the value at '{path}' is not an http(s) URL", field=path)
+    if has_control_characters(value) or any(ch.isspace() for ch in value):
+        raise not_a_url
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        raise not_a_url from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidNotificationError(f"the value at '{path}' is not an http(s) URL", field=path)
+        raise not_a_url
+    if parts.username is not None or parts.password is not None:
+        raise InvalidNotificationError(
+            f"the URL at '{path}' must not carry a user or password: configure the "
+            "source's credentials instead",
+            field=path,
+        )
     return value
 
 
 def _filename(payload: Any, path: str, url: str) -> str:
+    """The file name the notification gives, else the URL's last path segment (cut to
+    the longest name kept)."""
     value = lookup(payload, path)
     if isinstance(value, str) and value:
+        if (problem := filename_problem(value)) is not None:
+            raise InvalidNotificationError(f"the file name at '{path}' {problem}", field=path)
         return value
-    return urlsplit(url).path.rsplit("/", 1)[-1] or "file"
+    return urlsplit(url).path.rsplit("/", 1)[-1][:FILENAME_MAX_CHARS] or "file"
 
 
 def file_event_data(file: files.FileRecord) -> dict[str, Any]:
@@ -324,7 +350,7 @@ def get_source_file(
 ) -> files.FileRecord:
     with engine.connect() as conn:
         get_owned_source(conn, workspace_id, source_id)
-        record = files.get_file(conn, file_id) if resources.is_storable_id(file_id) else None
+        record = files.get_file(conn, file_id) if is_storable_id(file_id) else None
     if record is None or record.resource_id != source_id:
         raise FileNotFoundInSourceError()
     return record

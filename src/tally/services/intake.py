@@ -102,10 +102,16 @@ class NotificationIntake:
         try:
             with write_connection(self._engine) as conn, conn.begin():
                 outcomes = self._accept_in(conn, group, utc_now())
-        except Exception as error:  # the commit failed: nobody was accepted
-            log.exception("intake_group_failed", extra={"size": len(group)})
-            for _, future in group:
-                future.set_exception(error)
+        except Exception as error:  # rolled back: nobody was accepted
+            if len(group) > 1:
+                # Nothing was written, so each is tried again on its own: a notification
+                # that fails unexpectedly fails alone, not every caller grouped with it.
+                log.warning("intake_group_split", extra={"size": len(group)})
+                for pending in group:
+                    self._accept_group([pending])
+                return
+            log.exception("intake_failed")
+            group[0][1].set_exception(error)
             return
         for settle in outcomes:  # answers only after the commit
             settle()

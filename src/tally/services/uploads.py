@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from tally.core import errors
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
+from tally.core.names import FILENAME_MAX_CHARS, has_control_characters
 from tally.core.sealing import SecretBox
 from tally.services import catalogue, ingestion, json_rows
 from tally.storage import files
@@ -29,7 +30,6 @@ from tally.storage.resources import Resource
 
 DEFAULT_DECIMAL_SCALE = 2
 UPLOAD_ORIGIN = "upload"
-MAX_FILENAME_CHARS = 1000
 MULTIPART_OVERHEAD_BYTES = 64 * 1024  # part headers and boundaries beyond the file
 
 
@@ -160,7 +160,11 @@ class _MultipartFile:
             raise InvalidUploadError(f"{what}: send the CSV as one part 'file'", field=name)
         self._in_file, self._disposition = True, b""
         filename = options.get(b"filename")
-        self.filename = filename.decode(errors="replace")[:MAX_FILENAME_CHARS] if filename else None
+        self.filename = filename.decode(errors="replace")[:FILENAME_MAX_CHARS] if filename else None
+        if self.filename is not None and has_control_characters(self.filename):
+            raise InvalidUploadError(
+                "the file name must not contain control characters", field=name
+            )
 
     def _data(self, data: bytes, start: int, end: int) -> None:
         if self._in_file and not self._ended:

@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from tally.storage.resources import MAX_ID, Resource
-from tally.storage.schema import api_keys, resources, workspaces
+from tally.storage.resources import Resource
+from tally.storage.schema import api_keys, is_storable_id, resources, workspaces
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Access:
 
 
 def _storable(value: int) -> int:
-    return value if 0 < value <= MAX_ID else 0  # 0 names nothing
+    return value if is_storable_id(value) else 0  # 0 names nothing
 
 
 def _access_statement() -> sa.Select[Any]:

@@ -10,9 +10,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from tally.core.clock import as_utc
 from tally.core.errors import AccountNotFoundError, WorkspaceNotFoundError
-from tally.storage.schema import accounts, api_keys, folders, workspaces
-
-MAX_ID = 2**31 - 1  # ids are 32-bit; a larger number names nothing
+from tally.storage.schema import accounts, api_keys, folders, is_storable_id, workspaces
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ def insert_account(
 
 
 def find_account(conn: Connection, account_id: int) -> Account | None:
-    if not 0 < account_id <= MAX_ID:
+    if not is_storable_id(account_id):
         return None
     row = conn.execute(select(accounts).where(accounts.c.id == account_id)).first()
     return Account(row.id, row.name, tuple(row.allowed_origins or ())) if row else None
@@ -73,7 +71,7 @@ def insert_workspace(
 
 
 def find_workspace(conn: Connection, workspace_id: int) -> Workspace | None:
-    if not 0 < workspace_id <= MAX_ID:
+    if not is_storable_id(workspace_id):
         return None
     row = conn.execute(select(workspaces).where(workspaces.c.id == workspace_id)).first()
     return Workspace.from_row(row) if row else None
@@ -163,7 +161,7 @@ def find_key(
 ) -> KeyRecord | None:
     """The key with this id, or with this hash (exactly one of the two)."""
     if key_id is not None:
-        if not 0 < key_id <= MAX_ID:
+        if not is_storable_id(key_id):
             return None
         found = _key_records(conn, api_keys.c.id == key_id)
     else:
@@ -191,6 +189,8 @@ def insert_folder(conn: Connection, *, workspace_id: int, name: str, now: dt.dat
 
 
 def folder_belongs_to(conn: Connection, folder_id: int, workspace_id: int) -> bool:
+    if not is_storable_id(folder_id):
+        return False
     row = conn.execute(
         select(folders.c.id).where(
             folders.c.id == folder_id, folders.c.workspace_id == workspace_id

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, and_, exc, insert, or_, select, updat
 from tally.core.clock import as_utc
 from tally.core.errors import FileNotFoundInSourceError
 from tally.storage.engine import backend_of
-from tally.storage.schema import files
+from tally.storage.schema import MAX_ID, files
 
 QUEUED, DOWNLOADING, LOADING = "queued", "downloading", "loading"
 DELIVERED, DUPLICATE, FAILED = "delivered", "duplicate", "failed"
@@ -185,7 +185,7 @@ def list_files(
 ) -> list[FileRecord]:
     rows = conn.execute(
         select(files)
-        .where(files.c.resource_id == resource_id, files.c.id > after_id)
+        .where(files.c.resource_id == resource_id, files.c.id > min(after_id, MAX_ID))
         .order_by(files.c.id)
         .limit(limit)
     )

@@ -11,9 +11,7 @@ from sqlalchemy import Connection, insert, select, update
 from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError
 from tally.storage.engine import backend_of
-from tally.storage.schema import resources
-
-MAX_ID = 2**31 - 1
+from tally.storage.schema import is_storable_id, resources
 
 
 @dataclass(frozen=True)
@@ -47,11 +45,6 @@ class Resource:
             row_count=int(row.row_count),
             indexed_version=int(row.indexed_version),
         )
-
-
-def is_storable_id(value: int) -> bool:
-    """Ids are 32-bit: a larger number names nothing (and must not reach the driver)."""
-    return 0 < value <= MAX_ID
 
 
 def table_name_for(resource_id: int) -> str:

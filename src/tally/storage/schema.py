@@ -23,6 +23,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from tally.core.names import FILENAME_MAX_CHARS
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -32,6 +34,15 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+# Every id is a 32-bit integer (`Integer`): a larger number names nothing, and must not
+# reach the driver (SQLite and psycopg refuse it with errors of their own).
+MAX_ID = 2**31 - 1
+
+
+def is_storable_id(value: int) -> bool:
+    return 0 < value <= MAX_ID
+
 
 accounts = Table(
     "accounts",
@@ -135,7 +146,7 @@ files = Table(
     # The URL may carry a pre-signed secret: kept encrypted, shown redacted.
     Column("url_encrypted", Text, nullable=True),
     Column("url_redacted", Text, nullable=True),
-    Column("filename", String(1000), nullable=True),
+    Column("filename", String(FILENAME_MAX_CHARS), nullable=True),
     Column("idempotency_key", String(200), nullable=True),
     Column("status", String(20), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),

@@ -165,7 +165,11 @@ def _receive(
     """Stage the body (runs in a worker thread): the blob and the file's name, if any."""
     blobs, max_bytes = runtime.blobs, runtime.settings.max_file_bytes
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES:
+    if (
+        declared.isascii()
+        and declared.isdigit()
+        and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES
+    ):
         raise uploads.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
     boundary = options.get(b"boundary")
     if media_type == "multipart/form-data" and not boundary:
