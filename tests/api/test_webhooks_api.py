@@ -112,6 +112,26 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant
     assert any(f and f.startswith("webhook.credentials") and f.endswith("username") for f in fields)
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"folder_id": "1"}, "folder_id"),  # a JSON string is not an integer
+        ({"folder_id": 1.0}, "folder_id"),
+        ({"folder_id": True}, "folder_id"),
+        (
+            {"webhook": {"response_config": {"status_code": "200"}}},
+            "webhook.response_config.status_code",
+        ),
+    ],
+)
+def test_json_types_are_taken_as_declared(
+    api: httpx.Client, tenant: Tenant, body: dict[str, Any], field: str
+) -> None:
+    response = register(api, tenant, name="typed", **body)
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+
+
 @pytest.mark.parametrize("name", ["", " ", "a\u0000b", "tab\there", "x" * 201])
 def test_a_name_that_cannot_be_a_name_is_422(api: httpx.Client, tenant: Tenant, name: str) -> None:
     response = register(api, tenant, name=name)

@@ -36,6 +36,25 @@ def filename_problem(value: str) -> str | None:
     return None
 
 
+def http_url_problem(value: str) -> str | None:
+    """Why a download or callback could not start from `value`, or None: http(s), a
+    host, a valid port, no whitespace or control characters (which `urlsplit` would
+    quietly strip), and no user:password (credentials belong in configuration, kept
+    encrypted, not in URLs that get shown and logged)."""
+    if has_control_characters(value) or any(ch.isspace() for ch in value):
+        return "is not an http(s) URL"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return "is not an http(s) URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user or password"
+    return None
+
+
 def canonical_origin(value: str) -> str:
     """The origin as a browser sends it in its Origin header (`scheme://host[:port]`,
     lower case, no default port), so that a stored origin compares equal to the header.

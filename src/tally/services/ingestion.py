@@ -24,7 +24,7 @@ from tally.core.errors import (
 )
 from tally.core.ids import hash_secret, new_webhook_id, secret_matches
 from tally.core.json_paths import lookup
-from tally.core.names import FILENAME_MAX_CHARS, filename_problem, has_control_characters
+from tally.core.names import FILENAME_MAX_CHARS, filename_problem, http_url_problem
 from tally.core.sealing import SecretBox
 from tally.services import catalogue
 from tally.storage import accounts, files, outbox, resources, webhooks
@@ -164,22 +164,9 @@ def _file_url(payload: Any, path: str) -> str:
     value = lookup(payload, path)
     if not isinstance(value, str) or not value.strip():
         raise InvalidNotificationError(f"no file URL at '{path}' in the notification", field=path)
-    not_a_url = InvalidNotificationError(f"the value at '{path}' is not an http(s) URL", field=path)
-    if has_control_characters(value) or any(ch.isspace() for ch in value):
-        raise not_a_url
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not one
-    except ValueError:
-        raise not_a_url from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise not_a_url
-    if parts.username is not None or parts.password is not None:
-        raise InvalidNotificationError(
-            f"the URL at '{path}' must not carry a user or password: configure the "
-            "source's credentials instead",
-            field=path,
-        )
+    problem = http_url_problem(value)
+    if problem is not None:
+        raise InvalidNotificationError(f"the value at '{path}' {problem}", field=path)
     return value
 
 

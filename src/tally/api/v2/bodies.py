@@ -51,7 +51,10 @@ class InvalidBodyError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body's model: no unknown fields, and JSON types as declared (pydantic's
+    lax mode would take `true` or "1" or 1.0 for an integer)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FileMapping(Strict):

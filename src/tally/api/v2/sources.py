@@ -57,7 +57,7 @@ FEED_ERRORS = {
 
 class ColumnBody(Strict):
     name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
-    type: ColumnType
+    type: ColumnType = Field(strict=False)  # its values are JSON strings
     scale: int | None = Field(
         None, ge=0, le=MAX_DECIMAL_SCALE, description="Fractional digits (decimal only; default 2)."
     )
