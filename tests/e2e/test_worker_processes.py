@@ -40,6 +40,7 @@ from support.processes import (
 )
 from support.servers import RequestLog, SeenRequest, file_server_app, serve_app
 from tally.runtime import Runtime
+from tally.services import catalogue
 from tally.settings import Settings
 from tally.storage import files, resources
 
@@ -147,6 +148,32 @@ def test_serve_delivers_with_its_own_worker(
         assert (file["status"], file["rows"]) == ("delivered", 5)
         assert total_count(client, tenant, source_id) == 5
     # uvicorn shuts down gracefully, then re-raises the SIGTERM it caught.
+    assert serve.terminate(timeout=20) in (0, -signal.SIGTERM)
+
+
+def test_serve_builds_the_indexes_of_a_source_loaded_before_it(
+    settings: Settings, runtime: Runtime, processes: Processes, tmp_path: Path
+) -> None:
+    """`tally admin load` returns once the rows are committed (decision 0010); the
+    worker of the next `tally serve` builds the source's indexes."""
+    tenant = make_tenant(runtime.engine)
+    csv = tmp_path / "ledger.csv"
+    csv.write_bytes(ledger(1, 50))
+    loaded = catalogue.create_source_from_file(
+        runtime.engine, workspace_id=tenant.workspace_id, name="loaded", path=csv
+    )  # what `tally admin load` runs
+    assert loaded.resource.indexed_version == 0
+    serve = processes.serve(settings, serve_worker=True)
+    serve.wait_ready()
+
+    def indexed() -> bool:
+        with runtime.engine.connect() as conn:
+            resource = resources.get_resource(conn, loaded.resource.id)
+        return resource.indexed_version == resource.data_version
+
+    eventually(indexed, timeout=WAIT_SECONDS, what="the loaded source's indexes")
+    with httpx.Client(base_url=serve.url, timeout=30) as client:
+        assert total_count(client, tenant, loaded.resource.id) == 50
     assert serve.terminate(timeout=20) in (0, -signal.SIGTERM)
 
 

@@ -868,7 +868,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
         rows = load_into(conn, source.id, path).rows
     done.set()
     sampler.join()
-    catalogue.index_resource(engine, source.id)  # as create_source_from_file does
+    catalogue.index_resource(engine, source.id)  # as a worker does after the load
     print(json.dumps({"before_kb": before, "peak_kb": peak[0], "rows": rows,
                       "id": source.id}))
 """)
@@ -945,11 +945,22 @@ def _index_names(runtime: Runtime, table: str) -> set[str]:
         return {row[0] for row in conn.exec_driver_sql(sql, {"t": table})}
 
 
-def test_a_new_source_gets_one_index_per_column(runtime: Runtime, tenant: Tenant) -> None:
+def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """The load returns with its rows committed; the indexes come from the workers' job
+    (decision 0010), once."""
     result = load(runtime, tenant, "id,amount,memo\n1,2.50,a\n2,3.75,b\n")
     table = result.resource.table_name
+    assert not any(name.startswith(f"ix_{table}_") for name in _index_names(runtime, table))
+    assert read_data(runtime, tenant, result.resource.id, ordering="-amount")[0]["id"] == 2
+    assert catalogue.index_one_unindexed(runtime.engine) is True
     expected = {f"ix_{table}_{c.physical}" for c in result.resource.columns}
     assert expected <= _index_names(runtime, table)
+    with runtime.engine.connect() as conn:
+        resource = resources.get_resource(conn, result.resource.id)
+    assert resource.indexed_version == resource.data_version
+    assert catalogue.index_one_unindexed(runtime.engine) is False
 
 
 def test_building_indexes_leaves_the_connection_as_configured(

@@ -148,7 +148,8 @@ def load(
     name: Annotated[str, typer.Option(help="Name of the new source.")],
     file: Annotated[Path, typer.Argument(help="CSV file.")],
 ) -> None:
-    """Create a source from a local CSV file (all or nothing)."""
+    """Create a source from a local CSV file (all or nothing); its rows are readable
+    when this returns, and a worker (tally serve, tally worker) builds its indexes."""
     settle_garbage_collector()
     with _database() as engine, _progress(_readable_size(file)) as on_progress:
         result = catalogue.create_source_from_file(

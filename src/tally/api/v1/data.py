@@ -35,6 +35,8 @@ def _digits_only(value: object) -> object:
     return value
 
 
+# After Path(...)/Query(...) in each Annotated: FastAPI (0.165) keeps the constraints
+# (ge=1, hence `minimum` in the OpenAPI document) only of a FieldInfo that comes first.
 Numeric = BeforeValidator(_digits_only)
 
 
@@ -119,7 +121,7 @@ FILTERS_OPENAPI: dict[str, Any] = {
 )
 async def read_resource_data(
     request: Request,
-    resource_id: Annotated[int, Numeric, Path(description="Resource id.")],
+    resource_id: Annotated[int, Path(description="Resource id."), Numeric],
     workspace_id: Annotated[
         str,
         Header(
@@ -129,15 +131,15 @@ async def read_resource_data(
         ),
     ],
     x_api_key: Annotated[str | None, Header(alias="X-API-Key", description="API key.")] = None,
-    page: Annotated[int, Numeric, Query(ge=1, description="One-based page number.")] = 1,
+    page: Annotated[int, Query(ge=1, description="One-based page number."), Numeric] = 1,
     page_size: Annotated[
         int,
-        Numeric,
         Query(
             ge=1,
             description=f"Rows per page, at most {MAX_PAGE_SIZE}"
             " (higher values are capped silently).",
         ),
+        Numeric,
     ] = DEFAULT_PAGE_SIZE,
     fields: Annotated[str | None, Query(description="Comma-separated columns to return.")] = None,
     ordering: Annotated[str | None, Query(description="A column; `-` prefix: descending.")] = None,
