@@ -168,9 +168,10 @@ def timed_load(
 
 def wait_for_indexes(home: Path, url: str | None, started: float) -> dict[str, Any]:
     """`tally admin load` returns once the rows are committed; the worker of the
-    `tally serve` started at `started` builds the loaded sources' indexes (decision 0010).
-    Waits for every source's, so no build runs inside a timed window, and says how long
-    they took from the server's start (start-up included) and from the server's answer."""
+    `tally serve` started at `started` stores the loaded sources' row JSON and builds
+    their indexes (decisions 0010, 0011). Waits for every source's, so no such work runs
+    inside a timed window, and says how long it took from the server's start (start-up
+    included) and from the server's answer."""
     answered = time.perf_counter() - started
     conn = None
     deadline = time.monotonic() + SERVER_START_SECONDS * 10
@@ -179,7 +180,8 @@ def wait_for_indexes(home: Path, url: str | None, started: float) -> dict[str, A
             conn = conn or catalogue_connection(home, url)
             left = conn.execute(
                 "SELECT count(*) FROM resources"
-                " WHERE data_version > 0 AND indexed_version <> data_version"
+                " WHERE data_version > 0"
+                " AND (indexed_version <> data_version OR rendered_version <> data_version)"
             ).fetchone()[0]
         except Exception:  # busy: look again
             left = None

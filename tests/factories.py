@@ -66,7 +66,7 @@ def make_source(
         )
     finally:
         path.unlink()
-    catalogue.index_resource(engine, result.resource.id)  # as a worker does after a load
+    catalogue.finish_resource(engine, result.resource.id)  # as a worker does after a load
     return result.resource
 
 

@@ -954,13 +954,13 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
     table = result.resource.table_name
     assert not any(name.startswith(f"ix_{table}_") for name in _index_names(runtime, table))
     assert read_data(runtime, tenant, result.resource.id, ordering="-amount")[0]["id"] == 2
-    assert catalogue.index_one_unindexed(runtime.engine) is True
+    assert catalogue.finish_one_unfinished(runtime.engine) is True
     expected = {f"ix_{table}_{c.physical}" for c in result.resource.columns}
     assert expected <= _index_names(runtime, table)
     with runtime.engine.connect() as conn:
         resource = resources.get_resource(conn, result.resource.id)
     assert resource.indexed_version == resource.data_version
-    assert catalogue.index_one_unindexed(runtime.engine) is False
+    assert catalogue.finish_one_unfinished(runtime.engine) is False
 
 
 def test_building_indexes_leaves_the_connection_as_configured(
@@ -1005,7 +1005,7 @@ def straight_copy(
     path = write_file(content)
     try:
         file_format = detect_format(path)
-        placeholder = Resource(1, 1, None, "s", "source", (), True, 0, 0, 0)
+        placeholder = Resource(1, 1, None, "s", "source", (), True, 0, 0, 0, 0)
         expected = expected_columns(path, file_format, placeholder)
         assert expected is not None
         with engine.connect() as conn, conn.begin():
@@ -1091,4 +1091,4 @@ def test_indexes_a_stopped_process_left_unbuilt_are_built_by_a_worker(
     finally:
         worker.stop()
     assert {f"ix_{table}_c0", f"ix_{table}_c1"} <= _index_names(runtime, table)
-    assert catalogue.index_one_unindexed(runtime.engine) is False  # none left
+    assert catalogue.finish_one_unfinished(runtime.engine) is False  # none left

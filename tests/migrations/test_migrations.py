@@ -11,8 +11,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from conftest import make_settings
-from factories import make_source, make_tenant, read_data
+from factories import make_source, make_tenant, read_body, read_data
 from tally.runtime import Runtime, build_runtime
+from tally.services import catalogue
 from tally.storage.migrate import upgrade_database
 from tally.storage.schema import metadata
 
@@ -28,7 +29,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0003"
+        assert context.get_current_revision() == "0004"
         assert compare_metadata(context, metadata) == []
 
 
@@ -67,6 +68,7 @@ def test_postgresql_row_tables_of_revision_0002_keep_every_value(
                 "USING replace((c2 AT TIME ZONE 'UTC')::text, ' ', 'T'), "
                 "ALTER COLUMN c3 TYPE text COLLATE \"C\" USING replace(c3::text, ' ', 'T')"
             )
+            _back_to_revision_0003(conn, table)
             conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002'")
     finally:
         runtime.close()
@@ -83,7 +85,56 @@ def test_postgresql_row_tables_of_revision_0002_keep_every_value(
                 "numeric",
                 "timestamp with time zone",
                 "timestamp without time zone",
+                "text",  # _json, from 0004
             ]
         assert [read_data(runtime, tenant, resource.id, **q) for q in queries] == before
+    finally:
+        runtime.close()
+
+
+def _back_to_revision_0003(conn: Any, table: str) -> None:
+    """Undo 0004: no stored row JSON, no `rendered_version`."""
+    conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
+    conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN rendered_version")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0004: row tables gain `_json` (NULL: rows are rendered as they are read), and a
+    worker's job stores every row's text; the pages read the same bytes all along."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,at,amount"}]
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(
+            runtime.engine,
+            tenant,
+            'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a ""quoted"" é"\n'
+            "2,-0.01,2024-01-05T23:00:00-01:30,\n3,,,x\n",
+        )
+        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
+        with runtime.engine.begin() as conn:
+            _back_to_revision_0003(conn, resource.table_name)
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0003'")
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades; and no response cached before
+    try:
+        with runtime.engine.connect() as conn:
+            missing = conn.exec_driver_sql(
+                f"SELECT count(*) FROM {resource.table_name} WHERE _json IS NULL"
+            ).scalar_one()
+        assert missing == 3
+        assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
+        assert catalogue.finish_one_unfinished(runtime.engine) is True
+        with runtime.engine.connect() as conn:
+            missing = conn.exec_driver_sql(
+                f"SELECT count(*) FROM {resource.table_name} WHERE _json IS NULL"
+            ).scalar_one()
+        assert missing == 0
+        assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:
         runtime.close()

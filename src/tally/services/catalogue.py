@@ -1,4 +1,5 @@
-"""Resources: create a source from a file, append files, keep its indexes built."""
+"""Resources: create a source from a file, append files, finish what loads leave to the
+workers (rows' stored JSON text, indexes)."""
 
 from __future__ import annotations
 
@@ -92,11 +93,12 @@ def create_source_from_file(
 ) -> LoadResult:
     """A new source holding the file's rows; nothing is created when the file is bad.
 
-    Returns once the rows are committed and readable. Its per-column indexes are built
-    afterwards by a worker (`index_one_unindexed`, in `tally serve` or `tally worker`),
-    as after a source's first delivery: building them takes longer than loading the
-    rows (ten indexes on 1M rows: ~4 s, the rows ~2.5 s on PostgreSQL), and answers
-    are the same without them, only slower until they are there (decision 0010)."""
+    Returns once the rows are committed and readable. Its rows' JSON text and its
+    per-column indexes come afterwards from a worker (`finish_one_unfinished`, in
+    `tally serve` or `tally worker`), as after a delivery: building them takes longer
+    than loading the rows (ten indexes on 1M rows: ~4 s, the rows ~2.5 s on PostgreSQL),
+    and answers are the same without them, only slower until they are there
+    (decisions 0010, 0011)."""
     with write_connection(engine) as conn, conn.begin():
         resource = create_source_in(conn, workspace_id=workspace_id, name=name)
         return load_into(conn, resource.id, path, on_progress)
@@ -105,10 +107,27 @@ def create_source_from_file(
 def append_file(
     engine: Engine, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
 ) -> LoadResult:
+    """The file's rows added to the source, then finished as a worker would."""
     with write_connection(engine) as conn, conn.begin():
         result = load_into(conn, resource_id, path, on_progress)
-    index_resource(engine, resource_id)
+    finish_resource(engine, resource_id)
     return result
+
+
+def finish_resource(engine: Engine, resource_id: int) -> None:
+    """What a load leaves to the workers (decisions 0010, 0011): store the JSON text of
+    the rows that have none, then build the per-column indexes if they were never built.
+    In that order: on PostgreSQL an UPDATE maintains every index of the table.
+    Readers never wait, and answer the same before, during and after."""
+    with engine.connect() as conn:
+        resource = resources.get_resource(conn, resource_id)
+    if resource.rendered_version != resource.data_version:
+        stored = resource_tables.store_row_json(engine, resource.table_name, resource.columns)
+        with write_connection(engine) as conn, conn.begin():
+            # rows of a load that committed since are taken up by the next round
+            resources.record_rendered(conn, resource_id, resource.data_version)
+        log.info("resource_rows_rendered", extra={"resource_id": resource_id, "rows": stored})
+    index_resource(engine, resource_id)
 
 
 def index_resource(engine: Engine, resource_id: int) -> None:
@@ -124,14 +143,15 @@ def index_resource(engine: Engine, resource_id: int) -> None:
         log.info("resource_indexed", extra={"resource_id": resource_id})
 
 
-def index_one_unindexed(engine: Engine) -> bool:
-    """Build the indexes of one resource that has rows but not yet its indexes (loaded
-    by `tally admin load`, or its process stopped between committing a first delivery's
-    rows and indexing them); False when none is left. Workers run it as a job. Two at
-    once are safe: `index_resource` locks the resource and checks."""
+def finish_one_unfinished(engine: Engine) -> bool:
+    """Finish one resource a load left work in (its rows' JSON text, its indexes): made
+    by `tally admin load`, given a file, or left by a process that stopped before
+    finishing it; False when none is left. Workers run it as a job. Two at once are
+    safe: storing the text only fills what is missing, and `index_resource` locks the
+    resource and checks."""
     with engine.connect() as conn:
-        resource_id = resources.next_unindexed(conn)
+        resource_id = resources.next_unfinished(conn)
     if resource_id is None:
         return False
-    index_resource(engine, resource_id)
+    finish_resource(engine, resource_id)
     return True

@@ -195,12 +195,6 @@ def process_file(ctx: DeliveryContext, file: FileRecord) -> None:
     except LoadError as error:
         _fail(ctx, file, error.message)
         return
-    build_pending_indexes(ctx.engine, file.resource_id)
-
-
-def build_pending_indexes(engine: Engine, resource_id: int) -> None:
-    """A source's first delivery is followed by its per-column indexes."""
-    with engine.connect() as conn:
-        resource = resources.get_resource(conn, resource_id)
-    if resource.indexed_version == 0 and not resource.is_placeholder:
-        catalogue.index_resource(engine, resource_id)
+    # The rows are readable and the file reported; what is left (the rows' JSON text,
+    # a first delivery's indexes) is done at once by this worker.
+    catalogue.finish_resource(ctx.engine, file.resource_id)

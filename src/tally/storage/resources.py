@@ -26,6 +26,7 @@ class Resource:
     data_version: int
     row_count: int
     indexed_version: int
+    rendered_version: int  # data version whose rows all had their JSON text stored
 
     @property
     def table_name(self) -> str:
@@ -44,6 +45,7 @@ class Resource:
             data_version=int(row.data_version),
             row_count=int(row.row_count),
             indexed_version=int(row.indexed_version),
+            rendered_version=int(row.rendered_version),
         )
 
 
@@ -74,13 +76,14 @@ def insert_resource(
             data_version=0,
             row_count=0,
             indexed_version=0,
+            rendered_version=0,
             created_at=now,
             updated_at=now,
         )
         .returning(resources.c.id)
     ).scalar_one()
     return Resource(
-        resource_id, workspace_id, folder_id, name, kind, columns, is_placeholder, 0, 0, 0
+        resource_id, workspace_id, folder_id, name, kind, columns, is_placeholder, 0, 0, 0, 0
     )
 
 
@@ -148,20 +151,30 @@ def record_load(
         version,
         resource.row_count + added_rows,
         resource.indexed_version,
+        resource.rendered_version,
     )
 
 
-def next_unindexed(conn: Connection) -> int | None:
-    """A resource with rows whose first indexes were never built (its process stopped
-    between committing the rows and building them), if any."""
+def next_unfinished(conn: Connection) -> int | None:
+    """A resource with rows whose indexes were never built, or whose latest rows have
+    no stored JSON text yet, if any (the oldest first)."""
     stmt = (
         select(resources.c.id)
-        .where(resources.c.indexed_version == 0, resources.c.data_version > 0)
-        .where(resources.c.is_placeholder.is_(False))
+        .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))
+        .where(
+            (resources.c.indexed_version == 0)
+            | (resources.c.rendered_version != resources.c.data_version)
+        )
         .order_by(resources.c.id)
         .limit(1)
     )
     return conn.execute(stmt).scalar()
+
+
+def record_rendered(conn: Connection, resource_id: int, version: int) -> None:
+    conn.execute(
+        update(resources).where(resources.c.id == resource_id).values(rendered_version=version)
+    )
 
 
 def record_indexed(conn: Connection, resource_id: int, version: int) -> None:

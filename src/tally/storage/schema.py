@@ -97,6 +97,8 @@ resources = Table(
     Column("data_version", BigInteger, nullable=False, default=0),
     Column("row_count", BigInteger, nullable=False, default=0),
     Column("indexed_version", BigInteger, nullable=False, default=0),
+    # The data version whose rows all had their JSON text stored (decision 0011).
+    Column("rendered_version", BigInteger, nullable=False, default=0, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("workspace_id", "name"),

@@ -1,9 +1,9 @@
 """The worker loop: N threads, each claiming the next due job from the database.
 
-Jobs are file deliveries, status notifications, and indexes a stopped process left
-unbuilt. A thread holding a file renews its lease in the background, so a slow download
-is not taken over by another worker; a killed worker stops renewing and its file is
-taken up again when the lease expires.
+Jobs are file deliveries, status notifications, and what loads leave to the workers
+(rows' stored JSON text, a new source's indexes). A thread holding a file renews its
+lease in the background, so a slow download is not taken over by another worker; a
+killed worker stops renewing and its file is taken up again when the lease expires.
 Graceful stop: the threads finish the job in hand, then exit. Idle threads poll, and on
 PostgreSQL a listener wakes them as soon as files are queued.
 """
@@ -54,7 +54,7 @@ class Worker:
             lambda: self._deliver_one(ctx),
             sender.fan_out,
             sender.send_one,
-            lambda: catalogue.index_one_unindexed(ctx.engine),
+            lambda: catalogue.finish_one_unfinished(ctx.engine),
         ]
 
     def _deliver_one(self, ctx: DeliveryContext) -> bool:

@@ -1,0 +1,140 @@
+"""Each row's stored JSON text (decision 0011): byte for byte what a page renders, on
+both backends, for every type and awkward value; used where present, rendered where
+not; cleared when a load changes stored values; filled by the workers' job."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine
+
+from factories import Tenant, make_source, make_tenant, read_body, write_file
+from tally.runtime import Runtime
+from tally.services import catalogue
+from tally.services.loader.load import load_into
+from tally.storage import resources
+from tally.storage.engine import write_connection
+from tally.storage.resources import Resource
+
+LONG_NAME = "a column name longer than any PostgreSQL identifier may be: " + "x" * 20
+AWKWARD = (
+    f'id,amount,big,flag,on_day,at,local,"bank.memo","{LONG_NAME}"\n'
+    "1,-0.05,12345678901234567.89,true,2024-02-29,2024-01-05T10:30:00.25+02:00,"
+    '2024-01-05 10:30:00,"quote "" and \\\\ back",é\n'
+    "2,0,0.10,false,0999-01-01,2024-01-05T23:00:00Z,2024-01-05T10:30:00.000001,"
+    '"tab\there, new\nline",\u2028\n'
+    "3,,,,,,,,\n"
+    "4,1000000.5,-92233720368547758.07,TRUE,9999-12-31,9999-12-31T23:59:59Z,"
+    "0001-01-01T00:00:00,\x01 control,\U0001f600\n"
+)
+QUERIES = (
+    {},
+    {"ordering": "-amount"},
+    {"ordering": "at", "page": 2, "page_size": 2},
+    {"filters": [("flag", "true")]},
+    {"fields": "id,amount"},
+)
+
+
+@pytest.fixture
+def tenant(runtime: Runtime) -> Tenant:
+    return make_tenant(runtime.engine)
+
+
+def pages(runtime: Runtime, tenant: Tenant, resource_id: int) -> list[bytes]:
+    return [read_body(runtime, tenant, resource_id, **q) for q in QUERIES]  # type: ignore[arg-type]
+
+
+def stored(engine: Engine, resource: Resource) -> list[str | None]:
+    with engine.connect() as conn:
+        sql = f"SELECT _json FROM {resource.table_name} ORDER BY _row_id"
+        return list(conn.exec_driver_sql(sql).scalars())
+
+
+def forget(engine: Engine, resource: Resource) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {resource.table_name} SET _json = NULL")
+
+
+def test_stored_text_is_what_a_page_renders_byte_for_byte(runtime: Runtime, tenant: Tenant) -> None:
+    resource = make_source(runtime.engine, tenant, AWKWARD)  # finished as a worker does
+    assert None not in stored(runtime.engine, resource)
+    with_text = pages(runtime, tenant, resource.id)
+    forget(runtime.engine, resource)
+    rendered = pages(runtime, tenant, resource.id)
+    assert with_text == rendered
+    # and half of each: the first two rows stored again, the others rendered
+    with write_connection(runtime.engine) as conn, conn.begin():
+        conn.exec_driver_sql(f"UPDATE resources SET rendered_version = 0 WHERE id = {resource.id}")
+    catalogue.finish_resource(runtime.engine, resource.id)
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {resource.table_name} SET _json = NULL WHERE _row_id > 2")
+    assert pages(runtime, tenant, resource.id) == rendered
+
+
+def test_a_page_of_whole_rows_reads_the_stored_text(runtime: Runtime, tenant: Tenant) -> None:
+    """Only whole rows (no `fields`, or every field in order) are read from the text."""
+    resource = make_source(runtime.engine, tenant, "id,memo\n1,a\n2,b\n")
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql(
+            f'UPDATE {resource.table_name} SET _json = \'{{"id":1,"memo":"stored"}}\''
+            " WHERE _row_id = 1"
+        )
+    assert b'"memo":"stored"' in read_body(runtime, tenant, resource.id)
+    assert b'"memo":"stored"' in read_body(runtime, tenant, resource.id, fields="id,memo")
+    assert b'"memo":"a"' in read_body(runtime, tenant, resource.id, fields="memo,id")
+    assert b'"memo":"a"' in read_body(runtime, tenant, resource.id, fields="memo")
+
+
+def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Tenant) -> None:
+    resource = make_source(runtime.engine, tenant, "id,memo\n1,a\n")
+    path = write_file("id,memo\n2,b\n3,c\n")
+    try:
+        with write_connection(runtime.engine) as conn, conn.begin():
+            load_into(conn, resource.id, path)
+    finally:
+        path.unlink()
+    assert stored(runtime.engine, resource) == ['{"id":1,"memo":"a"}', None, None]
+    before = read_body(runtime, tenant, resource.id)
+    assert catalogue.finish_one_unfinished(runtime.engine) is True
+    assert stored(runtime.engine, resource) == [
+        '{"id":1,"memo":"a"}',
+        '{"id":2,"memo":"b"}',
+        '{"id":3,"memo":"c"}',
+    ]
+    with runtime.engine.connect() as conn:
+        finished = resources.get_resource(conn, resource.id)
+    assert finished.rendered_version == finished.data_version
+    assert catalogue.finish_one_unfinished(runtime.engine) is False
+    assert read_body(runtime, tenant, resource.id) == before
+
+
+def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Tenant) -> None:
+    """A file with more fractional digits rescales the stored numbers: the texts made
+    with the old digits must go in the same transaction, or pages would show 2.5."""
+    resource = make_source(runtime.engine, tenant, "id,amount\n1,2.5\n")
+    assert stored(runtime.engine, resource) == ['{"id":1,"amount":2.5}']
+    path = write_file("id,amount\n2,0.125\n")
+    try:
+        with write_connection(runtime.engine) as conn, conn.begin():
+            load_into(conn, resource.id, path)
+    finally:
+        path.unlink()
+    assert stored(runtime.engine, resource) == [None, None]
+    assert b'"amount":2.500}' in read_body(runtime, tenant, resource.id)
+    catalogue.finish_resource(runtime.engine, resource.id)
+    assert stored(runtime.engine, resource) == [
+        '{"id":1,"amount":2.500}',
+        '{"id":2,"amount":0.125}',
+    ]
+
+
+def test_rows_are_stored_in_batches_of_any_size(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tally.storage import resource_tables
+
+    monkeypatch.setattr(resource_tables, "ROW_JSON_BATCH_ROWS", 3)
+    content = "id,memo\n" + "".join(f"{n},m{n}\n" for n in range(1, 11))
+    resource = make_source(runtime.engine, tenant, content)
+    texts = stored(runtime.engine, resource)
+    assert texts == [f'{{"id":{n},"memo":"m{n}"}}' for n in range(1, 11)]
