@@ -381,7 +381,8 @@ def report_section(out: dict[str, Any]) -> str:
         "counted through `GET /api/v2/sources/{id}/files`. End to end: one notification for "
         f"`{Path(out['csv']).name}` ({rows:,} rows) served by a loopback file server; the "
         "clock stops when the Data API's `total_count` reaches the file's rows (the worker "
-        "then builds the per-column indexes, timed separately). Anchors on the same file: "
+        "then stores the rows' JSON text and builds the per-column indexes, decision 0011; "
+        "'→ indexed' is when that was done). Anchors on the same file: "
         f"DuckDB `read_csv` into a table {duck_s} s; PostgreSQL `COPY` into a typed table "
         f"(durable cluster) {copy_s} s.",
         "",

@@ -966,9 +966,10 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
 def test_building_indexes_leaves_the_connection_as_configured(
     runtime: Runtime, tenant: Tenant
 ) -> None:
-    """Indexes are built with their own sort memory (a small cache on SQLite, a large
-    maintenance_work_mem on PostgreSQL): the pooled connection must get its own setting
-    back, or every later query on it would run with the builder's."""
+    """Loads and index builds use their own memory settings (on SQLite a smaller page
+    cache for both, on PostgreSQL a larger maintenance_work_mem for the indexes): the
+    pooled connection must get its own setting back, or every later query on it would
+    run with the loader's or the builder's."""
     setting = (
         "PRAGMA cache_size"
         if runtime.engine.dialect.name == "sqlite"
@@ -977,6 +978,9 @@ def test_building_indexes_leaves_the_connection_as_configured(
     with runtime.engine.connect() as conn:
         configured = conn.exec_driver_sql(setting).scalar_one()
     load(runtime, tenant, "id,memo\n1,a\n")
+    with runtime.engine.connect() as conn:
+        assert conn.exec_driver_sql(setting).scalar_one() == configured
+    assert catalogue.finish_one_unfinished(runtime.engine) is True  # the indexes
     with runtime.engine.connect() as conn:
         assert conn.exec_driver_sql(setting).scalar_one() == configured
 

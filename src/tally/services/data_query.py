@@ -163,6 +163,9 @@ class DataQueryService:
         # key of the row before it). Sequential export and repeated deep pages then
         # seek to their first row instead of counting past every row before it.
         self._checkpoints = _LockedCache(LRUCache[object, object](CHECKPOINT_SETS))
+        # Per data version and column: may a row lack a value there? A descending page
+        # that starts after a key seeks straight to it only when none can.
+        self._missing = _LockedCache(LRUCache[object, object](COUNT_CACHE_ENTRIES))
 
     def read(self, request: DataRequest) -> bytes:
         """The response body (JSON envelope) for a Data API request."""
@@ -295,10 +298,34 @@ class DataQueryService:
             matching=total,
             scan_in_row_order=prefers_row_order_scan(query, total, resource.row_count),
             start=start,
+            missing_follow=self._missing_may_follow(conn, resource, query, start),
         )
         if len(checkpoints) < CHECKPOINTS_PER_SET:
             self._checkpoints.put(key, {**checkpoints, **page.checkpoints})
         return page.rows
+
+    def _missing_may_follow(
+        self,
+        conn: Connection,
+        resource: Resource,
+        query: RowQuery,
+        start: tuple[int, RowKey] | None,
+    ) -> bool:
+        """May rows with a missing ordering value come after `start`'s key? Only in a
+        descending order (they come last), after a key that has a value, and only if
+        the column has any: asked once per data version and column."""
+        column = query.ordering.column
+        if column is None or not query.ordering.descending or start is None:
+            return True
+        if start[1].value is None:
+            return True
+        key = (resource.id, resource.data_version, column.physical)
+        known = self._missing.get(key)
+        if isinstance(known, bool):
+            return known
+        missing = resource_tables.has_missing_values(conn, resource.table_name, column)
+        self._missing.put(key, missing)
+        return missing
 
     def _rows(
         self,

@@ -25,6 +25,8 @@ from tally.core.columns import Column, ColumnType, canonical_timestamp
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables import add_primary_key, create_table, drop_table, sql_type
 
+SQLITE_LOAD_CACHE_KIB = 16384  # page cache of a connection while it loads a file
+
 
 @dataclass(frozen=True)
 class ValueShape:
@@ -276,6 +278,11 @@ class SqliteBulkLoad(BulkLoad):
         super().__init__(conn, table)
         self._staging = f"staging_{table}"
         self._staged_rows: int | None = None
+        # Appending needs few cached pages: with the connection's 64 MiB (sized for
+        # reads) the load's dirty pages filled it as the file grew (1M rows: 151 MB
+        # peak heap, half of them 137 MB); with 16 MiB both peak at 101 MB, as fast.
+        self._cache_size = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_LOAD_CACHE_KIB}")
 
     def stage_rows(self, batches: RowBatches, width: int) -> None:
         names = ", ".join(f"s{i}" for i in range(width))
@@ -330,7 +337,10 @@ class SqliteBulkLoad(BulkLoad):
             self._staged_rows = None
 
     def abort(self) -> None:
+        """Called when the load ends, whichever way: the pooled connection gets its own
+        cache size back."""
         self._drop_staging()
+        self._conn.exec_driver_sql(f"PRAGMA cache_size = {int(self._cache_size)}")
 
 
 _END_OF_DATA = "\\."

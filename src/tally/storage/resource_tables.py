@@ -503,9 +503,13 @@ class Page:
     checkpoints: dict[int, RowKey]
 
 
-def _after(source: sa.TableClause, ordering: Ordering, null_key: bool) -> sa.ColumnElement[bool]:
+def _after(
+    source: sa.TableClause, ordering: Ordering, null_key: bool, missing_follow: bool
+) -> sa.ColumnElement[bool]:
     """Rows that come after the key bound as `after_value` (unless `null_key`: the key's
-    value is missing, and missing values are the smallest) and `after_row_id`."""
+    value is missing, and missing values are the smallest) and `after_row_id`.
+    `missing_follow`: rows whose value is missing may come after a descending key (the
+    column has some); without them the condition is a plain seek in the index."""
     row_id = source.c[ROW_ID]
     after_id = sa.bindparam("after_row_id", type_=sa.BigInteger())
     if ordering.column is None:
@@ -516,7 +520,7 @@ def _after(source: sa.TableClause, ordering: Ordering, null_key: bool) -> sa.Col
     if ordering.descending:
         if null_key:
             return sa.and_(col.is_(None), row_id < after_id)
-        return sa.or_(here < key, col.is_(None))
+        return sa.or_(here < key, col.is_(None)) if missing_follow else here < key
     if null_key:
         return sa.or_(sa.and_(col.is_(None), row_id > after_id), col.is_not(None))
     return here > key
@@ -532,6 +536,7 @@ class _PageShape:
     ordering: Ordering
     terms: tuple[Term, ...]
     after: bool | None  # None: no start key; else whether the key's value is missing
+    missing_follow: bool  # see _after
     hinted: bool
     postgresql: bool
     direct: bool  # read and render the page's rows in one scan (see _reads_directly)
@@ -549,6 +554,7 @@ def select_page(
     matching: int,
     scan_in_row_order: bool = False,
     start: tuple[int, RowKey] | None = None,
+    missing_follow: bool = True,
 ) -> Page:
     """`limit` rows of the query from `offset` (its page, or a part of the page), each
     already a JSON object text.
@@ -556,7 +562,9 @@ def select_page(
     First the page's keys are chosen (from an index alone where one covers the
     ordering, so a deep OFFSET walks index entries, not rows), starting after `start`
     (a checkpoint at an offset at or before the page) when one is known; then only the
-    page's rows are read and rendered.
+    page's rows are read and rendered. `missing_follow`: the ordering column may hold
+    missing values (see `has_missing_values`; without them a descending start key is a
+    plain seek).
     """
     postgresql = backend_of(conn).is_postgresql
     hinted = scan_in_row_order and not postgresql and query.ordering.column is None
@@ -579,9 +587,10 @@ def select_page(
         query.ordering,
         _terms(query.conditions),
         None if start is None else start[1].value is None,
+        missing_follow,
         hinted,
         postgresql,
-        _reads_directly(query, start, first, matching - offset <= limit),
+        _reads_directly(query, start, first, matching - offset <= limit, missing_follow),
         tuple(query.fields) == tuple(columns),
     )
     found, type_codes = _driver_rows(conn, _page_statement(shape), params)
@@ -632,13 +641,18 @@ def _stored_value(conn: Connection, column: Column, value: Any, type_code: Any) 
 
 
 def _reads_directly(
-    query: RowQuery, start: tuple[int, RowKey] | None, offset: int, rest_fits: bool
+    query: RowQuery,
+    start: tuple[int, RowKey] | None,
+    offset: int,
+    rest_fits: bool,
+    missing_follow: bool,
 ) -> bool:
     """May the page be read in one scan, each row rendered as it comes? Only when no
     row would be rendered in vain: no rows to walk past, and either no filter (the scan
     is an index walk in page order that stops after the page) or every remaining match
     on this page (a filter's index may be searched and its matches sorted: all of them
-    are the page). A start key must be a plain seek, not a key OR NULLs. Otherwise the
+    are the page). A start key must be a plain seek, not a key OR NULLs (a descending
+    key over a column with missing values: `missing_follow`). Otherwise the
     page's row ids are chosen first and only those rows read and rendered. Measured: a
     1000-row first page on PostgreSQL 4.1 ms in two steps, 3.1 ms in one; Q5's 790
     matches on SQLite 2.6 ms, 2.2 ms."""
@@ -646,7 +660,9 @@ def _reads_directly(
         return False
     if start is None or query.ordering.column is None:
         return True
-    return not query.ordering.descending and start[1].value is not None
+    if start[1].value is None:
+        return False
+    return not (query.ordering.descending and missing_follow)
 
 
 @functools.lru_cache(maxsize=PAGE_STATEMENTS)
@@ -657,7 +673,7 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
     source = _table(shape.table, shape.columns)
     where = _where(source, shape.terms, without_indexes=shape.hinted)
     if shape.after is not None:
-        where.append(_after(source, shape.ordering, shape.after))
+        where.append(_after(source, shape.ordering, shape.after, shape.missing_follow))
     ordered = [source.c[ROW_ID]]
     if shape.ordering.column is not None:
         ordered.insert(0, source.c[shape.ordering.column.physical])
@@ -704,6 +720,14 @@ def _row_id_among(
     if postgresql:
         return row_id == sa.any_(sa.func.array(page_ids.scalar_subquery()))
     return row_id.in_(page_ids.scalar_subquery())
+
+
+def has_missing_values(conn: Connection, table: str, column: Column) -> bool:
+    """Does any row lack a value in `column`? One index probe (missing values come
+    first in its index)."""
+    col: sa.ColumnClause[Any] = sa.column(column.physical)
+    stmt = sa.select(sa.literal(1)).select_from(sa.table(table, col)).where(col.is_(None))
+    return conn.execute(stmt.limit(1)).first() is not None
 
 
 def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: RowQuery) -> int:
