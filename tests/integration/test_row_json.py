@@ -50,6 +50,16 @@ def stored(engine: Engine, resource: Resource) -> list[str | None]:
         return list(conn.exec_driver_sql(sql).scalars())
 
 
+def load_unfinished(engine: Engine, resource: Resource, content: str) -> None:
+    """A file's rows added as a load leaves them: no worker has run since."""
+    path = write_file(content)
+    try:
+        with write_connection(engine) as conn, conn.begin():
+            load_into(conn, resource.id, path)
+    finally:
+        path.unlink()
+
+
 def forget(engine: Engine, resource: Resource) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"UPDATE {resource.table_name} SET _json = NULL")
@@ -87,12 +97,7 @@ def test_a_page_of_whole_rows_reads_the_stored_text(runtime: Runtime, tenant: Te
 
 def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Tenant) -> None:
     resource = make_source(runtime.engine, tenant, "id,memo\n1,a\n")
-    path = write_file("id,memo\n2,b\n3,c\n")
-    try:
-        with write_connection(runtime.engine) as conn, conn.begin():
-            load_into(conn, resource.id, path)
-    finally:
-        path.unlink()
+    load_unfinished(runtime.engine, resource, "id,memo\n2,b\n3,c\n")
     assert stored(runtime.engine, resource) == ['{"id":1,"memo":"a"}', None, None]
     before = read_body(runtime, tenant, resource.id)
     assert catalogue.finish_one_unfinished(runtime.engine) is True
@@ -113,12 +118,7 @@ def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Ten
     with the old digits must go in the same transaction, or pages would show 2.5."""
     resource = make_source(runtime.engine, tenant, "id,amount\n1,2.5\n")
     assert stored(runtime.engine, resource) == ['{"id":1,"amount":2.5}']
-    path = write_file("id,amount\n2,0.125\n")
-    try:
-        with write_connection(runtime.engine) as conn, conn.begin():
-            load_into(conn, resource.id, path)
-    finally:
-        path.unlink()
+    load_unfinished(runtime.engine, resource, "id,amount\n2,0.125\n")
     assert stored(runtime.engine, resource) == [None, None]
     assert b'"amount":2.500}' in read_body(runtime, tenant, resource.id)
     catalogue.finish_resource(runtime.engine, resource.id)

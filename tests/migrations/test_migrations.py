@@ -92,6 +92,12 @@ def test_postgresql_row_tables_of_revision_0002_keep_every_value(
         runtime.close()
 
 
+def _rows_without_json(runtime: Runtime, table: str) -> int:
+    with runtime.engine.connect() as conn:
+        sql = f"SELECT count(*) FROM {table} WHERE _json IS NULL"
+        return int(conn.exec_driver_sql(sql).scalar_one())
+
+
 def _back_to_revision_0003(conn: Any, table: str) -> None:
     """Undo 0004: no stored row JSON, no `rendered_version`."""
     conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
@@ -123,18 +129,10 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
         runtime.close()
     runtime = build_runtime(settings)  # upgrades; and no response cached before
     try:
-        with runtime.engine.connect() as conn:
-            missing = conn.exec_driver_sql(
-                f"SELECT count(*) FROM {resource.table_name} WHERE _json IS NULL"
-            ).scalar_one()
-        assert missing == 3
+        assert _rows_without_json(runtime, resource.table_name) == 3
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
         assert catalogue.finish_one_unfinished(runtime.engine) is True
-        with runtime.engine.connect() as conn:
-            missing = conn.exec_driver_sql(
-                f"SELECT count(*) FROM {resource.table_name} WHERE _json IS NULL"
-            ).scalar_one()
-        assert missing == 0
+        assert _rows_without_json(runtime, resource.table_name) == 0
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:
         runtime.close()
