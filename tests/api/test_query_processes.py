@@ -9,12 +9,14 @@ own response cache), and survives its processes being killed.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +32,12 @@ from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
-from tally.api.query_runner import SPLIT_MIN_ROWS, QueryProcesses, default_query_processes
+from tally.api.query_runner import (
+    SPLIT_MIN_ROWS,
+    QueryProcesses,
+    _QueryProcessPool,
+    default_query_processes,
+)
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
 from tally.services.data_query import PagePart, stitch_parts
@@ -489,3 +496,37 @@ def test_a_query_process_whose_api_process_is_already_gone_exits(tmp_path: Path)
     finally:
         child.kill()
         child.wait()
+
+
+# --- the pool itself ----------------------------------------------------------------------
+
+
+def test_the_pool_answers_each_call_with_its_own_answer_and_error(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Calls queue at a process and come back in order over its socket: many at once get
+    their own answers, an exception is raised in its caller, and a caller cancelled
+    while its call runs leaves nothing unread for the next one."""
+    settings = make_settings(request, "sqlite", tmp_path / "home", query_processes=PROCESSES)
+    build_runtime(settings).close()  # the database the query processes open
+
+    async def scenario() -> None:
+        pool = _QueryProcessPool(settings, PROCESSES)
+        await pool.start()
+        try:
+            answers = await asyncio.gather(*(pool.call(pow, n, 2) for n in range(40)))
+            assert answers == [n * n for n in range(40)]
+            with pytest.raises(ValueError, match="invalid literal"):
+                await pool.call(int, "not a number")
+            pids = set(await asyncio.gather(*(pool.call(os.getpid) for _ in range(PROCESSES))))
+            assert len(pids) == PROCESSES  # calls at once go to different processes
+            assert os.getpid() not in pids
+            slow = [asyncio.create_task(pool.call(time.sleep, 0.3)) for _ in range(PROCESSES)]
+            await asyncio.sleep(0.1)
+            for task in slow:
+                task.cancel()
+            assert await asyncio.gather(*(pool.call(abs, -n) for n in range(6))) == list(range(6))
+        finally:
+            pool.close()
+
+    asyncio.run(scenario())

@@ -5,9 +5,10 @@ Why processes, measured on a 1M-row resource on SQLite (docs/decisions/0006): tw
 threads of one process answer a 1000-row page *slower* together than one thread alone
 (every fetched row hands the GIL over, and SQLite's allocator takes a process-wide
 mutex), and uvicorn's API processes share keep-alive connections unevenly (with eight
-clients, one process often took all eight while the other idled). A pool fed from one
-queue spreads requests, not connections, over every core; each query process runs one
-query at a time, the shape SQLite is fastest in. One per CPU of the machine (divided
+clients, one process often took all eight while the other idled). The pool hands each
+request to the query process with the fewest in hand, so requests, not connections,
+are spread over every core; each query process runs one query at a time, the shape
+SQLite is fastest in. One per CPU of the machine (divided
 among `TALLY_WEB_CONCURRENCY` API processes) is the default on both backends: with
 PostgreSQL on the same machine, two per CPU measured slower (the server needs the cores
 too); with the database elsewhere, raise it.
@@ -17,28 +18,31 @@ after another) is read in parts, one per query process, at once, and stitched to
 if every part read the same data version (decision 0008): a 10,000-row page on SQLite
 took 39 ms whole, 23-25 ms in two parts.
 
-Reads are read-only, so a request whose query process died is run once more on a new
-pool instead of failing. Each query process memoises the exact counts it computed; the
-API process also keeps each filter set's count (with its data version) and hands it to
-whichever query process runs that filter set next, so a count is paid once, not once
-per process.
+Reads are read-only, so a request whose query process died is run once more on
+another (the dead one is replaced) instead of failing. Each query process memoises the
+exact counts it computed; the API process also keeps each filter set's count (with its
+data version) and hands it to whichever query process runs that filter set next, so a
+count is paid once, not once per process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
-import functools
 import itertools
 import logging
 import multiprocessing
 import os
+import pickle
 import signal
+import socket
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
 import anyio
@@ -123,14 +127,132 @@ class ThreadQueries:
         return None
 
 
+class QueryProcessLostError(Exception):
+    """The query process running a call died (killed, out of memory) before answering."""
+
+
+@dataclass
+class _QueryProcess:
+    process: BaseProcess
+    sock: socket.socket  # the API process's end of the pair
+    writer: asyncio.StreamWriter  # calls go out in order ...
+    reader: asyncio.StreamReader  # ... and their answers come back in the same order
+    pending: collections.deque[asyncio.Future[tuple[bool, Any]]]
+    listening: asyncio.Task[None] | None = None
+
+
+_FRAME = 8  # length prefix of every message, little-endian
+
+
+class _QueryProcessPool:
+    """Spawned query processes, each answering its calls in order over its own socket.
+
+    Written here instead of using ProcessPoolExecutor because of what the executor costs
+    the API process: a feeder thread pickles each call into a shared queue and a manager
+    thread collects results and wakes the event loop, three thread hand-offs per
+    request on a process whose event loop is its bottleneck (measured without them:
+    PostgreSQL Q1 598 -> 648 req/s, SQLite 854 -> 975; decision 0006). Here the event loop
+    writes a call to the socket of the process with the fewest calls in hand (calls may
+    queue there, so a process never waits for the event loop between two calls) and a
+    task per process reads the answers. A process that dies is replaced; the calls it
+    had fail with QueryProcessLostError.
+    """
+
+    def __init__(self, settings: Settings, processes: int) -> None:
+        self._settings = settings
+        self._size = processes
+        self._processes: list[_QueryProcess] = []
+        self._started = asyncio.Event()  # set whenever a process joins the pool
+
+    async def start(self) -> None:
+        for _ in range(self._size):
+            await self._add()
+
+    async def _add(self) -> None:
+        self._processes.append(await self._spawn())
+        self._started.set()
+
+    async def _spawn(self) -> _QueryProcess:
+        # Never fork: the API process has threads (intake, worker) and open sockets.
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = socket.socketpair()
+        process = context.Process(
+            target=_serve_calls,
+            args=(theirs, self._settings, os.getpid()),
+            name="tally-query",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=ours, limit=2**20)
+        worker = _QueryProcess(process, ours, writer, reader, collections.deque())
+        worker.listening = asyncio.create_task(self._listen(worker))
+        return worker
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` in a query process; its exception is raised here."""
+        # A killed process is seen here (waitpid) before its listener sees its socket
+        # close; when every one is gone, wait for the listeners to start new ones.
+        while not (alive := [w for w in self._processes if w.process.is_alive()]):
+            self._started.clear()
+            await self._started.wait()
+        worker = min(alive, key=lambda w: len(w.pending))
+        answer = asyncio.get_running_loop().create_future()
+        worker.pending.append(answer)
+        message = pickle.dumps((function, args), protocol=pickle.HIGHEST_PROTOCOL)
+        worker.writer.write(len(message).to_bytes(_FRAME, "little") + message)
+        ok, value = await answer
+        if ok:
+            return value
+        raise value
+
+    async def _listen(self, worker: _QueryProcess) -> None:
+        """Hand each answer to the call it belongs to (a cancelled caller's is dropped);
+        when the process is gone, fail its calls and start another in its place."""
+        try:
+            while True:
+                size = int.from_bytes(await worker.reader.readexactly(_FRAME), "little")
+                # a socketpair between this process and its own child: nobody else writes
+                answer = pickle.loads(await worker.reader.readexactly(size))  # noqa: S301
+                waiting = worker.pending.popleft()
+                if not waiting.done():
+                    waiting.set_result(answer)
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        log.warning("query_process_lost", extra={"pid": worker.process.pid})
+        self._processes.remove(worker)  # first: no call may join its queue from here on
+        worker.writer.close()
+        worker.process.join(timeout=0)
+        while worker.pending:
+            waiting = worker.pending.popleft()
+            if not waiting.done():
+                waiting.set_result((False, QueryProcessLostError()))
+        await self._add()
+
+    def close(self) -> None:
+        """Each process sees its socket close, finishes its calls and exits. The socket
+        is shut down at once: the transport would close it only on the event loop's next
+        turn, and this waits for the processes without giving it one."""
+        processes, self._processes = self._processes, []
+        for worker in processes:
+            if worker.listening is not None:
+                worker.listening.cancel()
+            with contextlib.suppress(OSError):
+                worker.sock.shutdown(socket.SHUT_RDWR)
+            worker.writer.close()
+        for worker in processes:
+            worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.kill()
+
+
 class QueryProcesses:
     """Queries in `processes` spawned processes, each with its own engine and caches."""
 
     def __init__(self, settings: Settings, processes: int) -> None:
         self._settings = settings
         self._processes = processes
-        self._lock = threading.Lock()
-        self._pool = self._new_pool()
+        self._pool = _QueryProcessPool(settings, processes)
         # The filtered counts the query processes paid for, handed to whichever process
         # runs the next request of that filter set (each also memoises its own). Read
         # and written on the event loop only.
@@ -138,21 +260,10 @@ class QueryProcesses:
         self._running = 0  # requests being read; on the event loop only
         self.pages_read_in_parts = 0  # answered from parts: what tests and operators see
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self._processes,
-            # Never fork: the API process has threads (intake, worker) and open sockets.
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start_query_process,
-            initargs=(self._settings, os.getpid()),
-        )
-
     async def start(self) -> None:
         """Start every query process before the API listens, so no request waits for one."""
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(
-            *(loop.run_in_executor(self._pool, _query_process_pid) for _ in range(self._processes))
-        )
+        await self._pool.start()
+        await asyncio.gather(*(self._pool.call(_query_process_pid) for _ in range(self._processes)))
         log.info("query_processes_started", extra={"processes": self._processes})
 
     async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody:
@@ -173,14 +284,12 @@ class QueryProcesses:
     async def _read_whole(
         self, request: DataRequest, accept_encoding: str | None, filter_set: tuple[Any, ...]
     ) -> EncodedBody:
-        loop = asyncio.get_running_loop()
-        pool = self._pool
-        work = functools.partial(_read_in_query_process, request, accept_encoding)
+        read = (_read_in_query_process, request, accept_encoding)
         try:
-            encoded, count = await loop.run_in_executor(pool, work)
-        except BrokenProcessPool:
-            log.warning("query_process_lost")  # killed (e.g. out of memory): start afresh
-            encoded, count = await loop.run_in_executor(self._replace(pool), work)
+            answer: tuple[EncodedBody, CountHint | None] = await self._pool.call(*read)
+        except QueryProcessLostError:  # killed (e.g. out of memory): a read, so read it again
+            answer = await self._pool.call(*read)
+        encoded, count = answer
         if count is not None:
             self._counts[filter_set] = count
         return encoded
@@ -191,8 +300,6 @@ class QueryProcesses:
         """The page read in one part per query process, all at once; None when it must
         be read whole after all (the parts saw different data versions, or a process
         was lost). Each part is authorised on its own, as any request is."""
-        loop = asyncio.get_running_loop()
-        pool = self._pool
         size = cap_page_size(request.page_size)
         bounds = [size * i // self._processes for i in range(self._processes + 1)]
         # Each part compresses its own rows (gzip accepted): the API process then only
@@ -202,8 +309,7 @@ class QueryProcesses:
         keep_rows = self._settings.response_cache or not deflate
         outcomes = await asyncio.gather(
             *(
-                loop.run_in_executor(
-                    pool,
+                self._pool.call(
                     _read_part_in_query_process,
                     dataclasses.replace(request, rows=(start, stop)),
                     deflate,
@@ -214,7 +320,7 @@ class QueryProcesses:
             return_exceptions=True,
         )
         for outcome in outcomes:
-            if isinstance(outcome, BrokenProcessPool):
+            if isinstance(outcome, QueryProcessLostError):
                 return None
             if isinstance(outcome, BaseException):
                 raise outcome  # every part has the same request: the same error
@@ -249,19 +355,11 @@ class QueryProcesses:
     async def _remember(self, part: PagePart, body: bytes) -> None:
         """Put the stitched page in a query process's response cache before answering,
         so the next identical request finds it (one of its parts runs there)."""
-        work = functools.partial(_remember_in_query_process, part.cache_key, body)
-        with contextlib.suppress(BrokenProcessPool):  # then it is only read again
-            await asyncio.get_running_loop().run_in_executor(self._pool, work)
-
-    def _replace(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is broken:
-                self._pool = self._new_pool()
-                broken.shutdown(wait=False, cancel_futures=True)
-            return self._pool
+        with contextlib.suppress(QueryProcessLostError):  # then it is only read again
+            await self._pool.call(_remember_in_query_process, part.cache_key, body)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.close()
 
 
 def _read_encoded(
@@ -273,8 +371,7 @@ def _read_encoded(
 
 
 # --- inside a query process ----------------------------------------------------------
-# ProcessPoolExecutor hands a process's initializer result to no one: the service it
-# builds lives in this module for the process's lifetime.
+# The service a query process builds lives in this module for the process's lifetime.
 _process_service: DataQueryService | None = None
 _process_min_bytes = 0
 
@@ -291,6 +388,40 @@ def _start_query_process(settings: Settings, api_process: int) -> None:
     _process_service = build_query_process_service(settings)
     _process_min_bytes = settings.gzip_min_bytes
     settle_garbage_collector()
+
+
+def _serve_calls(sock: socket.socket, settings: Settings, api_process: int) -> None:
+    """A query process's life: start, then answer the calls that come on `sock`, one at
+    a time, until the API process closes it."""
+    _start_query_process(settings, api_process)
+    with sock:
+        while (message := _receive_blocking(sock)) is not None:
+            function, args = pickle.loads(message)  # noqa: S301 - from our API process only
+            try:
+                answer = pickle.dumps((True, function(*args)), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as error:  # the caller raises it
+                answer = pickle.dumps((False, error), protocol=pickle.HIGHEST_PROTOCOL)
+            sock.sendall(len(answer).to_bytes(_FRAME, "little") + answer)
+
+
+def _receive_blocking(sock: socket.socket) -> bytes | None:
+    """The next message, or None when the API process closed the socket."""
+    header = _read_exactly(sock, _FRAME)
+    if header is None:
+        return None
+    return _read_exactly(sock, int.from_bytes(header, "little"))
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return bytes(buffer)
 
 
 def _exit_with_parent(parent: int) -> None:
