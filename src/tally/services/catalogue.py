@@ -126,7 +126,8 @@ def finish_resource(engine: Engine, resource_id: int) -> None:
         with write_connection(engine) as conn, conn.begin():
             # rows of a load that committed since are taken up by the next round
             resources.record_rendered(conn, resource_id, resource.data_version)
-        log.info("resource_rows_rendered", extra={"resource_id": resource_id, "rows": stored})
+        if stored:  # another worker may have stored them first
+            log.info("resource_rows_rendered", extra={"resource_id": resource_id, "rows": stored})
     index_resource(engine, resource_id)
 
 
