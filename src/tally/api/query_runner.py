@@ -18,8 +18,8 @@ after another) is read in parts, one per query process, at once, and stitched to
 if every part read the same data version (decision 0008): a 10,000-row page on SQLite
 took 39 ms whole, 23-25 ms in two parts.
 
-Reads are read-only, so a request whose query process died is run once more on
-another (the dead one is replaced) instead of failing. Each query process memoises the
+Reads are read-only, so a request whose query process died is read again on another
+(the dead one is replaced), up to once per process, instead of failing. Each query process memoises the
 exact counts it computed; the API process also keeps each filter set's count (with its
 data version) and hands it to whichever query process runs that filter set next, so a
 count is paid once, not once per process.
@@ -285,9 +285,14 @@ class QueryProcesses:
         self, request: DataRequest, accept_encoding: str | None, filter_set: tuple[Any, ...]
     ) -> EncodedBody:
         read = (_read_in_query_process, request, accept_encoding)
-        try:
-            answer: tuple[EncodedBody, CountHint | None] = await self._pool.call(*read)
-        except QueryProcessLostError:  # killed (e.g. out of memory): a read, so read it again
+        # A process killed (e.g. out of memory) loses its calls; a read is read again,
+        # on another: as many times as there are processes, which may all have been
+        # killed at once (each lost one is out of the pool before its calls fail).
+        for _ in range(self._processes):
+            with contextlib.suppress(QueryProcessLostError):
+                answer: tuple[EncodedBody, CountHint | None] = await self._pool.call(*read)
+                break
+        else:
             answer = await self._pool.call(*read)
         encoded, count = answer
         if count is not None:
