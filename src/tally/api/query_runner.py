@@ -19,10 +19,10 @@ if every part read the same data version (decision 0008): a 10,000-row page on S
 took 39 ms whole, 23-25 ms in two parts.
 
 Reads are read-only, so a request whose query process died is read again on another
-(the dead one is replaced), up to once per process, instead of failing. Each query process memoises the
-exact counts it computed; the API process also keeps each filter set's count (with its
-data version) and hands it to whichever query process runs that filter set next, so a
-count is paid once, not once per process.
+(the dead one is replaced), up to once per process, instead of failing. Each query
+process memoises the exact counts it computed; the API process also keeps each filter
+set's count (with its data version) and hands it to whichever query process runs that
+filter set next, so a count is paid once, not once per process.
 """
 
 from __future__ import annotations
