@@ -121,6 +121,8 @@ def finish_resource(engine: Engine, resource_id: int) -> None:
     Readers never wait, and answer the same before, during and after."""
     with engine.connect() as conn:
         resource = resources.get_resource(conn, resource_id)
+    if resource.is_placeholder:  # no file loaded yet: its table is still the placeholder's
+        return
     if resource.rendered_version != resource.data_version:
         stored = resource_tables.store_row_json(engine, resource.table_name, resource.columns)
         with write_connection(engine) as conn, conn.begin():
