@@ -116,7 +116,7 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant
     ("body", "field"),
     [
         ({"folder_id": "1"}, "folder_id"),  # a JSON string is not an integer
-        ({"folder_id": 1.0}, "folder_id"),
+        ({"folder_id": 1.5}, "folder_id"),
         ({"folder_id": True}, "folder_id"),
         (
             {"webhook": {"response_config": {"status_code": "200"}}},
@@ -130,6 +130,21 @@ def test_json_types_are_taken_as_declared(
     response = register(api, tenant, name="typed", **body)
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == [field]
+
+
+def test_a_whole_number_spelled_with_a_fraction_is_an_integer(
+    api: httpx.Client, tenant: Tenant
+) -> None:
+    """JSON Schema, and so the OpenAPI document, calls 200.0 an integer: tally agrees."""
+    hook = {"response_config": {"status_code": 202.0}}
+    response = register(api, tenant, name="whole", webhook=hook)
+    assert response.status_code == 201, response.text
+    webhook_id = response.json()["webhook_id"]
+    reply = api.post(NOTIFY.format(webhook_id), json={"file_url": "https://x.example/a.csv"})
+    assert reply.status_code == 202
+    refused = register(api, tenant, name="whole 2", folder_id=987654.0)
+    assert [e["field"] for e in refused.json()["errors"]] == ["folder_id"]
+    assert refused.status_code == 400  # as for 987654: no such folder, not a type error
 
 
 @pytest.mark.parametrize("name", ["", " ", "a\u0000b", "tab\there", "x" * 201])

@@ -24,7 +24,12 @@ from conftest import make_settings
 from factories import Tenant, make_tenant, read_data
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
-from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
+from tally.core.errors import (
+    DefinitionRejectedError,
+    InvalidUploadError,
+    ResourceNotFoundError,
+    UploadTooLargeError,
+)
 from tally.runtime import Runtime, build_runtime
 from tally.services import delivery, uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
@@ -345,7 +350,7 @@ def test_too_large_a_body_is_refused_and_nothing_kept(
     runtime: Runtime, kind: str, body: bytes, message: str
 ) -> None:
     stage = uploads.stage_json if kind == "json" else uploads.stage_csv
-    with pytest.raises(uploads.UploadTooLargeError) as caught:
+    with pytest.raises(UploadTooLargeError) as caught:
         stage(runtime.blobs, [body[i : i + 10] for i in range(0, len(body), 10)], max_bytes=100)
     assert message in caught.value.message
     assert leftovers(runtime) == []
@@ -358,7 +363,7 @@ def test_too_large_a_body_is_refused_and_nothing_kept(
 def test_an_unreadable_body_is_refused_and_nothing_kept(
     runtime: Runtime, stage: Any, body: bytes
 ) -> None:
-    with pytest.raises(uploads.InvalidUploadError):
+    with pytest.raises(InvalidUploadError):
         stage(runtime.blobs, [body], max_bytes=1000)
     assert leftovers(runtime) == []
 

@@ -14,14 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tally.services.json_rows import (
-    MAX_COLUMNS,
-    MAX_DEPTH,
-    MAX_NUMBER_DIGITS,
-    RULES,
-    JsonRowsError,
-    json_to_csv,
-)
+from tally.core.errors import JsonRowsError
+from tally.services.json_rows import MAX_COLUMNS, MAX_DEPTH, MAX_NUMBER_DIGITS, RULES, json_to_csv
 
 
 def convert_bytes(body: bytes, chunk_size: int = 7, spill_dir: Path | None = None) -> bytes:

@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi import FastAPI
 
 from tally import __version__
 from tally.api import health
 from tally.api.compression import NegotiatedGZipMiddleware
 from tally.api.cors import AccountCorsMiddleware
-from tally.api.errors import install_error_handlers, v2_errors
+from tally.api.errors import install_error_handlers
 from tally.api.query_runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
-from tally.api.v2.bodies import InvalidBodyError
 from tally.core.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -52,12 +50,6 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     )
     app.add_middleware(AccountCorsMiddleware)
     install_error_handlers(app)
-
-    async def on_invalid_body(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, InvalidBodyError)
-        return v2_errors(exc.problems, 422)
-
-    app.add_exception_handler(InvalidBodyError, on_invalid_body)
     app.include_router(health.router)
     app.include_router(data.router)
     app.include_router(webhooks.router)

@@ -1,132 +1,247 @@
-"""Error class -> HTTP status, per API version; rendered by one set of handlers.
+"""The error tables (error class -> status and body, one per API version) and the one
+place errors are rendered.
 
-The same tables feed each route's OpenAPI `responses`, so the documentation lists
-exactly what the code can answer.
+/api/v1 answers {"detail": "<message>"} (422: FastAPI's standard validation list);
+/api/v2 answers {"errors": [{"field": ..., "message": ...}]}. Each route lists the
+classes it can raise, and `v1_responses` / `v2_responses` turn that list into its
+OpenAPI `responses` through the same tables, so the document shows exactly the statuses
+a route answers and the shape it answers them in.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tally.core import errors
+from tally.core.errors import FieldProblem
 
 log = logging.getLogger("tally.api")
 
-# Data API (v1): status for each error family; the detail is the error's own message.
-V1_STATUS: dict[type[errors.TallyError], int] = {
-    errors.InvalidWorkspaceHeaderError: 400,
-    errors.UnknownNameError: 400,
-    errors.QueryNotApplicableError: 400,
-    errors.InvalidCredentialsError: 401,
-    errors.ResourceOwnershipError: 403,
-    errors.WorkspaceNotFoundError: 404,
-    errors.ResourceNotFoundError: 404,
-    errors.StorageError: 503,
-}
-
-# Ingestion API (v2): errors travel as {"errors": [{"field": ..., "message": ...}]}.
-V2_STATUS: dict[type[errors.TallyError], int] = {
-    errors.IngestionForbiddenError: 403,
-    errors.DefinitionRejectedError: 400,
-    errors.InvalidNotificationError: 400,
-    errors.LoadError: 400,
-    errors.NotFoundError: 404,
-    errors.StorageProvisioningError: 502,
-    errors.StorageError: 503,
-}
 V2_PREFIX = "/api/v2"
 FORBIDDEN_MESSAGE = "Forbidden"
 NOT_FOUND_MESSAGE = "Not Found"
-
 INTERNAL_ERROR_DETAIL = "Internal server error"
+# The credential headers of api/v2/auth.py: a request without one is the same 403 as a
+# request with a wrong one (spec part 5), never a 422 naming what is missing.
+INGESTION_CREDENTIAL_HEADERS = frozenset({"x-api-key", "x-svc-workspace", "x-svc-account"})
 
 
-class ErrorResponse(BaseModel):
-    detail: str
+class DataApiErrorResponse(BaseModel):
+    detail: str = Field(description="The spec's message for this error.")
+
+
+class DataApiValidationProblem(BaseModel):
+    loc: list[str | int] = Field(description="Where: `header`, `query` or `path`, then the name.")
+    msg: str
+    type: str
+
+
+class DataApiValidationErrorResponse(BaseModel):
+    detail: list[DataApiValidationProblem]
+
+
+class IngestionProblem(BaseModel):
+    field: str | None = Field(
+        description="The field, header or row at fault (dotted path), or null for the "
+        "request as a whole."
+    )
+    message: str
+
+
+class IngestionErrorResponse(BaseModel):
+    errors: list[IngestionProblem] = Field(min_length=1)
+
+
+class ErrorRow(NamedTuple):
+    """How one API version answers an error class: status, body model, and what its
+    OpenAPI description says (by default the class's own message)."""
+
+    status: int
+    body: type[BaseModel]
+    description: str | None = None
+
+
+ErrorClass = type[Exception]
+ErrorTable = dict[ErrorClass, ErrorRow]
+
+_V1 = DataApiErrorResponse
+V1_ERRORS: ErrorTable = {
+    RequestValidationError: ErrorRow(
+        422,
+        DataApiValidationErrorResponse,
+        "A missing or malformed header, parameter or path id: `detail` names each.",
+    ),
+    errors.InvalidWorkspaceHeaderError: ErrorRow(400, _V1),
+    errors.UnknownNameError: ErrorRow(400, _V1),
+    errors.QueryNotApplicableError: ErrorRow(400, _V1),
+    errors.InvalidCredentialsError: ErrorRow(401, _V1),
+    errors.ResourceOwnershipError: ErrorRow(403, _V1),
+    errors.WorkspaceNotFoundError: ErrorRow(404, _V1),
+    errors.ResourceNotFoundError: ErrorRow(404, _V1),
+    errors.StorageError: ErrorRow(503, _V1),
+    Exception: ErrorRow(500, _V1, INTERNAL_ERROR_DETAIL),
+}
+
+_V2 = IngestionErrorResponse
+V2_ERRORS: ErrorTable = {
+    RequestValidationError: ErrorRow(422, _V2, "A parameter failed validation; `errors` names it."),
+    errors.InvalidBodyError: ErrorRow(
+        422,
+        _V2,
+        "The body is missing, not JSON, or a field failed validation; `errors` names each.",
+    ),
+    errors.InvalidUploadError: ErrorRow(
+        422, _V2, "The body is not what its Content-Type says; `errors` names the row or field."
+    ),
+    errors.IngestionForbiddenError: ErrorRow(
+        403, _V2, "Authorization failed: the same answer whatever check failed."
+    ),
+    errors.DefinitionRejectedError: ErrorRow(
+        400, _V2, "The platform rejected the definition (a duplicate name, an unknown folder)."
+    ),
+    errors.InvalidNotificationError: ErrorRow(
+        400, _V2, "No http(s) URL at the webhook's `url_field` path (`errors[0].field`)."
+    ),
+    errors.IncompleteBodyError: ErrorRow(400, _V2),
+    errors.LoadError: ErrorRow(400, _V2),
+    errors.NotFoundError: ErrorRow(404, _V2, "No such thing here (no detail)."),
+    errors.UploadTooLargeError: ErrorRow(
+        413, _V2, "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept."
+    ),
+    errors.UnsupportedMediaTypeError: ErrorRow(415, _V2),
+    errors.StorageProvisioningError: ErrorRow(502, _V2),
+    errors.StorageError: ErrorRow(503, _V2),
+    Exception: ErrorRow(500, _V2, "Unexpected error. Retry."),
+}
+
+# The spec writes an operator's name as <op>, every other name as <name>.
+_PLACEHOLDERS: dict[ErrorClass, str] = {errors.UnsupportedOperatorError: "<op>"}
+
+
+def row_for(error_class: ErrorClass, table: ErrorTable) -> ErrorRow:
+    """The row of the nearest mapped ancestor (`Exception` at the latest: a 500)."""
+    return next(table[cls] for cls in error_class.__mro__ if cls in table)
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
 
 
-def status_for(error: errors.TallyError, table: dict[type[errors.TallyError], int]) -> int:
-    for cls in type(error).__mro__:
-        if cls in table:
-            return table[cls]
-    return 500
+def _message_of(error_class: ErrorClass) -> str:
+    """What an error of this class says, as the spec writes it (names as placeholders)."""
+    if issubclass(error_class, errors.UnknownNameError):
+        return error_class.template.format(name=_PLACEHOLDERS.get(error_class, "<name>"))
+    return (error_class.__doc__ or error_class.__name__).strip().splitlines()[0]
 
 
-def v1_error_response(error: errors.TallyError) -> Response:
-    status = status_for(error, V1_STATUS)
-    if status >= 500 and status != 503:
-        log.error("request_failed", exc_info=error)
+def _responses(
+    table: ErrorTable, raised: Iterable[ErrorClass], *, quoted: bool
+) -> dict[int | str, dict[str, Any]]:
+    by_status: dict[int, tuple[type[BaseModel], list[str]]] = {}
+    for error_class in raised:
+        row = row_for(error_class, table)
+        if row.status == 500 and error_class is not Exception:
+            raise ValueError(f"{error_class.__name__} has no row in the error table")
+        if row.description is not None:
+            text = row.description
+        else:  # the message itself, as the client reads it
+            text = f"`{_message_of(error_class)}`" if quoted else _message_of(error_class)
+        texts = by_status.setdefault(row.status, (row.body, []))[1]
+        if text not in texts:
+            texts.append(text)
+    return {
+        status: {"model": body, "description": " · ".join(texts)}
+        for status, (body, texts) in sorted(by_status.items())
+    }
+
+
+def v1_responses(*raised: ErrorClass) -> dict[int | str, dict[str, Any]]:
+    """A Data API route's OpenAPI `responses` for the error classes it raises."""
+    return _responses(V1_ERRORS, raised, quoted=True)
+
+
+def v2_responses(*raised: ErrorClass) -> dict[int | str, dict[str, Any]]:
+    """An ingestion API route's OpenAPI `responses` for the error classes it raises."""
+    return _responses(V2_ERRORS, raised, quoted=False)
+
+
+def validation_problems(exc_errors: Any) -> list[FieldProblem]:
+    """Pydantic / FastAPI validation errors as problems naming the dotted field."""
+    out: list[FieldProblem] = []
+    for item in exc_errors:
+        loc = [str(p) for p in item.get("loc", ()) if p not in ("body",)]
+        out.append(FieldProblem(".".join(loc) or None, str(item.get("msg", "invalid"))))
+    return out
+
+
+def _v2_problems(error: Exception) -> list[FieldProblem]:
+    if isinstance(error, RequestValidationError):
+        return validation_problems(error.errors())
+    if isinstance(error, errors.DefinitionRejectedError | errors.InvalidBodyError):
+        return error.problems
+    if isinstance(error, errors.IngestionForbiddenError):
+        return [FieldProblem(None, FORBIDDEN_MESSAGE)]  # no hint of which check failed
+    if isinstance(error, errors.NotFoundError):
+        return [FieldProblem(None, NOT_FOUND_MESSAGE)]
+    if isinstance(error, errors.InvalidNotificationError):
+        return [FieldProblem(error.field, error.message)]
+    if isinstance(error, errors.LoadError):
+        return [FieldProblem(error.column, error.message)]
+    assert isinstance(error, errors.TallyError)
+    return [FieldProblem(None, error.message)]
+
+
+def _lacks_credentials(error: RequestValidationError) -> bool:
+    return any(
+        tuple(item.get("loc", ()))[:1] == ("header",)
+        and str(item["loc"][1]).lower() in INGESTION_CREDENTIAL_HEADERS
+        for item in error.errors()
+    )
+
+
+def _log_crash(error: Exception) -> None:
+    event = "request_failed" if isinstance(error, errors.TallyError) else "request_crashed"
+    log.error(event, exc_info=error)
+
+
+def v2_error_response(error: Exception) -> Response:
+    if isinstance(error, RequestValidationError) and _lacks_credentials(error):
+        error = errors.IngestionForbiddenError()
+    status = row_for(type(error), V2_ERRORS).status
+    if status == 500:
+        _log_crash(error)
+        problems = [FieldProblem(None, INTERNAL_ERROR_DETAIL)]
+    else:
+        problems = _v2_problems(error)
+    body = {"errors": [{"field": p.field, "message": p.message} for p in problems]}
+    return json_response(body, status)
+
+
+def v1_error_response(error: Exception) -> Response:
+    status = row_for(type(error), V1_ERRORS).status
+    if status == 500 or not isinstance(error, errors.TallyError):
+        _log_crash(error)
         return json_response({"detail": INTERNAL_ERROR_DETAIL}, status_code=500)
     return json_response({"detail": error.message}, status_code=status)
 
 
-def v2_errors(problems: list[tuple[str | None, str]], status_code: int) -> Response:
-    return json_response({"errors": [{"field": f, "message": m} for f, m in problems]}, status_code)
-
-
-def v2_error_response(error: errors.TallyError) -> Response:
-    status = status_for(error, V2_STATUS)
-    if isinstance(error, errors.DefinitionRejectedError):
-        return v2_errors([(p.field, p.message) for p in error.problems], status)
-    if isinstance(error, errors.IngestionForbiddenError):
-        return v2_errors([(None, FORBIDDEN_MESSAGE)], status)  # no hint of which check
-    if isinstance(error, errors.NotFoundError):
-        return v2_errors([(None, NOT_FOUND_MESSAGE)], status)
-    if isinstance(error, errors.InvalidNotificationError):
-        return v2_errors([(error.field, error.message)], status)
-    if status == 500:
-        log.error("request_failed", exc_info=error)
-        return v2_errors([(None, INTERNAL_ERROR_DETAIL)], 500)
-    return v2_errors([(getattr(error, "column", None), error.message)], status)
-
-
-def validation_problems(exc_errors: Any) -> list[tuple[str | None, str]]:
-    """Pydantic / FastAPI validation errors as (dotted field, message) pairs."""
-    out: list[tuple[str | None, str]] = []
-    for item in exc_errors:
-        loc = [str(p) for p in item.get("loc", ()) if p not in ("body",)]
-        out.append((".".join(loc) or None, str(item.get("msg", "invalid"))))
-    return out
-
-
-def openapi_responses(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]:
-    return {
-        status: {"model": ErrorResponse, "description": text}
-        for status, text in descriptions.items()
-    }
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    async def on_tally_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, errors.TallyError)
+    async def on_error(request: Request, exc: Exception) -> Response:
         if request.url.path.startswith(V2_PREFIX):
             return v2_error_response(exc)
+        if isinstance(exc, RequestValidationError):
+            return await request_validation_exception_handler(request, exc)
         return v1_error_response(exc)
 
-    async def on_validation_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        if request.url.path.startswith(V2_PREFIX):
-            return v2_errors(validation_problems(exc.errors()), 422)
-        return await request_validation_exception_handler(request, exc)
-
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
-        log.error("request_crashed path=%s", request.url.path, exc_info=exc)
-        if request.url.path.startswith(V2_PREFIX):
-            return v2_errors([(None, INTERNAL_ERROR_DETAIL)], 500)
-        return json_response({"detail": INTERNAL_ERROR_DETAIL}, status_code=500)
-
-    app.add_exception_handler(errors.TallyError, on_tally_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(Exception, on_unexpected)
+    app.add_exception_handler(errors.TallyError, on_error)
+    app.add_exception_handler(RequestValidationError, on_error)
+    app.add_exception_handler(Exception, on_error)

@@ -8,18 +8,25 @@
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
     │   └── IngestionForbiddenError          (ingestion API 403, no hint)
-    ├── InvalidRequestError                  (a request that names things that do not exist)
+    ├── InvalidRequestError                  (a request that cannot be applied)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
     │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
-    │   └── InvalidNotificationError         (a webhook notification without a file URL)
+    │   ├── InvalidNotificationError         (a webhook notification without a file URL)
+    │   ├── InvalidBodyError                 (ingestion 422: a body that is not its model)
+    │   │   └── InvalidUploadError           (an upload that is not its Content-Type)
+    │   │       └── JsonRowsError            (JSON rows that cannot become CSV)
+    │   ├── IncompleteBodyError              (ingestion 400: the client left mid-body)
+    │   ├── UnsupportedMediaTypeError        (ingestion 415)
+    │   └── UploadTooLargeError              (ingestion 413)
     ├── LoadError                            (a file that cannot be loaded: line and column)
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
-Services raise these; `api/errors.py` maps them to status codes and texts.
+Services raise these; `api/errors.py` maps them, per API version, to a status and a
+body (and the OpenAPI document's responses are generated from the same tables).
 Every class carries structured context so each edge renders it its own way.
 """
 
@@ -142,9 +149,10 @@ class QueryNotApplicableError(InvalidRequestError):
 
 @dataclass(frozen=True)
 class FieldProblem:
-    """One rejected field of a request body: where it is and why."""
+    """One rejected field of a request body: where it is (None: the body as a whole)
+    and why."""
 
-    field: str
+    field: str | None
     message: str
 
 
@@ -215,3 +223,35 @@ class InvalidNotificationError(InvalidRequestError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
         super().__init__(message)
+
+
+class InvalidBodyError(InvalidRequestError):
+    """A body that is not JSON, or does not match its model; each problem names its field."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
+
+
+class InvalidUploadError(InvalidBodyError):
+    """The body cannot be read as the content type it declares."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__([FieldProblem(field, message)])
+
+
+class JsonRowsError(InvalidUploadError):
+    """The body is not rows that can be converted; `field` says where, when known."""
+
+
+class IncompleteBodyError(InvalidRequestError):
+    """the client disconnected before the body ended"""
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """Content-Type is not text/csv, multipart/form-data or application/json."""
+
+
+class UploadTooLargeError(InvalidRequestError):
+    """The body (or the CSV converted from it) is larger than the file size limit."""

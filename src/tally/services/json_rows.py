@@ -19,6 +19,8 @@ from typing import IO, Any
 import ijson  # type: ignore[import-untyped]
 import orjson
 
+from tally.core.errors import JsonRowsError
+
 MAX_COLUMNS = 1000
 MAX_DEPTH = 32
 MAX_NUMBER_DIGITS = 1000
@@ -47,15 +49,6 @@ nested deeper than {MAX_DEPTH} levels; a number with more than {MAX_NUMBER_DIGIT
 
 _NEEDS_QUOTES = re.compile(r'[,;\t|"\r\n]')  # any separator the CSV reader might sniff
 _INTEGER_LIMIT = 10**MAX_NUMBER_DIGITS
-
-
-class JsonRowsError(Exception):
-    """The body is not rows that can be converted; `field` says where, when known."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        self.message = message
-        self.field = field
-        super().__init__(message)
 
 
 class _ChunkReader:

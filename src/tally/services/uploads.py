@@ -16,9 +16,9 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import Engine
 
-from tally.core import errors
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
+from tally.core.errors import InvalidUploadError, UploadTooLargeError
 from tally.core.names import FILENAME_MAX_CHARS, has_control_characters
 from tally.core.sealing import SecretBox
 from tally.services import catalogue, ingestion, json_rows
@@ -31,18 +31,6 @@ from tally.storage.resources import Resource
 DEFAULT_DECIMAL_SCALE = 2
 UPLOAD_ORIGIN = "upload"
 MULTIPART_OVERHEAD_BYTES = 64 * 1024  # part headers and boundaries beyond the file
-
-
-class UploadTooLargeError(errors.TallyError):
-    """The body (or the CSV converted from it) is larger than the file size limit."""
-
-
-class InvalidUploadError(errors.TallyError):
-    """The body cannot be read as the content type it declares."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        self.field = field
-        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -198,13 +186,10 @@ def stage_multipart(
 def stage_json(blobs: BlobStore, chunks: Iterable[bytes], *, max_bytes: int) -> StoredBlob:
     """Convert JSON rows to CSV (json_rows.RULES); body and CSV both within max_bytes."""
     path, what = _incoming_path(blobs), "the CSV converted from the JSON body"
-    try:
-        with json_rows.json_to_csv(
-            _limited(chunks, max_bytes, "the body"), spill_dir=path.parent
-        ) as csv:
-            return _write(blobs, path, _limited(csv, max_bytes, what))
-    except json_rows.JsonRowsError as error:
-        raise InvalidUploadError(error.message, field=error.field) from None
+    with json_rows.json_to_csv(
+        _limited(chunks, max_bytes, "the body"), spill_dir=path.parent
+    ) as csv:
+        return _write(blobs, path, _limited(csv, max_bytes, what))
 
 
 @dataclass(frozen=True)

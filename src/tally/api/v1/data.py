@@ -12,9 +12,9 @@ from pydantic import BaseModel, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from tally.api.compression import json_body_response
-from tally.api.errors import openapi_responses
+from tally.api.errors import v1_responses
 from tally.api.query_runner import QueryRunner
-from tally.core.errors import InvalidWorkspaceHeaderError
+from tally.core import errors
 from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAMETERS
 from tally.services.data_query import DataRequest
 
@@ -79,18 +79,20 @@ delivery of data is visible at once (the cache is keyed by the resource's data v
 `workspace_id` is a header; sent in the query string it is rejected with 422.
 """
 
-ERRORS = {
-    400: "`workspace_id must be a valid integer` · `Filter field '<name>' is not a valid "
-    "column for this resource.` · `Field '<name>' is not a valid column for this "
-    "resource.` · `Ordering field '<name>' is not a valid column for this resource.` · "
-    "`Operator '<op>' is not supported.` · `The requested filters or ordering could "
-    "not be applied.`",
-    401: "`Could not validate credentials`: missing or invalid X-API-Key, or a key of "
-    "another workspace.",
-    403: "`Resource does not belong to the specified workspace`",
-    404: "`Workspace not found` · `Resource not found`",
-    503: "`Data platform is temporarily unavailable. Please try again later.`",
-}
+ERRORS = (
+    RequestValidationError,
+    errors.InvalidWorkspaceHeaderError,
+    errors.UnknownFilterFieldError,
+    errors.UnknownFieldError,
+    errors.UnknownOrderingFieldError,
+    errors.UnsupportedOperatorError,
+    errors.QueryNotApplicableError,
+    errors.InvalidCredentialsError,
+    errors.ResourceOwnershipError,
+    errors.WorkspaceNotFoundError,
+    errors.ResourceNotFoundError,
+    errors.StorageError,
+)
 
 FILTERS_OPENAPI: dict[str, Any] = {
     "parameters": [
@@ -115,7 +117,7 @@ FILTERS_OPENAPI: dict[str, Any] = {
     response_model=None,
     responses={
         200: {"model": DataPageResponse, "description": "A page of rows."},
-        **openapi_responses(ERRORS),
+        **v1_responses(*ERRORS),
     },
     openapi_extra=FILTERS_OPENAPI,
 )
@@ -157,7 +159,7 @@ async def read_resource_data(
         )
     workspace_id = workspace_id.strip(HEADER_SPACE)
     if not INTEGER_PATTERN.fullmatch(workspace_id):
-        raise InvalidWorkspaceHeaderError()
+        raise errors.InvalidWorkspaceHeaderError()
     workspace = int(workspace_id)
     queries: QueryRunner = request.app.state.queries
     filters = [

@@ -1,7 +1,8 @@
 """The ingestion API's authentication: a dependency that runs before the body is read.
 
 Every failure is the same 403 (spec part 5), decided before any validation of the body,
-so a bad body with bad credentials is a 403, never a 422.
+so a bad body with bad credentials is a 403, never a 422. The three headers are required;
+a request without one is that same 403 (api/errors.py), not a 422 naming it.
 """
 
 from __future__ import annotations
@@ -23,16 +24,12 @@ def runtime_of(request: Request) -> Runtime:
 
 async def ingestion_workspace(
     request: Request,
-    x_api_key: Annotated[
-        str | None, Header(alias="x-api-key", description="Workspace-level API key.")
-    ] = None,
-    x_svc_workspace: Annotated[
-        str | None, Header(alias="x-svc-workspace", description="Workspace id.")
-    ] = None,
+    x_api_key: Annotated[str, Header(alias="x-api-key", description="Workspace-level API key.")],
+    x_svc_workspace: Annotated[str, Header(alias="x-svc-workspace", description="Workspace id.")],
     x_svc_account: Annotated[
-        str | None,
+        str,
         Header(alias="x-svc-account", description="Id of the account the workspace belongs to."),
-    ] = None,
+    ],
 ) -> Workspace:
     runtime = runtime_of(request)
     return await run_in_threadpool(

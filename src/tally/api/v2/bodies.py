@@ -13,6 +13,7 @@ from fastapi import Request
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -21,6 +22,7 @@ from pydantic import (
 )
 
 from tally.api.errors import validation_problems
+from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
 from tally.core.names import NAME_MAX_CHARS, name_problem
 
@@ -34,20 +36,43 @@ def _valid_name(value: str) -> str:
     return value
 
 
+def _whole_number(value: object) -> object:
+    """2.0 as 2: JSON Schema (and so the OpenAPI document) calls it an integer."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _regex_class(characters: str) -> str:
+    return "".join(f"\\u{ord(ch):04x}" for ch in characters)
+
+
+# The characters str.strip() removes, and the control characters names may not hold:
+# the schema's patterns state exactly the rules the validators below apply.
+_SPACE = _regex_class("".join(chr(c) for c in range(0x10000) if chr(c).isspace()))
+_CONTROL = "\\u0000-\\u001f\\u007f"
+NAME_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"
+_KEY, _KEY_END = "[^.\\[\\]]", f"[^.\\[\\]{_SPACE}]"
+_INDEX = "\\[[0-9]+\\]"
+PATH_PATTERN = (  # json_paths.parse_path's grammar, with no space at either end
+    f"^(?:{_INDEX}|{_KEY_END}|{_KEY_END}{_KEY}*{_KEY_END}"
+    f"|(?:{_INDEX}|{_KEY_END}{_KEY}*)(?:\\.?(?:{_INDEX}|{_KEY}+))*\\.?(?:{_INDEX}|{_KEY}*{_KEY_END}))$"
+)
+
+# An integer of a body: a whole number, however the JSON spells it (never true or "1").
+WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+
 # A source's name, refused here (422) for the reasons the catalogue would refuse it.
 SourceName = Annotated[
     str,
-    Field(min_length=1, max_length=NAME_MAX_CHARS, description="The source name."),
+    Field(
+        min_length=1,
+        max_length=NAME_MAX_CHARS,
+        description="The source name: not blank, no control characters.",
+        json_schema_extra={"pattern": NAME_PATTERN},
+    ),
     AfterValidator(_valid_name),
 ]
-
-
-class InvalidBodyError(Exception):
-    """A body that is not JSON or does not match its model: rendered as 422."""
-
-    def __init__(self, problems: list[tuple[str | None, str]]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(m for _, m in problems))
 
 
 class Strict(BaseModel):
@@ -58,8 +83,16 @@ class Strict(BaseModel):
 
 
 class FileMapping(Strict):
-    url_field: str = Field("file_url", description="Path to the file URL, e.g. `items[0].url`.")
-    filename_field: str = Field("filename", description="Path to the file name.")
+    url_field: str = Field(
+        "file_url",
+        description="Path to the file URL, e.g. `items[0].url`.",
+        json_schema_extra={"pattern": PATH_PATTERN},
+    )
+    filename_field: str = Field(
+        "filename",
+        description="Path to the file name.",
+        json_schema_extra={"pattern": PATH_PATTERN},
+    )
 
     @field_validator("url_field", "filename_field")
     @classmethod
@@ -93,7 +126,7 @@ DownloadCredentials = Annotated[
 
 
 class ResponseConfig(Strict):
-    status_code: int = Field(200, ge=200, le=299, description="Status code of the reply.")
+    status_code: WholeNumber = Field(200, ge=200, le=299, description="Status code of the reply.")
     content_type: str = Field("application/json", min_length=1, max_length=200)
     body: dict[str, Any] = Field(
         default_factory=lambda: {"status": "accepted"},
@@ -124,7 +157,7 @@ class NotificationConfigBody(Strict):
 class WebhookCreateBody(Strict):
     name: SourceName
     webhook: WebhookConfig
-    folder_id: int | None = None
+    folder_id: WholeNumber | None = None
     notification_config: NotificationConfigBody | None = None
 
 
@@ -144,12 +177,15 @@ async def read_json(request: Request, *, max_bytes: int) -> Any:
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise InvalidBodyError([(None, f"the body is larger than {max_bytes} bytes")])
+            raise InvalidBodyError(
+                [FieldProblem(None, f"the body is larger than {max_bytes} bytes")]
+            )
         chunks.append(chunk)
     try:
         return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as exc:
-        raise InvalidBodyError([(None, f"the body is not valid JSON: {exc}")]) from None
+        problem = FieldProblem(None, f"the body is not valid JSON: {exc}")
+        raise InvalidBodyError([problem]) from None
 
 
 def validate_body(model: type[T], data: Any) -> T:

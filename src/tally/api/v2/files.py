@@ -11,10 +11,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
-from tally.api.errors import openapi_responses
+from tally.api.errors import v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
+from tally.core import errors
 from tally.services.ingestion import get_source_file, list_source_files
 from tally.storage.files import FileRecord
 
@@ -70,14 +72,20 @@ class FileListResponse(BaseModel):
     )
 
 
-ERRORS = {403: "Authorization failed.", 404: "No such source (or file) in this workspace."}
+ERRORS = (
+    errors.IngestionForbiddenError,
+    errors.ResourceNotFoundError,
+    errors.FileNotFoundInSourceError,
+    RequestValidationError,
+    errors.StorageError,
+)
 
 
 @router.get(
     "/sources/{source_id}/files",
     response_model=FileListResponse,
     summary="The files of a source, oldest first",
-    responses=openapi_responses(ERRORS),
+    responses=v2_responses(*ERRORS),
 )
 async def list_files(
     request: Request,
@@ -105,7 +113,7 @@ async def list_files(
     "/sources/{source_id}/files/{file_id}",
     response_model=FileStatusResponse,
     summary="One file's status",
-    responses=openapi_responses(ERRORS),
+    responses=v2_responses(*ERRORS),
 )
 async def get_file(
     request: Request,

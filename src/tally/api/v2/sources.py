@@ -12,22 +12,25 @@ from typing import Annotated
 import anyio.from_thread
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
-from tally.api.errors import json_response, openapi_responses, v2_errors
+from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
 from tally.api.v2.bodies import (
-    InvalidBodyError,
     NotificationConfigBody,
     SourceName,
     Strict,
+    WholeNumber,
     json_request_body,
     read_json,
     validate_body,
 )
+from tally.core import errors
 from tally.core.columns import ColumnType
 from tally.runtime import Runtime
 from tally.services import json_rows, uploads
@@ -40,25 +43,38 @@ MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_DECIMAL_SCALE = 18  # a scaled decimal is a 64-bit integer
 COLUMN_NAME_MAX_CHARS = 1000
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
-CREATE_ERRORS = {
-    400: "The source definition was rejected (duplicate name, unknown folder).",
-    403: "Authorization failed. The same answer whatever check failed.",
-    422: "A field is missing or failed validation; `errors` names each.",
-    502: "Storage provisioning failed upstream. Transient; retry.",
-}
-FEED_ERRORS = {
-    403: "Authorization failed. The same answer whatever check failed.",
-    404: "No such source in this workspace (no detail).",
-    413: "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept.",
-    415: "Content-Type is not text/csv, multipart/form-data or application/json.",
-    422: "The body is not what its Content-Type says; `errors` names the row or field.",
+CREATE_ERRORS = (
+    errors.IngestionForbiddenError,
+    errors.DefinitionRejectedError,
+    errors.InvalidBodyError,
+    errors.StorageProvisioningError,
+    errors.StorageError,
+)
+FEED_ERRORS = (
+    errors.IngestionForbiddenError,
+    errors.IncompleteBodyError,
+    errors.ResourceNotFoundError,
+    errors.UploadTooLargeError,
+    errors.UnsupportedMediaTypeError,
+    errors.InvalidUploadError,
+    RequestValidationError,
+    errors.StorageError,
+)
+# Refused by the server and stated in the schema: a rule of one field on another.
+_OPTIONS_FIT_TYPE: JsonDict = {
+    "allOf": [
+        {"anyOf": [{"properties": {"type": {"const": t}}}, {"properties": {o: {"type": "null"}}}]}
+        for t, o in (("decimal", "scale"), ("timestamp", "timezone"))
+    ]
 }
 
 
 class ColumnBody(Strict):
+    model_config = ConfigDict(json_schema_extra=_OPTIONS_FIT_TYPE)
+
     name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
     type: ColumnType = Field(strict=False)  # its values are JSON strings
-    scale: int | None = Field(
+    scale: WholeNumber | None = Field(
         None, ge=0, le=MAX_DECIMAL_SCALE, description="Fractional digits (decimal only; default 2)."
     )
     timezone: bool | None = Field(None, description="Values carry UTC offsets (timestamp only).")
@@ -74,7 +90,7 @@ class ColumnBody(Strict):
 
 class SourceCreateBody(Strict):
     name: SourceName
-    folder_id: int | None = None
+    folder_id: WholeNumber | None = None
     columns: list[ColumnBody] | None = Field(
         None,
         min_length=1,
@@ -125,7 +141,7 @@ def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     status_code=201,
     summary="Create a source fed by uploads",
     response_model=SourceCreatedResponse,
-    responses=openapi_responses(CREATE_ERRORS),
+    responses=v2_responses(*CREATE_ERRORS),
     openapi_extra=json_request_body(SourceCreateBody),
 )
 async def create_source(request: Request, workspace: AuthorisedWorkspace) -> Response:
@@ -170,10 +186,10 @@ def _receive(
         and declared.isdigit()
         and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES
     ):
-        raise uploads.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
+        raise errors.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
     boundary = options.get(b"boundary")
     if media_type == "multipart/form-data" and not boundary:
-        raise uploads.InvalidUploadError("the multipart Content-Type has no boundary")
+        raise errors.InvalidUploadError("the multipart Content-Type has no boundary")
     with closing(_body_chunks(request)) as chunks:  # closed here, in this thread
         if media_type == "application/json":
             return uploads.stage_json(blobs, chunks, max_bytes=max_bytes), None
@@ -198,7 +214,7 @@ source receives only files with exactly its columns; a file that differs ends `f
 its error naming the columns. Send an `Idempotency-Key` header to make retries queue the
 file once: a retry answers with the file first queued and its current status.
 """
-_BINARY = {"type": "string", "format": "binary"}
+_BINARY = {"type": "string", "format": "binary", "minLength": 1}  # a CSV has a header line
 _ROWS = {"type": "array", "items": {"type": "object"}, "minItems": 1}
 _ROWS_OBJECT = {"type": "object", "required": ["rows"], "properties": {"rows": _ROWS}}
 _FILE_PART = {"type": "object", "required": ["file"], "properties": {"file": _BINARY}}
@@ -220,7 +236,7 @@ FEED_BODY = {
     summary="Upload a file (CSV, multipart or JSON rows) into a source",
     description=FEED_DESCRIPTION,
     response_model=UploadAcceptedResponse,
-    responses=openapi_responses(FEED_ERRORS),
+    responses=v2_responses(*FEED_ERRORS),
     openapi_extra=FEED_BODY,
 )
 async def feed_source(
@@ -248,17 +264,13 @@ async def feed_source(
         return json_response({"file_id": earlier.id, "status": earlier.status}, 202)
     media_type, options = parse_options_header(request.headers.get("content-type"))
     if media_type.decode() not in (*CSV_TYPES, "multipart/form-data", "application/json"):
-        return v2_errors([(None, FEED_ERRORS[415])], 415)
+        raise errors.UnsupportedMediaTypeError()
     try:
         blob, filename = await run_in_threadpool(
             _receive, request, runtime, media_type.decode(), options
         )
-    except uploads.UploadTooLargeError as error:
-        return v2_errors([(None, error.message)], 413)
-    except uploads.InvalidUploadError as error:
-        raise InvalidBodyError([(error.field, error.message)]) from None
     except ClientDisconnect:
-        return v2_errors([(None, "the client disconnected before the body ended")], 400)
+        raise errors.IncompleteBodyError() from None
     accepted = await run_in_threadpool(
         uploads.queue_upload,
         runtime.engine,

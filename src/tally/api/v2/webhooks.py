@@ -8,18 +8,19 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from tally.api.errors import json_response, openapi_responses
+from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
 from tally.api.v2.bodies import (
-    InvalidBodyError,
     WebhookCreateBody,
     WebhookCreatedResponse,
     json_request_body,
     read_json,
     validate_body,
 )
+from tally.core import errors
 from tally.services.ingestion import (
     NotificationConfig,
     WebhookDefinition,
@@ -30,19 +31,27 @@ from tally.services.intake import Notification
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
-REGISTRATION_ERRORS = {
-    400: "The platform rejected the source definition (duplicate name, unknown folder); "
-    "`errors` says why.",
-    403: "Authorization failed. The same answer whatever check failed.",
-    422: "`name` or `webhook` missing, or a field failed validation; `errors` names each.",
-    500: "Unexpected error. Retry.",
-    502: "Storage provisioning failed upstream. Transient; retry.",
-}
-NOTIFICATION_ERRORS = {
-    400: "The notification has no http(s) URL at the configured `url_field` path "
-    "(`errors[0].field` names the path).",
-    404: "Unknown webhook_id (no detail).",
-    422: "The body is not JSON, or is larger than 64 KB.",
+REGISTRATION_ERRORS = (
+    errors.IngestionForbiddenError,
+    errors.DefinitionRejectedError,
+    errors.InvalidBodyError,
+    errors.StorageProvisioningError,
+    errors.StorageError,
+    Exception,  # the spec documents it: "Unexpected error. Retry."
+)
+NOTIFICATION_ERRORS = (
+    errors.InvalidNotificationError,
+    errors.WebhookNotFoundError,
+    errors.InvalidBodyError,
+    RequestValidationError,
+    errors.StorageError,
+)
+# The payload's fields are the webhook's own (file_mapping): any JSON object is one.
+NOTIFICATION_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
 }
 MAX_REGISTRATION_BYTES = 1024 * 1024
 
@@ -75,7 +84,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     status_code=201,
     summary="Create a source and the webhook that feeds it",
     response_model=WebhookCreatedResponse,
-    responses=openapi_responses(REGISTRATION_ERRORS),
+    responses=v2_responses(*REGISTRATION_ERRORS),
     openapi_extra=json_request_body(WebhookCreateBody),
 )
 async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Response:
@@ -108,9 +117,10 @@ async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Re
     "durably queued; it means accepted, not processed. Send an `Idempotency-Key` header "
     "to make retries of one notification queue its file once.",
     responses={
-        200: {"description": "The configured reply."},
-        **openapi_responses(NOTIFICATION_ERRORS),
+        200: {"description": "The configured reply.", "content": {"*/*": {}}},
+        **v2_responses(*NOTIFICATION_ERRORS),
     },
+    openapi_extra=NOTIFICATION_BODY,
 )
 async def feed_webhook(
     request: Request,
@@ -127,7 +137,7 @@ async def feed_webhook(
     runtime = runtime_of(request)
     try:
         payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
-    except InvalidBodyError:
+    except errors.InvalidBodyError:
         await run_in_threadpool(find_webhook, runtime.engine, webhook_id)  # 404 comes first
         raise
     accepted = await asyncio.wrap_future(
