@@ -59,8 +59,10 @@ PATH_PATTERN = (  # json_paths.parse_path's grammar, with no space at either end
     f"|(?:{_INDEX}|{_KEY_END}{_KEY}*)(?:\\.?(?:{_INDEX}|{_KEY}+))*\\.?(?:{_INDEX}|{_KEY}*{_KEY_END}))$"
 )
 
-# An integer of a body: a whole number, however the JSON spells it (never true or "1").
-WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+# An integer of a body is a whole number however the JSON spells it (never true or "1").
+# Put constraints (Field(ge=...)) before it in an Annotated: pydantic then documents them.
+WHOLE_NUMBER = BeforeValidator(_whole_number)
+WholeNumber = Annotated[int, WHOLE_NUMBER]
 
 # A source's name, refused here (422) for the reasons the catalogue would refuse it.
 SourceName = Annotated[

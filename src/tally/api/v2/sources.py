@@ -25,6 +25,7 @@ from tally.api.v2.bodies import (
     NotificationConfigBody,
     SourceName,
     Strict,
+    WHOLE_NUMBER,
     WholeNumber,
     json_request_body,
     read_json,
@@ -74,8 +75,8 @@ class ColumnBody(Strict):
 
     name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
     type: ColumnType = Field(strict=False)  # its values are JSON strings
-    scale: WholeNumber | None = Field(
-        None, ge=0, le=MAX_DECIMAL_SCALE, description="Fractional digits (decimal only; default 2)."
+    scale: Annotated[int, Field(ge=0, le=MAX_DECIMAL_SCALE), WHOLE_NUMBER] | None = Field(
+        None, description="Fractional digits (decimal only; default 2)."
     )
     timezone: bool | None = Field(None, description="Values carry UTC offsets (timestamp only).")
 
@@ -214,15 +215,26 @@ source receives only files with exactly its columns; a file that differs ends `f
 its error naming the columns. Send an `Idempotency-Key` header to make retries queue the
 file once: a retry answers with the file first queued and its current status.
 """
-_BINARY = {"type": "string", "format": "binary", "minLength": 1}  # a CSV has a header line
-_ROWS = {"type": "array", "items": {"type": "object"}, "minItems": 1}
+_CSV = {"type": "string", "minLength": 1}  # text; never empty, a CSV has a header line
+_BINARY = {"type": "string", "format": "binary", "minLength": 1}
+_ROWS = {  # the rules below the first level are the description's (json_rows.RULES)
+    "type": "array",
+    "items": {"type": "object", "propertyNames": {"minLength": 1}},
+    "minItems": 1,
+    "contains": {"type": "object", "minProperties": 1},
+}
 _ROWS_OBJECT = {"type": "object", "required": ["rows"], "properties": {"rows": _ROWS}}
-_FILE_PART = {"type": "object", "required": ["file"], "properties": {"file": _BINARY}}
+_FILE_PART = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {"file": _BINARY},
+    "additionalProperties": False,
+}
 FEED_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            **{media: {"schema": _BINARY} for media in CSV_TYPES},
+            **{media: {"schema": _CSV} for media in CSV_TYPES},
             "multipart/form-data": {"schema": _FILE_PART},
             "application/json": {"schema": {"oneOf": [_ROWS, _ROWS_OBJECT]}},
         },
