@@ -27,7 +27,6 @@ import schemathesis
 from tally.core.errors import JsonRowsError
 from tally.services.json_rows import json_to_csv
 
-
 FEEDS = ("/api/v2/sources/{source_id}/feed-source", "/api/v2/webhooks/{webhook_id}/feed-source")
 IDEMPOTENCY_KEY_MAX_CHARS = 200
 

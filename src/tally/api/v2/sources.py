@@ -22,10 +22,10 @@ from starlette.requests import ClientDisconnect
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
 from tally.api.v2.bodies import (
+    WHOLE_NUMBER,
     NotificationConfigBody,
     SourceName,
     Strict,
-    WHOLE_NUMBER,
     WholeNumber,
     json_request_body,
     read_json,
