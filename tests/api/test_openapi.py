@@ -1,4 +1,4 @@
-"""GET /health and GET /api/v1/openapi.json: a real OpenAPI 3 document of the Data API.
+"""GET /health and GET /api/v1/openapi.json: a real OpenAPI 3 document of both APIs.
 
 Health and the unauthenticated document run on both backends through the `api` fixture;
 the document's contents, which do not depend on the backend, are fetched once per module.
@@ -140,3 +140,59 @@ def test_data_endpoint_documents_every_response(document: dict[str, Any]) -> Non
         "503": "Data platform is temporarily unavailable. Please try again later.",
     }
     assert [s for s, text in details.items() if text not in responses[s]["description"]] == []
+
+
+INGESTION_OPERATIONS = [
+    ("post", "/api/v2/webhooks"),
+    ("post", "/api/v2/sources"),
+    ("post", "/api/v2/sources/{source_id}/feed-source"),
+    ("get", "/api/v2/sources/{source_id}/files"),
+    ("get", "/api/v2/sources/{source_id}/files/{file_id}"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), INGESTION_OPERATIONS)
+def test_ingestion_credentials_are_required_headers(
+    document: dict[str, Any], method: str, path: str
+) -> None:
+    operation = document["paths"][path][method]
+    headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
+    credentials = ("x-api-key", "x-svc-workspace", "x-svc-account")
+    assert [name for name in credentials if not headers[name]["required"]] == []
+    assert "403" in operation["responses"]  # what a missing one answers, as a wrong one
+
+
+def test_notification_needs_no_credentials(document: dict[str, Any]) -> None:
+    operation = document["paths"]["/api/v2/webhooks/{webhook_id}/feed-source"]["post"]
+    assert [p["name"] for p in operation["parameters"] if p["in"] == "header"] == [
+        "Idempotency-Key"
+    ]
+    assert operation["requestBody"]["required"] is True
+
+
+def test_every_error_response_has_its_versions_shape(document: dict[str, Any]) -> None:
+    """v1: {"detail": "..."} (422: FastAPI's list); v2: {"errors": [{field, message}]}."""
+    schemas = document["components"]["schemas"]
+    shapes: dict[tuple[str, bool], set[str]] = {}
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    key = (path.split("/")[2], status == "422")
+                    shapes.setdefault(key, set()).add(ref.rsplit("/", 1)[1])
+    assert shapes == {
+        ("v1", False): {"DataApiErrorResponse"},
+        ("v1", True): {"DataApiValidationErrorResponse"},
+        ("v2", False): {"IngestionErrorResponse"},
+        ("v2", True): {"IngestionErrorResponse"},
+    }
+    problem = schemas["IngestionProblem"]
+    assert set(problem["required"]) == {"field", "message"}
+    assert schemas["IngestionErrorResponse"]["required"] == ["errors"]
+
+
+def test_the_spec_errors_of_webhook_registration_are_documented(document: dict[str, Any]) -> None:
+    responses = document["paths"]["/api/v2/webhooks"]["post"]["responses"]
+    assert {"400", "403", "422", "500", "502"} <= set(responses)
+    assert "Retry" in responses["500"]["description"]

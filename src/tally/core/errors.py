@@ -3,11 +3,12 @@
     TallyError
     ├── NotFoundError
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
-    │   ├── WebhookNotFoundError, FileNotFoundInSourceError
+    │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
-    │   └── IngestionForbiddenError          (ingestion API 403, no hint)
+    │   ├── IngestionForbiddenError          (ingestion API 403, no hint)
+    │   └── WebhookSignatureError            (net/signing.py: a signature that does not verify)
     ├── InvalidRequestError                  (a request that cannot be applied)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
@@ -22,6 +23,7 @@
     ├── LoadError                            (a file that cannot be loaded: line and column)
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
+    ├── SealError                            (core/sealing.py: a secret that cannot be opened)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 

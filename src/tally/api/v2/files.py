@@ -77,7 +77,6 @@ ERRORS = (
     errors.ResourceNotFoundError,
     errors.FileNotFoundInSourceError,
     RequestValidationError,
-    errors.StorageError,
 )
 
 

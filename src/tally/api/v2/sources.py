@@ -49,17 +49,15 @@ CREATE_ERRORS = (
     errors.DefinitionRejectedError,
     errors.InvalidBodyError,
     errors.StorageProvisioningError,
-    errors.StorageError,
 )
+# IncompleteBodyError is not among them: its 400 goes to a client that has left.
 FEED_ERRORS = (
     errors.IngestionForbiddenError,
-    errors.IncompleteBodyError,
     errors.ResourceNotFoundError,
     errors.UploadTooLargeError,
     errors.UnsupportedMediaTypeError,
     errors.InvalidUploadError,
     RequestValidationError,
-    errors.StorageError,
 )
 # Refused by the server and stated in the schema: a rule of one field on another.
 _OPTIONS_FIT_TYPE: JsonDict = {

@@ -36,7 +36,6 @@ REGISTRATION_ERRORS = (
     errors.DefinitionRejectedError,
     errors.InvalidBodyError,
     errors.StorageProvisioningError,
-    errors.StorageError,
     Exception,  # the spec documents it: "Unexpected error. Retry."
 )
 NOTIFICATION_ERRORS = (
@@ -44,7 +43,6 @@ NOTIFICATION_ERRORS = (
     errors.WebhookNotFoundError,
     errors.InvalidBodyError,
     RequestValidationError,
-    errors.StorageError,
 )
 # The payload's fields are the webhook's own (file_mapping): any JSON object is one.
 NOTIFICATION_BODY = {

@@ -1,0 +1,249 @@
+"""Every error is mapped, and every documented error is provoked and answered as documented.
+
+The sweep reads the OpenAPI document the server serves: for every route of both APIs and
+every error status it documents, a request below provokes that status, and the answer's
+body is validated against the schema the document gives for it (Datasette's
+test_error_shape.py is the model). A status documented without a request to provoke it,
+or a request for a status no longer documented, fails the sweep. Runs on both backends.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import pytest
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import text
+
+from factories import Tenant, make_source, make_tenant
+from tally.api.errors import V1_ERRORS, V2_ERRORS, row_for
+from tally.core import errors
+from tally.core.sealing import SealError
+from tally.net.signing import WebhookSignatureError
+from tally.runtime import Runtime
+
+DATA = "/api/v1/resources/{resource_id}/data"
+WEBHOOKS = "/api/v2/webhooks"
+NOTIFY = "/api/v2/webhooks/{webhook_id}/feed-source"
+SOURCES = "/api/v2/sources"
+FEED = "/api/v2/sources/{source_id}/feed-source"
+FILES = "/api/v2/sources/{source_id}/files"
+FILE = "/api/v2/sources/{source_id}/files/{file_id}"
+UNKNOWN_ID = 987654
+# Classes no route raises as themselves: families, and errors of the worker.
+NOT_ANSWERED_BY_ANY_ROUTE = {
+    errors.TallyError: "the root of the tree",
+    errors.AuthError: "a family; each API answers its own members",
+    errors.InvalidRequestError: "a family; each API answers its own members",
+    errors.FetchError: "a download of the worker; recorded on the file, never an answer",
+    SealError: "a stored secret that cannot be opened; the worker's notifications",
+    WebhookSignatureError: "a signature that does not verify; for receivers, not routes",
+}
+# (method, path, status) -> the test that provokes it, when it needs more than a request.
+PROVOKED_ELSEWHERE = {
+    ("get", DATA, 503): "test_data_api_errors.py::test_unreachable_database_is_503_without_a_trace"
+}
+
+
+@dataclass(frozen=True)
+class World:
+    tenant: Tenant
+    resource_id: int  # a Data API resource of the tenant's
+    foreign_id: int  # another workspace's resource
+    source_id: int  # an ingestion source of the tenant's
+    webhook_id: str
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        return {
+            "x-api-key": self.tenant.key,
+            "x-svc-workspace": str(self.tenant.workspace_id),
+            "x-svc-account": str(self.tenant.account_id),
+        }
+
+
+Provoke = Callable[[httpx.Client, World], httpx.Response]
+
+
+def _data(api: httpx.Client, world: World, rid: int, headers: dict[str, str], **params: str) -> Any:
+    return api.get(f"/api/v1/resources/{rid}/data", headers=headers, params=params)
+
+
+def _feed(api: httpx.Client, world: World, headers: dict[str, str], body: bytes) -> Any:
+    url = f"/api/v2/sources/{world.source_id}/feed-source"
+    return api.post(url, headers={**world.credentials, **headers}, content=body)
+
+
+def _announce_a_huge_body(api: httpx.Client, world: World) -> httpx.Response:
+    """A body announced far over TALLY_MAX_FILE_BYTES is refused on its Content-Length
+    alone; sent on a raw socket, as no client announces what it does not send."""
+    headers = {**world.credentials, "Content-Type": "text/csv", "Content-Length": str(2**40)}
+    request = f"POST /api/v2/sources/{world.source_id}/feed-source HTTP/1.1\r\n"
+    request += f"Host: {api.base_url.host}\r\nConnection: close\r\n"
+    request += "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+    with socket.create_connection((api.base_url.host, api.base_url.port), timeout=30) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, body = answer.split(b"\r\n\r\n", 1)
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    fields = [tuple(line.split(": ", 1)) for line in header_lines]
+    return httpx.Response(int(status_line.split()[1]), headers=fields, content=body)
+
+
+def _notify(api: httpx.Client, world: World, webhook_id: str, body: bytes) -> Any:
+    return api.post(f"/api/v2/webhooks/{webhook_id}/feed-source", content=body)
+
+
+def _files(api: httpx.Client, world: World, suffix: str, **params: str) -> Any:
+    url = f"/api/v2/sources/{world.source_id}/files{suffix}"
+    return api.get(url, headers=world.credentials, params=params)
+
+
+def _create(api: httpx.Client, world: World, path: str, body: Any, *, signed: bool = True) -> Any:
+    return api.post(path, headers=world.credentials if signed else {}, json=body)
+
+
+def _provision_fails(api: httpx.Client, world: World, runtime: Runtime, path: str) -> Any:
+    # The next sources' tables exist already: creating the table really fails.
+    with runtime.engine.begin() as conn:
+        for n in range(1, 100):
+            conn.execute(text(f"CREATE TABLE IF NOT EXISTS r_{n} (x INTEGER)"))
+    body = {"name": f"unlucky {path}", **({"webhook": {}} if path == WEBHOOKS else {})}
+    return _create(api, world, path, body)
+
+
+def _crashes(api: httpx.Client, world: World, runtime: Runtime) -> Any:
+    # A table the registration writes is gone: a failure no service expects.
+    with runtime.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE webhooks RENAME TO webhooks_gone"))
+    return _create(api, world, WEBHOOKS, {"name": "crashing", "webhook": {}})
+
+
+PROVOKERS: dict[tuple[str, str, int], Provoke] = {
+    ("get", DATA, 400): lambda a, w: _data(a, w, w.resource_id, w.tenant.headers, nope="1"),
+    ("get", DATA, 401): lambda a, w: _data(a, w, w.resource_id, {"workspace_id": "1"}),
+    ("get", DATA, 403): lambda a, w: _data(a, w, w.foreign_id, w.tenant.headers),
+    ("get", DATA, 404): lambda a, w: _data(a, w, UNKNOWN_ID, w.tenant.headers),
+    ("get", DATA, 422): lambda a, w: _data(a, w, w.resource_id, w.tenant.headers, page="0"),
+    ("post", WEBHOOKS, 400): lambda a, w: _create(a, w, WEBHOOKS, {"name": "fed", "webhook": {}}),
+    ("post", WEBHOOKS, 403): lambda a, w: _create(a, w, WEBHOOKS, {}, signed=False),
+    ("post", WEBHOOKS, 422): lambda a, w: _create(a, w, WEBHOOKS, {"name": "no webhook"}),
+    ("post", NOTIFY, 400): lambda a, w: _notify(a, w, w.webhook_id, b'{"file_url": "ftp://x"}'),
+    ("post", NOTIFY, 404): lambda a, w: _notify(a, w, "whk_unknown", b"{}"),
+    ("post", NOTIFY, 422): lambda a, w: _notify(a, w, w.webhook_id, b"not json"),
+    ("post", SOURCES, 400): lambda a, w: _create(a, w, SOURCES, {"name": "fed"}),
+    ("post", SOURCES, 403): lambda a, w: _create(a, w, SOURCES, {"name": "x"}, signed=False),
+    ("post", SOURCES, 422): lambda a, w: _create(a, w, SOURCES, {"name": ""}),
+    ("post", FEED, 403): lambda a, w: a.post(f"/api/v2/sources/{w.source_id}/feed-source"),
+    ("post", FEED, 404): lambda a, w: a.post(
+        f"/api/v2/sources/{UNKNOWN_ID}/feed-source", headers=w.credentials, content=b"a\n1\n"
+    ),
+    ("post", FEED, 413): lambda a, w: _announce_a_huge_body(a, w),
+    ("post", FEED, 415): lambda a, w: _feed(a, w, {"Content-Type": "application/xml"}, b"<a/>"),
+    ("post", FEED, 422): lambda a, w: _feed(a, w, {"Content-Type": "text/csv"}, b""),
+    ("get", FILES, 403): lambda a, w: a.get(f"/api/v2/sources/{w.source_id}/files"),
+    ("get", FILES, 404): lambda a, w: a.get(
+        f"/api/v2/sources/{UNKNOWN_ID}/files", headers=w.credentials
+    ),
+    ("get", FILES, 422): lambda a, w: _files(a, w, "", limit="0"),
+    ("get", FILE, 403): lambda a, w: a.get(f"/api/v2/sources/{w.source_id}/files/1"),
+    ("get", FILE, 404): lambda a, w: _files(a, w, f"/{UNKNOWN_ID}"),
+    ("get", FILE, 422): lambda a, w: _files(a, w, "/one"),
+}
+# These change the database for good: run after every other request, in this order.
+DESTRUCTIVE: dict[tuple[str, str, int], Callable[[httpx.Client, World, Runtime], Any]] = {
+    ("post", WEBHOOKS, 500): _crashes,
+    ("post", SOURCES, 502): lambda a, w, r: _provision_fails(a, w, r, SOURCES),
+    ("post", WEBHOOKS, 502): lambda a, w, r: _provision_fails(a, w, r, WEBHOOKS),
+}
+
+
+@pytest.fixture
+def world(runtime: Runtime, api: httpx.Client) -> World:
+    tenant = make_tenant(runtime.engine, ingestion=True)
+    other = make_tenant(runtime.engine)
+    resource = make_source(runtime.engine, tenant, "id,amount\n1,10.00\n")
+    foreign = make_source(runtime.engine, other, "id,amount\n1,10.00\n")
+    world = World(tenant, resource.id, foreign.id, 0, "")
+    hook = _create(api, world, WEBHOOKS, {"name": "fed", "webhook": {}})
+    assert hook.status_code == 201, hook.text
+    created = hook.json()
+    return World(tenant, resource.id, foreign.id, created["id"], created["webhook_id"])
+
+
+def documented_errors(document: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """(method, path, status) -> the documented JSON schema of each error answer."""
+    found = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    schema = response["content"]["application/json"]["schema"]
+                    found[(method, path, int(status))] = schema
+    return found
+
+
+def test_every_documented_error_is_answered_as_documented(
+    api: httpx.Client, runtime: Runtime, world: World
+) -> None:
+    document = api.get("/api/v1/openapi.json").json()
+    documented = documented_errors(document)
+    provokers = {**PROVOKERS, **{k: _with_runtime(v, runtime) for k, v in DESTRUCTIVE.items()}}
+    assert set(documented) == set(provokers) | set(PROVOKED_ELSEWHERE)
+    wrong = {}
+    for key, provoke in provokers.items():  # DESTRUCTIVE last: dicts keep their order
+        response = provoke(api, world)
+        schema = {**documented[key], "components": document["components"]}
+        problems = [
+            str(e) for e in jsonschema_rs.validator_for(schema).iter_errors(_json(response))
+        ]
+        if response.status_code != key[2] or problems:
+            wrong[key] = (response.status_code, response.text[:300], problems)
+    assert wrong == {}
+
+
+def _with_runtime(provoke: Callable[[httpx.Client, World, Runtime], Any], runtime: Runtime) -> Any:
+    return lambda api, world: provoke(api, world, runtime)
+
+
+def _json(response: httpx.Response) -> Any:
+    assert response.headers["content-type"] == "application/json", response.headers
+    return response.json()
+
+
+def _error_classes() -> list[type[errors.TallyError]]:
+    found: list[type[errors.TallyError]] = []
+    pending: list[type[errors.TallyError]] = [errors.TallyError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return sorted(set(found), key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("error_class", _error_classes(), ids=lambda c: c.__name__)
+def test_every_error_class_has_a_status_in_an_api(error_class: type[errors.TallyError]) -> None:
+    statuses = {row_for(error_class, table).status for table in (V1_ERRORS, V2_ERRORS)}
+    if error_class in NOT_ANSWERED_BY_ANY_ROUTE:
+        assert statuses == {500}
+    else:
+        assert statuses != {500}, f"{error_class.__name__} is in neither API's error table"
+
+
+def test_request_validation_has_a_row_in_both_tables() -> None:
+    assert row_for(RequestValidationError, V1_ERRORS).status == 422
+    assert row_for(RequestValidationError, V2_ERRORS).status == 422
+
+
+def test_a_route_cannot_document_an_error_without_a_row() -> None:
+    from tally.api.errors import v2_responses
+
+    with pytest.raises(ValueError, match="FetchError"):
+        v2_responses(errors.FetchError)
