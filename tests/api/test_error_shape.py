@@ -247,3 +247,17 @@ def test_a_route_cannot_document_an_error_without_a_row() -> None:
 
     with pytest.raises(ValueError, match="FetchError"):
         v2_responses(errors.FetchError)
+
+
+@pytest.mark.parametrize("missing", ["x-api-key", "x-svc-workspace", "x-svc-account"])
+def test_a_missing_credential_header_is_the_uniform_403(
+    api: httpx.Client, world: World, missing: str
+) -> None:
+    """Required in the document, but the same 403 as a wrong value (spec part 5), even
+    beside a parameter that fails validation: never a 422 naming what is missing."""
+    headers = {name: value for name, value in world.credentials.items() if name != missing}
+    url = f"/api/v2/sources/{world.source_id}/files"
+    for params in ({}, {"limit": "0"}):
+        response = api.get(url, headers=headers, params=params)
+        assert response.status_code == 403
+        assert response.json() == {"errors": [{"field": None, "message": "Forbidden"}]}

@@ -79,7 +79,8 @@ SourceName = Annotated[
 
 class Strict(BaseModel):
     """A request body's model: no unknown fields, and JSON types as declared (pydantic's
-    lax mode would take `true` or "1" or 1.0 for an integer)."""
+    lax mode would take `true` or "1" for an integer; WholeNumber takes 1.0, as JSON
+    Schema does)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
