@@ -113,7 +113,7 @@ V2_ERRORS: ErrorTable = {
     ),
     errors.IncompleteBodyError: ErrorRow(400, _V2),
     errors.LoadError: ErrorRow(400, _V2),
-    errors.NotFoundError: ErrorRow(404, _V2, "No such thing here (no detail)."),
+    errors.NotFoundError: ErrorRow(404, _V2, "Not Found: no such source, file or webhook here."),
     errors.UploadTooLargeError: ErrorRow(
         413, _V2, "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept."
     ),
