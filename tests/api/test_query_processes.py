@@ -27,8 +27,9 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from conftest import make_settings
-from factories import Tenant, make_source, make_tenant, write_file
+from support.data_api import get_data
+from support.databases import make_settings
+from support.factories import make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
@@ -100,14 +101,6 @@ def _spawned_query_processes() -> set[int]:
     return pids
 
 
-def _get(
-    api: httpx.Client, tenant: Tenant, resource_id: int, params: list[tuple[str, str]]
-) -> httpx.Response:
-    return api.get(
-        f"/api/v1/resources/{resource_id}/data", params=tuple(params), headers=tenant.headers
-    )
-
-
 QUERIES: list[list[tuple[str, str]]] = [
     [],
     [("amount__gte", "100.5"), ("amount__lt", "200"), ("fields", "id,amount")],
@@ -140,8 +133,8 @@ def test_the_pool_answers_exactly_what_threads_answer(
     source = make_source(runtime.engine, tenant, CSV)
     with _served_in_threads(runtime) as other:
         for params in QUERIES:
-            pooled_answer = _get(api, tenant, source.id, params)
-            threaded_answer = _get(other, tenant, source.id, params)
+            pooled_answer = get_data(api, tenant, source.id, params)
+            threaded_answer = get_data(other, tenant, source.id, params)
             assert pooled_answer.status_code == 200, pooled_answer.text
             assert pooled_answer.content == threaded_answer.content
             assert pooled_answer.headers.get("content-encoding") == threaded_answer.headers.get(
@@ -207,8 +200,8 @@ def test_another_workspaces_resource_is_forbidden_through_the_pool(
     runtime, api = pooled
     owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
     source = make_source(runtime.engine, owner, CSV)
-    assert _get(api, owner, source.id, []).status_code == 200  # cached in some process now
-    response = _get(api, stranger, source.id, [])
+    assert get_data(api, owner, source.id, []).status_code == 200  # cached in some process now
+    response = get_data(api, stranger, source.id, [])
     assert (response.status_code, response.json()) == (
         403,
         {"detail": "Resource does not belong to the specified workspace"},
@@ -223,26 +216,29 @@ def test_new_data_is_visible_at_once_in_every_query_process(
     source = make_source(runtime.engine, tenant, "id,amount,memo\n1,1.00,a\n")
     params = [("ordering", "-id")]
     for _ in range(4 * PROCESSES):  # every process answers, and caches, the old version
-        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [1]
+        assert [row["id"] for row in get_data(api, tenant, source.id, params).json()["data"]] == [1]
     path = write_file("id,amount,memo\n2,2.00,b\n")
     try:
         catalogue.append_file(runtime.engine, source.id, path)
     finally:
         path.unlink()
     for _ in range(4 * PROCESSES):
-        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [2, 1]
+        assert [row["id"] for row in get_data(api, tenant, source.id, params).json()["data"]] == [
+            2,
+            1,
+        ]
 
 
 def test_a_killed_query_process_costs_no_request(pooled: tuple[Runtime, httpx.Client]) -> None:
     runtime, api = pooled
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
-    assert _get(api, tenant, source.id, []).status_code == 200
+    assert get_data(api, tenant, source.id, []).status_code == 200
     victims = _spawned_query_processes()
     assert victims
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
-    answers = [_get(api, tenant, source.id, [("page_size", "5")]) for _ in range(3)]
+    answers = [get_data(api, tenant, source.id, [("page_size", "5")]) for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert [row["id"] for row in answers[0].json()["data"]] == [1, 2, 3, 4, 5]
     assert _spawned_query_processes().isdisjoint(victims)
@@ -274,15 +270,15 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
     params = [("memo", "memo 3"), ("page_size", "1")]
-    first = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+    first = get_data(api, tenant, source.id, params).json()["meta"]["total_count"]
     with runtime.engine.begin() as conn:
         conn.execute(
             text(f"INSERT INTO {source.table_name} (c0, c1, c2) VALUES (999, 100, 'memo 3')")
         )
     for _ in range(6 * PROCESSES):  # the filters in another order: the same filter set
         shuffled = [("page_size", "1"), ("memo", "memo 3")]
-        assert _get(api, tenant, source.id, shuffled).json()["meta"]["total_count"] == first
-    other_filter = _get(api, tenant, source.id, [("memo", "memo 4")]).json()["meta"]
+        assert get_data(api, tenant, source.id, shuffled).json()["meta"]["total_count"] == first
+    other_filter = get_data(api, tenant, source.id, [("memo", "memo 4")]).json()["meta"]
     assert other_filter["total_count"] == sum(1 for n in range(1, 301) if n % 7 == 4)
     path = write_file("id,amount,memo\n1000,1.00,memo 3\n")
     try:
@@ -290,7 +286,7 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     finally:
         path.unlink()
     for _ in range(2 * PROCESSES):  # no count of the old version is handed on
-        total = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+        total = get_data(api, tenant, source.id, params).json()["meta"]["total_count"]
         assert total == first + 2  # the row behind tally's back and the appended one
 
 
@@ -336,7 +332,7 @@ def test_large_pages_read_in_parts_answer_what_a_whole_read_answers(
                     "content-encoding"
                 )
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
-    small = _get(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
+    small = get_data(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
     assert small.json()["meta"]["returned_count"] == SPLIT_MIN_ROWS - 1
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)  # read whole
 
@@ -350,21 +346,21 @@ def test_a_page_read_in_parts_is_served_from_the_cache_afterwards(
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, BIG_CSV)
     params = [("page_size", "10000")]
-    first = _get(api, tenant, source.id, params)
+    first = get_data(api, tenant, source.id, params)
     with runtime.engine.begin() as conn:
         # as every change of stored values does, the row's stored JSON text goes too
         conn.execute(
             text(f"UPDATE {source.table_name} SET c2 = 'changed', _json = NULL WHERE c0 = 1")
         )
     for _ in range(3):
-        assert _get(api, tenant, source.id, params).content == first.content
+        assert get_data(api, tenant, source.id, params).content == first.content
     assert queries.pages_read_in_parts == 4
     path = write_file("id,amount,memo\n9002,1.00,b\n")
     try:
         catalogue.append_file(runtime.engine, source.id, path)  # a new data version
     finally:
         path.unlink()
-    rows = _get(api, tenant, source.id, params).json()["data"]
+    rows = get_data(api, tenant, source.id, params).json()["data"]
     assert (rows[0]["memo"], len(rows)) == ("changed", BIG_ROWS + 1)
 
 
@@ -384,9 +380,9 @@ def test_errors_of_a_page_read_in_parts_are_the_spec_errors(
     runtime, api, _queries = split_pooled
     owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
     source = make_source(runtime.engine, owner, BIG_CSV)
-    response = _get(api, owner, source.id, [*params, ("page_size", "10000")])
+    response = get_data(api, owner, source.id, [*params, ("page_size", "10000")])
     assert (response.status_code, response.json()) == (status, {"detail": detail})
-    forbidden = _get(api, stranger, source.id, [("page_size", "10000")])
+    forbidden = get_data(api, stranger, source.id, [("page_size", "10000")])
     assert (forbidden.status_code, forbidden.json()) == (
         403,
         {"detail": "Resource does not belong to the specified workspace"},

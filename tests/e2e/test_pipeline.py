@@ -33,8 +33,8 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from conftest import BACKENDS, make_settings
-from factories import Tenant, make_tenant
+from support.databases import BACKENDS, make_settings
+from support.factories import Tenant, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from sqlalchemy import column, distinct, func, select, table
 
-from conftest import make_settings
-from factories import Tenant, make_source, make_tenant
+from support.databases import make_settings
+from support.factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 import pytest
 from sqlalchemy import Engine, select
 
-from factories import make_tenant
+from support.factories import make_tenant
 from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
 from tally.core.sealing import SecretBox
 from tally.runtime import Runtime

@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import make_settings
-from factories import Tenant, make_tenant, read_body, read_data, write_file
+from support.databases import make_settings
+from support.factories import Tenant, read_body, read_data, write_file
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
@@ -51,11 +51,6 @@ from tally.storage.resources import Resource
 from tally.worker.runner import Worker
 
 PAGE = 10_000
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def load(runtime: Runtime, tenant: Tenant, content: str | bytes, name: str = "src") -> LoadResult:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant, read_data, write_file
+from support.factories import Tenant, read_data, write_file
 from tally.core.errors import LoadError, SchemaMismatchError
 from tally.runtime import Runtime
 from tally.services import catalogue
@@ -19,11 +19,6 @@ from tally.services.loader.reader import BATCH_ROWS
 from tally.storage import resources
 from tally.storage.resources import Resource
 from tally.storage.schema import resources as resources_table
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def row_tables(runtime: Runtime) -> set[str]:

@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from conftest import make_settings
-from factories import make_tenant
+from support.databases import make_settings
+from support.factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
 from tally.core.ids import hash_secret
 from tally.net.fetch import AddressPolicy

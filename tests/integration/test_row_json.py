@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from factories import Tenant, make_source, make_tenant, read_body, write_file
+from support.factories import Tenant, make_source, read_body, write_file
 from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.services.loader.load import load_into
@@ -33,11 +33,6 @@ QUERIES = (
     {"filters": [("flag", "true")]},
     {"fields": "id,amount"},
 )
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def pages(runtime: Runtime, tenant: Tenant, resource_id: int) -> list[bytes]:

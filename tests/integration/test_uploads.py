@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from conftest import make_settings
-from factories import Tenant, make_tenant, read_data
+from support.databases import make_settings
+from support.factories import Tenant, make_tenant, read_data
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
@@ -114,20 +114,19 @@ def leftovers(runtime: Runtime) -> list[Path]:
     return sorted(runtime.blobs.root.rglob("*.*"))
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
-def test_a_source_without_columns_is_a_placeholder(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
+def test_a_source_without_columns_is_a_placeholder(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    source = placeholder(runtime, ingestion_tenant)
     stored = get_source(runtime, source.id)
     assert (stored.name, stored.kind, stored.is_placeholder) == ("uploads", "source", True)
     assert stored.columns == PLACEHOLDER_COLUMNS
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
 
 
-def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenant) -> None:
+def test_a_typed_source_has_its_declared_columns(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
     columns = (
         uploads.declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
         uploads.declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
@@ -137,7 +136,7 @@ def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenan
     source = uploads.create_source(
         runtime.engine,
         runtime.box,
-        workspace_id=tenant.workspace_id,
+        workspace_id=ingestion_tenant.workspace_id,
         definition=uploads.SourceDefinition("typed", columns=columns),
     )
     stored = get_source(runtime, source.id)
@@ -148,33 +147,35 @@ def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenan
         Column("at", "c2", ColumnType.TIMESTAMP, 0, True),
         Column("label", "c3", ColumnType.TEXT, 0, False),
     )
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
 
 
-def test_a_duplicate_name_or_a_foreign_folder_is_rejected(runtime: Runtime, tenant: Tenant) -> None:
-    placeholder(runtime, tenant, "dup")
-    typed(runtime, tenant, [("a", ColumnType.TEXT)])
+def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    placeholder(runtime, ingestion_tenant, "dup")
+    typed(runtime, ingestion_tenant, [("a", ColumnType.TEXT)])
     with pytest.raises(DefinitionRejectedError) as caught:
-        typed(runtime, tenant, [("b", ColumnType.TEXT)])
+        typed(runtime, ingestion_tenant, [("b", ColumnType.TEXT)])
     assert [p.field for p in caught.value.problems] == ["name"]
     with pytest.raises(DefinitionRejectedError) as caught:
         uploads.create_source(
             runtime.engine,
             runtime.box,
-            workspace_id=tenant.workspace_id,
+            workspace_id=ingestion_tenant.workspace_id,
             definition=uploads.SourceDefinition("dup", folder_id=999_999),
         )
     assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
 
 
 def test_the_notification_endpoint_is_stored_with_the_source(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
     source = uploads.create_source(
         runtime.engine,
         runtime.box,
-        workspace_id=tenant.workspace_id,
+        workspace_id=ingestion_tenant.workspace_id,
         definition=uploads.SourceDefinition("notified", notification=config),
     )
     with runtime.engine.connect() as conn:
@@ -186,11 +187,11 @@ def test_the_notification_endpoint_is_stored_with_the_source(
 
 
 def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    source = placeholder(runtime, tenant)
+    source = placeholder(runtime, ingestion_tenant)
     body = "id,amount,memo\n1,12345678901234567.89,café\n2,-0.05,日本\n".encode()
-    accepted = upload(runtime, tenant, source, body)
+    accepted = upload(runtime, ingestion_tenant, source, body)
     assert (accepted.status, accepted.created) == ("queued", True)
     queued = get_file(runtime, accepted.file_id)
     assert (queued.origin, queued.status, queued.bytes) == ("upload", "queued", len(body))
@@ -204,16 +205,16 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
     assert run_pipeline(runtime) == 1
     done = get_file(runtime, accepted.file_id)
     assert (done.status, done.rows, done.error) == ("delivered", 2, None)
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {"id": 1, "amount": Decimal("12345678901234567.89"), "memo": "café"},
         {"id": 2, "amount": Decimal("-0.05"), "memo": "日本"},
     ]
 
 
 def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    source = placeholder(runtime, tenant)
+    source = placeholder(runtime, ingestion_tenant)
     body = (
         b'{"rows": ['
         b'{"id": 1, "total": 0.30000000000000004, "party": {"name": "Zo\xc3\xab", "n": 7}},'
@@ -221,12 +222,12 @@ def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
         b'{"id": 3, "total": 1E+0, "tags": ["a", 0.20], "ok": false}'
         b"]}"
     )
-    accepted = upload(runtime, tenant, source, body, kind="json")
+    accepted = upload(runtime, ingestion_tenant, source, body, kind="json")
     run_pipeline(runtime)
     assert get_file(runtime, accepted.file_id).status == "delivered"
     names = [c.name for c in get_source(runtime, source.id).columns]
     assert names == ["id", "total", "party.name", "party.n", "ok", "tags"]
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {
             "id": 1,
             "total": Decimal("0.30000000000000004"),
@@ -255,17 +256,17 @@ def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
 
 
 def test_a_typed_source_loads_a_matching_file_in_any_column_order(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     source = typed(
         runtime,
-        tenant,
+        ingestion_tenant,
         [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL), ("on", ColumnType.DATE)],
     )
-    accepted = upload(runtime, tenant, source, b"on,amount,id\n2024-03-01,10.5,1\n,,2\n")
+    accepted = upload(runtime, ingestion_tenant, source, b"on,amount,id\n2024-03-01,10.5,1\n,,2\n")
     json_file = upload(
         runtime,
-        tenant,
+        ingestion_tenant,
         source,
         b'[{"id": 3, "amount": 12345678901234567.89, "on": null}]',
         kind="json",
@@ -274,17 +275,21 @@ def test_a_typed_source_loads_a_matching_file_in_any_column_order(
     for file_id in (accepted.file_id, json_file.file_id):
         done = get_file(runtime, file_id)
         assert (done.status, done.error) == ("delivered", None)
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {"id": 1, "amount": Decimal("10.50"), "on": "2024-03-01"},
         {"id": 2, "amount": None, "on": None},
         {"id": 3, "amount": Decimal("12345678901234567.89"), "on": None},
     ]
 
 
-def test_a_typed_source_fails_a_file_with_other_columns(runtime: Runtime, tenant: Tenant) -> None:
-    source = typed(runtime, tenant, [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL)])
-    wrong = upload(runtime, tenant, source, b"id,amt\n1,2.00\n")
-    not_a_number = upload(runtime, tenant, source, b"id,amount\n1,abc\n")
+def test_a_typed_source_fails_a_file_with_other_columns(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    source = typed(
+        runtime, ingestion_tenant, [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL)]
+    )
+    wrong = upload(runtime, ingestion_tenant, source, b"id,amt\n1,2.00\n")
+    not_a_number = upload(runtime, ingestion_tenant, source, b"id,amount\n1,abc\n")
     run_pipeline(runtime)
     failed = get_file(runtime, wrong.file_id)
     assert failed.status == "failed"
@@ -295,17 +300,17 @@ def test_a_typed_source_fails_a_file_with_other_columns(runtime: Runtime, tenant
     assert bad_value.status == "failed"
     assert bad_value.error is not None
     assert "amount" in bad_value.error
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
     with runtime.engine.connect() as conn:
         types = [e.type for e in outbox.list_events(conn, outbox.NOTIFICATION, source.id)]
     assert types.count("file.failed") == 2
 
 
-def test_an_idempotency_key_queues_one_file(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
-    first = upload(runtime, tenant, source, b"a\n1\n", key="k-1")
-    again = upload(runtime, tenant, source, b"a\n2\n", key="k-1")
-    other = upload(runtime, tenant, source, b"a\n3\n", key="k-2")
+def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: Tenant) -> None:
+    source = placeholder(runtime, ingestion_tenant)
+    first = upload(runtime, ingestion_tenant, source, b"a\n1\n", key="k-1")
+    again = upload(runtime, ingestion_tenant, source, b"a\n2\n", key="k-1")
+    other = upload(runtime, ingestion_tenant, source, b"a\n3\n", key="k-2")
     assert (again.file_id, again.created) == (first.file_id, False)
     assert other.file_id != first.file_id
     with runtime.engine.connect() as conn:
@@ -314,23 +319,23 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, tenant: Tenant) ->
     assert [e.file_id for e in events] == [first.file_id, other.file_id]
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)
-    assert [r["a"] for r in read_rows(runtime, tenant, source.id)] == [1, 3]
+    assert [r["a"] for r in read_rows(runtime, ingestion_tenant, source.id)] == [1, 3]
     assert uploads.find_earlier_upload(
         runtime.engine,
-        workspace_id=tenant.workspace_id,
+        workspace_id=ingestion_tenant.workspace_id,
         source_id=source.id,
         idempotency_key="k-1",
     ) == get_file(runtime, first.file_id)
 
 
-def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
-    first = upload(runtime, tenant, source, b"a\n1\n")
-    second = upload(runtime, tenant, source, b"a\n1\n")
+def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, ingestion_tenant: Tenant) -> None:
+    source = placeholder(runtime, ingestion_tenant)
+    first = upload(runtime, ingestion_tenant, source, b"a\n1\n")
+    second = upload(runtime, ingestion_tenant, source, b"a\n1\n")
     run_pipeline(runtime)
     assert get_file(runtime, first.file_id).status == "delivered"
     assert get_file(runtime, second.file_id).status == "duplicate"
-    assert read_rows(runtime, tenant, source.id) == [{"a": 1}]
+    assert read_rows(runtime, ingestion_tenant, source.id) == [{"a": 1}]
 
 
 @pytest.mark.parametrize(
@@ -375,7 +380,7 @@ def test_multipart_streams_the_file_part_and_keeps_its_name(runtime: Runtime) ->
 
 
 def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     stranger = make_tenant(runtime.engine, ingestion=True)
     source = placeholder(runtime, stranger)
@@ -383,7 +388,7 @@ def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
     with pytest.raises(ResourceNotFoundError):
         uploads.queue_upload(
             runtime.engine,
-            workspace_id=tenant.workspace_id,
+            workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
             blob=blob,
             filename=None,
@@ -394,7 +399,7 @@ def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
     with pytest.raises(ResourceNotFoundError):
         uploads.find_earlier_upload(
             runtime.engine,
-            workspace_id=tenant.workspace_id,
+            workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
             idempotency_key=None,
         )

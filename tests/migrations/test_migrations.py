@@ -10,8 +10,8 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from conftest import make_settings
-from factories import make_source, make_tenant, read_body, read_data
+from support.databases import make_settings
+from support.factories import make_source, make_tenant, read_body, read_data
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
 from tally.storage.migrate import upgrade_database

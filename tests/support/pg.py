@@ -14,9 +14,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.waiting import eventually
 
 START_TIMEOUT_SECONDS = 30
 SUPERUSER = "postgres"
@@ -122,15 +123,22 @@ def start_postgres() -> PostgresServer:
 def _wait_ready(server: PostgresServer) -> None:
     import psycopg
 
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
+    errors: list[psycopg.OperationalError] = []
+
+    def accepting() -> bool:
         try:
             psycopg.connect(server.url(), connect_timeout=2).close()
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+        except psycopg.OperationalError as error:
+            errors.append(error)
+            return False
+        return True
+
+    eventually(
+        accepting,
+        timeout=START_TIMEOUT_SECONDS,
+        what=f"PostgreSQL on port {server.port}",
+        explain=lambda: f"last error: {errors[-1] if errors else None}",
+    )
 
 
 def create_database(server: PostgresServer, name: str, template: str | None = None) -> str:

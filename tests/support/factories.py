@@ -1,4 +1,9 @@
-"""Test data made through the services: tenants (account, workspace, key) and sources."""
+"""Test data made through the services: tenants (account, workspace, key), sources, and
+the ledger CSV the Data API tests read; plus reads of a source through the query service.
+
+Tests get a tenant from the `tenant` / `ingestion_tenant` fixtures (conftest.py); the
+functions here are for tests that need more than one, or different settings.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,20 @@ from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
 _numbers = itertools.count(1)
+
+# Insertion order is the file order; `id` is only a label. Ties: amount 10.00 (rows 1
+# and 4), memo 'alpha' (rows 1 and 6). Missing: amount row 5, txn_date row 3,
+# posted_at row 4, flag row 4, memo row 3.
+LEDGER_CSV = (
+    "id,amount,txn_date,posted_at,flag,memo,bank.amount,Amount\n"
+    "1,10.00,2024-01-05,2024-01-05T10:00:00Z,true,alpha,1,100\n"
+    "2,10.01,2024-01-06,2024-01-06T11:30:00Z,false,beta,2,200\n"
+    "3,-5.50,,2024-01-07T09:00:00Z,true,,3,300\n"
+    "4,10.00,2024-02-01,,,gamma,4,400\n"
+    "5,,2024-02-15,2024-02-15T23:59:59Z,false,delta,5,500\n"
+    "6,20.25,2024-03-01,2024-03-01T00:00:00Z,true,alpha,6,600\n"
+)
+LEDGER_COLUMNS = ["id", "amount", "txn_date", "posted_at", "flag", "memo", "bank.amount", "Amount"]
 
 
 @dataclass(frozen=True)
