@@ -16,7 +16,6 @@ import datetime as dt
 import hashlib
 import itertools
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from standardwebhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,7 +38,6 @@ from support.factories import Tenant, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,
-    eventually,
     list_files,
     notify,
     process_defaults,
@@ -57,10 +56,13 @@ from support.servers import (
     record_requests,
     serve_app,
 )
+from support.waiting import eventually
 from tally.api.app import create_app
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
+from tally.storage import resources
+from tally.storage.files import QUEUE_CHANNEL
 
 MAX_FILE_BYTES = 50_000
 DEADLINE_SECONDS = 5.0
@@ -733,7 +735,13 @@ def test_queued_files_wake_an_idle_postgresql_worker(
     request: pytest.FixtureRequest, tmp_path: Path, server: FileServer, processes: Processes
 ) -> None:
     """A worker that would poll only once an hour still takes each notified file: the
-    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)"""
+    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)
+
+    Each file is notified only once the worker has nothing left to do: its listener is
+    seen LISTENing, and the first file's follow-up work (rows' JSON, indexes) is done.
+    Nothing shows from outside the moment an idle thread goes to sleep, so a thread
+    could still be in its last, empty pass when the notification comes; then the test
+    passes without needing the wake-up. The order of events cannot make it fail."""
     settings = make_settings(
         request, "postgresql", tmp_path / "home", **process_defaults(worker_poll_seconds=3600)
     )
@@ -748,8 +756,12 @@ def test_queued_files_wake_an_idle_postgresql_worker(
             tenant = stack.tenant()
             created = register_webhook(client, tenant, "woken")
             for n in (1, 2):
-                if n == 2:
-                    time.sleep(1.0)  # the worker, done with the first file, is asleep
+                eventually(
+                    lambda: worker_listens(runtime) and nothing_unfinished(runtime),
+                    timeout=WAIT_SECONDS,
+                    what="the worker to listen with nothing left to do",
+                    explain=stack.worker.describe,
+                )
                 name = server.add(LEDGER, f"woken-{n}")
                 assert notify(
                     client, created["webhook_id"], f"{server.url}/files/{name}"
@@ -758,3 +770,22 @@ def test_queued_files_wake_an_idle_postgresql_worker(
                 assert [f["status"] for f in files] == ["delivered", "duplicate"][:n]
     finally:
         runtime.close()
+
+
+def worker_listens(runtime: Runtime) -> bool:
+    """Whether a session of the database LISTENs for queued files (the worker's)."""
+    with runtime.engine.connect() as conn:
+        listening = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = :listen"
+            ),
+            {"listen": f"LISTEN {QUEUE_CHANNEL}"},
+        ).scalar_one()
+    return bool(listening)
+
+
+def nothing_unfinished(runtime: Runtime) -> bool:
+    """Whether every resource's follow-up work (rows' JSON, indexes) is done."""
+    with runtime.engine.connect() as conn:
+        return resources.next_unfinished(conn) is None

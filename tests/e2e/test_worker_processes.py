@@ -27,7 +27,6 @@ from support.factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,
-    eventually,
     list_files,
     notify,
     process_defaults,
@@ -39,6 +38,7 @@ from support.processes import (
     wait_for_final_files,
 )
 from support.servers import RequestLog, SeenRequest, file_server_app, serve_app
+from support.waiting import eventually
 from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.settings import Settings

@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,6 +26,7 @@ import pytest
 
 from support.databases import make_settings
 from support.factories import Tenant, read_body, read_data, write_file
+from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
@@ -1081,12 +1081,12 @@ def test_indexes_a_stopped_process_left_unbuilt_are_built_by_a_worker(
     worker = Worker(runtime, concurrency=1, poll_seconds=0.05)
     worker.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def indexed() -> bool:
             with runtime.engine.connect() as conn:
-                if resources.get_resource(conn, resource.id).indexed_version:
-                    break
-            time.sleep(0.05)
+                return bool(resources.get_resource(conn, resource.id).indexed_version)
+
+        eventually(indexed, timeout=60, what=f"the worker to index resource {resource.id}")
     finally:
         worker.stop()
     assert {f"ix_{table}_c0", f"ix_{table}_c1"} <= _index_names(runtime, table)

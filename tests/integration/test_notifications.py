@@ -31,6 +31,7 @@ from starlette.routing import Route
 from support.databases import make_settings
 from support.factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
+from support.waiting import eventually
 from tally.core.ids import hash_secret
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
@@ -175,18 +176,16 @@ def settle(
     sender: NotificationSender, engine: Engine, *file_ids: int, within: float = 20.0
 ) -> None:
     """Run the sender's jobs until no event is pending and every delivery is final."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        worked = sender.fan_out()
-        worked = sender.send_one() or worked
+
+    def settled() -> bool:
+        sender.fan_out()
+        sender.send_one()
         with engine.connect() as conn:
             events_left = outbox.list_pending(conn, outbox.NOTIFICATION, limit=1)
         found = [d for file_id in file_ids for d in deliveries(engine, file_id)]
-        if not events_left and all(d.status != notifications.PENDING for d in found):
-            return
-        if not worked:
-            time.sleep(0.02)
-    raise AssertionError("the notifications did not settle")
+        return not events_left and all(d.status != notifications.PENDING for d in found)
+
+    eventually(settled, timeout=within, what="the notifications to settle", interval=0.02)
 
 
 def process_file(runtime: Runtime) -> None:
@@ -462,11 +461,15 @@ def test_two_senders_never_send_the_same_delivery_twice(
     failures: list[BaseException] = []
 
     def work(sender: NotificationSender) -> None:
+        def all_received() -> bool:
+            if len(receiver.hooks("busy")) >= 50:
+                return True
+            sender.fan_out()
+            sender.send_one()
+            return False
+
         try:
-            deadline = time.monotonic() + 60
-            while len(receiver.hooks("busy")) < 50 and time.monotonic() < deadline:
-                if not (sender.fan_out() | sender.send_one()):
-                    time.sleep(0.01)
+            eventually(all_received, timeout=60, what="50 notifications", interval=0.01)
         except BaseException as exc:
             failures.append(exc)
 

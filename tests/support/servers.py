@@ -188,9 +188,10 @@ def _key_usage(*, ca: bool) -> x509.KeyUsage:
 @dataclass
 class SeenRequest:
     """One request as the server received it, and what became of it. Header names are
-    lower-case. `status` is None until the app started its answer; `body_bytes_sent`
-    counts the answer's body; `client_left` is set once the app saw the client go
-    (an ASGI ``http.disconnect`` while it was still working)."""
+    lower-case. `status` and `body_bytes_sent` describe the answer sent while the client
+    was there (`status` None: none started). `client_left_after` stays None until the
+    app sees the client go (an ASGI ``http.disconnect`` while it still works on the
+    answer), then holds how many body bytes had been sent by then."""
 
     method: str
     path: str
@@ -199,7 +200,7 @@ class SeenRequest:
     body: bytearray = field(default_factory=bytearray)
     status: int | None = None
     body_bytes_sent: int = 0
-    client_left: bool = False
+    client_left_after: int | None = None
 
 
 class RequestLog:
@@ -245,12 +246,14 @@ def record_requests(app: ASGIApp, log: RequestLog) -> ASGIApp:
             message = await receive()
             if message["type"] == "http.request":
                 seen.body.extend(message.get("body", b""))
-            elif message["type"] == "http.disconnect":
-                seen.client_left = True
+            elif message["type"] == "http.disconnect" and seen.client_left_after is None:
+                seen.client_left_after = seen.body_bytes_sent
             return message
 
         async def send_and_record(message: Message) -> None:
-            if message["type"] == "http.response.start":
+            if seen.client_left_after is not None:
+                pass  # sent into the void: the client is gone
+            elif message["type"] == "http.response.start":
                 seen.status = message["status"]
             elif message["type"] == "http.response.body":
                 seen.body_bytes_sent += len(message.get("body", b""))
