@@ -33,14 +33,6 @@ CSV = {"content-type": "text/csv"}
 JSON = {"content-type": "application/json"}
 
 
-def ingestion(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
 def run_pipeline(runtime: Runtime) -> None:
     ctx = delivery.DeliveryContext(
         runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "api-test-worker"
@@ -54,7 +46,7 @@ def run_pipeline(runtime: Runtime) -> None:
 
 
 def create(api: httpx.Client, tenant: Tenant, body: dict[str, Any]) -> int:
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json=body, headers=tenant.v2_headers)
     assert response.status_code == 201, response.text
     source_id: int = response.json()["id"]
     return source_id
@@ -69,7 +61,7 @@ def feed(
 ) -> httpx.Response:
     return api.post(
         f"/api/v2/sources/{source_id}/feed-source",
-        headers={**ingestion(tenant), **(headers or {})},
+        headers={**tenant.v2_headers, **(headers or {})},
         **kwargs,
     )
 
@@ -86,7 +78,7 @@ def queued(response: httpx.Response) -> int:
 
 def file_status(api: httpx.Client, tenant: Tenant, source_id: int, file_id: int) -> Any:
     url = f"/api/v2/sources/{source_id}/files/{file_id}"
-    response = api.get(url, headers=ingestion(tenant))
+    response = api.get(url, headers=tenant.v2_headers)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -118,7 +110,7 @@ def source_id(api: httpx.Client, ingestion_tenant: Tenant) -> int:
 
 def test_create_answers_201_with_id_and_name(api: httpx.Client, runtime: Runtime) -> None:
     tenant = make_tenant(runtime.engine, ingestion=True)
-    response = api.post("/api/v2/sources", json={"name": "Bank feed"}, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json={"name": "Bank feed"}, headers=tenant.v2_headers)
     assert response.status_code == 201
     body = response.json()
     assert body == {"id": body["id"], "name": "Bank feed"}
@@ -207,7 +199,7 @@ def test_create_with_notification_config(api: httpx.Client, ingestion_tenant: Te
         "name": "notified",
         "notification_config": {"url": "https://hooks.example/t", "events": ["file.failed"]},
     }
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(ingestion_tenant))
+    response = api.post("/api/v2/sources", json=body, headers=ingestion_tenant.v2_headers)
     assert response.status_code == 201
 
 
@@ -215,7 +207,7 @@ def test_create_rejects_a_duplicate_name_and_a_foreign_folder(
     api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
     create(api, ingestion_tenant, {"name": "taken"})
-    headers = ingestion(ingestion_tenant)
+    headers = ingestion_tenant.v2_headers
     again = api.post("/api/v2/sources", json={"name": "taken"}, headers=headers)
     assert error_fields(again, 400) == ["name"]
     assert "already exists" in error_text(again, 400)
@@ -266,7 +258,7 @@ def test_create_rejects_a_duplicate_name_and_a_foreign_folder(
 def test_create_names_each_invalid_field(
     api: httpx.Client, ingestion_tenant: Tenant, body: Any, fields: list[str | None]
 ) -> None:
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(ingestion_tenant))
+    response = api.post("/api/v2/sources", json=body, headers=ingestion_tenant.v2_headers)
     assert error_fields(response, 422) == fields
 
 
@@ -274,7 +266,7 @@ def test_create_refuses_a_body_that_is_not_json(
     api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
     response = api.post(
-        "/api/v2/sources", content=b"{name", headers={**ingestion(ingestion_tenant), **JSON}
+        "/api/v2/sources", content=b"{name", headers={**ingestion_tenant.v2_headers, **JSON}
     )
     assert "not valid JSON" in error_text(response, 422)
 
@@ -301,7 +293,7 @@ def test_each_wrong_header_is_the_same_403(
     broken: dict[str, str],
     endpoint: str,
 ) -> None:
-    headers = {**ingestion(ingestion_tenant), **broken}
+    headers = {**ingestion_tenant.v2_headers, **broken}
     if endpoint == "create":  # an invalid body too: credentials are checked first
         response = api.post("/api/v2/sources", json={"bad": True}, headers=headers)
     else:
@@ -318,7 +310,7 @@ def test_missing_headers_and_a_workspace_not_enabled_are_403(
     feed_url = f"/api/v2/sources/{source_id}/feed-source"
     assert api.post(feed_url, content=b"a\n1\n", headers=CSV).status_code == 403
     disabled = make_tenant(runtime.engine, ingestion=False)
-    response = api.post("/api/v2/sources", json={"name": "x"}, headers=ingestion(disabled))
+    response = api.post("/api/v2/sources", json={"name": "x"}, headers=disabled.v2_headers)
     assert (response.status_code, response.json()) == (403, FORBIDDEN)
 
 
@@ -536,7 +528,7 @@ def test_an_idempotency_key_queues_the_file_once(
     late = feed(api, ingestion_tenant, source_id, key, content=b"n\n9\n")
     assert (late.status_code, late.json()) == (202, {"file_id": first, "status": "delivered"})
     listed = api.get(
-        f"/api/v2/sources/{source_id}/files", headers=ingestion(ingestion_tenant)
+        f"/api/v2/sources/{source_id}/files", headers=ingestion_tenant.v2_headers
     ).json()
     assert [f["id"] for f in listed["data"]] == [first, other]
     assert listed["data"][0]["idempotency_key"] == "batch-2024-05-01"

@@ -17,16 +17,8 @@ from tally.storage import files
 NOTIFY = "/api/v2/webhooks/{}/feed-source"
 
 
-def auth(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
 def register(api: httpx.Client, tenant: Tenant, **body: Any) -> httpx.Response:
-    return api.post("/api/v2/webhooks", headers=auth(tenant), json={"webhook": {}, **body})
+    return api.post("/api/v2/webhooks", headers=tenant.v2_headers, json={"webhook": {}, **body})
 
 
 def test_registration_answers_201_with_id_name_and_a_secret_webhook_id(
@@ -77,7 +69,7 @@ def test_configured_mapping_and_reply_are_used_verbatim(
     }
     created = api.post(
         "/api/v2/webhooks",
-        headers=auth(ingestion_tenant),
+        headers=ingestion_tenant.v2_headers,
         json={"name": "mapped", "webhook": webhook},
     ).json()
     payload = {"items": [{"link": {"href": "https://x.example/f.csv"}}], "meta": {"name": "f"}}
@@ -99,7 +91,7 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, ingestion_tena
         },
         "folder_id": "nope",
     }
-    response = api.post("/api/v2/webhooks", headers=auth(ingestion_tenant), json=body)
+    response = api.post("/api/v2/webhooks", headers=ingestion_tenant.v2_headers, json=body)
     assert response.status_code == 422
     fields = {error["field"] for error in response.json()["errors"]}
     assert "name" in fields
@@ -139,7 +131,7 @@ def test_a_name_that_cannot_be_a_name_is_422(
 
 
 def test_missing_webhook_is_422(api: httpx.Client, ingestion_tenant: Tenant) -> None:
-    response = api.post("/api/v2/webhooks", headers=auth(ingestion_tenant), json={"name": "x"})
+    response = api.post("/api/v2/webhooks", headers=ingestion_tenant.v2_headers, json={"name": "x"})
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == ["webhook"]
 
@@ -166,11 +158,11 @@ def test_every_failed_check_is_the_same_403_before_the_body(
     api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime, wrong: str
 ) -> None:
     other = make_tenant(runtime.engine, ingestion=True)
-    headers = auth(ingestion_tenant)
+    headers = ingestion_tenant.v2_headers
     if wrong == "all":
         headers = {}
     else:
-        headers[wrong] = auth(other)[wrong] if wrong != "x-api-key" else "tly_unknown"
+        headers[wrong] = other.v2_headers[wrong] if wrong != "x-api-key" else "tly_unknown"
     answers = [
         api.post("/api/v2/webhooks", headers=headers, json={"name": "x", "webhook": {}}),
         api.post("/api/v2/webhooks", headers=headers, content=b"{not json"),
@@ -211,7 +203,9 @@ def test_unexpected_failure_is_a_json_500_without_a_trace(
         conn.execute(
             text("UPDATE resources SET columns = '[{}]' WHERE id = :id"), {"id": created["id"]}
         )
-    response = api.get(f"/api/v2/sources/{created['id']}/files", headers=auth(ingestion_tenant))
+    response = api.get(
+        f"/api/v2/sources/{created['id']}/files", headers=ingestion_tenant.v2_headers
+    )
     assert response.status_code == 500
     assert response.json() == {"errors": [{"field": None, "message": "Internal server error"}]}
     assert "Traceback" not in response.text
@@ -230,7 +224,7 @@ def test_bad_notifications_are_4xx_naming_the_path(
     webhook = {"file_mapping": {"url_field": "data.url"}}
     created = api.post(
         "/api/v2/webhooks",
-        headers=auth(ingestion_tenant),
+        headers=ingestion_tenant.v2_headers,
         json={"name": "strict", "webhook": webhook},
     ).json()
     url = NOTIFY.format(created["webhook_id"])
@@ -310,14 +304,14 @@ def test_ids_beyond_any_stored_id_name_nothing(api: httpx.Client, ingestion_tena
         body = {"name": f"big {path}", "folder_id": huge, "webhook": {}}
         if path == "/api/v2/sources":
             del body["webhook"]
-        response = api.post(path, headers=auth(ingestion_tenant), json=body)
+        response = api.post(path, headers=ingestion_tenant.v2_headers, json=body)
         assert response.status_code == 400, response.text
         assert [e["field"] for e in response.json()["errors"]] == ["folder_id"]
     source = register(api, ingestion_tenant, name="listed").json()
     listing = api.get(
         f"/api/v2/sources/{source['id']}/files",
         params={"after": str(10**20)},
-        headers=auth(ingestion_tenant),
+        headers=ingestion_tenant.v2_headers,
     )
     assert listing.status_code == 200, listing.text
     assert listing.json()["data"] == []
@@ -327,7 +321,11 @@ def test_an_account_header_of_unicode_digits_is_the_same_403(
     api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
     """ "²".isdigit() is true but int("²") fails: the CORS check must not reach int()."""
-    headers = {**auth(ingestion_tenant), "x-api-key": "wrong", "Origin": "https://ops.acme.example"}
+    headers = {
+        **ingestion_tenant.v2_headers,
+        "x-api-key": "wrong",
+        "Origin": "https://ops.acme.example",
+    }
     headers["x-svc-account"] = "\u00b2"
     response = api.get(
         "/api/v2/sources/1/files", headers=[(k, v.encode("latin-1")) for k, v in headers.items()]
@@ -377,13 +375,13 @@ def test_cors_headers_only_for_the_accounts_origins(api: httpx.Client, runtime: 
     with_origin = api.post(
         "/api/v2/webhooks",
         json={"name": "c2", "webhook": {}},
-        headers={**auth(allowed), "Origin": "https://ops.acme.example"},
+        headers={**allowed.v2_headers, "Origin": "https://ops.acme.example"},
     )
     assert with_origin.headers["access-control-allow-origin"] == "https://ops.acme.example"
     other_account = api.post(
         "/api/v2/webhooks",
         json={"name": "c3", "webhook": {}},
-        headers={**auth(plain), "Origin": "https://ops.acme.example"},
+        headers={**plain.v2_headers, "Origin": "https://ops.acme.example"},
     )
     assert other_account.status_code == 201
     assert "access-control-allow-origin" not in other_account.headers

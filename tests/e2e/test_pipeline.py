@@ -45,7 +45,6 @@ from support.processes import (
     register_webhook,
     running_processes,
     total_count,
-    v2_headers,
     wait_for_final_files,
 )
 from support.servers import (
@@ -119,7 +118,8 @@ class Stack:
     worker: TallyProcess
     stderr_checked: int = 0
 
-    def tenant(self) -> Tenant:
+    def new_tenant(self) -> Tenant:
+        """A tenant of its own for one test, with ingestion enabled."""
         return make_tenant(self.runtime.engine, ingestion=True)
 
     def check_no_crash(self) -> None:
@@ -231,7 +231,7 @@ LEDGER_MORE = b"id,amount,currency,booked_on\n4,7.00,EUR,2024-03-01\n5,8.00,EUR,
 
 
 def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(
         stack.client,
         tenant,
@@ -260,7 +260,7 @@ def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServe
     assert file["url"] == f"{server.url}/files/{name}"  # the query string is not shown
     assert file["finished_at"] is not None
     one = stack.client.get(
-        f"/api/v2/sources/{created['id']}/files/{file['id']}", headers=v2_headers(tenant)
+        f"/api/v2/sources/{created['id']}/files/{file['id']}", headers=tenant.v2_headers
     )
     assert one.status_code == 200
     assert one.json() == file
@@ -316,14 +316,14 @@ SECRET_TEXTS = [
 
 
 def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     shown: list[str] = []  # every body tally answered with
     cases = []
     for kind, (prefix, right, wrong, expected_header) in CREDENTIALS.items():
         for label, credentials in (("right", right), ("wrong", wrong)):
             response = stack.client.post(
                 "/api/v2/webhooks",
-                headers=v2_headers(tenant),
+                headers=tenant.v2_headers,
                 json={"name": f"{kind} {label}", "webhook": {"credentials": credentials}},
             )
             assert response.status_code == 201, response.text
@@ -340,9 +340,9 @@ def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: 
 
     for kind, label, source_id, path, (header, value) in cases:
         [file] = stack.wait(tenant, source_id, 1)
-        listing = stack.client.get(f"/api/v2/sources/{source_id}/files", headers=v2_headers(tenant))
+        listing = stack.client.get(f"/api/v2/sources/{source_id}/files", headers=tenant.v2_headers)
         single = stack.client.get(
-            f"/api/v2/sources/{source_id}/files/{file['id']}", headers=v2_headers(tenant)
+            f"/api/v2/sources/{source_id}/files/{file['id']}", headers=tenant.v2_headers
         )
         shown += [listing.text, single.text]
         [seen] = server.requests_for(path)
@@ -369,7 +369,7 @@ def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: 
 
 
 def test_redirects_are_followed_to_the_file(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "redirected")
     name = server.add(PAIR, "moved")
 
@@ -393,7 +393,7 @@ def test_unavailable_server_is_retried_until_the_file_arrives(
     own_stack: Stack, server: FileServer
 ) -> None:
     stack = own_stack
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "flaky")
     name = server.add(PAIR, "flaky")
 
@@ -407,7 +407,7 @@ def test_unavailable_server_is_retried_until_the_file_arrives(
 
 
 def test_missing_file_fails_at_once(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "missing")
     path = f"/files/never-published-{next(_names)}.csv"
 
@@ -423,7 +423,7 @@ def test_missing_file_fails_at_once(stack: Stack, server: FileServer) -> None:
 
 def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: FileServer) -> None:
     stack = own_stack
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "hanging")
     tag = f"t{next(_names)}"
 
@@ -447,7 +447,7 @@ def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: 
 
 
 def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "oversized")
     lines = [b"id,amount"] + [f"{i},{i}.25".encode() for i in range(1, 6000)]
     big = b"\n".join(lines) + b"\n"
@@ -475,7 +475,7 @@ def test_loopback_urls_are_refused_without_fetch_allow(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> None:
     stack = Stack(runtime, api, processes.worker(settings, fetch_allow=""))  # the default
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(api, tenant, "ssrf")
     log = RequestLog()
     with serve_app(record_requests(file_server_app({"data.csv": PAIR}), log)) as url:
@@ -519,7 +519,7 @@ BAD_FILES = {
 
 
 def test_bad_csv_files_fail_and_leave_no_rows(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "strict")
     notify(stack.client, created["webhook_id"], f"{server.url}/files/{server.add(FIRST)}")
     [first] = stack.wait(tenant, created["id"], 1)
@@ -548,7 +548,7 @@ def test_bad_csv_files_fail_and_leave_no_rows(stack: Stack, server: FileServer) 
 
 
 def test_same_bytes_notified_twice_are_loaded_once(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "twice")
     name = server.add(LEDGER, "again")
 
@@ -569,7 +569,7 @@ def test_same_bytes_notified_twice_are_loaded_once(stack: Stack, server: FileSer
 
 
 def test_idempotency_key_queues_one_file(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(
         stack.client,
         tenant,
@@ -640,7 +640,7 @@ class Receiver:
 
 def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: FileServer) -> None:
     receiver = Receiver(new_signing_secret())
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     with serve_app(receiver.app()) as hooks_url:
         created = register_webhook(
             stack.client,
@@ -753,7 +753,7 @@ def test_queued_files_wake_an_idle_postgresql_worker(
         ):
             stack = Stack(runtime, client, processes.worker(settings))
             stack.worker.wait_ready()
-            tenant = stack.tenant()
+            tenant = stack.new_tenant()
             created = register_webhook(client, tenant, "woken")
             for n in (1, 2):
                 eventually(

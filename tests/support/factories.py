@@ -48,7 +48,17 @@ class Tenant:
 
     @property
     def headers(self) -> dict[str, str]:
+        """The Data API's (/api/v1) credentials."""
         return {"X-API-Key": self.key, "workspace_id": str(self.workspace_id)}
+
+    @property
+    def v2_headers(self) -> dict[str, str]:
+        """The ingestion API's (/api/v2) credentials."""
+        return {
+            "x-api-key": self.key,
+            "x-svc-workspace": str(self.workspace_id),
+            "x-svc-account": str(self.account_id),
+        }
 
 
 def make_tenant(

@@ -233,20 +233,12 @@ def running_processes(log_dir: Path) -> Iterator[Processes]:
 # --- the ingestion API and the Data API over HTTP -----------------------------------------
 
 
-def v2_headers(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
 def register_webhook(client: httpx.Client, tenant: Tenant, name: str, **webhook: Any) -> Any:
     """POST /api/v2/webhooks; `notification_config` goes beside `webhook`, the rest in it."""
     body: dict[str, Any] = {"name": name, "webhook": webhook}
     if "notification_config" in webhook:
         body["notification_config"] = webhook.pop("notification_config")
-    response = client.post("/api/v2/webhooks", json=body, headers=v2_headers(tenant))
+    response = client.post("/api/v2/webhooks", json=body, headers=tenant.v2_headers)
     assert response.status_code == 201, response.text
     created = response.json()
     assert created["name"] == name
@@ -274,7 +266,7 @@ def list_files(client: httpx.Client, tenant: Tenant, source_id: int) -> list[dic
         response = client.get(
             f"/api/v2/sources/{source_id}/files",
             params={"after": after, "limit": 1000},
-            headers=v2_headers(tenant),
+            headers=tenant.v2_headers,
         )
         assert response.status_code == 200, response.text
         page = response.json()
