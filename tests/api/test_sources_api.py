@@ -17,32 +17,18 @@ import httpx
 import pytest
 
 from support.databases import make_settings
-from support.factories import Tenant, make_tenant
+from support.factories import Tenant, make_tenant, run_pipeline
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime, build_runtime
-from tally.services import delivery
 from tally.services.json_rows import RULES
 from tally.storage import files, resources
 
-MAX_PIPELINE_STEPS = 50
 NOT_FOUND = {"errors": [{"field": None, "message": "Not Found"}]}
 FORBIDDEN = {"errors": [{"field": None, "message": "Forbidden"}]}
 CSV = {"content-type": "text/csv"}
 JSON = {"content-type": "application/json"}
-
-
-def run_pipeline(runtime: Runtime) -> None:
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "api-test-worker"
-    )
-    for _ in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
-        if file is None:
-            return
-        delivery.process_file(ctx, file)
-    raise AssertionError("the queue never emptied")
 
 
 def create(api: httpx.Client, tenant: Tenant, body: dict[str, Any]) -> int:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,21 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support.servers import free_port
 from support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 TALLY = [sys.executable, "-m", "tally"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "TALLY_HOME": str(tmp_path / ".tally"),

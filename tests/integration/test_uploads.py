@@ -21,33 +21,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from support.databases import make_settings
-from support.factories import Tenant, make_tenant, read_data
+from support.factories import Tenant, make_tenant, read_data, run_pipeline
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
 from tally.runtime import Runtime, build_runtime
-from tally.services import delivery, uploads
+from tally.services import uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
 from tally.services.ingestion import NotificationConfig
 from tally.services.notifications import NotificationSender
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.files import FileRecord
 from tally.storage.resources import Resource
-
-MAX_PIPELINE_STEPS = 50
-
-
-def run_pipeline(runtime: Runtime) -> int:
-    """Claim and process files until none is due; how many were processed."""
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "test-worker"
-    )
-    for step in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
-        if file is None:
-            return step
-        delivery.process_file(ctx, file)
-    raise AssertionError("the queue never emptied")
 
 
 def get_file(runtime: Runtime, file_id: int) -> FileRecord:

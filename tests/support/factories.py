@@ -1,5 +1,6 @@
 """Test data made through the services: tenants (account, workspace, key), sources, and
-the ledger CSV the Data API tests read; plus reads of a source through the query service.
+the ledger CSV the Data API tests read; queued files delivered in-process as a worker
+delivers them (`run_pipeline`); reads of a source through the query service.
 
 Tests get a tenant from the `tenant` / `ingestion_tenant` fixtures (conftest.py); the
 functions here are for tests that need more than one, or different settings.
@@ -19,11 +20,12 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tally.runtime import Runtime
-from tally.services import admin, catalogue
+from tally.services import admin, catalogue, delivery
 from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
 _numbers = itertools.count(1)
+MAX_PIPELINE_STEPS = 50
 
 # Insertion order is the file order; `id` is only a label. Ties: amount 10.00 (rows 1
 # and 4), memo 'alpha' (rows 1 and 6). Missing: amount row 5, txn_date row 3,
@@ -97,6 +99,20 @@ def make_source(
         path.unlink()
     catalogue.finish_resource(engine, result.resource.id)  # as a worker does after a load
     return result.resource
+
+
+def run_pipeline(runtime: Runtime) -> int:
+    """Claim and process files until none is due, in this process, as a worker does; how
+    many were processed."""
+    ctx = delivery.DeliveryContext(
+        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "test-worker"
+    )
+    for step in range(MAX_PIPELINE_STEPS):
+        file = delivery.claim_file(ctx)
+        if file is None:
+            return step
+        delivery.process_file(ctx, file)
+    raise AssertionError("the queue never emptied")
 
 
 def read_body(

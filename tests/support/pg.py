@@ -11,12 +11,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.servers import free_port
 from support.waiting import eventually
 
 START_TIMEOUT_SECONDS = 30
@@ -34,12 +34,6 @@ def find_bindir() -> Path:
     if not found:
         raise RuntimeError("PostgreSQL server binaries not found: apt-get install postgresql")
     return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -94,7 +88,7 @@ def start_postgres() -> PostgresServer:
             "--no-sync",
         ]
     )
-    port = _free_port()
+    port = free_port()
     options = (
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "

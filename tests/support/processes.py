@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -34,11 +33,11 @@ import httpx
 from pydantic import SecretStr
 
 from support.factories import Tenant
+from support.servers import LOOPBACK, free_port
 from support.waiting import eventually
 from tally.core.sealing import SecretBox
 from tally.settings import Settings
 
-LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0  # cold imports on a busy 2-core machine take seconds
 STOP_GRACE_SECONDS = 5.0
 FINAL_STATUSES = ("delivered", "duplicate", "failed")
@@ -81,12 +80,6 @@ def process_env(settings: Settings, **overrides: object) -> dict[str, str]:
         env[f"TALLY_{name.upper()}"] = str(value)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
 
 
 # --- one child process --------------------------------------------------------------------

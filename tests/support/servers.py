@@ -53,6 +53,13 @@ _STOP_TIMEOUT_SECONDS = 10.0
 # --- running an app -----------------------------------------------------------------------
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on now (for a server another process starts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
 @contextlib.contextmanager
 def serve_app(
     app: ASGIApp, *, tls: tuple[Path, Path] | None = None, lifespan: bool = False
