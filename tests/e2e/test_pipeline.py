@@ -212,8 +212,12 @@ def own_stack(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> Stack:
     """A deployment of the test's own: a file that crashes the worker again and again
-    (retried each time its lease expires) cannot disturb the other tests."""
-    return Stack(runtime, api, processes.worker(settings))
+    (retried each time its lease expires) cannot disturb the other tests. Ready before
+    the test notifies: a file's delivery deadline runs from its notification, and a
+    worker still starting would eat into it."""
+    worker = processes.worker(settings)
+    worker.wait_ready()
+    return Stack(runtime, api, worker)
 
 
 def sha256(content: bytes) -> str:

@@ -46,7 +46,7 @@ from support.waiting import eventually
 LOOPBACK = "127.0.0.1"
 _Guard = Callable[[Request], bool]
 _Endpoint = Callable[[Request], Awaitable[Response]]
-_START_TIMEOUT_SECONDS = 10.0
+_START_TIMEOUT_SECONDS = 60.0  # an app starting query processes, on a loaded machine
 _STOP_TIMEOUT_SECONDS = 10.0
 
 
