@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from tally.core.clock import utc_now
 from tally.core.errors import FetchError, LoadError
 from tally.core.sealing import SecretBox
-from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, download
+from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, open_download
 from tally.services import catalogue
 from tally.services.ingestion import queue_event
 from tally.services.loader.load import load_into
@@ -95,14 +95,13 @@ def _download(ctx: DeliveryContext, file: FileRecord) -> Path:
     assert file.url_encrypted is not None
     with write_connection(ctx.engine) as conn, conn.begin():
         files.set_progress(conn, file.id, ctx.worker, status=files.DOWNLOADING, now=utc_now())
-    dest = ctx.blobs.path_for(file.resource_id, file.id)
-    result = download(
+    with open_download(
         ctx.box.open(file.url_encrypted),
-        dest,
         credentials=_credentials(ctx, file),
         limits=ctx.policy.limits,
         policy=ctx.policy.addresses,
-    )
+    ) as download:
+        blob = ctx.blobs.write(ctx.blobs.path_for(file.resource_id, file.id), download.chunks)
     with write_connection(ctx.engine) as conn, conn.begin():
         files.set_progress(
             conn,
@@ -110,11 +109,11 @@ def _download(ctx: DeliveryContext, file: FileRecord) -> Path:
             ctx.worker,
             status=files.LOADING,
             now=utc_now(),
-            blob_path=str(dest),
-            bytes=result.bytes,
-            sha256=result.sha256,
+            blob_path=str(blob.path),
+            bytes=blob.size,
+            sha256=blob.sha256,
         )
-    return dest
+    return blob.path
 
 
 def _fail(ctx: DeliveryContext, file: FileRecord, reason: str) -> None:
