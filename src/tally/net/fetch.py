@@ -17,7 +17,9 @@ private service (server-side request forgery). So this module:
 * says whether a retry may help (`FetchError.transient`), and never puts credentials
   or the query string (pre-signed URLs keep their secret there) into a message.
 
-Everything is passed in explicitly; nothing here reads settings.
+Everything is passed in explicitly; nothing here reads settings. One module (about
+600 lines) on purpose: it is the whole SSRF guard, address policy, vetted connections,
+redirects and budgets, reviewed and read as one piece.
 """
 
 from __future__ import annotations
