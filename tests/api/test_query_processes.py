@@ -32,12 +32,10 @@ from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
-from tally.api.query_runner import (
-    SPLIT_MIN_ROWS,
-    QueryProcesses,
-    _QueryProcessPool,
-    default_query_processes,
-)
+from tally.api.queries.page_parts import SPLIT_MIN_ROWS
+from tally.api.queries.pool import QueryProcessPool
+from tally.api.queries.processes import QueryProcesses
+from tally.api.queries.runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
 from tally.services import catalogue
 from tally.services.data_query import PagePart, stitch_parts
@@ -458,13 +456,14 @@ def test_parts_compressed_apart_make_one_gzip_body(
     "chunks",
     [[b"a"], [b"", b"x" * 70000, b",", b""], [b'{"data":[', b"1,2", b",", b"3", b"]}"]],
 )
-def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes]) -> None:
-    joined = gzip_of_pieces([deflate_piece(c) for c in chunks])
+@pytest.mark.parametrize("level", [1, 9])
+def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes], level: int) -> None:
+    joined = gzip_of_pieces([deflate_piece(c, level) for c in chunks])
     stream = zlib.decompressobj(zlib.MAX_WBITS | 16)
     assert stream.decompress(joined) == b"".join(chunks)
     assert stream.eof
     assert not stream.unused_data
-    assert [inflate_piece(deflate_piece(c)) for c in chunks] == chunks
+    assert [inflate_piece(deflate_piece(c, level)) for c in chunks] == chunks
 
 
 def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[bytes]:
@@ -472,9 +471,9 @@ def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[by
     process, then idles as a query process waiting for work would."""
     code = (
         "import os, sys, time\n"
-        "from tally.api.query_runner import _start_query_process\n"
+        "from tally.api.queries.query_process import start_query_process\n"
         "from tally.settings import load_settings\n"
-        f"_start_query_process(load_settings(), {api_process})\n"
+        f"start_query_process(load_settings(), {api_process})\n"
         "time.sleep(60)\n"
         "sys.exit(3)\n"
     )
@@ -511,7 +510,7 @@ def test_the_pool_answers_each_call_with_its_own_answer_and_error(
     build_runtime(settings).close()  # the database the query processes open
 
     async def scenario() -> None:
-        pool = _QueryProcessPool(settings, PROCESSES)
+        pool = QueryProcessPool(settings, PROCESSES)
         await pool.start()
         try:
             answers = await asyncio.gather(*(pool.call(pow, n, 2) for n in range(40)))
