@@ -15,10 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.compression import GZIP_WBITS
 from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.storage.resources import Resource
@@ -266,6 +268,23 @@ def test_small_responses_are_not_compressed(
     assert json.loads(wire) == {
         "detail": "Filter field 'nope' is not a valid column for this resource."
     }
+
+
+def test_data_bodies_are_gzipped_at_the_configured_level(runtime: Runtime, tenant: Tenant) -> None:
+    """TALLY_GZIP_LEVEL reaches the Data API's own compressor, not only the middleware."""
+    source = big_source(runtime, tenant)
+    url = f"/api/v1/resources/{source.id}/data"
+    at_level_9 = runtime.settings.model_copy(update={"gzip_level": 9})
+    with (
+        serve_app(create_app(at_level_9, runtime)) as served,
+        httpx.Client(base_url=served) as api,
+    ):
+        _plain, plain_bytes = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "identity"})
+        zipped, wire = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert gzip.decompress(wire) == plain_bytes
+    assert wire == zlib_ng.compress(plain_bytes, 9, wbits=GZIP_WBITS)
+    assert len(wire) < len(zlib_ng.compress(plain_bytes, 1, wbits=GZIP_WBITS))
 
 
 @pytest.mark.parametrize(

@@ -26,12 +26,13 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
 from conftest import make_settings
 from factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
-from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
+from tally.api.compression import GZIP_WBITS, deflate_piece, gzip_of_pieces, inflate_piece
 from tally.api.queries.page_parts import SPLIT_MIN_ROWS
 from tally.api.queries.pool import QueryProcessPool
 from tally.api.queries.processes import QueryProcesses
@@ -450,6 +451,41 @@ def test_parts_compressed_apart_make_one_gzip_body(
             assert raw == plain.content
             assert plain.json()["meta"]["returned_count"] == 0
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
+
+
+@pytest.fixture
+def split_pooled_at_level_9(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    yield from _served_with_pool(
+        request, backend, tmp_path / "level9", response_cache=False, gzip_level=9
+    )
+
+
+def test_query_processes_gzip_at_the_configured_level(
+    split_pooled_at_level_9: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    """TALLY_GZIP_LEVEL reaches the query processes: a page read whole is gzipped at it,
+    and so are the rows of a page read in parts (smaller than level 1 could make them)."""
+    runtime, api, queries = split_pooled_at_level_9
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    route = f"/api/v1/resources/{source.id}/data"
+    for page_size in ("1000", "10000"):  # read whole, read in parts
+        headers = {**tenant.headers, "Accept-Encoding": "gzip"}
+        with api.stream("GET", route, params={"page_size": page_size}, headers=headers) as zipped:
+            wire = b"".join(zipped.iter_raw())
+        plain = api.get(
+            route,
+            params={"page_size": page_size},
+            headers={**tenant.headers, "Accept-Encoding": "identity"},
+        ).content
+        assert zipped.headers["content-encoding"] == "gzip"
+        assert gzip.decompress(wire) == plain
+        assert len(wire) < len(zlib_ng.compress(plain, 1, wbits=GZIP_WBITS))
+        if page_size == "1000":
+            assert wire == zlib_ng.compress(plain, 9, wbits=GZIP_WBITS)
+    assert queries.pages_read_in_parts == 2  # both answers of 10,000 rows
 
 
 @pytest.mark.parametrize(
