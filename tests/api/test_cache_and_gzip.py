@@ -22,7 +22,6 @@ from support.servers import serve_app
 from tally.api.app import create_app
 from tally.api.compression import GZIP_WBITS
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.storage.resources import Resource
 
 Params = list[tuple[str, str]]
@@ -138,7 +137,7 @@ def test_new_load_is_visible_at_once(
     params = [("memo", "alpha")]
     assert body(get(api, tenant, source.id, params))["meta"]["total_count"] == 2
     assert body(get(api, tenant, source.id))["meta"]["total_count"] == 3
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
     after = body(get(api, tenant, source.id, params))
     assert [row["id"] for row in after["data"]] == [1, 3, 4]
     assert after["meta"]["total_count"] == 3
@@ -155,7 +154,7 @@ def test_count_memo_is_exact_after_a_new_load(
         return result
 
     assert (meta(1)["total_count"], meta(2)["total_count"]) == (2, 2)  # second: memo hit
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
     assert meta(2) == {
         "page": 2,
         "page_size": 1,

@@ -38,7 +38,6 @@ from tally.api.queries.pool import QueryProcessPool
 from tally.api.queries.processes import QueryProcesses
 from tally.api.queries.runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
-from tally.services import catalogue
 from tally.services.data_query import PagePart, stitch_parts
 
 CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
@@ -225,7 +224,7 @@ def test_new_data_is_visible_at_once_in_every_query_process(
         assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [1]
     path = write_file("id,amount,memo\n2,2.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)
+        runtime.catalogue.append_file(source.id, path)
     finally:
         path.unlink()
     for _ in range(4 * PROCESSES):
@@ -285,7 +284,7 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     assert other_filter["total_count"] == sum(1 for n in range(1, 301) if n % 7 == 4)
     path = write_file("id,amount,memo\n1000,1.00,memo 3\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
     for _ in range(2 * PROCESSES):  # no count of the old version is handed on
@@ -360,7 +359,7 @@ def test_a_page_read_in_parts_is_served_from_the_cache_afterwards(
     assert queries.pages_read_in_parts == 4
     path = write_file("id,amount,memo\n9002,1.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
     rows = _get(api, tenant, source.id, params).json()["data"]

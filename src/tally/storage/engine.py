@@ -29,6 +29,11 @@ class Backend:
         return self.is_postgresql
 
     @property
+    def can_announce_commits(self) -> bool:
+        """LISTEN/NOTIFY: a commit can wake listeners in other processes."""
+        return self.is_postgresql
+
+    @property
     def name(self) -> str:
         return "postgresql" if self.is_postgresql else "sqlite"
 
