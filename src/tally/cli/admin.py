@@ -57,6 +57,8 @@ def create_account(
         typer.Option(help="Origin allowed to call the ingestion API from a browser (repeatable)."),
     ] = None,
 ) -> None:
+    """Create an account: the owner of workspaces, and of the browser origins that may
+    call the ingestion API."""
     with _runtime() as runtime:
         account = runtime.admin.create_account(
             name=name, allowed_origins=list(allowed_origin or [])
@@ -70,6 +72,7 @@ def create_workspace(
     name: Annotated[str, typer.Option(help="Workspace name.")],
     ingestion: Annotated[bool, typer.Option("--ingestion", help="Enable ingestion now.")] = False,
 ) -> None:
+    """Create a workspace in an account: it holds sources and API keys."""
     with _runtime() as runtime:
         ws = runtime.admin.create_workspace(
             account_id=account, name=name, ingestion_enabled=ingestion
@@ -86,6 +89,7 @@ def create_workspace(
 
 @app.command("enable-ingestion")
 def enable_ingestion(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
+    """Let the workspace's API keys call the ingestion API (/api/v2)."""
     with _runtime() as runtime:
         ws = runtime.admin.enable_ingestion(workspace)
     emit({"id": ws.id, "ingestion_enabled": ws.ingestion_enabled})
