@@ -32,6 +32,7 @@ from conftest import make_settings
 from factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
 from tally.core.ids import hash_secret
+from tally.core.notifications import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box
@@ -179,7 +180,7 @@ def settle(
         with engine.connect() as conn:
             events_left = outbox.list_pending(conn, outbox.NOTIFICATION, limit=1)
         found = [d for file_id in file_ids for d in deliveries(engine, file_id)]
-        if not events_left and all(d.status != notifications.PENDING for d in found):
+        if not events_left and all(d.status != DeliveryStatus.PENDING for d in found):
             return
         if not worked:
             time.sleep(0.02)

@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import as_utc, utc_now
+from tally.core.notifications import DeliveryStatus
 from tally.core.sealing import SealError, SecretBox
 from tally.core.urls import redact_url
 from tally.net.callbacks import CallbackResult, post_json
@@ -121,7 +122,7 @@ class NotificationSender:
                     conn,
                     job.delivery.id,
                     worker=worker,
-                    status=notifications.FAILED,
+                    status=DeliveryStatus.FAILED,
                     now=utc_now(),
                 )
             return True
@@ -203,7 +204,7 @@ class NotificationSender:
                     conn, delivery.id, worker=worker, next_attempt_at=retry_at
                 )
             else:
-                status = notifications.DELIVERED if result.is_success else notifications.FAILED
+                status = DeliveryStatus.DELIVERED if result.is_success else DeliveryStatus.FAILED
                 notifications.finish_delivery(
                     conn, delivery.id, worker=worker, status=status, now=now
                 )
