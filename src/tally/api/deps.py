@@ -1,5 +1,8 @@
 """The services a route needs, as FastAPI dependencies: each reads the one built at
-startup (app.state.runtime, see runtime.py), so routes never wire anything."""
+startup (app.state.runtime, see runtime.py), so routes never wire anything.
+
+`async def`, though they never wait: FastAPI runs a plain `def` dependency in a thread,
+a hop per request that the ingestion path would pay for nothing."""
 
 from __future__ import annotations
 
@@ -17,37 +20,37 @@ from tally.services.webhooks import WebhookService
 from tally.settings import Settings
 
 
-def runtime_of(request: Request) -> Runtime:
+def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def _settings(request: Request) -> Settings:
-    return runtime_of(request).settings
+async def _settings(request: Request) -> Settings:
+    return _runtime(request).settings
 
 
-def _authentication(request: Request) -> AuthenticationService:
-    return runtime_of(request).authentication
+async def _authentication(request: Request) -> AuthenticationService:
+    return _runtime(request).authentication
 
 
-def _files(request: Request) -> FileService:
-    return runtime_of(request).files
+async def _files(request: Request) -> FileService:
+    return _runtime(request).files
 
 
-def _intake(request: Request) -> NotificationIntake:
-    return runtime_of(request).intake
+async def _intake(request: Request) -> NotificationIntake:
+    return _runtime(request).intake
 
 
-def _sources(request: Request) -> SourceService:
-    return runtime_of(request).sources
+async def _sources(request: Request) -> SourceService:
+    return _runtime(request).sources
 
 
-def _uploads(request: Request) -> UploadService:
-    return runtime_of(request).uploads
+async def _uploads(request: Request) -> UploadService:
+    return _runtime(request).uploads
 
 
-def _webhooks(request: Request) -> WebhookService:
-    return runtime_of(request).webhooks
+async def _webhooks(request: Request) -> WebhookService:
+    return _runtime(request).webhooks
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
