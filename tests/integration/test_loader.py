@@ -38,6 +38,7 @@ from tally.services.loader.load import (
     row_batches,
 )
 from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
+from tally.services.sources import SourceDefinition
 from tally.storage import resource_tables, resources
 from tally.storage.bulk_load import (
     PostgresBulkLoad,
@@ -826,7 +827,9 @@ def test_later_file_of_each_type(runtime: Runtime, tenant: Tenant) -> None:
 def test_placeholder_source_takes_columns_from_its_first_file(
     runtime: Runtime, tenant: Tenant
 ) -> None:
-    source = runtime.catalogue.create_source(workspace_id=tenant.workspace_id, name="hooked")
+    source = runtime.sources.create_source(
+        workspace_id=tenant.workspace_id, definition=SourceDefinition("hooked")
+    )
     first = append(runtime, source.id, "Ref|bank.amount\nA-1|0.10\n")
     assert types_of(first.resource) == {"Ref": (T, 0, False), "bank.amount": (D, 2, False)}
     assert not first.resource.is_placeholder
@@ -841,7 +844,7 @@ def test_placeholder_source_takes_columns_from_its_first_file(
 _MEMORY_SCRIPT = textwrap.dedent("""
     import json, re, sys, threading, time
     from pathlib import Path
-    from tally.services.catalogue import SourceCatalogue
+    from tally.services.catalogue import SourceCatalogue, create_source_in
     from tally.services.loader.load import load_into
     from tally.storage.engine import create_database_engine, write_connection
 
@@ -852,7 +855,8 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     url, workspace_id, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     engine = create_database_engine(url)
     catalogue = SourceCatalogue(engine)
-    source = catalogue.create_source(workspace_id=workspace_id, name="big")
+    with write_connection(engine) as conn, conn.begin():
+        source = create_source_in(conn, workspace_id=workspace_id, name="big")
     peak, done = [0], threading.Event()
 
     def sample():

@@ -94,13 +94,6 @@ class SourceCatalogue:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def create_source(
-        self, *, workspace_id: int, name: str, folder_id: int | None = None
-    ) -> Resource:
-        """A placeholder source, empty until its first file."""
-        with write_connection(self._engine) as conn, conn.begin():
-            return create_source_in(conn, workspace_id=workspace_id, name=name, folder_id=folder_id)
-
     def create_source_from_file(
         self,
         *,
