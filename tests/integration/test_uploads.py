@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from starlette.routing import Route
 from conftest import make_settings
 from factories import Tenant, make_tenant, read_data
 from support.servers import RequestLog, record_requests, serve_app
-from tally.api.v2.multipart import MultipartFile
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
 from tally.core.files import FileRecord
@@ -355,18 +353,6 @@ def test_an_unreadable_body_is_refused_and_nothing_kept(
     with pytest.raises(uploads.InvalidUploadError):
         stage([body])
     assert leftovers(runtime) == []
-
-
-def test_multipart_streams_the_file_part_and_keeps_its_name(runtime: Runtime) -> None:
-    body = (
-        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="ledger.csv"\r\n'
-        b"Content-Type: text/csv\r\n\r\nid,v\r\n1,--XyZ-not-a-boundary\r\n\r\n--XyZ--\r\n"
-    )
-    pieces: Iterable[bytes] = [body[i : i + 3] for i in range(0, len(body), 3)]
-    part = MultipartFile(pieces, b"XyZ")
-    staged = uploader(runtime, max_bytes=1000).stage_csv(part, what="the file")
-    assert part.filename == "ledger.csv"
-    assert staged.blob.path.read_bytes() == b"id,v\r\n1,--XyZ-not-a-boundary\r\n"
 
 
 def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
