@@ -39,15 +39,16 @@ from tally.services.loader.load import (
 )
 from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
 from tally.services.sources import SourceDefinition
-from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import (
+from tally.storage import resources
+from tally.storage.bulk_load.interface import RawFile
+from tally.storage.bulk_load.postgresql import (
     PostgresBulkLoad,
-    RawFile,
     copy_into,
     create_staging,
     read_staging,
 )
 from tally.storage.engine import create_database_engine, write_connection
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource
 from tally.worker.runner import Worker
 
@@ -1027,7 +1028,7 @@ def straight_copy(
             first = first_pass(path, file_format, None)
             straight = bulk.settle(first.reading(), first.ordered)
             if not straight:
-                resource_tables.create_table(conn, "r_test", first.ordered)
+                ddl.create_table(conn, "r_test", first.ordered)
                 bulk.append(first.ordered, first.shapes, row_batches(path, file_format, None))
             bulk.abort()
             names = ", ".join(c.physical for c in first.ordered)

@@ -130,9 +130,9 @@ def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Ten
 def test_rows_are_stored_in_batches_of_any_size(
     runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tally.storage import resource_tables
+    from tally.storage.resource_tables import row_json
 
-    monkeypatch.setattr(resource_tables, "ROW_JSON_BATCH_ROWS", 3)
+    monkeypatch.setattr(row_json, "ROW_JSON_BATCH_ROWS", 3)
     content = "id,memo\n" + "".join(f"{n},m{n}\n" for n in range(1, 11))
     resource = make_source(runtime.engine, tenant, content)
     texts = stored(runtime.engine, resource)

@@ -18,8 +18,9 @@ from tally.core.errors import (
 )
 from tally.core.names import name_problem
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
-from tally.storage import accounts, resource_tables, resources
+from tally.storage import accounts, resources
 from tally.storage.engine import write_connection
+from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource
 
 log = logging.getLogger("tally.catalogue")
@@ -72,7 +73,7 @@ def create_source_in(
                 folder_id=folder_id,
                 now=utc_now(),
             )
-            resource_tables.create_table(conn, resource.table_name, declared)
+            ddl.create_table(conn, resource.table_name, declared)
     except exc.IntegrityError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError(
             [FieldProblem("name", f"a source named {name!r} already exists")]
@@ -134,7 +135,7 @@ class SourceCatalogue:
         if resource.is_placeholder:  # no file loaded yet: its table is still the placeholder's
             return
         if resource.rendered_version != resource.data_version:
-            stored = resource_tables.store_row_json(engine, resource.table_name, resource.columns)
+            stored = row_json.store_row_json(engine, resource.table_name, resource.columns)
             with write_connection(engine) as conn, conn.begin():
                 # rows of a load that committed since are taken up by the next round
                 resources.record_rendered(conn, resource_id, resource.data_version)
@@ -150,10 +151,10 @@ class SourceCatalogue:
             resource = resources.lock_resource(conn, resource_id)
             built = resource.indexed_version == 0  # later loads maintain the indexes as they go
             if built:
-                resource_tables.build_indexes(conn, resource.table_name, resource.columns)
+                ddl.build_indexes(conn, resource.table_name, resource.columns)
             resources.record_indexed(conn, resource_id, resource.data_version)
         if built:
-            resource_tables.vacuum(self._engine, resource.table_name)
+            ddl.vacuum(self._engine, resource.table_name)
             log.info("resource_indexed", extra={"resource_id": resource_id})
 
     def finish_one_unfinished(self) -> bool:

@@ -104,6 +104,16 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def snapshot_connection(engine: Engine) -> Connection:
+    """A connection whose transactions read one snapshot throughout, so a count and the
+    page after it agree: REPEATABLE READ on PostgreSQL (its READ COMMITTED takes a new
+    snapshot per statement); SQLite's WAL transaction already reads one."""
+    conn = engine.connect()
+    if backend_of(conn).is_postgresql:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
+
+
 def write_connection(engine: Engine) -> Connection:
     """A connection whose transactions take the write lock at BEGIN on SQLite."""
     return engine.connect().execution_options(**{WRITE_OPTION: True})

@@ -40,15 +40,10 @@ from tally.services.loader.inference import (
     values_fit,
 )
 from tally.services.loader.reader import FileFormat, detect_format, raw_chunks, read_csv
-from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import (
-    BulkLoad,
-    Expected,
-    FileReading,
-    RawFile,
-    ValueShape,
-    bulk_load_for,
-)
+from tally.storage import resources
+from tally.storage.bulk_load import bulk_load_for
+from tally.storage.bulk_load.interface import BulkLoad, Expected, FileReading, RawFile, ValueShape
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource
 
 # Below this size a second process costs more (its start-up) than it saves.
@@ -298,15 +293,15 @@ def _prepare_table(
     if resource.is_placeholder:
         columns = tuple(first.ordered)
         if not created:
-            resource_tables.drop_table(conn, resource.table_name)
-            resource_tables.create_table(conn, resource.table_name, columns)
+            ddl.drop_table(conn, resource.table_name)
+            ddl.create_table(conn, resource.table_name, columns)
         return columns
     widened = {c.physical: c for c in first.ordered}
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
             _check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
-            resource_tables.widen_column(conn, resource.table_name, old, new)
+            ddl.widen_column(conn, resource.table_name, old, new)
     return columns
 
 
@@ -314,7 +309,7 @@ def _check_rescale(
     conn: Connection, resource: Resource, old: Column, new: Column, line: int | None
 ) -> None:
     """The stored numbers must still fit int64 with the file's extra fractional digits."""
-    low, high = resource_tables.stored_range(conn, resource.table_name, old)
+    low, high = ddl.stored_range(conn, resource.table_name, old)
     factor = 10 ** (new.scale - old.scale)
     if max(abs(low or 0), abs(high or 0)) * factor > INT64_MAX:
         raise LoadError(
