@@ -31,13 +31,20 @@ from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.services.loader.load import (
+    GUESS_BATCHES,
     LoadResult,
     expected_columns,
     first_pass,
     load_into,
     row_batches,
 )
-from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
+from tally.services.loader.reader import (
+    BATCH_ROWS,
+    detect_format,
+    raw_chunks,
+    read_csv,
+    read_head,
+)
 from tally.services.sources import SourceDefinition
 from tally.storage import resources
 from tally.storage.bulk_load.interface import RawFile
@@ -1014,7 +1021,9 @@ def straight_copy(
     try:
         file_format = detect_format(path)
         placeholder = Resource(1, 1, None, "s", "source", (), True, 0, 0, 0, 0)
-        expected = expected_columns(path, file_format, placeholder)
+        expected = expected_columns(
+            read_head(path, file_format, batches=GUESS_BATCHES), placeholder
+        )
         assert expected is not None
         with engine.connect() as conn, conn.begin():
             bulk = PostgresBulkLoad(conn, "r_test")
