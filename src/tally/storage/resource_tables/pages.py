@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from tally.core.columns import Column
-from tally.core.filters import Condition, Ordering, RowQuery
+from tally.core.filters import Condition, Operator, Ordering, RowQuery
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
 from tally.storage.resource_tables.row_json import rendered_rows
@@ -22,7 +22,7 @@ PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
 
 # A filter term's shape: the column, the operator and whether it has values. The SQL of
 # a term depends on its shape only; its values travel as bound parameters.
-Term = tuple[Column, str, bool]
+Term = tuple[Column, Operator, bool]
 
 
 def _terms(conditions: Sequence[Condition]) -> tuple[Term, ...]:
@@ -34,25 +34,25 @@ def _condition(col: sa.ColumnClause[Any], term: Term, name: str) -> sa.ColumnEle
     statement serves every request of the same shape (see `_condition_values`)."""
     column, op, has_values = term
     # Typed by the column: SQLAlchemy refuses `col > True` with an untyped True.
-    expanding = op in ("in", "in_or_null")
+    expanding = op in (Operator.IN, Operator.IN_OR_NULL)
     value = sa.bindparam(name, type_=bind_type(column), expanding=expanding)
-    if op == "eq":
+    if op == Operator.EQ:
         return col == value
-    if op == "in":
+    if op == Operator.IN:
         return col.in_(value)
-    if op == "in_or_null":
+    if op == Operator.IN_OR_NULL:
         return sa.or_(col.in_(value), col.is_(None)) if has_values else col.is_(None)
-    if op == "is_null":
+    if op == Operator.IS_NULL:
         return col.is_(None)
-    if op == "is_not_null":
+    if op == Operator.IS_NOT_NULL:
         return col.is_not(None)
-    if op == "never":
+    if op == Operator.NEVER:
         return sa.false()
     return {
-        "gt": col > value,
-        "gte": col >= value,
-        "lt": col < value,
-        "lte": col <= value,
+        Operator.GT: col > value,
+        Operator.GTE: col >= value,
+        Operator.LT: col < value,
+        Operator.LTE: col <= value,
     }[op]
 
 
@@ -60,7 +60,7 @@ def _condition_values(conditions: Sequence[Condition]) -> dict[str, Any]:
     """The bound values of `_where`'s terms, by parameter name."""
     values: dict[str, Any] = {}
     for n, condition in enumerate(conditions):
-        if condition.op in ("in", "in_or_null"):
+        if condition.op in (Operator.IN, Operator.IN_OR_NULL):
             if condition.values:
                 values[f"filter_{n}"] = list(condition.values)
         elif condition.values:
