@@ -15,13 +15,14 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
 from support.data_api import Params, get_data, ok_body
 from support.factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.compression import GZIP_WBITS
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.storage.resources import Resource
 
 CSV = "id,memo\n1,alpha\n2,beta\n3,alpha\n"
@@ -123,7 +124,7 @@ def test_new_load_is_visible_at_once(
     params = [("memo", "alpha")]
     assert ok_body(get_data(api, tenant, source.id, params))["meta"]["total_count"] == 2
     assert ok_body(get_data(api, tenant, source.id))["meta"]["total_count"] == 3
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
     after = ok_body(get_data(api, tenant, source.id, params))
     assert [row["id"] for row in after["data"]] == [1, 3, 4]
     assert after["meta"]["total_count"] == 3
@@ -140,7 +141,7 @@ def test_count_memo_is_exact_after_a_new_load(
         return result
 
     assert (meta(1)["total_count"], meta(2)["total_count"]) == (2, 2)  # second: memo hit
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
     assert meta(2) == {
         "page": 2,
         "page_size": 1,
@@ -253,6 +254,23 @@ def test_small_responses_are_not_compressed(
     assert json.loads(wire) == {
         "detail": "Filter field 'nope' is not a valid column for this resource."
     }
+
+
+def test_data_bodies_are_gzipped_at_the_configured_level(runtime: Runtime, tenant: Tenant) -> None:
+    """TALLY_GZIP_LEVEL reaches the Data API's own compressor, not only the middleware."""
+    source = big_source(runtime, tenant)
+    url = f"/api/v1/resources/{source.id}/data"
+    at_level_9 = runtime.settings.model_copy(update={"gzip_level": 9})
+    with (
+        serve_app(create_app(at_level_9, runtime)) as served,
+        httpx.Client(base_url=served) as api,
+    ):
+        _plain, plain_bytes = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "identity"})
+        zipped, wire = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert gzip.decompress(wire) == plain_bytes
+    assert wire == zlib_ng.compress(plain_bytes, 9, wbits=GZIP_WBITS)
+    assert len(wire) < len(zlib_ng.compress(plain_bytes, 1, wbits=GZIP_WBITS))
 
 
 @pytest.mark.parametrize(

@@ -26,21 +26,19 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
 from support.data_api import get_data
 from support.databases import make_settings
 from support.factories import make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
-from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
-from tally.api.query_runner import (
-    SPLIT_MIN_ROWS,
-    QueryProcesses,
-    _QueryProcessPool,
-    default_query_processes,
-)
+from tally.api.compression import GZIP_WBITS, deflate_piece, gzip_of_pieces, inflate_piece
+from tally.api.queries.page_parts import SPLIT_MIN_ROWS
+from tally.api.queries.pool import QueryProcessPool
+from tally.api.queries.processes import QueryProcesses
+from tally.api.queries.runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
-from tally.services import catalogue
 from tally.services.data_query import PagePart, stitch_parts
 
 CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
@@ -219,7 +217,7 @@ def test_new_data_is_visible_at_once_in_every_query_process(
         assert [row["id"] for row in get_data(api, tenant, source.id, params).json()["data"]] == [1]
     path = write_file("id,amount,memo\n2,2.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)
+        runtime.catalogue.append_file(source.id, path)
     finally:
         path.unlink()
     for _ in range(4 * PROCESSES):
@@ -282,7 +280,7 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     assert other_filter["total_count"] == sum(1 for n in range(1, 301) if n % 7 == 4)
     path = write_file("id,amount,memo\n1000,1.00,memo 3\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
     for _ in range(2 * PROCESSES):  # no count of the old version is handed on
@@ -357,7 +355,7 @@ def test_a_page_read_in_parts_is_served_from_the_cache_afterwards(
     assert queries.pages_read_in_parts == 4
     path = write_file("id,amount,memo\n9002,1.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
     rows = get_data(api, tenant, source.id, params).json()["data"]
@@ -450,17 +448,53 @@ def test_parts_compressed_apart_make_one_gzip_body(
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
 
 
+@pytest.fixture
+def split_pooled_at_level_9(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    yield from _served_with_pool(
+        request, backend, tmp_path / "level9", response_cache=False, gzip_level=9
+    )
+
+
+def test_query_processes_gzip_at_the_configured_level(
+    split_pooled_at_level_9: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    """TALLY_GZIP_LEVEL reaches the query processes: a page read whole is gzipped at it,
+    and so are the rows of a page read in parts (smaller than level 1 could make them)."""
+    runtime, api, queries = split_pooled_at_level_9
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    route = f"/api/v1/resources/{source.id}/data"
+    for page_size in ("1000", "10000"):  # read whole, read in parts
+        headers = {**tenant.headers, "Accept-Encoding": "gzip"}
+        with api.stream("GET", route, params={"page_size": page_size}, headers=headers) as zipped:
+            wire = b"".join(zipped.iter_raw())
+        plain = api.get(
+            route,
+            params={"page_size": page_size},
+            headers={**tenant.headers, "Accept-Encoding": "identity"},
+        ).content
+        assert zipped.headers["content-encoding"] == "gzip"
+        assert gzip.decompress(wire) == plain
+        assert len(wire) < len(zlib_ng.compress(plain, 1, wbits=GZIP_WBITS))
+        if page_size == "1000":
+            assert wire == zlib_ng.compress(plain, 9, wbits=GZIP_WBITS)
+    assert queries.pages_read_in_parts == 2  # both answers of 10,000 rows
+
+
 @pytest.mark.parametrize(
     "chunks",
     [[b"a"], [b"", b"x" * 70000, b",", b""], [b'{"data":[', b"1,2", b",", b"3", b"]}"]],
 )
-def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes]) -> None:
-    joined = gzip_of_pieces([deflate_piece(c) for c in chunks])
+@pytest.mark.parametrize("level", [1, 9])
+def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes], level: int) -> None:
+    joined = gzip_of_pieces([deflate_piece(c, level) for c in chunks])
     stream = zlib.decompressobj(zlib.MAX_WBITS | 16)
     assert stream.decompress(joined) == b"".join(chunks)
     assert stream.eof
     assert not stream.unused_data
-    assert [inflate_piece(deflate_piece(c)) for c in chunks] == chunks
+    assert [inflate_piece(deflate_piece(c, level)) for c in chunks] == chunks
 
 
 def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[bytes]:
@@ -468,9 +502,9 @@ def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[by
     process, then idles as a query process waiting for work would."""
     code = (
         "import os, sys, time\n"
-        "from tally.api.query_runner import _start_query_process\n"
+        "from tally.api.queries.query_process import start_query_process\n"
         "from tally.settings import load_settings\n"
-        f"_start_query_process(load_settings(), {api_process})\n"
+        f"start_query_process(load_settings(), {api_process})\n"
         "time.sleep(60)\n"
         "sys.exit(3)\n"
     )
@@ -507,7 +541,7 @@ def test_the_pool_answers_each_call_with_its_own_answer_and_error(
     build_runtime(settings).close()  # the database the query processes open
 
     async def scenario() -> None:
-        pool = _QueryProcessPool(settings, PROCESSES)
+        pool = QueryProcessPool(settings, PROCESSES)
         await pool.start()
         try:
             answers = await asyncio.gather(*(pool.call(pow, n, 2) for n in range(40)))

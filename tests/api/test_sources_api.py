@@ -1,7 +1,7 @@
 """POST /api/v2/sources and POST /api/v2/sources/{id}/feed-source over real HTTP.
 
 Every test runs on SQLite and PostgreSQL through a uvicorn server on loopback. Uploads
-are then carried through the real pipeline (delivery.claim_file + process_file) and
+are then carried through the real pipeline (DeliveryService.claim_file + process_file) and
 read back through the Data API, with decimals parsed exactly.
 """
 
@@ -451,7 +451,7 @@ def test_json_bodies_that_are_not_rows_are_422(
     assert words in error_text(response, 422)
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source_id) == 0
-    assert sorted(runtime.blobs.root.rglob("*.*")) == []
+    assert sorted(runtime.settings.blob_dir.rglob("*.*")) == []
 
 
 def test_multipart_bodies_without_one_file_part_are_422(
@@ -593,7 +593,7 @@ def test_bodies_over_the_limit_are_413_and_nothing_is_kept(
         assert message in error_text(response, 413)
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source_id) == 0
-    assert sorted(runtime.blobs.root.rglob("*.*")) == []
+    assert sorted(runtime.settings.blob_dir.rglob("*.*")) == []
     just_fits = b"n\n" + b"12345678\n" * 110  # 992 bytes
     file_id = queued(feed(client, tenant, source_id, CSV, content=just_fits))
     run_pipeline(runtime)

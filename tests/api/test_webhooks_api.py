@@ -11,7 +11,6 @@ from sqlalchemy import text
 
 from support.factories import Tenant, make_tenant
 from tally.runtime import Runtime
-from tally.services import admin
 from tally.storage import files
 
 NOTIFY = "/api/v2/webhooks/{}/feed-source"
@@ -140,16 +139,12 @@ def test_duplicate_name_and_foreign_folder_are_400_with_errors(
     api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
     other = make_tenant(runtime.engine, ingestion=True)
-    foreign_folder = admin.create_folder(
-        runtime.engine, workspace_id=other.workspace_id, name="theirs"
-    )
+    foreign_folder = runtime.admin.create_folder(workspace_id=other.workspace_id, name="theirs")
     assert register(api, ingestion_tenant, name="taken").status_code == 201
     response = register(api, ingestion_tenant, name="taken", folder_id=foreign_folder)
     assert response.status_code == 400
     assert {e["field"] for e in response.json()["errors"]} == {"name", "folder_id"}
-    own = admin.create_folder(
-        runtime.engine, workspace_id=ingestion_tenant.workspace_id, name="mine"
-    )
+    own = runtime.admin.create_folder(workspace_id=ingestion_tenant.workspace_id, name="mine")
     assert register(api, ingestion_tenant, name="in folder", folder_id=own).status_code == 201
 
 
@@ -176,7 +171,7 @@ def test_every_failed_check_is_the_same_403_before_the_body(
 def test_a_workspace_not_enabled_for_ingestion_is_403(api: httpx.Client, runtime: Runtime) -> None:
     idle = make_tenant(runtime.engine, ingestion=False)
     assert register(api, idle, name="x").status_code == 403
-    admin.enable_ingestion(runtime.engine, idle.workspace_id)
+    runtime.admin.enable_ingestion(idle.workspace_id)
     assert register(api, idle, name="x").status_code == 201
 
 

@@ -17,6 +17,7 @@ import pathlib
 import socket
 import ssl
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -38,10 +39,10 @@ from tally.net.fetch import (
     AddressPolicy,
     Credentials,
     FetchLimits,
-    FetchResult,
     classify_status,
-    download,
+    open_download,
 )
+from tally.storage.blobs import BlobStore
 
 CSV = b"id,amount,currency\n1,10.00,EUR\n2,-3.50,EUR\n"
 BIG = pattern_bytes(300_000)
@@ -107,6 +108,15 @@ def port_of(base_url: str) -> int:
     return int(base_url.rsplit(":", 1)[1])
 
 
+@dataclass(frozen=True)
+class Fetched:
+    path: pathlib.Path
+    bytes: int
+    sha256: str
+    content_type: str | None
+    final_url: str
+
+
 def fetch(
     url: str,
     dest: pathlib.Path,
@@ -115,15 +125,13 @@ def fetch(
     limits: FetchLimits = LIMITS,
     policy: AddressPolicy = LOOPBACK,
     ssl_context: ssl.SSLContext | None = None,
-) -> FetchResult:
-    return download(
-        url,
-        dest,
-        credentials=credentials,
-        limits=limits,
-        policy=policy,
-        ssl_context=ssl_context,
-    )
+) -> Fetched:
+    """Download `url` into `dest` as the worker does: the blob store writes the chunks."""
+    with open_download(
+        url, credentials=credentials, limits=limits, policy=policy, ssl_context=ssl_context
+    ) as download:
+        blob = BlobStore(dest.parent).write(dest, download.chunks)
+    return Fetched(blob.path, blob.size, blob.sha256, download.content_type, download.final_url)
 
 
 def fetch_error(
@@ -187,6 +195,16 @@ def test_chunked_body_without_length_is_hashed(origin: str, tmp_path: pathlib.Pa
     result = fetch(f"{origin}/chunked/250000", tmp_path / "out.bin")
     assert result.bytes == 250_000
     assert result.sha256 == hashlib.sha256(pattern_bytes(250_000)).hexdigest()
+
+
+def test_body_is_handed_on_in_pieces_never_whole(origin: str) -> None:
+    # What keeps a 1 GB download in constant memory: net never holds the whole body.
+    with open_download(
+        f"{origin}/files/big.bin", credentials=None, limits=LIMITS, policy=LOOPBACK
+    ) as download:
+        sizes = [len(chunk) for chunk in download.chunks]
+    assert sum(sizes) == len(BIG)
+    assert max(sizes) < len(BIG)
 
 
 def test_existing_destination_is_replaced(origin: str, tmp_path: pathlib.Path) -> None:

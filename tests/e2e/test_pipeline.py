@@ -470,6 +470,8 @@ def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> 
     assert announced["attempts"] == chunked["attempts"] == 1
     assert announced["rows"] is chunked["rows"] is None
     assert total_count(stack.client, tenant, created["id"]) == 0
+    # Nothing of either download was kept, not even a partial temp file.
+    assert list((stack.runtime.settings.blob_dir / str(created["id"])).rglob("*")) == []
 
 
 # --- 4. the SSRF guard --------------------------------------------------------------------

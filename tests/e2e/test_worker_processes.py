@@ -40,7 +40,6 @@ from support.processes import (
 from support.servers import RequestLog, SeenRequest, file_server_app, serve_app
 from support.waiting import eventually
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.settings import Settings
 from tally.storage import files, resources
 
@@ -159,8 +158,8 @@ def test_serve_builds_the_indexes_of_a_source_loaded_before_it(
     tenant = make_tenant(runtime.engine)
     csv = tmp_path / "ledger.csv"
     csv.write_bytes(ledger(1, 50))
-    loaded = catalogue.create_source_from_file(
-        runtime.engine, workspace_id=tenant.workspace_id, name="loaded", path=csv
+    loaded = runtime.catalogue.create_source_from_file(
+        workspace_id=tenant.workspace_id, name="loaded", path=csv
     )  # what `tally admin load` runs
     assert loaded.resource.indexed_version == 0
     serve = processes.serve(settings, serve_worker=True)

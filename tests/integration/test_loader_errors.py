@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from support.factories import Tenant, read_data, write_file
 from tally.core.errors import LoadError, SchemaMismatchError
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.services.loader.reader import BATCH_ROWS
 from tally.storage import resources
 from tally.storage.resources import Resource
@@ -44,8 +43,8 @@ def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> Load
     path = write_file(content)
     try:
         with pytest.raises(LoadError) as caught:
-            catalogue.create_source_from_file(
-                runtime.engine, workspace_id=tenant.workspace_id, name="bad", path=path
+            runtime.catalogue.create_source_from_file(
+                workspace_id=tenant.workspace_id, name="bad", path=path
             )
     finally:
         path.unlink()
@@ -57,8 +56,8 @@ def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> Load
 def load(runtime: Runtime, tenant: Tenant, content: str) -> Resource:
     path = write_file(content)
     try:
-        return catalogue.create_source_from_file(
-            runtime.engine, workspace_id=tenant.workspace_id, name="good", path=path
+        return runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="good", path=path
         ).resource
     finally:
         path.unlink()
@@ -82,7 +81,7 @@ def append_fails(
     path = write_file(content)
     try:
         with pytest.raises(error) as caught:
-            catalogue.append_file(runtime.engine, resource.id, path)
+            runtime.catalogue.append_file(resource.id, path)
     finally:
         path.unlink()
     with runtime.engine.connect() as conn:
@@ -157,8 +156,8 @@ def test_the_failed_name_stays_free(runtime: Runtime, tenant: Tenant) -> None:
     create_fails(runtime, tenant, "a,a\n1,2\n")
     path = write_file("a,b\n1,2\n")
     try:
-        result = catalogue.create_source_from_file(
-            runtime.engine, workspace_id=tenant.workspace_id, name="bad", path=path
+        result = runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="bad", path=path
         )
     finally:
         path.unlink()

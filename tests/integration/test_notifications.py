@@ -33,14 +33,14 @@ from support.factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
 from support.waiting import eventually
 from tally.core.ids import hash_secret
+from tally.core.notifications import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
-from tally.runtime import Runtime
-from tally.services import delivery, ingestion
-from tally.services.delivery import DeliveryContext
-from tally.services.ingestion import NotificationConfig, WebhookDefinition
-from tally.services.intake import Notification
-from tally.services.notifications import NotificationSender
+from tally.runtime import Runtime, secret_box
+from tally.services.notification_endpoints import NotificationConfig
+from tally.services.notification_intake import Notification
+from tally.services.status_notifications import NotificationSender
+from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
 from tally.storage import notifications, outbox, webhooks
 from tally.storage.notifications import AttemptRecord, DeliveryRecord
@@ -125,14 +125,12 @@ def make_sender(
     policy: AddressPolicy = LOOPBACK_ONLY,
     schedule: tuple[float, ...] = SHORT_SCHEDULE,
     timeout: float = 5.0,
-    worker: str = "w1",
 ) -> NotificationSender:
     return NotificationSender(
         engine=runtime.engine,
-        box=runtime.box,
+        box=secret_box(runtime.settings),
         addresses=policy,
         retry_schedule_seconds=schedule,
-        worker=worker,
         timeout_seconds=timeout,
         lease_seconds=30.0,
     )
@@ -147,8 +145,8 @@ def register(
         name=f"orders {tenant.workspace_id}",
         notification=NotificationConfig(url=url, secret=secret, events=events),
     )
-    return ingestion.register_webhook(
-        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
+    return runtime.webhooks.register(
+        workspace_id=tenant.workspace_id, definition=definition
     ).webhook_id
 
 
@@ -182,21 +180,20 @@ def settle(
 
     def settled() -> bool:
         sender.fan_out()
-        sender.send_one()
+        sender.send_one(worker="w1")
         with engine.connect() as conn:
             events_left = outbox.list_pending(conn, outbox.NOTIFICATION, limit=1)
         found = [d for file_id in file_ids for d in deliveries(engine, file_id)]
-        return not events_left and all(d.status != notifications.PENDING for d in found)
+        return not events_left and all(d.status != DeliveryStatus.PENDING for d in found)
 
     eventually(settled, timeout=within, what="the notifications to settle", interval=0.02)
 
 
 def process_file(runtime: Runtime) -> None:
     """The download worker's job, run once (it queues file.delivered / file.failed)."""
-    ctx = DeliveryContext(runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "loader")
-    file = delivery.claim_file(ctx)
+    file = runtime.delivery.claim_file(worker="loader")
     assert file is not None
-    delivery.process_file(ctx, file)
+    runtime.delivery.process_file(file, worker="loader")
 
 
 def body_of(seen: SeenRequest) -> dict[str, object]:
@@ -462,15 +459,15 @@ def test_two_senders_never_send_the_same_delivery_twice(
 ) -> None:
     webhook_id = register(runtime, f"{base_url}/hooks/busy", secret=receiver.secret)
     file_ids = [accept(runtime, webhook_id) for _ in range(50)]
-    senders = [make_sender(runtime, worker=f"w{n}") for n in (1, 2)]
+    senders = [(make_sender(runtime), f"w{n}") for n in (1, 2)]
     failures: list[BaseException] = []
 
-    def work(sender: NotificationSender) -> None:
+    def work(sender: NotificationSender, worker: str) -> None:
         def all_received() -> bool:
             if len(receiver.hooks("busy")) >= 50:
                 return True
             sender.fan_out()
-            sender.send_one()
+            sender.send_one(worker=worker)
             return False
 
         try:
@@ -478,13 +475,13 @@ def test_two_senders_never_send_the_same_delivery_twice(
         except BaseException as exc:
             failures.append(exc)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in senders]
+    threads = [threading.Thread(target=work, args=pair) for pair in senders]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert failures == []
-    settle(senders[0], runtime.engine, *file_ids)  # nothing left over, nothing re-sent
+    settle(senders[0][0], runtime.engine, *file_ids)  # nothing left over, nothing re-sent
 
     ids = [s.headers["webhook-id"] for s in receiver.hooks("busy")]
     assert len(ids) == 50

@@ -1,7 +1,7 @@
 """The upload flow below HTTP (services/uploads.py), on SQLite and PostgreSQL.
 
 Sources are created, bodies staged into the real blob store, files queued, and then the
-real pipeline runs them (delivery.claim_file + process_file, then the notification
+real pipeline runs them (DeliveryService.claim_file + process_file, then the notification
 sender against a loopback endpoint); rows are read back through the Data API service.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,16 @@ from support.factories import Tenant, make_tenant, read_data, run_pipeline
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, ResourceNotFoundError
-from tally.runtime import Runtime, build_runtime
+from tally.core.files import FileRecord
+from tally.runtime import Runtime, address_policy, build_runtime, secret_box
 from tally.services import uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.services.ingestion import NotificationConfig
-from tally.services.notifications import NotificationSender
+from tally.services.notification_endpoints import NotificationConfig
+from tally.services.sources import SourceDefinition, declared_column
+from tally.services.status_notifications import NotificationSender
+from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
-from tally.storage.files import FileRecord
+from tally.storage.blobs import BlobStore
 from tally.storage.resources import Resource
 
 
@@ -50,23 +52,24 @@ def read_rows(runtime: Runtime, tenant: Tenant, source_id: int) -> list[dict[str
 
 
 def placeholder(runtime: Runtime, tenant: Tenant, name: str = "uploads") -> Resource:
-    return uploads.create_source(
-        runtime.engine,
-        runtime.box,
-        workspace_id=tenant.workspace_id,
-        definition=uploads.SourceDefinition(name),
+    return runtime.sources.create_source(
+        workspace_id=tenant.workspace_id, definition=SourceDefinition(name)
     )
 
 
 def typed(runtime: Runtime, tenant: Tenant, spec: list[tuple[str, ColumnType]]) -> Resource:
     columns = tuple(
-        uploads.declared_column(n, name, kind, scale=None, timezone=kind is ColumnType.TIMESTAMP)
+        declared_column(n, name, kind, scale=None, timezone=kind is ColumnType.TIMESTAMP)
         for n, (name, kind) in enumerate(spec)
     )
-    definition = uploads.SourceDefinition("typed", columns=columns)
-    return uploads.create_source(
-        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
-    )
+    definition = SourceDefinition("typed", columns=columns)
+    return runtime.sources.create_source(workspace_id=tenant.workspace_id, definition=definition)
+
+
+def uploader(runtime: Runtime, max_bytes: int = 10**6) -> UploadService:
+    """The runtime's upload service, with its own file size limit."""
+    blobs = BlobStore(runtime.settings.blob_dir)
+    return UploadService(runtime.engine, blobs, max_file_bytes=max_bytes, deadline_seconds=60)
 
 
 def upload(
@@ -80,23 +83,19 @@ def upload(
     max_bytes: int = 10**6,
 ) -> uploads.AcceptedUpload:
     chunks = [body[i : i + 5] for i in range(0, len(body), 5)]
-    if kind == "json":
-        blob = uploads.stage_json(runtime.blobs, chunks, max_bytes=max_bytes)
-    else:
-        blob = uploads.stage_csv(runtime.blobs, chunks, max_bytes=max_bytes)
-    return uploads.queue_upload(
-        runtime.engine,
+    service = uploader(runtime, max_bytes)
+    staged = service.stage_json(chunks) if kind == "json" else service.stage_csv(chunks)
+    return service.queue_upload(
         workspace_id=tenant.workspace_id,
         source_id=source.id,
-        blob=blob,
+        staged=staged,
         filename=None,
         idempotency_key=key,
-        deadline_seconds=60,
     )
 
 
 def leftovers(runtime: Runtime) -> list[Path]:
-    return sorted(runtime.blobs.root.rglob("*.*"))
+    return sorted(runtime.settings.blob_dir.rglob("*.*"))
 
 
 def test_a_source_without_columns_is_a_placeholder(
@@ -113,16 +112,14 @@ def test_a_typed_source_has_its_declared_columns(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     columns = (
-        uploads.declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
-        uploads.declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
-        uploads.declared_column(2, "at", ColumnType.TIMESTAMP, scale=None, timezone=True),
-        uploads.declared_column(3, "label", ColumnType.TEXT, scale=7, timezone=True),
+        declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
+        declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
+        declared_column(2, "at", ColumnType.TIMESTAMP, scale=None, timezone=True),
+        declared_column(3, "label", ColumnType.TEXT, scale=7, timezone=True),
     )
-    source = uploads.create_source(
-        runtime.engine,
-        runtime.box,
+    source = runtime.sources.create_source(
         workspace_id=ingestion_tenant.workspace_id,
-        definition=uploads.SourceDefinition("typed", columns=columns),
+        definition=SourceDefinition("typed", columns=columns),
     )
     stored = get_source(runtime, source.id)
     assert stored.is_placeholder is False
@@ -144,11 +141,9 @@ def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
         typed(runtime, ingestion_tenant, [("b", ColumnType.TEXT)])
     assert [p.field for p in caught.value.problems] == ["name"]
     with pytest.raises(DefinitionRejectedError) as caught:
-        uploads.create_source(
-            runtime.engine,
-            runtime.box,
+        runtime.sources.create_source(
             workspace_id=ingestion_tenant.workspace_id,
-            definition=uploads.SourceDefinition("dup", folder_id=999_999),
+            definition=SourceDefinition("dup", folder_id=999_999),
         )
     assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
 
@@ -157,18 +152,16 @@ def test_the_notification_endpoint_is_stored_with_the_source(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
-    source = uploads.create_source(
-        runtime.engine,
-        runtime.box,
+    source = runtime.sources.create_source(
         workspace_id=ingestion_tenant.workspace_id,
-        definition=uploads.SourceDefinition("notified", notification=config),
+        definition=SourceDefinition("notified", notification=config),
     )
     with runtime.engine.connect() as conn:
         [endpoint] = webhooks.list_active_endpoints(conn, source.id)
     assert endpoint.url == "https://hooks.example/x"
     assert endpoint.events == ("file.failed",)
     assert endpoint.secret_encrypted is not None
-    assert runtime.box.open(endpoint.secret_encrypted) == "whsec_abc"
+    assert secret_box(runtime.settings).open(endpoint.secret_encrypted) == "whsec_abc"
 
 
 def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
@@ -305,8 +298,7 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: 
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)
     assert [r["a"] for r in read_rows(runtime, ingestion_tenant, source.id)] == [1, 3]
-    assert uploads.find_earlier_upload(
-        runtime.engine,
+    assert runtime.uploads.find_earlier_upload(
         workspace_id=ingestion_tenant.workspace_id,
         source_id=source.id,
         idempotency_key="k-1",
@@ -334,34 +326,26 @@ def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, ingestion_tenant
 def test_too_large_a_body_is_refused_and_nothing_kept(
     runtime: Runtime, kind: str, body: bytes, message: str
 ) -> None:
-    stage = uploads.stage_json if kind == "json" else uploads.stage_csv
+    service = uploader(runtime, max_bytes=100)
+    stage = service.stage_json if kind == "json" else service.stage_csv
     with pytest.raises(uploads.UploadTooLargeError) as caught:
-        stage(runtime.blobs, [body[i : i + 10] for i in range(0, len(body), 10)], max_bytes=100)
+        stage([body[i : i + 10] for i in range(0, len(body), 10)])
     assert message in caught.value.message
     assert leftovers(runtime) == []
 
 
 @pytest.mark.parametrize(
-    ("stage", "body"),
-    [(uploads.stage_json, b'[{"a": 1}, 2]'), (uploads.stage_json, b"[]"), (uploads.stage_csv, b"")],
+    ("kind", "body"),
+    [("json", b'[{"a": 1}, 2]'), ("json", b"[]"), ("csv", b"")],
 )
 def test_an_unreadable_body_is_refused_and_nothing_kept(
-    runtime: Runtime, stage: Any, body: bytes
+    runtime: Runtime, kind: str, body: bytes
 ) -> None:
+    service = uploader(runtime, max_bytes=1000)
+    stage = service.stage_json if kind == "json" else service.stage_csv
     with pytest.raises(uploads.InvalidUploadError):
-        stage(runtime.blobs, [body], max_bytes=1000)
+        stage([body])
     assert leftovers(runtime) == []
-
-
-def test_multipart_streams_the_file_part_and_keeps_its_name(runtime: Runtime) -> None:
-    body = (
-        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="ledger.csv"\r\n'
-        b"Content-Type: text/csv\r\n\r\nid,v\r\n1,--XyZ-not-a-boundary\r\n\r\n--XyZ--\r\n"
-    )
-    pieces: Iterable[bytes] = [body[i : i + 3] for i in range(0, len(body), 3)]
-    blob, filename = uploads.stage_multipart(runtime.blobs, pieces, boundary=b"XyZ", max_bytes=1000)
-    assert filename == "ledger.csv"
-    assert blob.path.read_bytes() == b"id,v\r\n1,--XyZ-not-a-boundary\r\n"
 
 
 def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
@@ -369,21 +353,18 @@ def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
 ) -> None:
     stranger = make_tenant(runtime.engine, ingestion=True)
     source = placeholder(runtime, stranger)
-    blob = uploads.stage_csv(runtime.blobs, [b"a\n1\n"], max_bytes=100)
+    staged = runtime.uploads.stage_csv([b"a\n1\n"])
     with pytest.raises(ResourceNotFoundError):
-        uploads.queue_upload(
-            runtime.engine,
+        runtime.uploads.queue_upload(
             workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
-            blob=blob,
+            staged=staged,
             filename=None,
             idempotency_key=None,
-            deadline_seconds=60,
         )
     assert leftovers(runtime) == []
     with pytest.raises(ResourceNotFoundError):
-        uploads.find_earlier_upload(
-            runtime.engine,
+        runtime.uploads.find_earlier_upload(
             workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
             idempotency_key=None,
@@ -408,24 +389,21 @@ def test_uploads_send_the_same_status_notifications(
         tenant = make_tenant(runtime.engine, ingestion=True)
         with serve_app(_receiver(log)) as url:
             config = NotificationConfig(f"{url}/hook", None, None)
-            source = uploads.create_source(
-                runtime.engine,
-                runtime.box,
+            source = runtime.sources.create_source(
                 workspace_id=tenant.workspace_id,
-                definition=uploads.SourceDefinition("notified", notification=config),
+                definition=SourceDefinition("notified", notification=config),
             )
             accepted = upload(runtime, tenant, source, b'[{"n": 1}]', kind="json")
             run_pipeline(runtime)
             sender = NotificationSender(
                 engine=runtime.engine,
-                box=runtime.box,
-                addresses=runtime.delivery.addresses,
+                box=secret_box(runtime.settings),
+                addresses=address_policy(runtime.settings),
                 retry_schedule_seconds=(1.0,),
-                worker="test-worker",
                 timeout_seconds=5,
                 lease_seconds=30,
             )
-            while sender.fan_out() or sender.send_one():
+            while sender.fan_out() or sender.send_one(worker="test-worker"):
                 pass
     finally:
         runtime.close()

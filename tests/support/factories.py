@@ -20,7 +20,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tally.runtime import Runtime
-from tally.services import admin, catalogue, delivery
+from tally.services.admin import AdminService
+from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
@@ -67,13 +68,12 @@ def make_tenant(
     engine: Engine, *, ingestion: bool = False, allowed_origins: list[str] | None = None
 ) -> Tenant:
     n = next(_numbers)
-    account = admin.create_account(
-        engine, name=f"account {n}", allowed_origins=allowed_origins or []
-    )
+    admin = AdminService(engine)
+    account = admin.create_account(name=f"account {n}", allowed_origins=allowed_origins or [])
     workspace = admin.create_workspace(
-        engine, account_id=account.id, name=f"workspace {n}", ingestion_enabled=ingestion
+        account_id=account.id, name=f"workspace {n}", ingestion_enabled=ingestion
     )
-    return Tenant(account.id, workspace.id, admin.create_api_key(engine, workspace.id).key)
+    return Tenant(account.id, workspace.id, admin.create_api_key(workspace.id).key)
 
 
 def write_file(content: str | bytes, suffix: str = ".csv") -> Path:
@@ -87,31 +87,27 @@ def make_source(
     engine: Engine, tenant: Tenant, content: str | bytes, name: str | None = None
 ) -> Resource:
     """A source loaded from CSV text (or raw bytes: gzip, Latin-1, ...)."""
-    path = write_file(content)
+    path, catalogue = write_file(content), SourceCatalogue(engine)
     try:
         result = catalogue.create_source_from_file(
-            engine,
             workspace_id=tenant.workspace_id,
             name=name or f"source {next(_numbers)}",
             path=path,
         )
     finally:
         path.unlink()
-    catalogue.finish_resource(engine, result.resource.id)  # as a worker does after a load
+    catalogue.finish_resource(result.resource.id)  # as a worker does after a load
     return result.resource
 
 
 def run_pipeline(runtime: Runtime) -> int:
     """Claim and process files until none is due, in this process, as a worker does; how
     many were processed."""
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "test-worker"
-    )
     for step in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
+        file = runtime.delivery.claim_file(worker="test-worker")
         if file is None:
             return step
-        delivery.process_file(ctx, file)
+        runtime.delivery.process_file(file, worker="test-worker")
     raise AssertionError("the queue never emptied")
 
 

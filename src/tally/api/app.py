@@ -13,7 +13,7 @@ from tally.api import health
 from tally.api.compression import NegotiatedGZipMiddleware
 from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers, v2_errors
-from tally.api.query_runner import query_runner_for
+from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
 from tally.api.v2.bodies import InvalidBodyError
