@@ -1,22 +1,25 @@
-"""Fixtures shared by every test level: both backends, real servers, fresh databases.
+"""Fixtures shared by every test level: both backends, real servers, fresh databases,
+and the tenants and the ledger most API and integration tests start from.
 
 Each test that takes `runtime` runs twice, on SQLite and on PostgreSQL (a throwaway
 server started once per session from the installed binaries). Each test gets its own
 database, copied from a template migrated once. TALLY_TEST_BACKENDS=sqlite narrows
 a local run; CI runs both.
+
+Only fixtures live here: the functions and constants tests import are in tests/support/
+(no test imports conftest).
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from support.databases import BACKENDS, make_settings
+from support.factories import LEDGER_CSV, Tenant, make_source, make_tenant
 from support.pg import PostgresServer, create_database, start_postgres
 from support.servers import serve_app
 from tally.api.app import create_app
@@ -24,9 +27,7 @@ from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 from tally.storage.engine import create_database_engine
 from tally.storage.migrate import upgrade_database
-
-BACKENDS = [b for b in os.environ.get("TALLY_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
-_database_numbers = itertools.count(1)
+from tally.storage.resources import Resource
 
 
 @pytest.fixture(scope="session")
@@ -59,26 +60,6 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def make_settings(
-    request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
-) -> Settings:
-    """Settings on a fresh database of the given backend."""
-    url = None
-    if backend == "postgresql":
-        server = request.getfixturevalue("postgres_server")
-        template = request.getfixturevalue("postgres_template")
-        url = create_database(server, f"t{os.getpid()}_{next(_database_numbers)}", template)
-    else:
-        home.mkdir(parents=True, exist_ok=True)
-        shutil.copy(request.getfixturevalue("sqlite_template"), home / "tally.db")
-    # Queries run in the API process's threads: a pool of query processes per test app
-    # would spawn two processes per test. tests/api/test_query_processes.py runs the
-    # pool (the production default), and so do the README e2e test's `tally serve --demo`
-    # and tests/e2e/test_worker_processes.py's killed-server test.
-    overrides.setdefault("query_processes", 0)
-    return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
     return make_settings(request, backend, tmp_path / "home")
@@ -109,3 +90,21 @@ def api(runtime: Runtime) -> Iterator[httpx.Client]:
         httpx.Client(base_url=url, timeout=30) as client,
     ):
         yield client
+
+
+@pytest.fixture
+def tenant(runtime: Runtime) -> Tenant:
+    """An account with one workspace and an API key; ingestion (API v2) off."""
+    return make_tenant(runtime.engine)
+
+
+@pytest.fixture
+def ingestion_tenant(runtime: Runtime) -> Tenant:
+    """Like `tenant`, with ingestion enabled: the ingestion API (v2) answers its key."""
+    return make_tenant(runtime.engine, ingestion=True)
+
+
+@pytest.fixture
+def ledger(runtime: Runtime, tenant: Tenant) -> Resource:
+    """The tenant's source loaded from `LEDGER_CSV`."""
+    return make_source(runtime.engine, tenant, LEDGER_CSV)

@@ -1,6 +1,9 @@
-"""The composition root: builds the engine and services from Settings, once per process.
+"""The composition root: builds the engine and every service from Settings, once per
+process (procrastinate's `App(connector=...)`).
 
-Entry points (api, cli, worker) reach storage only through what is wired here.
+Entry points (api, cli, worker) get their services here; they never import storage, net
+or sqlalchemy (import-linter's contract in pyproject.toml). `engine` stays visible for
+the query processes' wiring and for tests that look at stored rows.
 """
 
 from __future__ import annotations
@@ -15,24 +18,38 @@ from sqlalchemy import Engine
 
 from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, FetchLimits
+from tally.services.admin import AdminService
+from tally.services.authentication import AuthenticationService
+from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataQueryService
-from tally.services.delivery import DeliveryPolicy
-from tally.services.intake import NotificationIntake
+from tally.services.delivery import DeliveryPolicy, DeliveryService
+from tally.services.files import FileService
+from tally.services.notification_intake import NotificationIntake
+from tally.services.sources import SourceService
+from tally.services.status_notifications import NotificationSender
+from tally.services.uploads import UploadService
+from tally.services.webhooks import WebhookService
 from tally.settings import Settings
 from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
 from tally.storage.migrate import upgrade_database
 
 
-@dataclass
+@dataclass(frozen=True)
 class Runtime:
     settings: Settings
     engine: Engine
+    admin: AdminService
+    authentication: AuthenticationService
+    catalogue: SourceCatalogue
     data_query: DataQueryService
-    box: SecretBox
-    blobs: BlobStore
-    delivery: DeliveryPolicy
+    delivery: DeliveryService
+    files: FileService
     intake: NotificationIntake
+    notifications: NotificationSender
+    sources: SourceService
+    uploads: UploadService
+    webhooks: WebhookService
 
     @property
     def backend_name(self) -> str:
@@ -51,17 +68,36 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     )
     if migrate:
         upgrade_database(engine)
-    data_query = _data_query_service(settings, engine)
-    box = SecretBox(_secret_key(settings))
-    intake = NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds)
+    box = secret_box(settings)
+    blobs = BlobStore(settings.blob_dir)
+    catalogue = SourceCatalogue(engine)
+    policy = delivery_policy(settings)
     return Runtime(
-        settings,
-        engine,
-        data_query,
-        box,
-        BlobStore(settings.blob_dir),
-        delivery_policy(settings),
-        intake,
+        settings=settings,
+        engine=engine,
+        admin=AdminService(engine),
+        authentication=AuthenticationService(engine),
+        catalogue=catalogue,
+        data_query=_data_query_service(settings, engine),
+        delivery=DeliveryService(engine, box, blobs, policy, catalogue),
+        files=FileService(engine),
+        intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
+        notifications=NotificationSender(
+            engine=engine,
+            box=box,
+            addresses=policy.addresses,
+            retry_schedule_seconds=settings.retry_schedule(),
+            timeout_seconds=settings.notification_timeout_seconds,
+            lease_seconds=policy.lease_seconds,
+        ),
+        sources=SourceService(engine, box),
+        uploads=UploadService(
+            engine,
+            blobs,
+            max_file_bytes=settings.max_file_bytes,
+            deadline_seconds=settings.delivery_deadline_seconds,
+        ),
+        webhooks=WebhookService(engine, box),
     )
 
 
@@ -89,17 +125,18 @@ def _data_query_service(settings: Settings, engine: Engine) -> DataQueryService:
     )
 
 
-def _secret_key(settings: Settings) -> bytes:
-    """TALLY_SECRET_KEY, else a key generated once into TALLY_HOME (single machine)."""
+def secret_box(settings: Settings) -> SecretBox:
+    """Seals and opens stored secrets with TALLY_SECRET_KEY, else a key generated once
+    into TALLY_HOME (single machine)."""
     if settings.secret_key is not None:
-        return settings.secret_key.get_secret_value().encode()
+        return SecretBox(settings.secret_key.get_secret_value().encode())
     path: Path = settings.secret_key_path
     if not path.exists():
         key = SecretBox.new_key()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(key)
-    return path.read_bytes().strip()
+    return SecretBox(path.read_bytes().strip())
 
 
 def address_policy(settings: Settings) -> AddressPolicy:

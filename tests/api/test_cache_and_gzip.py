@@ -15,34 +15,22 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
-from factories import Tenant, make_source, make_tenant, write_file
+from support.data_api import Params, get_data, ok_body
+from support.factories import Tenant, make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.compression import GZIP_WBITS
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.storage.resources import Resource
 
-Params = list[tuple[str, str]]
 CSV = "id,memo\n1,alpha\n2,beta\n3,alpha\n"
 ROW1, ROW2, ROW3 = {"id": 1, "memo": "alpha"}, {"id": 2, "memo": "beta"}, {"id": 3, "memo": "alpha"}
 
 
-def get(
-    api: httpx.Client, tenant: Tenant, resource_id: int, params: Params | None = None
-) -> httpx.Response:
-    url = f"/api/v1/resources/{resource_id}/data"
-    return api.get(url, params=tuple(params or []), headers=tenant.headers)
-
-
-def body(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    parsed: dict[str, Any] = response.json()
-    return parsed
-
-
 def ids(response: httpx.Response) -> list[int]:
-    return [row["id"] for row in body(response)["data"]]
+    return [row["id"] for row in ok_body(response)["data"]]
 
 
 def write_behind_tallys_back(runtime: Runtime, source: Resource, *rows: tuple[int, str]) -> None:
@@ -53,11 +41,6 @@ def write_behind_tallys_back(runtime: Runtime, source: Resource, *rows: tuple[in
                 text(f"INSERT INTO {source.table_name} (c0, c1) VALUES (:id, :memo)"),
                 {"id": row_id, "memo": memo},
             )
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 @pytest.fixture
@@ -72,24 +55,26 @@ def test_identical_request_is_served_from_the_cache(
     api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
 ) -> None:
     params = [("memo", "alpha")]
-    first = get(api, tenant, source.id, params)
+    first = get_data(api, tenant, source.id, params)
     assert ids(first) == [1, 3]
     write_behind_tallys_back(runtime, source, (4, "alpha"))
-    assert get(api, tenant, source.id, params).content == first.content
+    assert get_data(api, tenant, source.id, params).content == first.content
     # The row is there: a request that is not cached yet sees it.
-    assert ids(get(api, tenant, source.id, [*params, ("page_size", "50")])) == [1, 3, 4]
+    assert ids(get_data(api, tenant, source.id, [*params, ("page_size", "50")])) == [1, 3, 4]
 
 
 def test_filter_order_in_the_url_hits_the_same_cache_entry(
     api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
 ) -> None:
     params = [("memo__in", "alpha,beta"), ("id__gte", "2"), ("ordering", "-id")]
-    first = get(api, tenant, source.id, params)
+    first = get_data(api, tenant, source.id, params)
     assert ids(first) == [3, 2]
     write_behind_tallys_back(runtime, source, (4, "beta"))
-    assert get(api, tenant, source.id, params[::-1]).content == first.content
-    assert get(api, tenant, source.id, [params[1], params[2], params[0]]).content == first.content
-    assert ids(get(api, tenant, source.id, [*params, ("page_size", "50")])) == [4, 3, 2]
+    assert get_data(api, tenant, source.id, params[::-1]).content == first.content
+    assert (
+        get_data(api, tenant, source.id, [params[1], params[2], params[0]]).content == first.content
+    )
+    assert ids(get_data(api, tenant, source.id, [*params, ("page_size", "50")])) == [4, 3, 2]
 
 
 def test_cache_key_tells_every_parameter_apart(
@@ -126,7 +111,10 @@ def test_cache_key_tells_every_parameter_apart(
         "in": [ROW1, ROW2],
     }
     for _ in range(2):  # the second round is answered from the cache
-        found = {name: body(get(api, tenant, source.id, p))["data"] for name, p in requests.items()}
+        found = {
+            name: ok_body(get_data(api, tenant, source.id, p))["data"]
+            for name, p in requests.items()
+        }
         assert found == expected
 
 
@@ -134,14 +122,14 @@ def test_new_load_is_visible_at_once(
     api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
 ) -> None:
     params = [("memo", "alpha")]
-    assert body(get(api, tenant, source.id, params))["meta"]["total_count"] == 2
-    assert body(get(api, tenant, source.id))["meta"]["total_count"] == 3
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
-    after = body(get(api, tenant, source.id, params))
+    assert ok_body(get_data(api, tenant, source.id, params))["meta"]["total_count"] == 2
+    assert ok_body(get_data(api, tenant, source.id))["meta"]["total_count"] == 3
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,gamma\n"))
+    after = ok_body(get_data(api, tenant, source.id, params))
     assert [row["id"] for row in after["data"]] == [1, 3, 4]
     assert after["meta"]["total_count"] == 3
-    assert ids(get(api, tenant, source.id)) == [1, 2, 3, 4, 5]
-    assert body(get(api, tenant, source.id))["meta"]["total_count"] == 5
+    assert ids(get_data(api, tenant, source.id)) == [1, 2, 3, 4, 5]
+    assert ok_body(get_data(api, tenant, source.id))["meta"]["total_count"] == 5
 
 
 def test_count_memo_is_exact_after_a_new_load(
@@ -149,11 +137,11 @@ def test_count_memo_is_exact_after_a_new_load(
 ) -> None:
     def meta(page: int) -> dict[str, Any]:
         params = [("memo", "alpha"), ("page_size", "1"), ("page", str(page))]
-        result: dict[str, Any] = body(get(api, tenant, source.id, params))["meta"]
+        result: dict[str, Any] = ok_body(get_data(api, tenant, source.id, params))["meta"]
         return result
 
     assert (meta(1)["total_count"], meta(2)["total_count"]) == (2, 2)  # second: memo hit
-    catalogue.append_file(runtime.engine, source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
+    runtime.catalogue.append_file(source.id, write_file("id,memo\n4,alpha\n5,alpha\n"))
     assert meta(2) == {
         "page": 2,
         "page_size": 1,
@@ -169,8 +157,8 @@ def test_cached_answer_never_crosses_workspaces(
     api: httpx.Client, runtime: Runtime, tenant: Tenant, source: Resource
 ) -> None:
     other = make_tenant(runtime.engine)
-    assert ids(get(api, tenant, source.id)) == [1, 2, 3]  # cached for the owner
-    stolen = get(api, other, source.id)
+    assert ids(get_data(api, tenant, source.id)) == [1, 2, 3]  # cached for the owner
+    stolen = get_data(api, other, source.id)
     assert (stolen.status_code, stolen.json()) == (
         403,
         {"detail": "Resource does not belong to the specified workspace"},
@@ -201,9 +189,9 @@ def test_cache_can_be_switched_off(uncached_api: tuple[Runtime, httpx.Client]) -
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
     params = [("memo", "alpha"), ("ordering", "-id")]
-    assert ids(get(api, tenant, source.id, params)) == [3, 1]
+    assert ids(get_data(api, tenant, source.id, params)) == [3, 1]
     write_behind_tallys_back(runtime, source, (4, "alpha"))
-    assert ids(get(api, tenant, source.id, params)) == [4, 3, 1]
+    assert ids(get_data(api, tenant, source.id, params)) == [4, 3, 1]
 
 
 # --- gzip ----------------------------------------------------------------------------------
@@ -266,6 +254,23 @@ def test_small_responses_are_not_compressed(
     assert json.loads(wire) == {
         "detail": "Filter field 'nope' is not a valid column for this resource."
     }
+
+
+def test_data_bodies_are_gzipped_at_the_configured_level(runtime: Runtime, tenant: Tenant) -> None:
+    """TALLY_GZIP_LEVEL reaches the Data API's own compressor, not only the middleware."""
+    source = big_source(runtime, tenant)
+    url = f"/api/v1/resources/{source.id}/data"
+    at_level_9 = runtime.settings.model_copy(update={"gzip_level": 9})
+    with (
+        serve_app(create_app(at_level_9, runtime)) as served,
+        httpx.Client(base_url=served) as api,
+    ):
+        _plain, plain_bytes = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "identity"})
+        zipped, wire = raw_get(api, url, {**tenant.headers, "Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert gzip.decompress(wire) == plain_bytes
+    assert wire == zlib_ng.compress(plain_bytes, 9, wbits=GZIP_WBITS)
+    assert len(wire) < len(zlib_ng.compress(plain_bytes, 1, wbits=GZIP_WBITS))
 
 
 @pytest.mark.parametrize(

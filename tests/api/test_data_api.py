@@ -13,25 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from factories import Tenant, make_source, make_tenant
+from support.data_api import Params, get_data, ok_body
+from support.factories import LEDGER_COLUMNS, Tenant, make_source
 from tally.runtime import Runtime
 from tally.storage.resources import Resource
 
-Params = list[tuple[str, str]]
-
-# Insertion order is the file order; `id` is only a label. Ties: amount 10.00 (rows 1
-# and 4), memo 'alpha' (rows 1 and 6). Missing: amount row 5, txn_date row 3,
-# posted_at row 4, flag row 4, memo row 3.
-LEDGER_CSV = (
-    "id,amount,txn_date,posted_at,flag,memo,bank.amount,Amount\n"
-    "1,10.00,2024-01-05,2024-01-05T10:00:00Z,true,alpha,1,100\n"
-    "2,10.01,2024-01-06,2024-01-06T11:30:00Z,false,beta,2,200\n"
-    "3,-5.50,,2024-01-07T09:00:00Z,true,,3,300\n"
-    "4,10.00,2024-02-01,,,gamma,4,400\n"
-    "5,,2024-02-15,2024-02-15T23:59:59Z,false,delta,5,500\n"
-    "6,20.25,2024-03-01,2024-03-01T00:00:00Z,true,alpha,6,600\n"
-)
-LEDGER_COLUMNS = ["id", "amount", "txn_date", "posted_at", "flag", "memo", "bank.amount", "Amount"]
 # Shuffled labels, so that "insertion order" can never be confused with "sorted by n".
 SHUFFLED = [17, 3, 22, 9, 1, 14, 6, 20, 11, 2, 19, 8, 15, 4, 21, 12, 7, 18, 5, 13, 10, 16, 23]
 
@@ -40,31 +26,8 @@ def numbered_csv(values: list[int], column: str = "n") -> str:
     return column + "\n" + "".join(f"{v}\n" for v in values)
 
 
-def read(
-    api: httpx.Client, tenant: Tenant, resource_id: int, params: Params | None = None
-) -> httpx.Response:
-    url = f"/api/v1/resources/{resource_id}/data"
-    return api.get(url, params=tuple(params or []), headers=tenant.headers)
-
-
-def ok_body(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = json.loads(response.content, parse_float=Decimal)
-    return body
-
-
 def labels(response: httpx.Response, key: str = "id") -> list[Any]:
     return [row[key] for row in ok_body(response)["data"]]
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
-
-
-@pytest.fixture
-def ledger(runtime: Runtime, tenant: Tenant) -> Resource:
-    return make_source(runtime.engine, tenant, LEDGER_CSV)
 
 
 # --- envelope ------------------------------------------------------------------------------
@@ -73,7 +36,7 @@ def ledger(runtime: Runtime, tenant: Tenant) -> Resource:
 def test_envelope_has_exactly_data_and_meta(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    body = ok_body(read(api, tenant, ledger.id))
+    body = ok_body(get_data(api, tenant, ledger.id))
     assert list(body) == ["data", "meta"]
     assert body["meta"] == {
         "page": 1,
@@ -101,7 +64,7 @@ def test_envelope_has_exactly_data_and_meta(
 
 def test_decimals_keep_exact_digits(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> None:
     source = make_source(runtime.engine, tenant, "amount\n12345678901234567.89\n-0.05\n10.50\n")
-    response = read(api, tenant, source.id)
+    response = get_data(api, tenant, source.id)
     assert labels(response, "amount") == [
         Decimal("12345678901234567.89"),
         Decimal("-0.05"),
@@ -114,7 +77,7 @@ def test_decimals_keep_exact_digits(api: httpx.Client, runtime: Runtime, tenant:
 def test_nothing_matching_gives_empty_data(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    body = ok_body(read(api, tenant, ledger.id, [("id", "999")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("id", "999")]))
     assert body == {
         "data": [],
         "meta": {
@@ -130,7 +93,7 @@ def test_nothing_matching_gives_empty_data(
 def test_page_beyond_the_end_is_empty_with_the_true_total(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    body = ok_body(read(api, tenant, ledger.id, [("page", "5"), ("page_size", "4")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("page", "5"), ("page_size", "4")]))
     assert body == {
         "data": [],
         "meta": {
@@ -142,7 +105,7 @@ def test_page_beyond_the_end_is_empty_with_the_true_total(
         },
     }
     huge = "9" * 30  # an offset far beyond any 64-bit integer
-    body = ok_body(read(api, tenant, ledger.id, [("page", huge), ("page_size", "10000")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("page", huge), ("page_size", "10000")]))
     assert body["data"] == []
     assert body["meta"]["page"] == int(huge)
     assert body["meta"]["total_count"] == 6
@@ -151,7 +114,7 @@ def test_page_beyond_the_end_is_empty_with_the_true_total(
 def test_total_pages_is_rounded_up(api: httpx.Client, tenant: Tenant, ledger: Resource) -> None:
     found = {}
     for page_size in (1, 4, 5, 6, 7, 10000):
-        meta = ok_body(read(api, tenant, ledger.id, [("page_size", str(page_size))]))["meta"]
+        meta = ok_body(get_data(api, tenant, ledger.id, [("page_size", str(page_size))]))["meta"]
         found[page_size] = (meta["total_pages"], meta["returned_count"])
     assert found == {1: (6, 1), 4: (2, 4), 5: (2, 5), 6: (1, 6), 7: (1, 6), 10000: (1, 6)}
 
@@ -160,7 +123,7 @@ def test_total_count_counts_filtered_rows_across_pages(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
     params = [("flag", "true"), ("page_size", "2"), ("page", "2")]
-    body = ok_body(read(api, tenant, ledger.id, params))
+    body = ok_body(get_data(api, tenant, ledger.id, params))
     assert [row["id"] for row in body["data"]] == [6]
     assert body["meta"] == {
         "page": 2,
@@ -179,7 +142,7 @@ def test_page_n_skips_n_minus_one_pages(
 ) -> None:
     pages = {
         (page, size): labels(
-            read(api, tenant, ledger.id, [("page", str(page)), ("page_size", str(size))])
+            get_data(api, tenant, ledger.id, [("page", str(page)), ("page_size", str(size))])
         )
         for page, size in [(1, 2), (2, 2), (3, 2), (2, 4), (2, 5), (6, 1), (7, 1)]
     }
@@ -196,7 +159,7 @@ def test_page_n_skips_n_minus_one_pages(
 
 def test_default_page_size_is_1000(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> None:
     source = make_source(runtime.engine, tenant, numbered_csv(list(range(1, 1002))))
-    first = ok_body(read(api, tenant, source.id))
+    first = ok_body(get_data(api, tenant, source.id))
     assert first["meta"] == {
         "page": 1,
         "page_size": 1000,
@@ -205,7 +168,7 @@ def test_default_page_size_is_1000(api: httpx.Client, runtime: Runtime, tenant: 
         "total_pages": 2,
     }
     assert [row["n"] for row in first["data"]] == list(range(1, 1001))
-    assert labels(read(api, tenant, source.id, [("page", "2")]), "n") == [1001]
+    assert labels(get_data(api, tenant, source.id, [("page", "2")]), "n") == [1001]
 
 
 def test_page_size_above_10000_is_capped_silently(
@@ -213,7 +176,7 @@ def test_page_size_above_10000_is_capped_silently(
 ) -> None:
     source = make_source(runtime.engine, tenant, numbered_csv(list(range(1, 10006))))
     for page_size in ("10001", "50000", "9223372036854775807"):
-        first = ok_body(read(api, tenant, source.id, [("page_size", page_size)]))
+        first = ok_body(get_data(api, tenant, source.id, [("page_size", page_size)]))
         assert first["meta"] == {
             "page": 1,
             "page_size": 10000,
@@ -223,7 +186,7 @@ def test_page_size_above_10000_is_capped_silently(
         }, page_size
         assert first["data"][-1] == {"n": 10000}
         # The offset of page 2 uses the capped size too.
-        second = read(api, tenant, source.id, [("page", "2"), ("page_size", page_size)])
+        second = get_data(api, tenant, source.id, [("page", "2"), ("page_size", page_size)])
         assert labels(second, "n") == [10001, 10002, 10003, 10004, 10005]
 
 
@@ -234,7 +197,7 @@ def test_unordered_paging_returns_every_row_once_in_insertion_order(
     seen: list[int] = []
     page = 1
     while True:
-        body = ok_body(read(api, tenant, source.id, [("page", str(page)), ("page_size", "5")]))
+        body = ok_body(get_data(api, tenant, source.id, [("page", str(page)), ("page_size", "5")]))
         seen += [row["n"] for row in body["data"]]
         if body["meta"]["returned_count"] < body["meta"]["page_size"]:
             break
@@ -247,8 +210,8 @@ def test_without_ordering_rows_come_in_insertion_order(
     api: httpx.Client, runtime: Runtime, tenant: Tenant
 ) -> None:
     source = make_source(runtime.engine, tenant, numbered_csv(SHUFFLED))
-    assert labels(read(api, tenant, source.id), "n") == SHUFFLED
-    assert labels(read(api, tenant, source.id, [("n__gte", "15")]), "n") == [
+    assert labels(get_data(api, tenant, source.id), "n") == SHUFFLED
+    assert labels(get_data(api, tenant, source.id, [("n__gte", "15")]), "n") == [
         v for v in SHUFFLED if v >= 15
     ]
 
@@ -259,7 +222,7 @@ def test_without_ordering_rows_come_in_insertion_order(
 def test_fields_selects_columns_in_the_requested_order(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    body = ok_body(read(api, tenant, ledger.id, [("fields", "memo,Amount,id")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("fields", "memo,Amount,id")]))
     assert [list(row) for row in body["data"]] == [["memo", "Amount", "id"]] * 6
     assert body["data"][0] == {"memo": "alpha", "Amount": 100, "id": 1}
 
@@ -267,9 +230,9 @@ def test_fields_selects_columns_in_the_requested_order(
 def test_fields_accept_dotted_and_case_sensitive_names(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    body = ok_body(read(api, tenant, ledger.id, [("fields", "bank.amount,amount")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("fields", "bank.amount,amount")]))
     assert body["data"][1] == {"bank.amount": 2, "amount": Decimal("10.01")}
-    body = ok_body(read(api, tenant, ledger.id, [("fields", "Amount")]))
+    body = ok_body(get_data(api, tenant, ledger.id, [("fields", "Amount")]))
     assert body["data"][1] == {"Amount": 200}
 
 
@@ -277,7 +240,7 @@ def test_fields_combine_with_filters_and_ordering_on_other_columns(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
     params = [("fields", "memo"), ("flag", "true"), ("ordering", "-amount")]
-    body = ok_body(read(api, tenant, ledger.id, params))
+    body = ok_body(get_data(api, tenant, ledger.id, params))
     assert body["data"] == [{"memo": "alpha"}, {"memo": "alpha"}, {"memo": None}]
     assert body["meta"]["total_count"] == 3
 
@@ -308,7 +271,9 @@ ORDERINGS = {
 def test_ordering_sorts_with_ties_and_missing_values_placed(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    found = {key: labels(read(api, tenant, ledger.id, [("ordering", key)])) for key in ORDERINGS}
+    found = {
+        key: labels(get_data(api, tenant, ledger.id, [("ordering", key)])) for key in ORDERINGS
+    }
     assert found == ORDERINGS
 
 
@@ -319,8 +284,8 @@ def test_ordering_ties_break_on_insertion_order_not_on_values(
     source = make_source(runtime.engine, tenant, csv)
     a_rows = [v for v in SHUFFLED if v % 2 == 0]
     b_rows = [v for v in SHUFFLED if v % 2 == 1]
-    assert labels(read(api, tenant, source.id, [("ordering", "group")]), "n") == a_rows + b_rows
-    descending = read(api, tenant, source.id, [("ordering", "-group")])
+    assert labels(get_data(api, tenant, source.id, [("ordering", "group")]), "n") == a_rows + b_rows
+    descending = get_data(api, tenant, source.id, [("ordering", "-group")])
     assert labels(descending, "n") == b_rows[::-1] + a_rows[::-1]
 
 
@@ -329,11 +294,11 @@ def test_ordered_paging_is_consistent_across_pages(
 ) -> None:
     csv = "group,n\n" + "".join(f"{v % 3},{v}\n" for v in SHUFFLED)
     source = make_source(runtime.engine, tenant, csv)
-    whole = labels(read(api, tenant, source.id, [("ordering", "-group")]), "n")
+    whole = labels(get_data(api, tenant, source.id, [("ordering", "-group")]), "n")
     paged: list[int] = []
     for page in range(1, 6):
         params = [("ordering", "-group"), ("page", str(page)), ("page_size", "5")]
-        paged += labels(read(api, tenant, source.id, params), "n")
+        paged += labels(get_data(api, tenant, source.id, params), "n")
     assert paged == whole
     assert sorted(paged) == sorted(SHUFFLED)
 
@@ -352,7 +317,7 @@ def test_text_and_names_with_quotes_backslashes_newlines_and_emoji_round_trip(
     api: httpx.Client, runtime: Runtime, tenant: Tenant
 ) -> None:
     source = make_source(runtime.engine, tenant, TRICKY_CSV)
-    body = ok_body(read(api, tenant, source.id))
+    body = ok_body(get_data(api, tenant, source.id))
     assert body["data"] == [
         {
             "id": 1,
@@ -376,7 +341,7 @@ def test_text_and_names_with_quotes_backslashes_newlines_and_emoji_round_trip(
             "memo": "\u2028sep",
         },
     ]
-    assert response_is_utf8_json(read(api, tenant, source.id))
+    assert response_is_utf8_json(get_data(api, tenant, source.id))
 
 
 def response_is_utf8_json(response: httpx.Response) -> bool:
@@ -401,7 +366,7 @@ def test_unicode_and_escaped_names_and_values_filter_and_order(
 ) -> None:
     source = make_source(runtime.engine, tenant, TRICKY_CSV)
     for params, expected in TRICKY_QUERIES:
-        assert labels(read(api, tenant, source.id, params)) == expected, params
+        assert labels(get_data(api, tenant, source.id, params)) == expected, params
 
 
 # 63 bytes is PostgreSQL's identifier limit: rows are rendered with names as labels up to
@@ -416,9 +381,9 @@ def test_column_names_at_and_beyond_identifier_limits_come_back_exactly(
     values = ",".join(["7", *(str(n) for n in range(len(EDGE_NAMES)))])
     source = make_source(runtime.engine, tenant, f"{header}\n{values}\n")
     expected = {"id": 7, **{name: n for n, name in enumerate(EDGE_NAMES)}}
-    assert ok_body(read(api, tenant, source.id))["data"] == [expected]
+    assert ok_body(get_data(api, tenant, source.id))["data"] == [expected]
     short = [name for name in EDGE_NAMES if len(name.encode()) <= 63]
-    chosen = ok_body(read(api, tenant, source.id, [("fields", ",".join(["id", *short]))]))
+    chosen = ok_body(get_data(api, tenant, source.id, [("fields", ",".join(["id", *short]))]))
     assert chosen["data"] == [{"id": 7, **{name: expected[name] for name in short}}]
 
 
@@ -428,7 +393,7 @@ def test_wide_resources_render_every_column(
     names = [f"col {n}" for n in range(120)]  # beyond one json_build_object call
     header = ",".join(names)
     source = make_source(runtime.engine, tenant, f"{header}\n" + ",".join(map(str, range(120))))
-    assert ok_body(read(api, tenant, source.id))["data"] == [
+    assert ok_body(get_data(api, tenant, source.id))["data"] == [
         {name: n for n, name in enumerate(names)}
     ]
 
@@ -478,4 +443,4 @@ def test_requests_of_one_shape_answer_with_their_own_values(
         return chosen[(page - 1) * size : page * size]
 
     for params in (first, second, first, second):
-        assert labels(read(api, tenant, source.id, params), "n") == expected(params), params
+        assert labels(get_data(api, tenant, source.id, params), "n") == expected(params), params

@@ -18,8 +18,9 @@ import psycopg
 import pytest
 from sqlalchemy import update
 
-from conftest import make_settings
-from factories import Tenant, make_source, make_tenant
+from support.data_api import Params, get_data_as
+from support.databases import make_settings
+from support.factories import Tenant, make_source, make_tenant
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.core.clock import utc_now
@@ -27,7 +28,6 @@ from tally.runtime import Runtime, build_runtime
 from tally.storage.resources import Resource
 from tally.storage.schema import api_keys
 
-Params = list[tuple[str, str]]
 CSV = "id,amount,memo\n1,10.00,a\n2,20.50,b\n"
 NOT_APPLICABLE = "The requested filters or ordering could not be applied."
 UNAVAILABLE = "Data platform is temporarily unavailable. Please try again later."
@@ -51,14 +51,6 @@ def world(runtime: Runtime) -> World:
         other,
         make_source(runtime.engine, mine, CSV),
         make_source(runtime.engine, other, CSV),
-    )
-
-
-def get(
-    api: httpx.Client, resource_id: int | str, headers: dict[str, str], params: Params | None = None
-) -> httpx.Response:
-    return api.get(
-        f"/api/v1/resources/{resource_id}/data", params=tuple(params or []), headers=headers
     )
 
 
@@ -87,7 +79,7 @@ def test_non_numeric_workspace_header_is_400(api: httpx.Client, world: World) ->
     values = ["abc", "1.5", "1e3", "0x10", "1_0", "", "12abc"]
     found = {
         value: error(
-            get(api, world.source.id, {"X-API-Key": world.mine.key, "workspace_id": value})
+            get_data_as(api, {"X-API-Key": world.mine.key, "workspace_id": value}, world.source.id)
         )
         for value in values
     }
@@ -103,7 +95,8 @@ def test_unknown_filter_field_is_400(api: httpx.Client, world: World) -> None:
         "x__y": [("x__y__in", "1")],
     }
     found = {
-        name: error(get(api, world.source.id, world.mine.headers, p)) for name, p in cases.items()
+        name: error(get_data_as(api, world.mine.headers, world.source.id, p))
+        for name, p in cases.items()
     }
     assert found == {
         name: (400, f"Filter field '{name}' is not a valid column for this resource.")
@@ -118,14 +111,17 @@ def test_unknown_operator_is_400(api: httpx.Client, world: World) -> None:
         "GTE": [("id__GTE", "1")],
         "ne": [("memo__ne", "a")],
     }
-    found = {op: error(get(api, world.source.id, world.mine.headers, p)) for op, p in cases.items()}
+    found = {
+        op: error(get_data_as(api, world.mine.headers, world.source.id, p))
+        for op, p in cases.items()
+    }
     assert found == {op: (400, f"Operator '{op}' is not supported.") for op in cases}
 
 
 def test_unknown_field_is_400(api: httpx.Client, world: World) -> None:
     cases = {"nope": "id,nope", "Id": "Id", "amount ": "amount ,id"}
     found = {
-        name: error(get(api, world.source.id, world.mine.headers, [("fields", fields)]))
+        name: error(get_data_as(api, world.mine.headers, world.source.id, [("fields", fields)]))
         for name, fields in cases.items()
     }
     assert found == {
@@ -136,7 +132,7 @@ def test_unknown_field_is_400(api: httpx.Client, world: World) -> None:
 def test_unknown_ordering_is_400(api: httpx.Client, world: World) -> None:
     cases = {"nope": "nope", "Amount": "-Amount", "amount,id": "amount,id", "-id": "--id"}
     found = {
-        name: error(get(api, world.source.id, world.mine.headers, [("ordering", ordering)]))
+        name: error(get_data_as(api, world.mine.headers, world.source.id, [("ordering", ordering)]))
         for name, ordering in cases.items()
     }
     assert found == {
@@ -157,37 +153,47 @@ def test_missing_or_invalid_key_is_401(api: httpx.Client, world: World) -> None:
         "garbage": {**workspace, "X-API-Key": "not a key at all"},
         "other case": {**workspace, "X-API-Key": world.mine.key.upper()},
     }
-    found = {name: error(get(api, world.source.id, headers)) for name, headers in cases.items()}
+    found = {
+        name: error(get_data_as(api, headers, world.source.id)) for name, headers in cases.items()
+    }
     assert found == dict.fromkeys(cases, (401, "Could not validate credentials"))
 
 
 def test_revoked_key_is_401(api: httpx.Client, runtime: Runtime, world: World) -> None:
-    assert get(api, world.source.id, world.mine.headers).status_code == 200
+    assert get_data_as(api, world.mine.headers, world.source.id).status_code == 200
     with runtime.engine.begin() as conn:
         conn.execute(
             update(api_keys)
             .where(api_keys.c.workspace_id == world.mine.workspace_id)
             .values(revoked_at=utc_now())
         )
-    response = get(api, world.source.id, world.mine.headers)
+    response = get_data_as(api, world.mine.headers, world.source.id)
     assert error(response) == (401, "Could not validate credentials")
 
 
 def test_key_of_another_workspace_is_401(api: httpx.Client, world: World) -> None:
     headers = {"X-API-Key": world.other.key, "workspace_id": str(world.mine.workspace_id)}
-    assert error(get(api, world.source.id, headers)) == (401, "Could not validate credentials")
-    assert error(get(api, world.foreign.id, headers)) == (401, "Could not validate credentials")
+    assert error(get_data_as(api, headers, world.source.id)) == (
+        401,
+        "Could not validate credentials",
+    )
+    assert error(get_data_as(api, headers, world.foreign.id)) == (
+        401,
+        "Could not validate credentials",
+    )
 
 
 def test_resource_of_another_workspace_is_403(api: httpx.Client, world: World) -> None:
-    response = get(api, world.foreign.id, world.mine.headers)
+    response = get_data_as(api, world.mine.headers, world.foreign.id)
     assert error(response) == (403, "Resource does not belong to the specified workspace")
 
 
 def test_unknown_workspace_is_404(api: httpx.Client, world: World) -> None:
     ids = ["999999", "0", "-5", "+999999", "2147483648", "1" + "0" * 30]
     found = {
-        wid: error(get(api, world.source.id, {"X-API-Key": world.mine.key, "workspace_id": wid}))
+        wid: error(
+            get_data_as(api, {"X-API-Key": world.mine.key, "workspace_id": wid}, world.source.id)
+        )
         for wid in ids
     }
     assert found == dict.fromkeys(ids, (404, "Workspace not found"))
@@ -195,7 +201,7 @@ def test_unknown_workspace_is_404(api: httpx.Client, world: World) -> None:
 
 def test_unknown_resource_is_404(api: httpx.Client, world: World) -> None:
     ids = ["999999", "0", "-1", "2147483648", "1" + "0" * 30]
-    found = {rid: error(get(api, rid, world.mine.headers)) for rid in ids}
+    found = {rid: error(get_data_as(api, world.mine.headers, rid)) for rid in ids}
     assert found == dict.fromkeys(ids, (404, "Resource not found"))
 
 
@@ -203,7 +209,7 @@ def test_unknown_resource_is_404(api: httpx.Client, world: World) -> None:
 
 
 def test_missing_workspace_header_is_422_naming_the_header(api: httpx.Client, world: World) -> None:
-    response = get(api, world.source.id, {"X-API-Key": world.mine.key})
+    response = get_data_as(api, {"X-API-Key": world.mine.key}, world.source.id)
     assert validation_locs(response) == [["header", "workspace_id"]]
     assert response.json()["detail"][0]["type"] == "missing"
 
@@ -215,7 +221,7 @@ def test_bad_page_or_page_size_is_422_naming_the_parameter(api: httpx.Client, wo
     cases += [("page", "1_0"), ("page", " 2"), ("page_size", "0_1"), ("page_size", "\u0661")]
     found = {
         (name, value): validation_locs(
-            get(api, world.source.id, world.mine.headers, [(name, value)])
+            get_data_as(api, world.mine.headers, world.source.id, [(name, value)])
         )
         for name, value in cases
     }
@@ -224,7 +230,7 @@ def test_bad_page_or_page_size_is_422_naming_the_parameter(api: httpx.Client, wo
 
 def test_non_numeric_resource_id_is_422_naming_the_path(api: httpx.Client, world: World) -> None:
     for rid in ("abc", "1.5", "1e3", "0_1", "1_0", "%201", "%D9%A1"):
-        response = get(api, rid, world.mine.headers)
+        response = get_data_as(api, world.mine.headers, rid)
         assert validation_locs(response) == [["path", "resource_id"]]
         assert response.json()["detail"][0]["type"] == "int_parsing"
 
@@ -250,10 +256,12 @@ def test_spaces_around_header_values_are_not_part_of_them(api: httpx.Client, wor
 def test_workspace_id_in_query_string_fails_as_missing_header(
     api: httpx.Client, world: World
 ) -> None:
-    alone = get(api, world.source.id, {"X-API-Key": world.mine.key}, [("workspace_id", "1")])
+    alone = get_data_as(
+        api, {"X-API-Key": world.mine.key}, world.source.id, [("workspace_id", "1")]
+    )
     assert validation_locs(alone) == [["header", "workspace_id"]]
     params = [("workspace_id", str(world.mine.workspace_id))]
-    both = get(api, world.source.id, world.mine.headers, params)
+    both = get_data_as(api, world.mine.headers, world.source.id, params)
     assert validation_locs(both) == [["query", "workspace_id"]]
 
 
@@ -261,8 +269,8 @@ def test_workspace_id_in_query_string_is_never_a_filter(
     api: httpx.Client, runtime: Runtime, world: World
 ) -> None:
     source = make_source(runtime.engine, world.mine, "workspace_id,n\n1,1\n2,2\n")
-    assert get(api, source.id, world.mine.headers, [("n", "1")]).status_code == 200
-    response = get(api, source.id, world.mine.headers, [("workspace_id", "1")])
+    assert get_data_as(api, world.mine.headers, source.id, [("n", "1")]).status_code == 200
+    response = get_data_as(api, world.mine.headers, source.id, [("workspace_id", "1")])
     assert validation_locs(response) == [["query", "workspace_id"]]
 
 
@@ -351,7 +359,7 @@ def test_checks_run_in_the_documented_order(api: httpx.Client, world: World) -> 
     }
     found = {}
     for name, (rid, headers, params, _) in cases.items():
-        status, detail = error(get(api, rid, headers, params))
+        status, detail = error(get_data_as(api, headers, rid, params))
         found[name] = (status, detail[0]["loc"][0] if status == 422 else detail)
     assert found == {name: case[3] for name, case in cases.items()}
 
@@ -400,13 +408,13 @@ def test_unreachable_database_is_503_without_a_trace(
         with serve_app(create_app(settings, runtime)) as url, httpx.Client(base_url=url) as api:
             with database_unreachable(request, backend, runtime):
                 for params in ([], [("amount__gt", "1")]):
-                    response = get(api, source.id, tenant.headers, params)
+                    response = get_data_as(api, tenant.headers, source.id, params)
                     assert response.status_code == 503
                     assert response.json() == {"detail": UNAVAILABLE}
                     assert "Traceback" not in response.text
                 health = api.get("/health")  # does not check the data platform
                 assert (health.status_code, health.json()) == (200, {"status": "ok"})
-            assert get(api, source.id, tenant.headers).status_code == 200
+            assert get_data_as(api, tenant.headers, source.id).status_code == 200
     finally:
         runtime.close()
         shutil.rmtree(tmp_path / "h503-away", ignore_errors=True)

@@ -5,43 +5,15 @@ Every test runs on SQLite and PostgreSQL through a real uvicorn server.
 
 from __future__ import annotations
 
-import json
-from decimal import Decimal
-from typing import Any
-
 import httpx
 import pytest
 
-from factories import Tenant, make_source, make_tenant
+from support.data_api import Params, get_data, ok_body
+from support.factories import Tenant, make_source
 from tally.runtime import Runtime
 from tally.storage.resources import Resource
 
-Params = list[tuple[str, str]]
 NOT_APPLICABLE = {"detail": "The requested filters or ordering could not be applied."}
-
-# `id` is a label; insertion order is the file order. Missing values: amount row 5,
-# txn_date row 3, posted_at row 4, flag row 4, memo row 3.
-LEDGER_CSV = (
-    "id,amount,txn_date,posted_at,flag,memo,bank.amount,Amount\n"
-    "1,10.00,2024-01-05,2024-01-05T10:00:00Z,true,alpha,1,100\n"
-    "2,10.01,2024-01-06,2024-01-06T11:30:00Z,false,beta,2,200\n"
-    "3,-5.50,,2024-01-07T09:00:00Z,true,,3,300\n"
-    "4,10.00,2024-02-01,,,gamma,4,400\n"
-    "5,,2024-02-15,2024-02-15T23:59:59Z,false,delta,5,500\n"
-    "6,20.25,2024-03-01,2024-03-01T00:00:00Z,true,alpha,6,600\n"
-)
-
-
-def read(api: httpx.Client, tenant: Tenant, resource_id: int, params: Params) -> httpx.Response:
-    return api.get(
-        f"/api/v1/resources/{resource_id}/data", params=tuple(params), headers=tenant.headers
-    )
-
-
-def ok_body(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = json.loads(response.content, parse_float=Decimal)
-    return body
 
 
 def ids(response: httpx.Response) -> list[int] | str:
@@ -51,16 +23,6 @@ def ids(response: httpx.Response) -> list[int] | str:
     body = ok_body(response)
     assert body["meta"]["total_count"] == len(body["data"])
     return [row["id"] for row in body["data"]]
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
-
-
-@pytest.fixture
-def ledger(runtime: Runtime, tenant: Tenant) -> Resource:
-    return make_source(runtime.engine, tenant, LEDGER_CSV)
 
 
 SEVEN_FORMS: dict[str, list[tuple[str, str, list[int]]]] = {
@@ -140,7 +102,7 @@ def check(
     api: httpx.Client, tenant: Tenant, resource_id: int, cases: list[tuple[Params, list[int]]]
 ) -> None:
     """Run every case against one resource; report every mismatch at once."""
-    found = {str(params): ids(read(api, tenant, resource_id, params)) for params, _ in cases}
+    found = {str(params): ids(get_data(api, tenant, resource_id, params)) for params, _ in cases}
     assert found == {str(params): expected for params, expected in cases}
 
 
@@ -191,8 +153,8 @@ def test_filter_order_in_the_url_does_not_matter(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
     params = [("id__gt", "1"), ("amount__gte", "10"), ("flag", "false"), ("page_size", "5")]
-    first = read(api, tenant, ledger.id, params)
-    second = read(api, tenant, ledger.id, params[::-1])
+    first = get_data(api, tenant, ledger.id, params)
+    second = get_data(api, tenant, ledger.id, params[::-1])
     assert ids(first) == [2]
     assert second.content == first.content
 
@@ -217,7 +179,7 @@ def test_dotted_and_case_sensitive_column_names(
 def test_filter_names_differing_only_in_case_are_unknown(
     api: httpx.Client, tenant: Tenant, ledger: Resource
 ) -> None:
-    response = read(api, tenant, ledger.id, [("AMOUNT", "1")])
+    response = get_data(api, tenant, ledger.id, [("AMOUNT", "1")])
     assert response.status_code == 400
     assert response.json() == {
         "detail": "Filter field 'AMOUNT' is not a valid column for this resource."
@@ -252,7 +214,7 @@ def test_value_not_fitting_the_column_type_is_400(
     found = {
         (name, value): (response.status_code, response.json())
         for name, value in MISFITS
-        for response in [read(api, tenant, ledger.id, [(name, value)])]
+        for response in [get_data(api, tenant, ledger.id, [(name, value)])]
     }
     assert found == {case: (400, NOT_APPLICABLE) for case in MISFITS}
 
@@ -261,8 +223,8 @@ def test_naive_timestamp_column_rejects_a_value_with_an_offset(
     api: httpx.Client, runtime: Runtime, tenant: Tenant
 ) -> None:
     source = make_source(runtime.engine, tenant, "id,at\n1,2024-01-05 10:00:00\n2,\n")
-    assert ids(read(api, tenant, source.id, [("at", "2024-01-05T10:00:00")])) == [1]
-    assert ids(read(api, tenant, source.id, [("at__lt", "2024-01-06")])) == [1]
-    response = read(api, tenant, source.id, [("at", "2024-01-05T10:00:00Z")])
+    assert ids(get_data(api, tenant, source.id, [("at", "2024-01-05T10:00:00")])) == [1]
+    assert ids(get_data(api, tenant, source.id, [("at__lt", "2024-01-06")])) == [1]
+    response = get_data(api, tenant, source.id, [("at", "2024-01-05T10:00:00Z")])
     assert response.status_code == 400
     assert response.json() == NOT_APPLICABLE

@@ -20,11 +20,10 @@ import pytest
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import text
 
-from factories import Tenant, make_source, make_tenant
+from support.factories import Tenant, make_source, make_tenant
 from tally.api.errors import V1_ERRORS, V2_ERRORS, row_for
 from tally.core import errors
 from tally.core.sealing import SealError
-from tally.net.signing import WebhookSignatureError
 from tally.runtime import Runtime
 
 DATA = "/api/v1/resources/{resource_id}/data"
@@ -42,7 +41,6 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
     SealError: "a stored secret that cannot be opened; the worker's notifications",
-    WebhookSignatureError: "a signature that does not verify; for receivers, not routes",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PROVOKED_ELSEWHERE = {

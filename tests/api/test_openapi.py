@@ -15,7 +15,7 @@ import pytest
 # The OpenAPI 3.1 meta-schema, as shipped with schemathesis (a dev dependency).
 from schemathesis.specs.openapi.definitions import OPENAPI_31
 
-from conftest import make_settings
+from support.databases import make_settings
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.runtime import build_runtime

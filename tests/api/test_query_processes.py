@@ -26,20 +26,19 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+from zlib_ng import zlib_ng
 
-from conftest import make_settings
-from factories import Tenant, make_source, make_tenant, write_file
+from support.data_api import get_data
+from support.databases import make_settings
+from support.factories import make_source, make_tenant, write_file
 from support.servers import serve_app
 from tally.api.app import create_app
-from tally.api.compression import deflate_piece, gzip_of_pieces, inflate_piece
-from tally.api.query_runner import (
-    SPLIT_MIN_ROWS,
-    QueryProcesses,
-    _QueryProcessPool,
-    default_query_processes,
-)
+from tally.api.compression import GZIP_WBITS, deflate_piece, gzip_of_pieces, inflate_piece
+from tally.api.queries.page_parts import SPLIT_MIN_ROWS
+from tally.api.queries.pool import QueryProcessPool
+from tally.api.queries.processes import QueryProcesses
+from tally.api.queries.runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
-from tally.services import catalogue
 from tally.services.data_query import PagePart, stitch_parts
 
 CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
@@ -100,14 +99,6 @@ def _spawned_query_processes() -> set[int]:
     return pids
 
 
-def _get(
-    api: httpx.Client, tenant: Tenant, resource_id: int, params: list[tuple[str, str]]
-) -> httpx.Response:
-    return api.get(
-        f"/api/v1/resources/{resource_id}/data", params=tuple(params), headers=tenant.headers
-    )
-
-
 QUERIES: list[list[tuple[str, str]]] = [
     [],
     [("amount__gte", "100.5"), ("amount__lt", "200"), ("fields", "id,amount")],
@@ -140,8 +131,8 @@ def test_the_pool_answers_exactly_what_threads_answer(
     source = make_source(runtime.engine, tenant, CSV)
     with _served_in_threads(runtime) as other:
         for params in QUERIES:
-            pooled_answer = _get(api, tenant, source.id, params)
-            threaded_answer = _get(other, tenant, source.id, params)
+            pooled_answer = get_data(api, tenant, source.id, params)
+            threaded_answer = get_data(other, tenant, source.id, params)
             assert pooled_answer.status_code == 200, pooled_answer.text
             assert pooled_answer.content == threaded_answer.content
             assert pooled_answer.headers.get("content-encoding") == threaded_answer.headers.get(
@@ -207,8 +198,8 @@ def test_another_workspaces_resource_is_forbidden_through_the_pool(
     runtime, api = pooled
     owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
     source = make_source(runtime.engine, owner, CSV)
-    assert _get(api, owner, source.id, []).status_code == 200  # cached in some process now
-    response = _get(api, stranger, source.id, [])
+    assert get_data(api, owner, source.id, []).status_code == 200  # cached in some process now
+    response = get_data(api, stranger, source.id, [])
     assert (response.status_code, response.json()) == (
         403,
         {"detail": "Resource does not belong to the specified workspace"},
@@ -223,26 +214,29 @@ def test_new_data_is_visible_at_once_in_every_query_process(
     source = make_source(runtime.engine, tenant, "id,amount,memo\n1,1.00,a\n")
     params = [("ordering", "-id")]
     for _ in range(4 * PROCESSES):  # every process answers, and caches, the old version
-        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [1]
+        assert [row["id"] for row in get_data(api, tenant, source.id, params).json()["data"]] == [1]
     path = write_file("id,amount,memo\n2,2.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)
+        runtime.catalogue.append_file(source.id, path)
     finally:
         path.unlink()
     for _ in range(4 * PROCESSES):
-        assert [row["id"] for row in _get(api, tenant, source.id, params).json()["data"]] == [2, 1]
+        assert [row["id"] for row in get_data(api, tenant, source.id, params).json()["data"]] == [
+            2,
+            1,
+        ]
 
 
 def test_a_killed_query_process_costs_no_request(pooled: tuple[Runtime, httpx.Client]) -> None:
     runtime, api = pooled
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
-    assert _get(api, tenant, source.id, []).status_code == 200
+    assert get_data(api, tenant, source.id, []).status_code == 200
     victims = _spawned_query_processes()
     assert victims
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
-    answers = [_get(api, tenant, source.id, [("page_size", "5")]) for _ in range(3)]
+    answers = [get_data(api, tenant, source.id, [("page_size", "5")]) for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert [row["id"] for row in answers[0].json()["data"]] == [1, 2, 3, 4, 5]
     assert _spawned_query_processes().isdisjoint(victims)
@@ -274,23 +268,23 @@ def test_a_filter_set_is_counted_once_whichever_process_answers(
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, CSV)
     params = [("memo", "memo 3"), ("page_size", "1")]
-    first = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+    first = get_data(api, tenant, source.id, params).json()["meta"]["total_count"]
     with runtime.engine.begin() as conn:
         conn.execute(
             text(f"INSERT INTO {source.table_name} (c0, c1, c2) VALUES (999, 100, 'memo 3')")
         )
     for _ in range(6 * PROCESSES):  # the filters in another order: the same filter set
         shuffled = [("page_size", "1"), ("memo", "memo 3")]
-        assert _get(api, tenant, source.id, shuffled).json()["meta"]["total_count"] == first
-    other_filter = _get(api, tenant, source.id, [("memo", "memo 4")]).json()["meta"]
+        assert get_data(api, tenant, source.id, shuffled).json()["meta"]["total_count"] == first
+    other_filter = get_data(api, tenant, source.id, [("memo", "memo 4")]).json()["meta"]
     assert other_filter["total_count"] == sum(1 for n in range(1, 301) if n % 7 == 4)
     path = write_file("id,amount,memo\n1000,1.00,memo 3\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
     for _ in range(2 * PROCESSES):  # no count of the old version is handed on
-        total = _get(api, tenant, source.id, params).json()["meta"]["total_count"]
+        total = get_data(api, tenant, source.id, params).json()["meta"]["total_count"]
         assert total == first + 2  # the row behind tally's back and the appended one
 
 
@@ -336,7 +330,7 @@ def test_large_pages_read_in_parts_answer_what_a_whole_read_answers(
                     "content-encoding"
                 )
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
-    small = _get(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
+    small = get_data(api, tenant, source.id, [("page_size", str(SPLIT_MIN_ROWS - 1))])
     assert small.json()["meta"]["returned_count"] == SPLIT_MIN_ROWS - 1
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)  # read whole
 
@@ -350,21 +344,21 @@ def test_a_page_read_in_parts_is_served_from_the_cache_afterwards(
     tenant = make_tenant(runtime.engine)
     source = make_source(runtime.engine, tenant, BIG_CSV)
     params = [("page_size", "10000")]
-    first = _get(api, tenant, source.id, params)
+    first = get_data(api, tenant, source.id, params)
     with runtime.engine.begin() as conn:
         # as every change of stored values does, the row's stored JSON text goes too
         conn.execute(
             text(f"UPDATE {source.table_name} SET c2 = 'changed', _json = NULL WHERE c0 = 1")
         )
     for _ in range(3):
-        assert _get(api, tenant, source.id, params).content == first.content
+        assert get_data(api, tenant, source.id, params).content == first.content
     assert queries.pages_read_in_parts == 4
     path = write_file("id,amount,memo\n9002,1.00,b\n")
     try:
-        catalogue.append_file(runtime.engine, source.id, path)  # a new data version
+        runtime.catalogue.append_file(source.id, path)  # a new data version
     finally:
         path.unlink()
-    rows = _get(api, tenant, source.id, params).json()["data"]
+    rows = get_data(api, tenant, source.id, params).json()["data"]
     assert (rows[0]["memo"], len(rows)) == ("changed", BIG_ROWS + 1)
 
 
@@ -384,9 +378,9 @@ def test_errors_of_a_page_read_in_parts_are_the_spec_errors(
     runtime, api, _queries = split_pooled
     owner, stranger = make_tenant(runtime.engine), make_tenant(runtime.engine)
     source = make_source(runtime.engine, owner, BIG_CSV)
-    response = _get(api, owner, source.id, [*params, ("page_size", "10000")])
+    response = get_data(api, owner, source.id, [*params, ("page_size", "10000")])
     assert (response.status_code, response.json()) == (status, {"detail": detail})
-    forbidden = _get(api, stranger, source.id, [("page_size", "10000")])
+    forbidden = get_data(api, stranger, source.id, [("page_size", "10000")])
     assert (forbidden.status_code, forbidden.json()) == (
         403,
         {"detail": "Resource does not belong to the specified workspace"},
@@ -454,17 +448,53 @@ def test_parts_compressed_apart_make_one_gzip_body(
     assert queries.pages_read_in_parts == 2 * len(BIG_QUERIES)
 
 
+@pytest.fixture
+def split_pooled_at_level_9(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[tuple[Runtime, httpx.Client, QueryProcesses]]:
+    yield from _served_with_pool(
+        request, backend, tmp_path / "level9", response_cache=False, gzip_level=9
+    )
+
+
+def test_query_processes_gzip_at_the_configured_level(
+    split_pooled_at_level_9: tuple[Runtime, httpx.Client, QueryProcesses],
+) -> None:
+    """TALLY_GZIP_LEVEL reaches the query processes: a page read whole is gzipped at it,
+    and so are the rows of a page read in parts (smaller than level 1 could make them)."""
+    runtime, api, queries = split_pooled_at_level_9
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, BIG_CSV)
+    route = f"/api/v1/resources/{source.id}/data"
+    for page_size in ("1000", "10000"):  # read whole, read in parts
+        headers = {**tenant.headers, "Accept-Encoding": "gzip"}
+        with api.stream("GET", route, params={"page_size": page_size}, headers=headers) as zipped:
+            wire = b"".join(zipped.iter_raw())
+        plain = api.get(
+            route,
+            params={"page_size": page_size},
+            headers={**tenant.headers, "Accept-Encoding": "identity"},
+        ).content
+        assert zipped.headers["content-encoding"] == "gzip"
+        assert gzip.decompress(wire) == plain
+        assert len(wire) < len(zlib_ng.compress(plain, 1, wbits=GZIP_WBITS))
+        if page_size == "1000":
+            assert wire == zlib_ng.compress(plain, 9, wbits=GZIP_WBITS)
+    assert queries.pages_read_in_parts == 2  # both answers of 10,000 rows
+
+
 @pytest.mark.parametrize(
     "chunks",
     [[b"a"], [b"", b"x" * 70000, b",", b""], [b'{"data":[', b"1,2", b",", b"3", b"]}"]],
 )
-def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes]) -> None:
-    joined = gzip_of_pieces([deflate_piece(c) for c in chunks])
+@pytest.mark.parametrize("level", [1, 9])
+def test_deflated_pieces_join_into_one_gzip_member(chunks: list[bytes], level: int) -> None:
+    joined = gzip_of_pieces([deflate_piece(c, level) for c in chunks])
     stream = zlib.decompressobj(zlib.MAX_WBITS | 16)
     assert stream.decompress(joined) == b"".join(chunks)
     assert stream.eof
     assert not stream.unused_data
-    assert [inflate_piece(deflate_piece(c)) for c in chunks] == chunks
+    assert [inflate_piece(deflate_piece(c, level)) for c in chunks] == chunks
 
 
 def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[bytes]:
@@ -472,9 +502,9 @@ def _starting_query_process(home: Path, api_process: str) -> subprocess.Popen[by
     process, then idles as a query process waiting for work would."""
     code = (
         "import os, sys, time\n"
-        "from tally.api.query_runner import _start_query_process\n"
+        "from tally.api.queries.query_process import start_query_process\n"
         "from tally.settings import load_settings\n"
-        f"_start_query_process(load_settings(), {api_process})\n"
+        f"start_query_process(load_settings(), {api_process})\n"
         "time.sleep(60)\n"
         "sys.exit(3)\n"
     )
@@ -511,7 +541,7 @@ def test_the_pool_answers_each_call_with_its_own_answer_and_error(
     build_runtime(settings).close()  # the database the query processes open
 
     async def scenario() -> None:
-        pool = _QueryProcessPool(settings, PROCESSES)
+        pool = QueryProcessPool(settings, PROCESSES)
         await pool.start()
         try:
             answers = await asyncio.gather(*(pool.call(pow, n, 2) for n in range(40)))

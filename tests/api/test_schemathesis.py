@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from factories import make_source, make_tenant
+from support.factories import make_source, make_tenant
 from tally.runtime import Runtime
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("TALLY_SCHEMATHESIS_EXAMPLES", "15"))

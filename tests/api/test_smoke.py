@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import httpx
 
-from factories import make_source, make_tenant
+from support.factories import make_source, make_tenant
 from tally.runtime import Runtime
 
 CSV = "id,amount,when\n1,12.50,2024-01-05\n2,-0.75,2024-01-06\n3,12345678901234567.89,\n"

@@ -1,7 +1,7 @@
 """POST /api/v2/sources and POST /api/v2/sources/{id}/feed-source over real HTTP.
 
 Every test runs on SQLite and PostgreSQL through a uvicorn server on loopback. Uploads
-are then carried through the real pipeline (delivery.claim_file + process_file) and
+are then carried through the real pipeline (DeliveryService.claim_file + process_file) and
 read back through the Data API, with decimals parsed exactly.
 """
 
@@ -16,45 +16,23 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings
-from factories import Tenant, make_tenant
+from support.databases import make_settings
+from support.factories import Tenant, make_tenant, run_pipeline
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime, build_runtime
-from tally.services import delivery
 from tally.services.json_rows import RULES
 from tally.storage import files, resources
 
-MAX_PIPELINE_STEPS = 50
 NOT_FOUND = {"errors": [{"field": None, "message": "Not Found"}]}
 FORBIDDEN = {"errors": [{"field": None, "message": "Forbidden"}]}
 CSV = {"content-type": "text/csv"}
 JSON = {"content-type": "application/json"}
 
 
-def ingestion(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
-def run_pipeline(runtime: Runtime) -> None:
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "api-test-worker"
-    )
-    for _ in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
-        if file is None:
-            return
-        delivery.process_file(ctx, file)
-    raise AssertionError("the queue never emptied")
-
-
 def create(api: httpx.Client, tenant: Tenant, body: dict[str, Any]) -> int:
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json=body, headers=tenant.v2_headers)
     assert response.status_code == 201, response.text
     source_id: int = response.json()["id"]
     return source_id
@@ -69,7 +47,7 @@ def feed(
 ) -> httpx.Response:
     return api.post(
         f"/api/v2/sources/{source_id}/feed-source",
-        headers={**ingestion(tenant), **(headers or {})},
+        headers={**tenant.v2_headers, **(headers or {})},
         **kwargs,
     )
 
@@ -86,7 +64,7 @@ def queued(response: httpx.Response) -> int:
 
 def file_status(api: httpx.Client, tenant: Tenant, source_id: int, file_id: int) -> Any:
     url = f"/api/v2/sources/{source_id}/files/{file_id}"
-    response = api.get(url, headers=ingestion(tenant))
+    response = api.get(url, headers=tenant.v2_headers)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -109,13 +87,8 @@ def error_text(response: httpx.Response, status: int) -> str:
 
 
 @pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
-@pytest.fixture
-def source_id(api: httpx.Client, tenant: Tenant) -> int:
-    return create(api, tenant, {"name": "uploads"})
+def source_id(api: httpx.Client, ingestion_tenant: Tenant) -> int:
+    return create(api, ingestion_tenant, {"name": "uploads"})
 
 
 # --- POST /api/v2/sources -----------------------------------------------------------------
@@ -123,7 +96,7 @@ def source_id(api: httpx.Client, tenant: Tenant) -> int:
 
 def test_create_answers_201_with_id_and_name(api: httpx.Client, runtime: Runtime) -> None:
     tenant = make_tenant(runtime.engine, ingestion=True)
-    response = api.post("/api/v2/sources", json={"name": "Bank feed"}, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json={"name": "Bank feed"}, headers=tenant.v2_headers)
     assert response.status_code == 201
     body = response.json()
     assert body == {"id": body["id"], "name": "Bank feed"}
@@ -137,7 +110,7 @@ def test_create_answers_201_with_id_and_name(api: httpx.Client, runtime: Runtime
 
 
 def test_create_with_columns_makes_a_typed_source(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     columns = [
         {"name": "id", "type": "integer"},
@@ -148,7 +121,7 @@ def test_create_with_columns_makes_a_typed_source(
         {"name": "ok", "type": "boolean"},
         {"name": "memo", "type": "text"},
     ]
-    source_id = create(api, tenant, {"name": "typed", "columns": columns})
+    source_id = create(api, ingestion_tenant, {"name": "typed", "columns": columns})
     with runtime.engine.connect() as conn:
         stored = resources.get_resource(conn, source_id)
     assert stored.is_placeholder is False
@@ -166,10 +139,10 @@ def test_create_with_columns_makes_a_typed_source(
         "première,true,2024-05-01T10:00:00+02:00,2024-05-01,0.0001,12345678901234567.89,1\n"
         ",false,,,,,2\n"
     )
-    file_id = queued(feed(api, tenant, source_id, CSV, content=csv.encode()))
+    file_id = queued(feed(api, ingestion_tenant, source_id, CSV, content=csv.encode()))
     run_pipeline(runtime)
-    assert file_status(api, tenant, source_id, file_id)["status"] == "delivered"
-    rows, raw = data(api, tenant, source_id)
+    assert file_status(api, ingestion_tenant, source_id, file_id)["status"] == "delivered"
+    rows, raw = data(api, ingestion_tenant, source_id)
     assert rows == [
         {
             "id": 1,
@@ -194,33 +167,33 @@ def test_create_with_columns_makes_a_typed_source(
 
 
 def test_a_typed_source_fails_a_file_with_other_columns(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     columns = [{"name": "id", "type": "integer"}, {"name": "amount", "type": "decimal"}]
-    source_id = create(api, tenant, {"name": "typed", "columns": columns})
-    file_id = queued(feed(api, tenant, source_id, CSV, content=b"id,total\n1,2.50\n"))
+    source_id = create(api, ingestion_tenant, {"name": "typed", "columns": columns})
+    file_id = queued(feed(api, ingestion_tenant, source_id, CSV, content=b"id,total\n1,2.50\n"))
     run_pipeline(runtime)
-    status = file_status(api, tenant, source_id, file_id)
+    status = file_status(api, ingestion_tenant, source_id, file_id)
     assert status["status"] == "failed"
     assert "missing columns: amount" in status["error"]
     assert "unexpected columns: total" in status["error"]
-    assert data(api, tenant, source_id)[0] == []
+    assert data(api, ingestion_tenant, source_id)[0] == []
 
 
-def test_create_with_notification_config(api: httpx.Client, tenant: Tenant) -> None:
+def test_create_with_notification_config(api: httpx.Client, ingestion_tenant: Tenant) -> None:
     body = {
         "name": "notified",
         "notification_config": {"url": "https://hooks.example/t", "events": ["file.failed"]},
     }
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json=body, headers=ingestion_tenant.v2_headers)
     assert response.status_code == 201
 
 
 def test_create_rejects_a_duplicate_name_and_a_foreign_folder(
-    api: httpx.Client, tenant: Tenant
+    api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
-    create(api, tenant, {"name": "taken"})
-    headers = ingestion(tenant)
+    create(api, ingestion_tenant, {"name": "taken"})
+    headers = ingestion_tenant.v2_headers
     again = api.post("/api/v2/sources", json={"name": "taken"}, headers=headers)
     assert error_fields(again, 400) == ["name"]
     assert "already exists" in error_text(again, 400)
@@ -269,14 +242,18 @@ def test_create_rejects_a_duplicate_name_and_a_foreign_folder(
     ],
 )
 def test_create_names_each_invalid_field(
-    api: httpx.Client, tenant: Tenant, body: Any, fields: list[str | None]
+    api: httpx.Client, ingestion_tenant: Tenant, body: Any, fields: list[str | None]
 ) -> None:
-    response = api.post("/api/v2/sources", json=body, headers=ingestion(tenant))
+    response = api.post("/api/v2/sources", json=body, headers=ingestion_tenant.v2_headers)
     assert error_fields(response, 422) == fields
 
 
-def test_create_refuses_a_body_that_is_not_json(api: httpx.Client, tenant: Tenant) -> None:
-    response = api.post("/api/v2/sources", content=b"{name", headers={**ingestion(tenant), **JSON})
+def test_create_refuses_a_body_that_is_not_json(
+    api: httpx.Client, ingestion_tenant: Tenant
+) -> None:
+    response = api.post(
+        "/api/v2/sources", content=b"{name", headers={**ingestion_tenant.v2_headers, **JSON}
+    )
     assert "not valid JSON" in error_text(response, 422)
 
 
@@ -296,9 +273,13 @@ def test_create_refuses_a_body_that_is_not_json(api: httpx.Client, tenant: Tenan
 )
 @pytest.mark.parametrize("endpoint", ["create", "feed"])
 def test_each_wrong_header_is_the_same_403(
-    api: httpx.Client, tenant: Tenant, source_id: int, broken: dict[str, str], endpoint: str
+    api: httpx.Client,
+    ingestion_tenant: Tenant,
+    source_id: int,
+    broken: dict[str, str],
+    endpoint: str,
 ) -> None:
-    headers = {**ingestion(tenant), **broken}
+    headers = {**ingestion_tenant.v2_headers, **broken}
     if endpoint == "create":  # an invalid body too: credentials are checked first
         response = api.post("/api/v2/sources", json={"bad": True}, headers=headers)
     else:
@@ -315,12 +296,12 @@ def test_missing_headers_and_a_workspace_not_enabled_are_403(
     feed_url = f"/api/v2/sources/{source_id}/feed-source"
     assert api.post(feed_url, content=b"a\n1\n", headers=CSV).status_code == 403
     disabled = make_tenant(runtime.engine, ingestion=False)
-    response = api.post("/api/v2/sources", json={"name": "x"}, headers=ingestion(disabled))
+    response = api.post("/api/v2/sources", json={"name": "x"}, headers=disabled.v2_headers)
     assert (response.status_code, response.json()) == (403, FORBIDDEN)
 
 
 def test_another_workspaces_source_is_not_found(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int
 ) -> None:
     stranger = make_tenant(runtime.engine, ingestion=True)
     for target in (source_id, 999_999, 99_999_999_999):
@@ -338,15 +319,15 @@ def test_another_workspaces_source_is_not_found(
 
 @pytest.mark.parametrize("media", ["text/csv", "application/csv", "text/plain; charset=utf-8"])
 def test_a_csv_body_is_queued_then_delivered(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int, media: str
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int, media: str
 ) -> None:
     body = "id,amount,memo\n1,0.30000000000000004,naïve ☃\n2,0.1,\n".encode()
-    file_id = queued(feed(api, tenant, source_id, {"content-type": media}, content=body))
-    status = file_status(api, tenant, source_id, file_id)
+    file_id = queued(feed(api, ingestion_tenant, source_id, {"content-type": media}, content=body))
+    status = file_status(api, ingestion_tenant, source_id, file_id)
     assert (status["origin"], status["status"], status["bytes"]) == ("upload", "queued", len(body))
     run_pipeline(runtime)
-    assert file_status(api, tenant, source_id, file_id)["rows"] == 2
-    rows, raw = data(api, tenant, source_id)
+    assert file_status(api, ingestion_tenant, source_id, file_id)["rows"] == 2
+    rows, raw = data(api, ingestion_tenant, source_id)
     assert rows == [
         {"id": 1, "amount": Decimal("0.30000000000000004"), "memo": "naïve ☃"},
         {"id": 2, "amount": Decimal("0.10000000000000000"), "memo": None},
@@ -355,29 +336,29 @@ def test_a_csv_body_is_queued_then_delivered(
 
 
 def test_a_streamed_csv_body_without_length_is_delivered(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int
 ) -> None:
     def body() -> Iterator[bytes]:
         yield b"n,amount\n"
         for start in range(0, 30_000, 1000):
             yield "".join(f"{n},{n}.{n % 100:02d}\n" for n in range(start, start + 1000)).encode()
 
-    file_id = queued(feed(api, tenant, source_id, CSV, content=body()))
+    file_id = queued(feed(api, ingestion_tenant, source_id, CSV, content=body()))
     run_pipeline(runtime)
-    status = file_status(api, tenant, source_id, file_id)
+    status = file_status(api, ingestion_tenant, source_id, file_id)
     assert (status["status"], status["rows"]) == ("delivered", 30_000)
 
 
 def test_a_multipart_file_part_is_delivered_with_its_name(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int
 ) -> None:
     content = "id,city\n1,Zürich\n2,東京\n".encode()
     upload = {"file": ("ledger-2024.csv", content, "text/csv")}
-    file_id = queued(feed(api, tenant, source_id, files=upload))
-    status = file_status(api, tenant, source_id, file_id)
+    file_id = queued(feed(api, ingestion_tenant, source_id, files=upload))
+    status = file_status(api, ingestion_tenant, source_id, file_id)
     assert (status["filename"], status["bytes"]) == ("ledger-2024.csv", len(content))
     run_pipeline(runtime)
-    assert data(api, tenant, source_id)[0] == [
+    assert data(api, ingestion_tenant, source_id)[0] == [
         {"id": 1, "city": "Zürich"},
         {"id": 2, "city": "東京"},
     ]
@@ -385,7 +366,7 @@ def test_a_multipart_file_part_is_delivered_with_its_name(
 
 @pytest.mark.parametrize("wrapped", [False, True])
 def test_json_rows_are_converted_and_stay_exact(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int, wrapped: bool
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int, wrapped: bool
 ) -> None:
     rows = (
         b'[{"id": 1, "amount": 12345678901234567.89, "who": {"name": "Ana", "tier": 2}},'
@@ -393,10 +374,10 @@ def test_json_rows_are_converted_and_stay_exact(
         b' {"id": 3, "amount": -5, "ok": true, "who": null}]'
     )
     body = b'{"rows": ' + rows + b"}" if wrapped else rows
-    file_id = queued(feed(api, tenant, source_id, JSON, content=body))
+    file_id = queued(feed(api, ingestion_tenant, source_id, JSON, content=body))
     run_pipeline(runtime)
-    assert file_status(api, tenant, source_id, file_id)["status"] == "delivered"
-    got, raw = data(api, tenant, source_id)
+    assert file_status(api, ingestion_tenant, source_id, file_id)["status"] == "delivered"
+    got, raw = data(api, ingestion_tenant, source_id)
     assert got == [
         {
             "id": 1,
@@ -429,12 +410,18 @@ def test_json_rows_are_converted_and_stay_exact(
     assert b"12345678901234567.89" in raw
 
 
-def test_other_content_types_are_415(api: httpx.Client, tenant: Tenant, source_id: int) -> None:
+def test_other_content_types_are_415(
+    api: httpx.Client, ingestion_tenant: Tenant, source_id: int
+) -> None:
     for media in ("application/xml", "application/x-www-form-urlencoded", "image/png"):
-        response = feed(api, tenant, source_id, {"content-type": media}, content=b"a\n1\n")
+        response = feed(
+            api, ingestion_tenant, source_id, {"content-type": media}, content=b"a\n1\n"
+        )
         assert response.status_code == 415
         assert "text/csv" in error_text(response, 415)
-    assert feed(api, tenant, source_id, content=b"a\n1\n").status_code == 415  # none at all
+    assert (
+        feed(api, ingestion_tenant, source_id, content=b"a\n1\n").status_code == 415
+    )  # none at all
 
 
 @pytest.mark.parametrize(
@@ -453,51 +440,51 @@ def test_other_content_types_are_415(api: httpx.Client, tenant: Tenant, source_i
 def test_json_bodies_that_are_not_rows_are_422(
     api: httpx.Client,
     runtime: Runtime,
-    tenant: Tenant,
+    ingestion_tenant: Tenant,
     source_id: int,
     body: bytes,
     field: str | None,
     words: str,
 ) -> None:
-    response = feed(api, tenant, source_id, JSON, content=body)
+    response = feed(api, ingestion_tenant, source_id, JSON, content=body)
     assert error_fields(response, 422) == [field]
     assert words in error_text(response, 422)
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source_id) == 0
-    assert sorted(runtime.blobs.root.rglob("*.*")) == []
+    assert sorted(runtime.settings.blob_dir.rglob("*.*")) == []
 
 
 def test_multipart_bodies_without_one_file_part_are_422(
-    api: httpx.Client, tenant: Tenant, source_id: int
+    api: httpx.Client, ingestion_tenant: Tenant, source_id: int
 ) -> None:
-    other = feed(api, tenant, source_id, files={"upload": ("a.csv", b"a\n1\n")})
+    other = feed(api, ingestion_tenant, source_id, files={"upload": ("a.csv", b"a\n1\n")})
     assert error_fields(other, 422) == ["upload"]
     two = feed(
         api,
-        tenant,
+        ingestion_tenant,
         source_id,
         files=[("file", ("a.csv", b"a\n1\n")), ("file", ("b.csv", b"a\n2\n"))],
     )
     assert error_fields(two, 422) == ["file"]
-    plain_field = feed(api, tenant, source_id, files=[("note", (None, b"x"))])
+    plain_field = feed(api, ingestion_tenant, source_id, files=[("note", (None, b"x"))])
     assert error_fields(plain_field, 422) == ["note"]
     no_boundary = feed(
-        api, tenant, source_id, {"content-type": "multipart/form-data"}, content=b"x"
+        api, ingestion_tenant, source_id, {"content-type": "multipart/form-data"}, content=b"x"
     )
     assert "boundary" in error_text(no_boundary, 422)
     cut = feed(
         api,
-        tenant,
+        ingestion_tenant,
         source_id,
         {"content-type": "multipart/form-data; boundary=B"},
         content=b'--B\r\nContent-Disposition: form-data; name="file"\r\n\r\na\r\n1\r\n',
     )
     assert "before its last boundary" in error_text(cut, 422)
-    empty = feed(api, tenant, source_id, files={"file": ("e.csv", b"")})
+    empty = feed(api, ingestion_tenant, source_id, files={"file": ("e.csv", b"")})
     assert "empty" in error_text(empty, 422)
     nul_name = feed(
         api,
-        tenant,
+        ingestion_tenant,
         source_id,
         {"content-type": "multipart/form-data; boundary=B"},
         content=b'--B\r\nContent-Disposition: form-data; name="file"; filename="a\x00b.csv"'
@@ -507,27 +494,31 @@ def test_multipart_bodies_without_one_file_part_are_422(
     assert "control characters" in error_text(nul_name, 422)
 
 
-def test_an_empty_csv_body_is_422(api: httpx.Client, tenant: Tenant, source_id: int) -> None:
-    assert "empty" in error_text(feed(api, tenant, source_id, CSV, content=b""), 422)
+def test_an_empty_csv_body_is_422(
+    api: httpx.Client, ingestion_tenant: Tenant, source_id: int
+) -> None:
+    assert "empty" in error_text(feed(api, ingestion_tenant, source_id, CSV, content=b""), 422)
 
 
 def test_an_idempotency_key_queues_the_file_once(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, source_id: int
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, source_id: int
 ) -> None:
     key = {"Idempotency-Key": "batch-2024-05-01", **CSV}
-    first = queued(feed(api, tenant, source_id, key, content=b"n\n1\n"))
-    retry = feed(api, tenant, source_id, key, content=b"n\n1\n")
+    first = queued(feed(api, ingestion_tenant, source_id, key, content=b"n\n1\n"))
+    retry = feed(api, ingestion_tenant, source_id, key, content=b"n\n1\n")
     assert (retry.status_code, retry.json()) == (202, {"file_id": first, "status": "queued"})
     other = queued(
-        feed(api, tenant, source_id, {**key, "Idempotency-Key": "b2"}, content=b"n\n2\n")
+        feed(api, ingestion_tenant, source_id, {**key, "Idempotency-Key": "b2"}, content=b"n\n2\n")
     )
     run_pipeline(runtime)
-    late = feed(api, tenant, source_id, key, content=b"n\n9\n")
+    late = feed(api, ingestion_tenant, source_id, key, content=b"n\n9\n")
     assert (late.status_code, late.json()) == (202, {"file_id": first, "status": "delivered"})
-    listed = api.get(f"/api/v2/sources/{source_id}/files", headers=ingestion(tenant)).json()
+    listed = api.get(
+        f"/api/v2/sources/{source_id}/files", headers=ingestion_tenant.v2_headers
+    ).json()
     assert [f["id"] for f in listed["data"]] == [first, other]
     assert listed["data"][0]["idempotency_key"] == "batch-2024-05-01"
-    assert [r["n"] for r in data(api, tenant, source_id)[0]] == [1, 2]
+    assert [r["n"] for r in data(api, ingestion_tenant, source_id)[0]] == [1, 2]
 
 
 def test_openapi_documents_both_routes_and_the_json_rules(api: httpx.Client) -> None:
@@ -602,7 +593,7 @@ def test_bodies_over_the_limit_are_413_and_nothing_is_kept(
         assert message in error_text(response, 413)
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source_id) == 0
-    assert sorted(runtime.blobs.root.rglob("*.*")) == []
+    assert sorted(runtime.settings.blob_dir.rglob("*.*")) == []
     just_fits = b"n\n" + b"12345678\n" * 110  # 992 bytes
     file_id = queued(feed(client, tenant, source_id, CSV, content=just_fits))
     run_pipeline(runtime)

@@ -9,35 +9,21 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from factories import Tenant, make_tenant
+from support.factories import Tenant, make_tenant
 from tally.runtime import Runtime
-from tally.services import admin
 from tally.storage import files
 
 NOTIFY = "/api/v2/webhooks/{}/feed-source"
 
 
-def auth(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
 def register(api: httpx.Client, tenant: Tenant, **body: Any) -> httpx.Response:
-    return api.post("/api/v2/webhooks", headers=auth(tenant), json={"webhook": {}, **body})
+    return api.post("/api/v2/webhooks", headers=tenant.v2_headers, json={"webhook": {}, **body})
 
 
 def test_registration_answers_201_with_id_name_and_a_secret_webhook_id(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
-    response = register(api, tenant, name="bank")
+    response = register(api, ingestion_tenant, name="bank")
     assert response.status_code == 201
     assert response.headers["content-type"] == "application/json"
     body = response.json()
@@ -52,9 +38,9 @@ def test_registration_answers_201_with_id_name_and_a_secret_webhook_id(
 
 
 def test_defaults_reply_200_accepted_and_read_file_url(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
-    created = register(api, tenant, name="defaults").json()
+    created = register(api, ingestion_tenant, name="defaults").json()
     reply = api.post(
         NOTIFY.format(created["webhook_id"]),
         json={"file_url": "https://files.example.com/a.csv?sig=secret", "filename": "a.csv"},
@@ -70,7 +56,7 @@ def test_defaults_reply_200_accepted_and_read_file_url(
 
 
 def test_configured_mapping_and_reply_are_used_verbatim(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
     webhook = {
         "file_mapping": {"url_field": "items[0].link.href", "filename_field": "meta.name"},
@@ -81,7 +67,9 @@ def test_configured_mapping_and_reply_are_used_verbatim(
         },
     }
     created = api.post(
-        "/api/v2/webhooks", headers=auth(tenant), json={"name": "mapped", "webhook": webhook}
+        "/api/v2/webhooks",
+        headers=ingestion_tenant.v2_headers,
+        json={"name": "mapped", "webhook": webhook},
     ).json()
     payload = {"items": [{"link": {"href": "https://x.example/f.csv"}}], "meta": {"name": "f"}}
     reply = api.post(NOTIFY.format(created["webhook_id"]), json=payload)
@@ -93,7 +81,7 @@ def test_configured_mapping_and_reply_are_used_verbatim(
     assert queued.filename == "f"
 
 
-def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant) -> None:
+def test_422_names_every_invalid_field_at_once(api: httpx.Client, ingestion_tenant: Tenant) -> None:
     body = {
         "webhook": {
             "file_mapping": {"url_field": "a..b"},
@@ -102,7 +90,7 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant
         },
         "folder_id": "nope",
     }
-    response = api.post("/api/v2/webhooks", headers=auth(tenant), json=body)
+    response = api.post("/api/v2/webhooks", headers=ingestion_tenant.v2_headers, json=body)
     assert response.status_code == 422
     fields = {error["field"] for error in response.json()["errors"]}
     assert "name" in fields
@@ -125,66 +113,66 @@ def test_422_names_every_invalid_field_at_once(api: httpx.Client, tenant: Tenant
     ],
 )
 def test_json_types_are_taken_as_declared(
-    api: httpx.Client, tenant: Tenant, body: dict[str, Any], field: str
+    api: httpx.Client, ingestion_tenant: Tenant, body: dict[str, Any], field: str
 ) -> None:
-    response = register(api, tenant, name="typed", **body)
+    response = register(api, ingestion_tenant, name="typed", **body)
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == [field]
 
 
 def test_a_whole_number_spelled_with_a_fraction_is_an_integer(
-    api: httpx.Client, tenant: Tenant
+    api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
     """JSON Schema, and so the OpenAPI document, calls 200.0 an integer: tally agrees."""
     hook = {"response_config": {"status_code": 202.0}}
-    response = register(api, tenant, name="whole", webhook=hook)
+    response = register(api, ingestion_tenant, name="whole", webhook=hook)
     assert response.status_code == 201, response.text
     webhook_id = response.json()["webhook_id"]
     reply = api.post(NOTIFY.format(webhook_id), json={"file_url": "https://x.example/a.csv"})
     assert reply.status_code == 202
-    refused = register(api, tenant, name="whole 2", folder_id=987654.0)
+    refused = register(api, ingestion_tenant, name="whole 2", folder_id=987654.0)
     assert [e["field"] for e in refused.json()["errors"]] == ["folder_id"]
     assert refused.status_code == 400  # as for 987654: no such folder, not a type error
 
 
 @pytest.mark.parametrize("name", ["", " ", "a\u0000b", "tab\there", "x" * 201])
-def test_a_name_that_cannot_be_a_name_is_422(api: httpx.Client, tenant: Tenant, name: str) -> None:
-    response = register(api, tenant, name=name)
+def test_a_name_that_cannot_be_a_name_is_422(
+    api: httpx.Client, ingestion_tenant: Tenant, name: str
+) -> None:
+    response = register(api, ingestion_tenant, name=name)
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == ["name"]
 
 
-def test_missing_webhook_is_422(api: httpx.Client, tenant: Tenant) -> None:
-    response = api.post("/api/v2/webhooks", headers=auth(tenant), json={"name": "x"})
+def test_missing_webhook_is_422(api: httpx.Client, ingestion_tenant: Tenant) -> None:
+    response = api.post("/api/v2/webhooks", headers=ingestion_tenant.v2_headers, json={"name": "x"})
     assert response.status_code == 422
     assert [e["field"] for e in response.json()["errors"]] == ["webhook"]
 
 
 def test_duplicate_name_and_foreign_folder_are_400_with_errors(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
     other = make_tenant(runtime.engine, ingestion=True)
-    foreign_folder = admin.create_folder(
-        runtime.engine, workspace_id=other.workspace_id, name="theirs"
-    )
-    assert register(api, tenant, name="taken").status_code == 201
-    response = register(api, tenant, name="taken", folder_id=foreign_folder)
+    foreign_folder = runtime.admin.create_folder(workspace_id=other.workspace_id, name="theirs")
+    assert register(api, ingestion_tenant, name="taken").status_code == 201
+    response = register(api, ingestion_tenant, name="taken", folder_id=foreign_folder)
     assert response.status_code == 400
     assert {e["field"] for e in response.json()["errors"]} == {"name", "folder_id"}
-    own = admin.create_folder(runtime.engine, workspace_id=tenant.workspace_id, name="mine")
-    assert register(api, tenant, name="in folder", folder_id=own).status_code == 201
+    own = runtime.admin.create_folder(workspace_id=ingestion_tenant.workspace_id, name="mine")
+    assert register(api, ingestion_tenant, name="in folder", folder_id=own).status_code == 201
 
 
 @pytest.mark.parametrize("wrong", ["x-api-key", "x-svc-workspace", "x-svc-account", "all"])
 def test_every_failed_check_is_the_same_403_before_the_body(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime, wrong: str
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime, wrong: str
 ) -> None:
     other = make_tenant(runtime.engine, ingestion=True)
-    headers = auth(tenant)
+    headers = ingestion_tenant.v2_headers
     if wrong == "all":
         headers = {}
     else:
-        headers[wrong] = auth(other)[wrong] if wrong != "x-api-key" else "tly_unknown"
+        headers[wrong] = other.v2_headers[wrong] if wrong != "x-api-key" else "tly_unknown"
     answers = [
         api.post("/api/v2/webhooks", headers=headers, json={"name": "x", "webhook": {}}),
         api.post("/api/v2/webhooks", headers=headers, content=b"{not json"),
@@ -198,18 +186,18 @@ def test_every_failed_check_is_the_same_403_before_the_body(
 def test_a_workspace_not_enabled_for_ingestion_is_403(api: httpx.Client, runtime: Runtime) -> None:
     idle = make_tenant(runtime.engine, ingestion=False)
     assert register(api, idle, name="x").status_code == 403
-    admin.enable_ingestion(runtime.engine, idle.workspace_id)
+    runtime.admin.enable_ingestion(idle.workspace_id)
     assert register(api, idle, name="x").status_code == 201
 
 
 def test_storage_failure_is_502_and_leaves_nothing(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
     # The next sources' tables already exist: creating the table really fails.
     with runtime.engine.begin() as conn:
         for n in range(1, 40):
             conn.execute(text(f"CREATE TABLE r_{n} (x INTEGER)"))
-    response = register(api, tenant, name="unlucky")
+    response = register(api, ingestion_tenant, name="unlucky")
     assert response.status_code == 502
     assert response.json()["errors"][0]["message"].startswith("Storage provisioning failed")
     with runtime.engine.connect() as conn:
@@ -218,14 +206,16 @@ def test_storage_failure_is_502_and_leaves_nothing(
 
 
 def test_unexpected_failure_is_a_json_500_without_a_trace(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
-    created = register(api, tenant, name="corrupted").json()
+    created = register(api, ingestion_tenant, name="corrupted").json()
     with runtime.engine.begin() as conn:  # a catalogue row no version of tally wrote
         conn.execute(
             text("UPDATE resources SET columns = '[{}]' WHERE id = :id"), {"id": created["id"]}
         )
-    response = api.get(f"/api/v2/sources/{created['id']}/files", headers=auth(tenant))
+    response = api.get(
+        f"/api/v2/sources/{created['id']}/files", headers=ingestion_tenant.v2_headers
+    )
     assert response.status_code == 500
     assert response.json() == {"errors": [{"field": None, "message": "Internal server error"}]}
     assert "Traceback" not in response.text
@@ -238,10 +228,14 @@ def test_unknown_webhook_is_404_even_with_a_bad_body(api: httpx.Client) -> None:
         assert response.json() == {"errors": [{"field": None, "message": "Not Found"}]}
 
 
-def test_bad_notifications_are_4xx_naming_the_path(api: httpx.Client, tenant: Tenant) -> None:
+def test_bad_notifications_are_4xx_naming_the_path(
+    api: httpx.Client, ingestion_tenant: Tenant
+) -> None:
     webhook = {"file_mapping": {"url_field": "data.url"}}
     created = api.post(
-        "/api/v2/webhooks", headers=auth(tenant), json={"name": "strict", "webhook": webhook}
+        "/api/v2/webhooks",
+        headers=ingestion_tenant.v2_headers,
+        json={"name": "strict", "webhook": webhook},
     ).json()
     url = NOTIFY.format(created["webhook_id"])
     not_json = api.post(url, content=b"{oops")
@@ -272,9 +266,9 @@ def test_bad_notifications_are_4xx_naming_the_path(api: httpx.Client, tenant: Te
     ],
 )
 def test_file_urls_no_download_could_start_from_are_400(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime, file_url: str, says: str
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime, file_url: str, says: str
 ) -> None:
-    created = register(api, tenant, name="urls").json()
+    created = register(api, ingestion_tenant, name="urls").json()
     response = api.post(NOTIFY.format(created["webhook_id"]), json={"file_url": file_url})
     assert response.status_code == 400, response.text
     (problem,) = response.json()["errors"]
@@ -289,9 +283,9 @@ def test_file_urls_no_download_could_start_from_are_400(
     [("a\u0000b.csv", "must not contain control characters"), ("x" * 1001, "at most 1000")],
 )
 def test_a_file_name_that_cannot_be_kept_is_400(
-    api: httpx.Client, tenant: Tenant, filename: str, says: str
+    api: httpx.Client, ingestion_tenant: Tenant, filename: str, says: str
 ) -> None:
-    created = register(api, tenant, name="names").json()
+    created = register(api, ingestion_tenant, name="names").json()
     payload = {"file_url": "https://files.example/a.csv", "filename": filename}
     response = api.post(NOTIFY.format(created["webhook_id"]), json=payload)
     assert response.status_code == 400, response.text
@@ -301,9 +295,9 @@ def test_a_file_name_that_cannot_be_kept_is_400(
 
 
 def test_a_long_url_names_its_file_with_the_longest_name_kept(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
-    created = register(api, tenant, name="long").json()
+    created = register(api, ingestion_tenant, name="long").json()
     segment = "f" * 1500
     reply = api.post(
         NOTIFY.format(created["webhook_id"]), json={"file_url": f"https://files.example/{segment}"}
@@ -314,30 +308,34 @@ def test_a_long_url_names_its_file_with_the_longest_name_kept(
     assert queued.filename == segment[:1000]
 
 
-def test_ids_beyond_any_stored_id_name_nothing(api: httpx.Client, tenant: Tenant) -> None:
+def test_ids_beyond_any_stored_id_name_nothing(api: httpx.Client, ingestion_tenant: Tenant) -> None:
     huge = 2**63
     for path in ("/api/v2/webhooks", "/api/v2/sources"):
         body = {"name": f"big {path}", "folder_id": huge, "webhook": {}}
         if path == "/api/v2/sources":
             del body["webhook"]
-        response = api.post(path, headers=auth(tenant), json=body)
+        response = api.post(path, headers=ingestion_tenant.v2_headers, json=body)
         assert response.status_code == 400, response.text
         assert [e["field"] for e in response.json()["errors"]] == ["folder_id"]
-    source = register(api, tenant, name="listed").json()
+    source = register(api, ingestion_tenant, name="listed").json()
     listing = api.get(
         f"/api/v2/sources/{source['id']}/files",
         params={"after": str(10**20)},
-        headers=auth(tenant),
+        headers=ingestion_tenant.v2_headers,
     )
     assert listing.status_code == 200, listing.text
     assert listing.json()["data"] == []
 
 
 def test_an_account_header_of_unicode_digits_is_the_same_403(
-    api: httpx.Client, tenant: Tenant
+    api: httpx.Client, ingestion_tenant: Tenant
 ) -> None:
     """ "²".isdigit() is true but int("²") fails: the CORS check must not reach int()."""
-    headers = {**auth(tenant), "x-api-key": "wrong", "Origin": "https://ops.acme.example"}
+    headers = {
+        **ingestion_tenant.v2_headers,
+        "x-api-key": "wrong",
+        "Origin": "https://ops.acme.example",
+    }
     headers["x-svc-account"] = "\u00b2"
     response = api.get(
         "/api/v2/sources/1/files", headers=[(k, v.encode("latin-1")) for k, v in headers.items()]
@@ -346,9 +344,9 @@ def test_an_account_header_of_unicode_digits_is_the_same_403(
 
 
 def test_idempotency_key_queues_a_retried_notification_once(
-    api: httpx.Client, tenant: Tenant, runtime: Runtime
+    api: httpx.Client, ingestion_tenant: Tenant, runtime: Runtime
 ) -> None:
-    created = register(api, tenant, name="retried").json()
+    created = register(api, ingestion_tenant, name="retried").json()
     url = NOTIFY.format(created["webhook_id"])
     payload = {"file_url": "https://x.example/one.csv"}
     ids = {
@@ -387,13 +385,13 @@ def test_cors_headers_only_for_the_accounts_origins(api: httpx.Client, runtime: 
     with_origin = api.post(
         "/api/v2/webhooks",
         json={"name": "c2", "webhook": {}},
-        headers={**auth(allowed), "Origin": "https://ops.acme.example"},
+        headers={**allowed.v2_headers, "Origin": "https://ops.acme.example"},
     )
     assert with_origin.headers["access-control-allow-origin"] == "https://ops.acme.example"
     other_account = api.post(
         "/api/v2/webhooks",
         json={"name": "c3", "webhook": {}},
-        headers={**auth(plain), "Origin": "https://ops.acme.example"},
+        headers={**plain.v2_headers, "Origin": "https://ops.acme.example"},
     )
     assert other_account.status_code == 201
     assert "access-control-allow-origin" not in other_account.headers

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+import typer
 from typer.testing import CliRunner
 
 from tally.cli.main import app
@@ -387,3 +388,11 @@ def test_the_installed_command_exits_1_with_the_error_object(settings: Settings)
         "error": "Workspace not found",
         "kind": "WorkspaceNotFoundError",
     }
+
+
+def test_every_admin_command_has_a_help_text() -> None:
+    admin = typer.main.get_group(app).commands["admin"]
+    assert isinstance(admin, typer.core.TyperGroup)
+    helps = {name: command.help for name, command in admin.commands.items()}
+    assert {"create-account", "create-workspace", "enable-ingestion"} <= set(helps)
+    assert all(text and text.strip() for text in helps.values()), helps

@@ -1,9 +1,11 @@
-"""README.md and docs stay true: the configuration table, the two commands, CI."""
+"""README.md and docs stay true: the configuration tables, the two commands, CI."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 from tally.settings import settings_table
 
@@ -11,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 
-def test_configuration_table_matches_settings() -> None:
-    start = README.index("<!-- settings-table -->\n") + len("<!-- settings-table -->\n")
-    end = README.index("<!-- /settings-table -->")
-    assert README[start:end] == settings_table()
+@pytest.mark.parametrize("document", ["README.md", "docs/configuration.md"])
+def test_configuration_table_matches_settings(document: str) -> None:
+    text = (ROOT / document).read_text()
+    start = text.index("<!-- settings-table -->\n") + len("<!-- settings-table -->\n")
+    end = text.index("<!-- /settings-table -->")
+    assert text[start:end] == settings_table()
 
 
 def test_set_up_gives_exactly_two_commands() -> None:

@@ -16,7 +16,6 @@ import datetime as dt
 import hashlib
 import itertools
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from standardwebhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,12 +33,11 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from conftest import BACKENDS, make_settings
-from factories import Tenant, make_tenant
+from support.databases import BACKENDS, make_settings
+from support.factories import Tenant, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,
-    eventually,
     list_files,
     notify,
     process_defaults,
@@ -46,7 +45,6 @@ from support.processes import (
     register_webhook,
     running_processes,
     total_count,
-    v2_headers,
     wait_for_final_files,
 )
 from support.servers import (
@@ -57,10 +55,13 @@ from support.servers import (
     record_requests,
     serve_app,
 )
+from support.waiting import eventually
 from tally.api.app import create_app
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
+from tally.storage import resources
+from tally.storage.files import QUEUE_CHANNEL
 
 MAX_FILE_BYTES = 50_000
 DEADLINE_SECONDS = 5.0
@@ -117,7 +118,8 @@ class Stack:
     worker: TallyProcess
     stderr_checked: int = 0
 
-    def tenant(self) -> Tenant:
+    def new_tenant(self) -> Tenant:
+        """A tenant of its own for one test, with ingestion enabled."""
         return make_tenant(self.runtime.engine, ingestion=True)
 
     def check_no_crash(self) -> None:
@@ -210,8 +212,12 @@ def own_stack(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> Stack:
     """A deployment of the test's own: a file that crashes the worker again and again
-    (retried each time its lease expires) cannot disturb the other tests."""
-    return Stack(runtime, api, processes.worker(settings))
+    (retried each time its lease expires) cannot disturb the other tests. Ready before
+    the test notifies: a file's delivery deadline runs from its notification, and a
+    worker still starting would eat into it."""
+    worker = processes.worker(settings)
+    worker.wait_ready()
+    return Stack(runtime, api, worker)
 
 
 def sha256(content: bytes) -> str:
@@ -229,7 +235,7 @@ LEDGER_MORE = b"id,amount,currency,booked_on\n4,7.00,EUR,2024-03-01\n5,8.00,EUR,
 
 
 def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(
         stack.client,
         tenant,
@@ -258,7 +264,7 @@ def test_notified_file_is_delivered_and_readable(stack: Stack, server: FileServe
     assert file["url"] == f"{server.url}/files/{name}"  # the query string is not shown
     assert file["finished_at"] is not None
     one = stack.client.get(
-        f"/api/v2/sources/{created['id']}/files/{file['id']}", headers=v2_headers(tenant)
+        f"/api/v2/sources/{created['id']}/files/{file['id']}", headers=tenant.v2_headers
     )
     assert one.status_code == 200
     assert one.json() == file
@@ -314,14 +320,14 @@ SECRET_TEXTS = [
 
 
 def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     shown: list[str] = []  # every body tally answered with
     cases = []
     for kind, (prefix, right, wrong, expected_header) in CREDENTIALS.items():
         for label, credentials in (("right", right), ("wrong", wrong)):
             response = stack.client.post(
                 "/api/v2/webhooks",
-                headers=v2_headers(tenant),
+                headers=tenant.v2_headers,
                 json={"name": f"{kind} {label}", "webhook": {"credentials": credentials}},
             )
             assert response.status_code == 201, response.text
@@ -338,9 +344,9 @@ def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: 
 
     for kind, label, source_id, path, (header, value) in cases:
         [file] = stack.wait(tenant, source_id, 1)
-        listing = stack.client.get(f"/api/v2/sources/{source_id}/files", headers=v2_headers(tenant))
+        listing = stack.client.get(f"/api/v2/sources/{source_id}/files", headers=tenant.v2_headers)
         single = stack.client.get(
-            f"/api/v2/sources/{source_id}/files/{file['id']}", headers=v2_headers(tenant)
+            f"/api/v2/sources/{source_id}/files/{file['id']}", headers=tenant.v2_headers
         )
         shown += [listing.text, single.text]
         [seen] = server.requests_for(path)
@@ -367,7 +373,7 @@ def test_download_credentials_are_checked_and_never_shown(stack: Stack, server: 
 
 
 def test_redirects_are_followed_to_the_file(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "redirected")
     name = server.add(PAIR, "moved")
 
@@ -391,7 +397,7 @@ def test_unavailable_server_is_retried_until_the_file_arrives(
     own_stack: Stack, server: FileServer
 ) -> None:
     stack = own_stack
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "flaky")
     name = server.add(PAIR, "flaky")
 
@@ -405,7 +411,7 @@ def test_unavailable_server_is_retried_until_the_file_arrives(
 
 
 def test_missing_file_fails_at_once(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "missing")
     path = f"/files/never-published-{next(_names)}.csv"
 
@@ -421,7 +427,7 @@ def test_missing_file_fails_at_once(stack: Stack, server: FileServer) -> None:
 
 def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: FileServer) -> None:
     stack = own_stack
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "hanging")
     tag = f"t{next(_names)}"
 
@@ -445,7 +451,7 @@ def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: 
 
 
 def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "oversized")
     lines = [b"id,amount"] + [f"{i},{i}.25".encode() for i in range(1, 6000)]
     big = b"\n".join(lines) + b"\n"
@@ -464,6 +470,8 @@ def test_oversized_file_fails_without_rows(stack: Stack, server: FileServer) -> 
     assert announced["attempts"] == chunked["attempts"] == 1
     assert announced["rows"] is chunked["rows"] is None
     assert total_count(stack.client, tenant, created["id"]) == 0
+    # Nothing of either download was kept, not even a partial temp file.
+    assert list((stack.runtime.settings.blob_dir / str(created["id"])).rglob("*")) == []
 
 
 # --- 4. the SSRF guard --------------------------------------------------------------------
@@ -473,7 +481,7 @@ def test_loopback_urls_are_refused_without_fetch_allow(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> None:
     stack = Stack(runtime, api, processes.worker(settings, fetch_allow=""))  # the default
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(api, tenant, "ssrf")
     log = RequestLog()
     with serve_app(record_requests(file_server_app({"data.csv": PAIR}), log)) as url:
@@ -517,7 +525,7 @@ BAD_FILES = {
 
 
 def test_bad_csv_files_fail_and_leave_no_rows(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "strict")
     notify(stack.client, created["webhook_id"], f"{server.url}/files/{server.add(FIRST)}")
     [first] = stack.wait(tenant, created["id"], 1)
@@ -546,7 +554,7 @@ def test_bad_csv_files_fail_and_leave_no_rows(stack: Stack, server: FileServer) 
 
 
 def test_same_bytes_notified_twice_are_loaded_once(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(stack.client, tenant, "twice")
     name = server.add(LEDGER, "again")
 
@@ -567,7 +575,7 @@ def test_same_bytes_notified_twice_are_loaded_once(stack: Stack, server: FileSer
 
 
 def test_idempotency_key_queues_one_file(stack: Stack, server: FileServer) -> None:
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     created = register_webhook(
         stack.client,
         tenant,
@@ -638,7 +646,7 @@ class Receiver:
 
 def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: FileServer) -> None:
     receiver = Receiver(new_signing_secret())
-    tenant = stack.tenant()
+    tenant = stack.new_tenant()
     with serve_app(receiver.app()) as hooks_url:
         created = register_webhook(
             stack.client,
@@ -733,7 +741,13 @@ def test_queued_files_wake_an_idle_postgresql_worker(
     request: pytest.FixtureRequest, tmp_path: Path, server: FileServer, processes: Processes
 ) -> None:
     """A worker that would poll only once an hour still takes each notified file: the
-    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)"""
+    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)
+
+    Each file is notified only once the worker has nothing left to do: its listener is
+    seen LISTENing, and the first file's follow-up work (rows' JSON, indexes) is done.
+    Nothing shows from outside the moment an idle thread goes to sleep, so a thread
+    could still be in its last, empty pass when the notification comes; then the test
+    passes without needing the wake-up. The order of events cannot make it fail."""
     settings = make_settings(
         request, "postgresql", tmp_path / "home", **process_defaults(worker_poll_seconds=3600)
     )
@@ -745,11 +759,15 @@ def test_queued_files_wake_an_idle_postgresql_worker(
         ):
             stack = Stack(runtime, client, processes.worker(settings))
             stack.worker.wait_ready()
-            tenant = stack.tenant()
+            tenant = stack.new_tenant()
             created = register_webhook(client, tenant, "woken")
             for n in (1, 2):
-                if n == 2:
-                    time.sleep(1.0)  # the worker, done with the first file, is asleep
+                eventually(
+                    lambda: worker_listens(runtime) and nothing_unfinished(runtime),
+                    timeout=WAIT_SECONDS,
+                    what="the worker to listen with nothing left to do",
+                    explain=stack.worker.describe,
+                )
                 name = server.add(LEDGER, f"woken-{n}")
                 assert notify(
                     client, created["webhook_id"], f"{server.url}/files/{name}"
@@ -758,3 +776,22 @@ def test_queued_files_wake_an_idle_postgresql_worker(
                 assert [f["status"] for f in files] == ["delivered", "duplicate"][:n]
     finally:
         runtime.close()
+
+
+def worker_listens(runtime: Runtime) -> bool:
+    """Whether a session of the database LISTENs for queued files (the worker's)."""
+    with runtime.engine.connect() as conn:
+        listening = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = :listen"
+            ),
+            {"listen": f"LISTEN {QUEUE_CHANNEL}"},
+        ).scalar_one()
+    return bool(listening)
+
+
+def nothing_unfinished(runtime: Runtime) -> bool:
+    """Whether every resource's follow-up work (rows' JSON, indexes) is done."""
+    with runtime.engine.connect() as conn:
+        return resources.next_unfinished(conn) is None

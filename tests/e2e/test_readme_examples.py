@@ -2,33 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from support.servers import free_port
+from support.waiting import eventually
+
 ROOT = Path(__file__).resolve().parents[2]
 TALLY = [sys.executable, "-m", "tally"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "TALLY_HOME": str(tmp_path / ".tally"),
@@ -47,14 +43,14 @@ def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     try:
         assert process.stdout is not None
         printed = json.loads(process.stdout.readline())
-        deadline = time.monotonic() + 30
-        while True:
-            try:
+
+        def answering() -> bool:
+            with contextlib.suppress(httpx.TransportError):
                 httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "tally serve did not start"
-                time.sleep(0.1)
+                return True
+            return False
+
+        eventually(answering, timeout=30, what="tally serve --demo to answer")
         yield tmp_path, printed
     finally:
         process.send_signal(signal.SIGINT)

@@ -22,12 +22,11 @@ import httpx
 import pytest
 from sqlalchemy import column, distinct, func, select, table
 
-from conftest import make_settings
-from factories import Tenant, make_source, make_tenant
+from support.databases import make_settings
+from support.factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
     TallyProcess,
-    eventually,
     list_files,
     notify,
     process_defaults,
@@ -39,8 +38,8 @@ from support.processes import (
     wait_for_final_files,
 )
 from support.servers import RequestLog, SeenRequest, file_server_app, serve_app
+from support.waiting import eventually
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.settings import Settings
 from tally.storage import files, resources
 
@@ -159,8 +158,8 @@ def test_serve_builds_the_indexes_of_a_source_loaded_before_it(
     tenant = make_tenant(runtime.engine)
     csv = tmp_path / "ledger.csv"
     csv.write_bytes(ledger(1, 50))
-    loaded = catalogue.create_source_from_file(
-        runtime.engine, workspace_id=tenant.workspace_id, name="loaded", path=csv
+    loaded = runtime.catalogue.create_source_from_file(
+        workspace_id=tenant.workspace_id, name="loaded", path=csv
     )  # what `tally admin load` runs
     assert loaded.resource.indexed_version == 0
     serve = processes.serve(settings, serve_worker=True)

@@ -1,4 +1,4 @@
-"""Notifications accepted in groups (services/intake.py), on SQLite and PostgreSQL.
+"""Notifications accepted in groups (services/notification_intake.py), on SQLite and PostgreSQL.
 
 The intake is held behind the database's write lock while notifications pile up, so
 they are accepted in groups of many: good ones together (one multi-row INSERT for the files,
@@ -15,13 +15,13 @@ from concurrent.futures import Future
 import pytest
 from sqlalchemy import Engine, select
 
-from factories import make_tenant
+from support.factories import make_tenant
 from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
 from tally.core.sealing import SecretBox
-from tally.runtime import Runtime
-from tally.services import ingestion
-from tally.services.ingestion import AcceptedNotification, WebhookDefinition
-from tally.services.intake import Notification, NotificationIntake
+from tally.runtime import Runtime, secret_box
+from tally.services.notification_intake import Notification, NotificationIntake
+from tally.services.notified_files import AcceptedNotification
+from tally.services.webhooks import WebhookDefinition
 from tally.storage import outbox
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.schema import files, outbox_events
@@ -39,8 +39,8 @@ def write_lock_held(engine: Engine) -> Iterator[None]:
 def register(runtime: Runtime) -> str:
     tenant = make_tenant(runtime.engine, ingestion=True)
     definition = WebhookDefinition(name=f"drops {tenant.workspace_id}")
-    return ingestion.register_webhook(
-        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
+    return runtime.webhooks.register(
+        workspace_id=tenant.workspace_id, definition=definition
     ).webhook_id
 
 
@@ -56,7 +56,7 @@ def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
     runtime: Runtime,
 ) -> None:
     webhook_id = register(runtime)
-    intake = NotificationIntake(runtime.engine, runtime.box, deadline_seconds=3600)
+    intake = NotificationIntake(runtime.engine, secret_box(runtime.settings), deadline_seconds=3600)
     try:
         first = intake.submit(good(webhook_id, 0))  # taken alone, then waits for the lock
         plan: list[tuple[str, Notification]] = []

@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,44 +24,49 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import make_settings
-from factories import Tenant, make_tenant, read_body, read_data, write_file
+from support.databases import make_settings
+from support.factories import Tenant, read_body, read_data, write_file
+from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services import catalogue
 from tally.services.loader.load import (
+    GUESS_BATCHES,
     LoadResult,
     expected_columns,
     first_pass,
     load_into,
     row_batches,
 )
-from tally.services.loader.reader import BATCH_ROWS, detect_format, raw_chunks, read_csv
-from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import (
+from tally.services.loader.reader import (
+    BATCH_ROWS,
+    detect_format,
+    raw_chunks,
+    read_csv,
+    read_head,
+)
+from tally.services.sources import SourceDefinition
+from tally.storage import resources
+from tally.storage.bulk_load.interface import RawFile
+from tally.storage.bulk_load.postgresql import (
     PostgresBulkLoad,
-    RawFile,
     copy_into,
     create_staging,
     read_staging,
 )
 from tally.storage.engine import create_database_engine, write_connection
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource
 from tally.worker.runner import Worker
 
 PAGE = 10_000
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
-
-
 def load(runtime: Runtime, tenant: Tenant, content: str | bytes, name: str = "src") -> LoadResult:
     path = write_file(content)
     try:
-        return catalogue.create_source_from_file(
-            runtime.engine, workspace_id=tenant.workspace_id, name=name, path=path
+        return runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name=name, path=path
         )
     finally:
         path.unlink()
@@ -71,7 +75,7 @@ def load(runtime: Runtime, tenant: Tenant, content: str | bytes, name: str = "sr
 def append(runtime: Runtime, resource_id: int, content: str | bytes) -> LoadResult:
     path = write_file(content)
     try:
-        return catalogue.append_file(runtime.engine, resource_id, path)
+        return runtime.catalogue.append_file(resource_id, path)
     finally:
         path.unlink()
 
@@ -826,8 +830,8 @@ def test_later_file_of_each_type(runtime: Runtime, tenant: Tenant) -> None:
 def test_placeholder_source_takes_columns_from_its_first_file(
     runtime: Runtime, tenant: Tenant
 ) -> None:
-    source = catalogue.create_source(
-        runtime.engine, workspace_id=tenant.workspace_id, name="hooked"
+    source = runtime.sources.create_source(
+        workspace_id=tenant.workspace_id, definition=SourceDefinition("hooked")
     )
     first = append(runtime, source.id, "Ref|bank.amount\nA-1|0.10\n")
     assert types_of(first.resource) == {"Ref": (T, 0, False), "bank.amount": (D, 2, False)}
@@ -843,7 +847,7 @@ def test_placeholder_source_takes_columns_from_its_first_file(
 _MEMORY_SCRIPT = textwrap.dedent("""
     import json, re, sys, threading, time
     from pathlib import Path
-    from tally.services import catalogue
+    from tally.services.catalogue import SourceCatalogue, create_source_in
     from tally.services.loader.load import load_into
     from tally.storage.engine import create_database_engine, write_connection
 
@@ -853,7 +857,9 @@ _MEMORY_SCRIPT = textwrap.dedent("""
 
     url, workspace_id, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     engine = create_database_engine(url)
-    source = catalogue.create_source(engine, workspace_id=workspace_id, name="big")
+    catalogue = SourceCatalogue(engine)
+    with write_connection(engine) as conn, conn.begin():
+        source = create_source_in(conn, workspace_id=workspace_id, name="big")
     peak, done = [0], threading.Event()
 
     def sample():
@@ -868,7 +874,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
         rows = load_into(conn, source.id, path).rows
     done.set()
     sampler.join()
-    catalogue.index_resource(engine, source.id)  # as a worker does after the load
+    catalogue.index_resource(source.id)  # as a worker does after the load
     print(json.dumps({"before_kb": before, "peak_kb": peak[0], "rows": rows,
                       "id": source.id}))
 """)
@@ -954,13 +960,13 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
     table = result.resource.table_name
     assert not any(name.startswith(f"ix_{table}_") for name in _index_names(runtime, table))
     assert read_data(runtime, tenant, result.resource.id, ordering="-amount")[0]["id"] == 2
-    assert catalogue.finish_one_unfinished(runtime.engine) is True
+    assert runtime.catalogue.finish_one_unfinished() is True
     expected = {f"ix_{table}_{c.physical}" for c in result.resource.columns}
     assert expected <= _index_names(runtime, table)
     with runtime.engine.connect() as conn:
         resource = resources.get_resource(conn, result.resource.id)
     assert resource.indexed_version == resource.data_version
-    assert catalogue.finish_one_unfinished(runtime.engine) is False
+    assert runtime.catalogue.finish_one_unfinished() is False
 
 
 def test_building_indexes_leaves_the_connection_as_configured(
@@ -980,7 +986,7 @@ def test_building_indexes_leaves_the_connection_as_configured(
     load(runtime, tenant, "id,memo\n1,a\n")
     with runtime.engine.connect() as conn:
         assert conn.exec_driver_sql(setting).scalar_one() == configured
-    assert catalogue.finish_one_unfinished(runtime.engine) is True  # the indexes
+    assert runtime.catalogue.finish_one_unfinished() is True  # the indexes
     with runtime.engine.connect() as conn:
         assert conn.exec_driver_sql(setting).scalar_one() == configured
 
@@ -1010,7 +1016,9 @@ def straight_copy(
     try:
         file_format = detect_format(path)
         placeholder = Resource(1, 1, None, "s", "source", (), True, 0, 0, 0, 0)
-        expected = expected_columns(path, file_format, placeholder)
+        expected = expected_columns(
+            read_head(path, file_format, batches=GUESS_BATCHES), placeholder
+        )
         assert expected is not None
         with engine.connect() as conn, conn.begin():
             bulk = PostgresBulkLoad(conn, "r_test")
@@ -1024,7 +1032,7 @@ def straight_copy(
             first = first_pass(path, file_format, None)
             straight = bulk.settle(first.reading(), first.ordered)
             if not straight:
-                resource_tables.create_table(conn, "r_test", first.ordered)
+                ddl.create_table(conn, "r_test", first.ordered)
                 bulk.append(first.ordered, first.shapes, row_batches(path, file_format, None))
             bulk.abort()
             names = ", ".join(c.physical for c in first.ordered)
@@ -1086,13 +1094,13 @@ def test_indexes_a_stopped_process_left_unbuilt_are_built_by_a_worker(
     worker = Worker(runtime, concurrency=1, poll_seconds=0.05)
     worker.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def indexed() -> bool:
             with runtime.engine.connect() as conn:
-                if resources.get_resource(conn, resource.id).indexed_version:
-                    break
-            time.sleep(0.05)
+                return bool(resources.get_resource(conn, resource.id).indexed_version)
+
+        eventually(indexed, timeout=60, what=f"the worker to index resource {resource.id}")
     finally:
         worker.stop()
     assert {f"ix_{table}_c0", f"ix_{table}_c1"} <= _index_names(runtime, table)
-    assert catalogue.finish_one_unfinished(runtime.engine) is False  # none left
+    assert runtime.catalogue.finish_one_unfinished() is False  # none left

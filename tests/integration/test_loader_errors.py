@@ -11,19 +11,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant, read_data, write_file
+from support.factories import Tenant, read_data, write_file
 from tally.core.errors import LoadError, SchemaMismatchError
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.services.loader.reader import BATCH_ROWS
 from tally.storage import resources
 from tally.storage.resources import Resource
 from tally.storage.schema import resources as resources_table
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def row_tables(runtime: Runtime) -> set[str]:
@@ -49,8 +43,8 @@ def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> Load
     path = write_file(content)
     try:
         with pytest.raises(LoadError) as caught:
-            catalogue.create_source_from_file(
-                runtime.engine, workspace_id=tenant.workspace_id, name="bad", path=path
+            runtime.catalogue.create_source_from_file(
+                workspace_id=tenant.workspace_id, name="bad", path=path
             )
     finally:
         path.unlink()
@@ -62,8 +56,8 @@ def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> Load
 def load(runtime: Runtime, tenant: Tenant, content: str) -> Resource:
     path = write_file(content)
     try:
-        return catalogue.create_source_from_file(
-            runtime.engine, workspace_id=tenant.workspace_id, name="good", path=path
+        return runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="good", path=path
         ).resource
     finally:
         path.unlink()
@@ -87,7 +81,7 @@ def append_fails(
     path = write_file(content)
     try:
         with pytest.raises(error) as caught:
-            catalogue.append_file(runtime.engine, resource.id, path)
+            runtime.catalogue.append_file(resource.id, path)
     finally:
         path.unlink()
     with runtime.engine.connect() as conn:
@@ -162,8 +156,8 @@ def test_the_failed_name_stays_free(runtime: Runtime, tenant: Tenant) -> None:
     create_fails(runtime, tenant, "a,a\n1,2\n")
     path = write_file("a,b\n1,2\n")
     try:
-        result = catalogue.create_source_from_file(
-            runtime.engine, workspace_id=tenant.workspace_id, name="bad", path=path
+        result = runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="bad", path=path
         )
     finally:
         path.unlink()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from factories import make_source, make_tenant, read_data
+from support.factories import make_source, make_tenant, read_data
 from tally.runtime import Runtime
 
 ROWS = [

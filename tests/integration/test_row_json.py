@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from factories import Tenant, make_source, make_tenant, read_body, write_file
+from support.factories import Tenant, make_source, read_body, write_file
 from tally.runtime import Runtime
-from tally.services import catalogue
 from tally.services.loader.load import load_into
 from tally.storage import resources
 from tally.storage.engine import write_connection
@@ -33,11 +32,6 @@ QUERIES = (
     {"filters": [("flag", "true")]},
     {"fields": "id,amount"},
 )
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def pages(runtime: Runtime, tenant: Tenant, resource_id: int) -> list[bytes]:
@@ -75,7 +69,7 @@ def test_stored_text_is_what_a_page_renders_byte_for_byte(runtime: Runtime, tena
     # and half of each: the first two rows stored again, the others rendered
     with write_connection(runtime.engine) as conn, conn.begin():
         conn.exec_driver_sql(f"UPDATE resources SET rendered_version = 0 WHERE id = {resource.id}")
-    catalogue.finish_resource(runtime.engine, resource.id)
+    runtime.catalogue.finish_resource(resource.id)
     with runtime.engine.begin() as conn:
         conn.exec_driver_sql(f"UPDATE {resource.table_name} SET _json = NULL WHERE _row_id > 2")
     assert pages(runtime, tenant, resource.id) == rendered
@@ -100,7 +94,7 @@ def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Ten
     load_unfinished(runtime.engine, resource, "id,memo\n2,b\n3,c\n")
     assert stored(runtime.engine, resource) == ['{"id":1,"memo":"a"}', None, None]
     before = read_body(runtime, tenant, resource.id)
-    assert catalogue.finish_one_unfinished(runtime.engine) is True
+    assert runtime.catalogue.finish_one_unfinished() is True
     assert stored(runtime.engine, resource) == [
         '{"id":1,"memo":"a"}',
         '{"id":2,"memo":"b"}',
@@ -109,7 +103,7 @@ def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Ten
     with runtime.engine.connect() as conn:
         finished = resources.get_resource(conn, resource.id)
     assert finished.rendered_version == finished.data_version
-    assert catalogue.finish_one_unfinished(runtime.engine) is False
+    assert runtime.catalogue.finish_one_unfinished() is False
     assert read_body(runtime, tenant, resource.id) == before
 
 
@@ -121,7 +115,7 @@ def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Ten
     load_unfinished(runtime.engine, resource, "id,amount\n2,0.125\n")
     assert stored(runtime.engine, resource) == [None, None]
     assert b'"amount":2.500}' in read_body(runtime, tenant, resource.id)
-    catalogue.finish_resource(runtime.engine, resource.id)
+    runtime.catalogue.finish_resource(resource.id)
     assert stored(runtime.engine, resource) == [
         '{"id":1,"amount":2.500}',
         '{"id":2,"amount":0.125}',
@@ -131,9 +125,9 @@ def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Ten
 def test_rows_are_stored_in_batches_of_any_size(
     runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tally.storage import resource_tables
+    from tally.storage.resource_tables import row_json
 
-    monkeypatch.setattr(resource_tables, "ROW_JSON_BATCH_ROWS", 3)
+    monkeypatch.setattr(row_json, "ROW_JSON_BATCH_ROWS", 3)
     content = "id,memo\n" + "".join(f"{n},m{n}\n" for n in range(1, 11))
     resource = make_source(runtime.engine, tenant, content)
     texts = stored(runtime.engine, resource)

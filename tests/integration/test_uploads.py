@@ -1,7 +1,7 @@
 """The upload flow below HTTP (services/uploads.py), on SQLite and PostgreSQL.
 
 Sources are created, bodies staged into the real blob store, files queued, and then the
-real pipeline runs them (delivery.claim_file + process_file, then the notification
+real pipeline runs them (DeliveryService.claim_file + process_file, then the notification
 sender against a loopback endpoint); rows are read back through the Data API service.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from conftest import make_settings
-from factories import Tenant, make_tenant, read_data
+from support.databases import make_settings
+from support.factories import Tenant, make_tenant, read_data, run_pipeline
 from support.servers import RequestLog, record_requests, serve_app
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import (
@@ -30,29 +29,17 @@ from tally.core.errors import (
     ResourceNotFoundError,
     UploadTooLargeError,
 )
-from tally.runtime import Runtime, build_runtime
-from tally.services import delivery, uploads
+from tally.core.files import FileRecord
+from tally.runtime import Runtime, address_policy, build_runtime, secret_box
+from tally.services import uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.services.ingestion import NotificationConfig
-from tally.services.notifications import NotificationSender
+from tally.services.notification_endpoints import NotificationConfig
+from tally.services.sources import SourceDefinition, declared_column
+from tally.services.status_notifications import NotificationSender
+from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
-from tally.storage.files import FileRecord
+from tally.storage.blobs import BlobStore
 from tally.storage.resources import Resource
-
-MAX_PIPELINE_STEPS = 50
-
-
-def run_pipeline(runtime: Runtime) -> int:
-    """Claim and process files until none is due; how many were processed."""
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "test-worker"
-    )
-    for step in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
-        if file is None:
-            return step
-        delivery.process_file(ctx, file)
-    raise AssertionError("the queue never emptied")
 
 
 def get_file(runtime: Runtime, file_id: int) -> FileRecord:
@@ -70,23 +57,24 @@ def read_rows(runtime: Runtime, tenant: Tenant, source_id: int) -> list[dict[str
 
 
 def placeholder(runtime: Runtime, tenant: Tenant, name: str = "uploads") -> Resource:
-    return uploads.create_source(
-        runtime.engine,
-        runtime.box,
-        workspace_id=tenant.workspace_id,
-        definition=uploads.SourceDefinition(name),
+    return runtime.sources.create_source(
+        workspace_id=tenant.workspace_id, definition=SourceDefinition(name)
     )
 
 
 def typed(runtime: Runtime, tenant: Tenant, spec: list[tuple[str, ColumnType]]) -> Resource:
     columns = tuple(
-        uploads.declared_column(n, name, kind, scale=None, timezone=kind is ColumnType.TIMESTAMP)
+        declared_column(n, name, kind, scale=None, timezone=kind is ColumnType.TIMESTAMP)
         for n, (name, kind) in enumerate(spec)
     )
-    definition = uploads.SourceDefinition("typed", columns=columns)
-    return uploads.create_source(
-        runtime.engine, runtime.box, workspace_id=tenant.workspace_id, definition=definition
-    )
+    definition = SourceDefinition("typed", columns=columns)
+    return runtime.sources.create_source(workspace_id=tenant.workspace_id, definition=definition)
+
+
+def uploader(runtime: Runtime, max_bytes: int = 10**6) -> UploadService:
+    """The runtime's upload service, with its own file size limit."""
+    blobs = BlobStore(runtime.settings.blob_dir)
+    return UploadService(runtime.engine, blobs, max_file_bytes=max_bytes, deadline_seconds=60)
 
 
 def upload(
@@ -100,50 +88,43 @@ def upload(
     max_bytes: int = 10**6,
 ) -> uploads.AcceptedUpload:
     chunks = [body[i : i + 5] for i in range(0, len(body), 5)]
-    if kind == "json":
-        blob = uploads.stage_json(runtime.blobs, chunks, max_bytes=max_bytes)
-    else:
-        blob = uploads.stage_csv(runtime.blobs, chunks, max_bytes=max_bytes)
-    return uploads.queue_upload(
-        runtime.engine,
+    service = uploader(runtime, max_bytes)
+    staged = service.stage_json(chunks) if kind == "json" else service.stage_csv(chunks)
+    return service.queue_upload(
         workspace_id=tenant.workspace_id,
         source_id=source.id,
-        blob=blob,
+        staged=staged,
         filename=None,
         idempotency_key=key,
-        deadline_seconds=60,
     )
 
 
 def leftovers(runtime: Runtime) -> list[Path]:
-    return sorted(runtime.blobs.root.rglob("*.*"))
+    return sorted(runtime.settings.blob_dir.rglob("*.*"))
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
-def test_a_source_without_columns_is_a_placeholder(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
+def test_a_source_without_columns_is_a_placeholder(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    source = placeholder(runtime, ingestion_tenant)
     stored = get_source(runtime, source.id)
     assert (stored.name, stored.kind, stored.is_placeholder) == ("uploads", "source", True)
     assert stored.columns == PLACEHOLDER_COLUMNS
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
 
 
-def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenant) -> None:
+def test_a_typed_source_has_its_declared_columns(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
     columns = (
-        uploads.declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
-        uploads.declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
-        uploads.declared_column(2, "at", ColumnType.TIMESTAMP, scale=None, timezone=True),
-        uploads.declared_column(3, "label", ColumnType.TEXT, scale=7, timezone=True),
+        declared_column(0, "amount", ColumnType.DECIMAL, scale=None, timezone=False),
+        declared_column(1, "fee", ColumnType.DECIMAL, scale=4, timezone=False),
+        declared_column(2, "at", ColumnType.TIMESTAMP, scale=None, timezone=True),
+        declared_column(3, "label", ColumnType.TEXT, scale=7, timezone=True),
     )
-    source = uploads.create_source(
-        runtime.engine,
-        runtime.box,
-        workspace_id=tenant.workspace_id,
-        definition=uploads.SourceDefinition("typed", columns=columns),
+    source = runtime.sources.create_source(
+        workspace_id=ingestion_tenant.workspace_id,
+        definition=SourceDefinition("typed", columns=columns),
     )
     stored = get_source(runtime, source.id)
     assert stored.is_placeholder is False
@@ -153,49 +134,47 @@ def test_a_typed_source_has_its_declared_columns(runtime: Runtime, tenant: Tenan
         Column("at", "c2", ColumnType.TIMESTAMP, 0, True),
         Column("label", "c3", ColumnType.TEXT, 0, False),
     )
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
 
 
-def test_a_duplicate_name_or_a_foreign_folder_is_rejected(runtime: Runtime, tenant: Tenant) -> None:
-    placeholder(runtime, tenant, "dup")
-    typed(runtime, tenant, [("a", ColumnType.TEXT)])
+def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    placeholder(runtime, ingestion_tenant, "dup")
+    typed(runtime, ingestion_tenant, [("a", ColumnType.TEXT)])
     with pytest.raises(DefinitionRejectedError) as caught:
-        typed(runtime, tenant, [("b", ColumnType.TEXT)])
+        typed(runtime, ingestion_tenant, [("b", ColumnType.TEXT)])
     assert [p.field for p in caught.value.problems] == ["name"]
     with pytest.raises(DefinitionRejectedError) as caught:
-        uploads.create_source(
-            runtime.engine,
-            runtime.box,
-            workspace_id=tenant.workspace_id,
-            definition=uploads.SourceDefinition("dup", folder_id=999_999),
+        runtime.sources.create_source(
+            workspace_id=ingestion_tenant.workspace_id,
+            definition=SourceDefinition("dup", folder_id=999_999),
         )
     assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
 
 
 def test_the_notification_endpoint_is_stored_with_the_source(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
-    source = uploads.create_source(
-        runtime.engine,
-        runtime.box,
-        workspace_id=tenant.workspace_id,
-        definition=uploads.SourceDefinition("notified", notification=config),
+    source = runtime.sources.create_source(
+        workspace_id=ingestion_tenant.workspace_id,
+        definition=SourceDefinition("notified", notification=config),
     )
     with runtime.engine.connect() as conn:
         [endpoint] = webhooks.list_active_endpoints(conn, source.id)
     assert endpoint.url == "https://hooks.example/x"
     assert endpoint.events == ("file.failed",)
     assert endpoint.secret_encrypted is not None
-    assert runtime.box.open(endpoint.secret_encrypted) == "whsec_abc"
+    assert secret_box(runtime.settings).open(endpoint.secret_encrypted) == "whsec_abc"
 
 
 def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    source = placeholder(runtime, tenant)
+    source = placeholder(runtime, ingestion_tenant)
     body = "id,amount,memo\n1,12345678901234567.89,café\n2,-0.05,日本\n".encode()
-    accepted = upload(runtime, tenant, source, body)
+    accepted = upload(runtime, ingestion_tenant, source, body)
     assert (accepted.status, accepted.created) == ("queued", True)
     queued = get_file(runtime, accepted.file_id)
     assert (queued.origin, queued.status, queued.bytes) == ("upload", "queued", len(body))
@@ -209,16 +188,16 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
     assert run_pipeline(runtime) == 1
     done = get_file(runtime, accepted.file_id)
     assert (done.status, done.rows, done.error) == ("delivered", 2, None)
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {"id": 1, "amount": Decimal("12345678901234567.89"), "memo": "café"},
         {"id": 2, "amount": Decimal("-0.05"), "memo": "日本"},
     ]
 
 
 def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    source = placeholder(runtime, tenant)
+    source = placeholder(runtime, ingestion_tenant)
     body = (
         b'{"rows": ['
         b'{"id": 1, "total": 0.30000000000000004, "party": {"name": "Zo\xc3\xab", "n": 7}},'
@@ -226,12 +205,12 @@ def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
         b'{"id": 3, "total": 1E+0, "tags": ["a", 0.20], "ok": false}'
         b"]}"
     )
-    accepted = upload(runtime, tenant, source, body, kind="json")
+    accepted = upload(runtime, ingestion_tenant, source, body, kind="json")
     run_pipeline(runtime)
     assert get_file(runtime, accepted.file_id).status == "delivered"
     names = [c.name for c in get_source(runtime, source.id).columns]
     assert names == ["id", "total", "party.name", "party.n", "ok", "tags"]
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {
             "id": 1,
             "total": Decimal("0.30000000000000004"),
@@ -260,17 +239,17 @@ def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(
 
 
 def test_a_typed_source_loads_a_matching_file_in_any_column_order(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     source = typed(
         runtime,
-        tenant,
+        ingestion_tenant,
         [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL), ("on", ColumnType.DATE)],
     )
-    accepted = upload(runtime, tenant, source, b"on,amount,id\n2024-03-01,10.5,1\n,,2\n")
+    accepted = upload(runtime, ingestion_tenant, source, b"on,amount,id\n2024-03-01,10.5,1\n,,2\n")
     json_file = upload(
         runtime,
-        tenant,
+        ingestion_tenant,
         source,
         b'[{"id": 3, "amount": 12345678901234567.89, "on": null}]',
         kind="json",
@@ -279,17 +258,21 @@ def test_a_typed_source_loads_a_matching_file_in_any_column_order(
     for file_id in (accepted.file_id, json_file.file_id):
         done = get_file(runtime, file_id)
         assert (done.status, done.error) == ("delivered", None)
-    assert read_rows(runtime, tenant, source.id) == [
+    assert read_rows(runtime, ingestion_tenant, source.id) == [
         {"id": 1, "amount": Decimal("10.50"), "on": "2024-03-01"},
         {"id": 2, "amount": None, "on": None},
         {"id": 3, "amount": Decimal("12345678901234567.89"), "on": None},
     ]
 
 
-def test_a_typed_source_fails_a_file_with_other_columns(runtime: Runtime, tenant: Tenant) -> None:
-    source = typed(runtime, tenant, [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL)])
-    wrong = upload(runtime, tenant, source, b"id,amt\n1,2.00\n")
-    not_a_number = upload(runtime, tenant, source, b"id,amount\n1,abc\n")
+def test_a_typed_source_fails_a_file_with_other_columns(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    source = typed(
+        runtime, ingestion_tenant, [("id", ColumnType.INTEGER), ("amount", ColumnType.DECIMAL)]
+    )
+    wrong = upload(runtime, ingestion_tenant, source, b"id,amt\n1,2.00\n")
+    not_a_number = upload(runtime, ingestion_tenant, source, b"id,amount\n1,abc\n")
     run_pipeline(runtime)
     failed = get_file(runtime, wrong.file_id)
     assert failed.status == "failed"
@@ -300,17 +283,17 @@ def test_a_typed_source_fails_a_file_with_other_columns(runtime: Runtime, tenant
     assert bad_value.status == "failed"
     assert bad_value.error is not None
     assert "amount" in bad_value.error
-    assert read_rows(runtime, tenant, source.id) == []
+    assert read_rows(runtime, ingestion_tenant, source.id) == []
     with runtime.engine.connect() as conn:
         types = [e.type for e in outbox.list_events(conn, outbox.NOTIFICATION, source.id)]
     assert types.count("file.failed") == 2
 
 
-def test_an_idempotency_key_queues_one_file(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
-    first = upload(runtime, tenant, source, b"a\n1\n", key="k-1")
-    again = upload(runtime, tenant, source, b"a\n2\n", key="k-1")
-    other = upload(runtime, tenant, source, b"a\n3\n", key="k-2")
+def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: Tenant) -> None:
+    source = placeholder(runtime, ingestion_tenant)
+    first = upload(runtime, ingestion_tenant, source, b"a\n1\n", key="k-1")
+    again = upload(runtime, ingestion_tenant, source, b"a\n2\n", key="k-1")
+    other = upload(runtime, ingestion_tenant, source, b"a\n3\n", key="k-2")
     assert (again.file_id, again.created) == (first.file_id, False)
     assert other.file_id != first.file_id
     with runtime.engine.connect() as conn:
@@ -319,23 +302,22 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, tenant: Tenant) ->
     assert [e.file_id for e in events] == [first.file_id, other.file_id]
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)
-    assert [r["a"] for r in read_rows(runtime, tenant, source.id)] == [1, 3]
-    assert uploads.find_earlier_upload(
-        runtime.engine,
-        workspace_id=tenant.workspace_id,
+    assert [r["a"] for r in read_rows(runtime, ingestion_tenant, source.id)] == [1, 3]
+    assert runtime.uploads.find_earlier_upload(
+        workspace_id=ingestion_tenant.workspace_id,
         source_id=source.id,
         idempotency_key="k-1",
     ) == get_file(runtime, first.file_id)
 
 
-def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, tenant: Tenant) -> None:
-    source = placeholder(runtime, tenant)
-    first = upload(runtime, tenant, source, b"a\n1\n")
-    second = upload(runtime, tenant, source, b"a\n1\n")
+def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, ingestion_tenant: Tenant) -> None:
+    source = placeholder(runtime, ingestion_tenant)
+    first = upload(runtime, ingestion_tenant, source, b"a\n1\n")
+    second = upload(runtime, ingestion_tenant, source, b"a\n1\n")
     run_pipeline(runtime)
     assert get_file(runtime, first.file_id).status == "delivered"
     assert get_file(runtime, second.file_id).status == "duplicate"
-    assert read_rows(runtime, tenant, source.id) == [{"a": 1}]
+    assert read_rows(runtime, ingestion_tenant, source.id) == [{"a": 1}]
 
 
 @pytest.mark.parametrize(
@@ -349,57 +331,46 @@ def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, tenant: Tenant) 
 def test_too_large_a_body_is_refused_and_nothing_kept(
     runtime: Runtime, kind: str, body: bytes, message: str
 ) -> None:
-    stage = uploads.stage_json if kind == "json" else uploads.stage_csv
+    service = uploader(runtime, max_bytes=100)
+    stage = service.stage_json if kind == "json" else service.stage_csv
     with pytest.raises(UploadTooLargeError) as caught:
-        stage(runtime.blobs, [body[i : i + 10] for i in range(0, len(body), 10)], max_bytes=100)
+        stage([body[i : i + 10] for i in range(0, len(body), 10)])
     assert message in caught.value.message
     assert leftovers(runtime) == []
 
 
 @pytest.mark.parametrize(
-    ("stage", "body"),
-    [(uploads.stage_json, b'[{"a": 1}, 2]'), (uploads.stage_json, b"[]"), (uploads.stage_csv, b"")],
+    ("kind", "body"),
+    [("json", b'[{"a": 1}, 2]'), ("json", b"[]"), ("csv", b"")],
 )
 def test_an_unreadable_body_is_refused_and_nothing_kept(
-    runtime: Runtime, stage: Any, body: bytes
+    runtime: Runtime, kind: str, body: bytes
 ) -> None:
+    service = uploader(runtime, max_bytes=1000)
+    stage = service.stage_json if kind == "json" else service.stage_csv
     with pytest.raises(InvalidUploadError):
-        stage(runtime.blobs, [body], max_bytes=1000)
+        stage([body])
     assert leftovers(runtime) == []
-
-
-def test_multipart_streams_the_file_part_and_keeps_its_name(runtime: Runtime) -> None:
-    body = (
-        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="ledger.csv"\r\n'
-        b"Content-Type: text/csv\r\n\r\nid,v\r\n1,--XyZ-not-a-boundary\r\n\r\n--XyZ--\r\n"
-    )
-    pieces: Iterable[bytes] = [body[i : i + 3] for i in range(0, len(body), 3)]
-    blob, filename = uploads.stage_multipart(runtime.blobs, pieces, boundary=b"XyZ", max_bytes=1000)
-    assert filename == "ledger.csv"
-    assert blob.path.read_bytes() == b"id,v\r\n1,--XyZ-not-a-boundary\r\n"
 
 
 def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     stranger = make_tenant(runtime.engine, ingestion=True)
     source = placeholder(runtime, stranger)
-    blob = uploads.stage_csv(runtime.blobs, [b"a\n1\n"], max_bytes=100)
+    staged = runtime.uploads.stage_csv([b"a\n1\n"])
     with pytest.raises(ResourceNotFoundError):
-        uploads.queue_upload(
-            runtime.engine,
-            workspace_id=tenant.workspace_id,
+        runtime.uploads.queue_upload(
+            workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
-            blob=blob,
+            staged=staged,
             filename=None,
             idempotency_key=None,
-            deadline_seconds=60,
         )
     assert leftovers(runtime) == []
     with pytest.raises(ResourceNotFoundError):
-        uploads.find_earlier_upload(
-            runtime.engine,
-            workspace_id=tenant.workspace_id,
+        runtime.uploads.find_earlier_upload(
+            workspace_id=ingestion_tenant.workspace_id,
             source_id=source.id,
             idempotency_key=None,
         )
@@ -423,24 +394,21 @@ def test_uploads_send_the_same_status_notifications(
         tenant = make_tenant(runtime.engine, ingestion=True)
         with serve_app(_receiver(log)) as url:
             config = NotificationConfig(f"{url}/hook", None, None)
-            source = uploads.create_source(
-                runtime.engine,
-                runtime.box,
+            source = runtime.sources.create_source(
                 workspace_id=tenant.workspace_id,
-                definition=uploads.SourceDefinition("notified", notification=config),
+                definition=SourceDefinition("notified", notification=config),
             )
             accepted = upload(runtime, tenant, source, b'[{"n": 1}]', kind="json")
             run_pipeline(runtime)
             sender = NotificationSender(
                 engine=runtime.engine,
-                box=runtime.box,
-                addresses=runtime.delivery.addresses,
+                box=secret_box(runtime.settings),
+                addresses=address_policy(runtime.settings),
                 retry_schedule_seconds=(1.0,),
-                worker="test-worker",
                 timeout_seconds=5,
                 lease_seconds=30,
             )
-            while sender.fan_out() or sender.send_one():
+            while sender.fan_out() or sender.send_one(worker="test-worker"):
                 pass
     finally:
         runtime.close()

@@ -10,10 +10,9 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from conftest import make_settings
-from factories import make_source, make_tenant, read_body, read_data
+from support.databases import make_settings
+from support.factories import make_source, make_tenant, read_body, read_data
 from tally.runtime import Runtime, build_runtime
-from tally.services import catalogue
 from tally.storage.migrate import upgrade_database
 from tally.storage.schema import metadata
 
@@ -131,7 +130,7 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
     try:
         assert _rows_without_json(runtime, resource.table_name) == 3
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
-        assert catalogue.finish_one_unfinished(runtime.engine) is True
+        assert runtime.catalogue.finish_one_unfinished() is True
         assert _rows_without_json(runtime, resource.table_name) == 0
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_query_semantics import GenTable, check_query, load, queries, tables
 
-from factories import Tenant, make_tenant
+from support.factories import Tenant, make_tenant
 from tally.runtime import Runtime
 
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from reference import RefColumn, RefRejectedError, RefTable, RefUnmodelledError, run_query
 
-from factories import Tenant, make_source, make_tenant, read_envelope
+from support.factories import Tenant, make_source, read_envelope
 from tally.core.errors import QueryNotApplicableError
 from tally.runtime import Runtime
 from tally.storage.resources import Resource
@@ -387,11 +387,6 @@ def forget_row_json(runtime: Runtime, resource: Resource, *, every: int) -> None
                 f"UPDATE {resource.table_name} SET _json = NULL"
                 f" WHERE _row_id - _row_id / {every} * {every} = 0"
             )
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 @settings(

@@ -11,12 +11,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.servers import free_port
+from support.waiting import eventually
 
 START_TIMEOUT_SECONDS = 30
 SUPERUSER = "postgres"
@@ -33,12 +34,6 @@ def find_bindir() -> Path:
     if not found:
         raise RuntimeError("PostgreSQL server binaries not found: apt-get install postgresql")
     return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -93,7 +88,7 @@ def start_postgres() -> PostgresServer:
             "--no-sync",
         ]
     )
-    port = _free_port()
+    port = free_port()
     options = (
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
@@ -122,15 +117,22 @@ def start_postgres() -> PostgresServer:
 def _wait_ready(server: PostgresServer) -> None:
     import psycopg
 
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
+    errors: list[psycopg.OperationalError] = []
+
+    def accepting() -> bool:
         try:
             psycopg.connect(server.url(), connect_timeout=2).close()
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+        except psycopg.OperationalError as error:
+            errors.append(error)
+            return False
+        return True
+
+    eventually(
+        accepting,
+        timeout=START_TIMEOUT_SECONDS,
+        what=f"PostgreSQL on port {server.port}",
+        explain=lambda: f"last error: {errors[-1] if errors else None}",
+    )
 
 
 def create_database(server: PostgresServer, name: str, template: str | None = None) -> str:

@@ -9,8 +9,8 @@
 * `running_processes(log_dir)` yields a `Processes` that starts `python -m tally worker`
   and `python -m tally serve` with stdout and stderr captured to files, and on exit stops
   every one still alive (SIGTERM, then SIGKILL): no test leaves a process behind.
-* `eventually(...)` polls with a deadline; the ingestion helpers below it register
-  webhooks, notify, and read file statuses and row counts over HTTP.
+* the ingestion helpers at the end register webhooks, notify, and read file statuses
+  and row counts over HTTP (waiting with `support.waiting.eventually`).
 
 Everything listens on, and talks to, 127.0.0.1 only.
 """
@@ -22,27 +22,25 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import httpx
 from pydantic import SecretStr
 
-from factories import Tenant
+from support.factories import Tenant
+from support.servers import LOOPBACK, free_port
+from support.waiting import eventually
 from tally.core.sealing import SecretBox
 from tally.settings import Settings
 
-LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0  # cold imports on a busy 2-core machine take seconds
 STOP_GRACE_SECONDS = 5.0
 FINAL_STATUSES = ("delivered", "duplicate", "failed")
-T = TypeVar("T")
 _numbers = itertools.count(1)
 
 
@@ -84,12 +82,6 @@ def process_env(settings: Settings, **overrides: object) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 # --- one child process --------------------------------------------------------------------
 
 
@@ -129,13 +121,14 @@ class TallyProcess:
         return f"{self.kind} pid {self.pid} ({state}); stderr tail:\n{self.stderr_text()[-3000:]}"
 
     def wait_for_stderr(self, text: str, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.stderr_text():
+        def written() -> bool:
+            if text in self.stderr_text():
+                return True
             if not self.alive:
                 raise AssertionError(f"exited before writing {text!r}: {self.describe()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} within {timeout} s: {self.describe()}")
-            time.sleep(0.05)
+            return False
+
+        eventually(written, timeout=timeout, what=f"{text!r} on stderr", explain=self.describe)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         self.wait_for_stderr(" started", timeout)
@@ -181,16 +174,14 @@ class ServeProcess(TallyProcess):
         super().__init__("serve", ["--host", LOOPBACK, "--port", str(self.port)], env, log_dir)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def answering() -> bool:
             if not self.alive:
                 raise AssertionError(f"serve exited while starting: {self.describe()}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"serve not answering after {timeout} s: {self.describe()}")
-            time.sleep(0.1)
+                return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+            return False
+
+        eventually(answering, timeout=timeout, what="GET /health", explain=self.describe)
 
 
 class Processes:
@@ -232,38 +223,7 @@ def running_processes(log_dir: Path) -> Iterator[Processes]:
         processes.close()
 
 
-# --- waiting ------------------------------------------------------------------------------
-
-
-def eventually(
-    probe: Callable[[], T | None],
-    *,
-    timeout: float,
-    what: str,
-    interval: float = 0.1,
-    explain: Callable[[], str] | None = None,
-) -> T:
-    """Call `probe` until it returns something truthy (returned) or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f"\n{explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
-        time.sleep(interval)
-
-
 # --- the ingestion API and the Data API over HTTP -----------------------------------------
-
-
-def v2_headers(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
 
 
 def register_webhook(client: httpx.Client, tenant: Tenant, name: str, **webhook: Any) -> Any:
@@ -271,7 +231,7 @@ def register_webhook(client: httpx.Client, tenant: Tenant, name: str, **webhook:
     body: dict[str, Any] = {"name": name, "webhook": webhook}
     if "notification_config" in webhook:
         body["notification_config"] = webhook.pop("notification_config")
-    response = client.post("/api/v2/webhooks", json=body, headers=v2_headers(tenant))
+    response = client.post("/api/v2/webhooks", json=body, headers=tenant.v2_headers)
     assert response.status_code == 201, response.text
     created = response.json()
     assert created["name"] == name
@@ -299,7 +259,7 @@ def list_files(client: httpx.Client, tenant: Tenant, source_id: int) -> list[dic
         response = client.get(
             f"/api/v2/sources/{source_id}/files",
             params={"after": after, "limit": 1000},
-            headers=v2_headers(tenant),
+            headers=tenant.v2_headers,
         )
         assert response.status_code == 200, response.text
         page = response.json()

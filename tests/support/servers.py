@@ -6,8 +6,9 @@ redirects, chunked bodies and dropped connections are exactly what mocks get wro
 * `serve_app(app)` runs any ASGI app under uvicorn on 127.0.0.1 (a free port, a
   background thread) and yields its base URL; optional TLS with `tls_files(...)`.
 * `RequestLog` + `record_requests(app, log)` remember every request an app received
-  (method, path, query, headers, body), so a test can assert what reached the server,
-  or that nothing did.
+  (method, path, query, headers, body) and what became of it (the answer's status and
+  size, the client leaving), so a test can assert what reached the server, or that
+  nothing did, or that a client gave up.
 * `file_server_app(files)` is a Starlette app with the behaviours a downloader must
   survive: credentials of three kinds, redirect chains, slow and hanging servers,
   error statuses, oversized files. Its routes are listed in its docstring.
@@ -24,7 +25,6 @@ import mimetypes
 import secrets
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,14 +41,23 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from support.waiting import eventually
+
 LOOPBACK = "127.0.0.1"
 _Guard = Callable[[Request], bool]
 _Endpoint = Callable[[Request], Awaitable[Response]]
-_START_TIMEOUT_SECONDS = 10.0
+_START_TIMEOUT_SECONDS = 60.0  # an app starting query processes, on a loaded machine
 _STOP_TIMEOUT_SECONDS = 10.0
 
 
 # --- running an app -----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (for a server another process starts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -95,11 +104,17 @@ def serve_app(
 
 
 def _wait_until_serving(server: uvicorn.Server, thread: threading.Thread, port: int) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_SECONDS
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the test server on port {port} did not start")
-        time.sleep(0.01)
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError(f"the test server on port {port} stopped while starting")
+        return bool(server.started)
+
+    eventually(
+        started,
+        timeout=_START_TIMEOUT_SECONDS,
+        what=f"the test server on port {port}",
+        interval=0.01,
+    )
     with socket.create_connection((LOOPBACK, port), timeout=_START_TIMEOUT_SECONDS):
         pass
 
@@ -179,13 +194,20 @@ def _key_usage(*, ca: bool) -> x509.KeyUsage:
 
 @dataclass
 class SeenRequest:
-    """One request as the server received it. Header names are lower-case."""
+    """One request as the server received it, and what became of it. Header names are
+    lower-case. `status` and `body_bytes_sent` describe the answer sent while the client
+    was there (`status` None: none started). `client_left_after` stays None until the
+    app sees the client go (an ASGI ``http.disconnect`` while it still works on the
+    answer), then holds how many body bytes had been sent by then."""
 
     method: str
     path: str
     query: str
     headers: dict[str, str]
     body: bytearray = field(default_factory=bytearray)
+    status: int | None = None
+    body_bytes_sent: int = 0
+    client_left_after: int | None = None
 
 
 class RequestLog:
@@ -214,7 +236,8 @@ class RequestLog:
 
 
 def record_requests(app: ASGIApp, log: RequestLog) -> ASGIApp:
-    """Wrap any ASGI app so each HTTP request (and its body, as read) lands in `log`."""
+    """Wrap any ASGI app so each HTTP request (its body as read, the answer's status and
+    size as sent, and the client leaving) lands in `log`."""
 
     async def recording(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -230,9 +253,20 @@ def record_requests(app: ASGIApp, log: RequestLog) -> ASGIApp:
             message = await receive()
             if message["type"] == "http.request":
                 seen.body.extend(message.get("body", b""))
+            elif message["type"] == "http.disconnect" and seen.client_left_after is None:
+                seen.client_left_after = seen.body_bytes_sent
             return message
 
-        await app(scope, receive_and_record, send)
+        async def send_and_record(message: Message) -> None:
+            if seen.client_left_after is not None:
+                pass  # sent into the void: the client is gone
+            elif message["type"] == "http.response.start":
+                seen.status = message["status"]
+            elif message["type"] == "http.response.body":
+                seen.body_bytes_sent += len(message.get("body", b""))
+            await send(message)
+
+        await app(scope, receive_and_record, send_and_record)
 
     return recording
 

@@ -9,13 +9,8 @@ from collections.abc import Callable
 import pytest
 from standardwebhooks import Webhook
 
-from tally.net.signing import (
-    SECRET_PREFIX,
-    WebhookSignatureError,
-    new_signing_secret,
-    sign_payload,
-    verify_payload,
-)
+from support.signatures import WebhookSignatureError, verify_payload
+from tally.net.signing import SECRET_PREFIX, new_signing_secret, sign_payload
 
 BODY = b'{"type":"load.completed","data":{"resource_id":7,"rows":1200}}'
 

@@ -12,7 +12,7 @@ from tally.api import health
 from tally.api.compression import NegotiatedGZipMiddleware
 from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers
-from tally.api.query_runner import query_runner_for
+from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, sources, webhooks
 from tally.core.collector import settle_garbage_collector

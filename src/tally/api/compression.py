@@ -6,9 +6,10 @@ zlib's fastest level 0.69 / 8.9 ms, zlib-ng's 0.33 / 4.4 ms (a fifth larger outp
 ISA-L (python-isal) takes 0.16 / 2.3 ms, but its AVX-512 code returns without
 `vzeroupper` (intel/isa-l#24): after its first call every SSE instruction of the
 process pays a transition penalty, and SQLite then rendered the same Q5 page in 2.4 ms
-instead of 1.8 ms, far more than ISA-L saves. Starlette's GZipMiddleware
-still compresses the other responses (behind `NegotiatedGZipMiddleware`); it leaves a
-body that already has a Content-Encoding alone.
+instead of 1.8 ms, far more than ISA-L saves. The level is TALLY_GZIP_LEVEL, whose
+default 1 is zlib-ng's quickest (Q5 38 KB in 0.33 ms; level 2 28 KB in 0.53 ms).
+Starlette's GZipMiddleware still compresses the other responses (behind
+`NegotiatedGZipMiddleware`); it leaves a body that already has a Content-Encoding alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipResponder
@@ -23,9 +25,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from zlib_ng import zlib_ng
 
+if TYPE_CHECKING:
+    from tally.settings import Settings
+
 GZIP_WBITS = 16 + zlib_ng.MAX_WBITS  # a gzip member (header and trailer), not a zlib stream
 GZIP_ALIASES = {"x-gzip": "gzip"}  # RFC 9110: x-gzip is gzip
-GZIP_LEVEL = 1  # zlib-ng's quickest level: Q5 38 KB in 0.33 ms, level 2 28 KB in 0.53 ms
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
@@ -79,9 +83,22 @@ class EncodedBody:
     gzipped: bool
 
 
-def encode_json_body(body: bytes, *, accept_encoding: str | None, min_bytes: int) -> EncodedBody:
-    if len(body) >= min_bytes and accepts_gzip(accept_encoding):
-        return EncodedBody(zlib_ng.compress(body, GZIP_LEVEL, wbits=GZIP_WBITS), gzipped=True)
+@dataclass(frozen=True)
+class BodyGzip:
+    """Which Data API bodies are gzipped (`min_bytes` or more) and how hard (`level`):
+    TALLY_GZIP_MIN_BYTES and TALLY_GZIP_LEVEL, held by every process that compresses one."""
+
+    min_bytes: int
+    level: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BodyGzip:
+        return cls(min_bytes=settings.gzip_min_bytes, level=settings.gzip_level)
+
+
+def encode_json_body(body: bytes, *, accept_encoding: str | None, gzip: BodyGzip) -> EncodedBody:
+    if len(body) >= gzip.min_bytes and accepts_gzip(accept_encoding):
+        return EncodedBody(zlib_ng.compress(body, gzip.level, wbits=GZIP_WBITS), gzipped=True)
     return EncodedBody(body, gzipped=False)
 
 
@@ -95,8 +112,8 @@ class DeflatedPiece:
     size: int  # their length
 
 
-def deflate_piece(data: bytes) -> DeflatedPiece:
-    compressor = zlib_ng.compressobj(GZIP_LEVEL, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS)
+def deflate_piece(data: bytes, level: int) -> DeflatedPiece:
+    compressor = zlib_ng.compressobj(level, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS)
     compressed = compressor.compress(data) + compressor.flush(zlib_ng.Z_SYNC_FLUSH)
     return DeflatedPiece(compressed, zlib_ng.crc32(data), len(data))
 
@@ -107,9 +124,8 @@ def inflate_piece(piece: DeflatedPiece) -> bytes:
 
 # RFC 1952: magic, deflate, no flags, no time, no extra flags, unknown OS.
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
-_FINAL_EMPTY_BLOCK = zlib_ng.compressobj(GZIP_LEVEL, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS).flush(
-    zlib_ng.Z_FINISH
-)
+# The same two bytes at every level from 1 to 9.
+_FINAL_EMPTY_BLOCK = zlib_ng.compressobj(wbits=-zlib_ng.MAX_WBITS).flush(zlib_ng.Z_FINISH)
 
 
 def gzip_of_pieces(pieces: Sequence[DeflatedPiece]) -> bytes:

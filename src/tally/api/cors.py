@@ -12,14 +12,13 @@ request than its own query. Requests outside /api/v2, or without Origin, pass un
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tally.api.errors import V2_PREFIX
-from tally.services.admin import allowed_origins
+from tally.services.admin import AdminService
 
 ALLOWED_METHODS = "GET, POST, OPTIONS"
 ALLOWED_HEADERS = "content-type, x-api-key, x-svc-workspace, x-svc-account, idempotency-key"
@@ -39,16 +38,16 @@ class AccountCorsMiddleware:
         if origin is None:
             await self.app(scope, receive, send)
             return
-        engine: Engine = scope["app"].state.runtime.engine
+        admin: AdminService = scope["app"].state.runtime.admin
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
-            response = await _preflight_response(engine, origin)
+            response = await _preflight_response(admin, origin)
             await response(scope, receive, send)
             return
         account = headers.get("x-svc-account", "")
         allowed = (
             account.isascii()
             and account.isdigit()
-            and origin in await run_in_threadpool(allowed_origins, engine, int(account))
+            and origin in await run_in_threadpool(admin.allowed_origins, int(account))
         )
 
         async def send_with_cors(message: Message) -> None:
@@ -62,9 +61,9 @@ class AccountCorsMiddleware:
         await self.app(scope, receive, send_with_cors)
 
 
-async def _preflight_response(engine: Engine, origin: str) -> Response:
+async def _preflight_response(admin: AdminService, origin: str) -> Response:
     response = Response(status_code=204, headers={"Vary": "Origin"})
-    if origin in await run_in_threadpool(allowed_origins, engine, None):
+    if origin in await run_in_threadpool(admin.allowed_origins, None):
         response.headers.update(
             {
                 "Access-Control-Allow-Origin": origin,

@@ -19,13 +19,12 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from sqlalchemy import Engine
 
 from tally.cli.output import emit, reported_errors
 from tally.core.collector import settle_garbage_collector
 from tally.core.errors import LoadError
-from tally.runtime import build_runtime
-from tally.services import admin, catalogue
+from tally.runtime import Runtime, build_runtime
+from tally.services.admin import KeyInfo
 from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
@@ -38,13 +37,14 @@ PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
 
 @contextmanager
-def _database() -> Iterator[Engine]:
-    """The database TALLY_HOME / TALLY_DATABASE_URL name, closed when the command ends;
-    an expected failure inside is printed as the command's JSON error (exit 1)."""
+def _runtime() -> Iterator[Runtime]:
+    """The services on the database TALLY_HOME / TALLY_DATABASE_URL name, closed when the
+    command ends; an expected failure inside is printed as the command's JSON error
+    (exit 1)."""
     runtime = build_runtime(load_settings())
     try:
         with reported_errors():
-            yield runtime.engine
+            yield runtime
     finally:
         runtime.close()
 
@@ -57,9 +57,11 @@ def create_account(
         typer.Option(help="Origin allowed to call the ingestion API from a browser (repeatable)."),
     ] = None,
 ) -> None:
-    with _database() as engine:
-        account = admin.create_account(
-            engine, name=name, allowed_origins=list(allowed_origin or [])
+    """Create an account: the owner of workspaces, and of the browser origins that may
+    call the ingestion API."""
+    with _runtime() as runtime:
+        account = runtime.admin.create_account(
+            name=name, allowed_origins=list(allowed_origin or [])
         )
     emit({"id": account.id, "name": account.name})
 
@@ -70,9 +72,10 @@ def create_workspace(
     name: Annotated[str, typer.Option(help="Workspace name.")],
     ingestion: Annotated[bool, typer.Option("--ingestion", help="Enable ingestion now.")] = False,
 ) -> None:
-    with _database() as engine:
-        ws = admin.create_workspace(
-            engine, account_id=account, name=name, ingestion_enabled=ingestion
+    """Create a workspace in an account: it holds sources and API keys."""
+    with _runtime() as runtime:
+        ws = runtime.admin.create_workspace(
+            account_id=account, name=name, ingestion_enabled=ingestion
         )
     emit(
         {
@@ -86,24 +89,25 @@ def create_workspace(
 
 @app.command("enable-ingestion")
 def enable_ingestion(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
-    with _database() as engine:
-        ws = admin.enable_ingestion(engine, workspace)
+    """Let the workspace's API keys call the ingestion API (/api/v2)."""
+    with _runtime() as runtime:
+        ws = runtime.admin.enable_ingestion(workspace)
     emit({"id": ws.id, "ingestion_enabled": ws.ingestion_enabled})
 
 
 @app.command("create-key")
 def create_key(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
     """Create an API key. It is printed once and stored only as a hash."""
-    with _database() as engine:
-        issued = admin.create_api_key(engine, workspace)
+    with _runtime() as runtime:
+        issued = runtime.admin.create_api_key(workspace)
     emit({"key": issued.key, "workspace_id": issued.workspace_id})
 
 
 @app.command("list-keys")
 def list_keys(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
     """The workspace's API keys: id, fingerprint, created and revoked times (never a key)."""
-    with _database() as engine:
-        keys = admin.list_api_keys(engine, workspace)
+    with _runtime() as runtime:
+        keys = runtime.admin.list_api_keys(workspace)
     emit({"workspace_id": workspace, "keys": [_key_json(key) for key in keys]})
 
 
@@ -118,11 +122,11 @@ def revoke_key(
 ) -> None:
     """Revoke an API key at once. The key itself is read from stdin (or a hidden prompt),
     never taken as an argument: arguments end up in shell history and process lists."""
-    with _database() as engine:
+    with _runtime() as runtime:
         if key_id is not None:
-            revoked = admin.revoke_api_key(engine, key_id=key_id)
+            revoked = runtime.admin.revoke_api_key(key_id=key_id)
         else:
-            revoked = admin.revoke_api_key(engine, key=_read_key())
+            revoked = runtime.admin.revoke_api_key(key=_read_key())
     emit(_key_json(revoked))
 
 
@@ -132,7 +136,7 @@ def _read_key() -> str:
     return sys.stdin.readline().strip()
 
 
-def _key_json(key: admin.KeyInfo) -> dict[str, object]:
+def _key_json(key: KeyInfo) -> dict[str, object]:
     return {
         "id": key.id,
         "workspace_id": key.workspace_id,
@@ -151,9 +155,9 @@ def load(
     """Create a source from a local CSV file (all or nothing); its rows are readable
     when this returns, and a worker (tally serve, tally worker) builds its indexes."""
     settle_garbage_collector()
-    with _database() as engine, _progress(_readable_size(file)) as on_progress:
-        result = catalogue.create_source_from_file(
-            engine, workspace_id=workspace, name=name, path=file, on_progress=on_progress
+    with _runtime() as runtime, _progress(_readable_size(file)) as on_progress:
+        result = runtime.catalogue.create_source_from_file(
+            workspace_id=workspace, name=name, path=file, on_progress=on_progress
         )
     emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
 

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from sqlalchemy import Engine
-
-from tally.services import admin, catalogue
+from tally.runtime import Runtime
 
 SAMPLE_ROWS = 500
 _COUNTERPARTIES = (
@@ -57,16 +55,15 @@ def _write_sample(path: Path) -> None:
             )
 
 
-def create_demo(engine: Engine) -> Demo:
-    account = admin.create_account(engine, name="demo", allowed_origins=[])
-    workspace = admin.create_workspace(
-        engine, account_id=account.id, name="demo", ingestion_enabled=True
-    )
-    key = admin.create_api_key(engine, workspace.id)
+def create_demo(runtime: Runtime) -> Demo:
+    admin = runtime.admin
+    account = admin.create_account(name="demo", allowed_origins=[])
+    workspace = admin.create_workspace(account_id=account.id, name="demo", ingestion_enabled=True)
+    key = admin.create_api_key(workspace.id)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "payments.csv"
         _write_sample(path)
-        result = catalogue.create_source_from_file(
-            engine, workspace_id=workspace.id, name=f"demo payments {workspace.id}", path=path
+        result = runtime.catalogue.create_source_from_file(
+            workspace_id=workspace.id, name=f"demo payments {workspace.id}", path=path
         )
     return Demo(account.id, workspace.id, key.key, result.resource.id)

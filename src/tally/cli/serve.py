@@ -84,7 +84,7 @@ def _exit_cleanly(_signum: int, _frame: object) -> None:
 
 
 def _create_demo(runtime: Runtime, settings: Settings, base_url: str) -> None:
-    made = create_demo(runtime.engine)
+    made = create_demo(runtime)
     env_file = settings.home / "demo.env"
     env_file.write_text(made.shell_exports(base_url))
     env_file.chmod(0o600)

@@ -7,8 +7,7 @@
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
-    │   ├── IngestionForbiddenError          (ingestion API 403, no hint)
-    │   └── WebhookSignatureError            (net/signing.py: a signature that does not verify)
+    │   └── IngestionForbiddenError          (ingestion API 403, no hint)
     ├── InvalidRequestError                  (a request that cannot be applied)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError

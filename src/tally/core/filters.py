@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 from tally.core.columns import INT64_MAX, INT64_MIN, Column, ColumnType, parse_value
@@ -27,18 +28,43 @@ RESERVED_PARAMETERS = frozenset({"page", "page_size", "fields", "ordering"})
 # `workspace_id` belongs in a header; in the query string it is never a filter.
 NEVER_FILTERS = RESERVED_PARAMETERS | {"workspace_id"}
 OPERATOR_SEPARATOR = "__"
-# Query-string suffix -> canonical operator.
-OPERATORS = {"exact": "eq", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
+
+
+class Operator(StrEnum):
+    """What a condition asks of a column: the query string's operators, and the forms
+    the parser rewrites them to (a missing value, an impossible or always-true bound)."""
+
+    EQ = "eq"
+    IN = "in"
+    IN_OR_NULL = "in_or_null"
+    GT = "gt"
+    GTE = "gte"
+    LT = "lt"
+    LTE = "lte"
+    IS_NULL = "is_null"
+    IS_NOT_NULL = "is_not_null"
+    NEVER = "never"
+
+
+# Query-string suffix -> operator.
+OPERATORS = {
+    "exact": Operator.EQ,
+    "gt": Operator.GT,
+    "gte": Operator.GTE,
+    "lt": Operator.LT,
+    "lte": Operator.LTE,
+    "in": Operator.IN,
+}
 DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10000
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One typed condition. `op` is eq, in, gt, gte, lt, lte, is_null or never."""
+    """One typed condition on one column."""
 
     column: Column
-    op: str
+    op: Operator
     values: tuple[Any, ...] = ()
 
 
@@ -105,9 +131,11 @@ def parse_row_query(
     return RowQuery(conditions, chosen, order, page, cap_page_size(page_size))
 
 
-def _resolve_filter(by_name: dict[str, Column], key: str, value: str) -> tuple[Column, str, str]:
+def _resolve_filter(
+    by_name: dict[str, Column], key: str, value: str
+) -> tuple[Column, Operator, str]:
     if key in by_name:
-        return by_name[key], "eq", value
+        return by_name[key], Operator.EQ, value
     name, sep, suffix = key.rpartition(OPERATOR_SEPARATOR)
     if not sep:
         raise UnknownFilterFieldError(key)
@@ -143,13 +171,13 @@ def _resolve_ordering(by_name: dict[str, Column], ordering: str | None) -> Order
     return Ordering(by_name[name], descending)
 
 
-def _typed_condition(column: Column, op: str, text: str) -> Condition:
+def _typed_condition(column: Column, op: Operator, text: str) -> Condition:
     try:
-        if op == "in":
+        if op == Operator.IN:
             return _membership(column, text.split(","))
         if text == "":
-            if op == "eq":
-                return Condition(column, "is_null")
+            if op == Operator.EQ:
+                return Condition(column, Operator.IS_NULL)
             raise ValueError("an empty value has no order")
         value = parse_value(column, text)
     except ValueError as exc:
@@ -167,8 +195,8 @@ def _membership(column: Column, texts: list[str]) -> Condition:
         values = [s for s in scaled if s is not None]
     unique = tuple(dict.fromkeys(values))
     if has_null:
-        return Condition(column, "in_or_null", unique)
-    return Condition(column, "in", unique) if unique else Condition(column, "never")
+        return Condition(column, Operator.IN_OR_NULL, unique)
+    return Condition(column, Operator.IN, unique) if unique else Condition(column, Operator.NEVER)
 
 
 def _shifted(value: Decimal, scale: int) -> Decimal:
@@ -187,22 +215,28 @@ def _scaled(column: Column, value: Decimal) -> int | None:
     return int(exact)
 
 
-def _decimal_condition(column: Column, op: str, value: Decimal) -> Condition:
+def _decimal_condition(column: Column, op: Operator, value: Decimal) -> Condition:
     """Compare exactly, even when the value has more digits than the column keeps."""
-    if op == "eq":
+    if op == Operator.EQ:
         scaled = _scaled(column, value)
         return (
-            Condition(column, "eq", (scaled,)) if scaled is not None else Condition(column, "never")
+            Condition(column, Operator.EQ, (scaled,))
+            if scaled is not None
+            else Condition(column, Operator.NEVER)
         )
     exact = _shifted(value, column.scale)
     # v > x  <=>  v > floor(x);  v >= x  <=>  v >= ceil(x)  (v an integer)
-    bound = math.floor(exact) if op in ("gt", "lte") else math.ceil(exact)
+    bound = math.floor(exact) if op in (Operator.GT, Operator.LTE) else math.ceil(exact)
     if bound > INT64_MAX:
         return (
-            Condition(column, "never") if op in ("gt", "gte") else Condition(column, "is_not_null")
+            Condition(column, Operator.NEVER)
+            if op in (Operator.GT, Operator.GTE)
+            else Condition(column, Operator.IS_NOT_NULL)
         )
     if bound < INT64_MIN:
         return (
-            Condition(column, "is_not_null") if op in ("gt", "gte") else Condition(column, "never")
+            Condition(column, Operator.IS_NOT_NULL)
+            if op in (Operator.GT, Operator.GTE)
+            else Condition(column, Operator.NEVER)
         )
     return Condition(column, op, (bound,))

@@ -11,12 +11,15 @@ private service (server-side request forgery). So this module:
   because there is no separate check;
 * follows redirects itself, so each hop is re-vetted, and drops the credentials as soon
   as a redirect leaves the origin they were configured for;
-* streams the body to a temp file next to `dest`, hashing on the way, within a size
-  and a time budget, and renames it into place only when it is complete;
+* hands the body on in chunks as they arrive, never whole, within a size and a time
+  budget; writing them to a file is the blob store's job (`storage/blobs.py`), so a
+  download stays within constant memory whatever its size;
 * says whether a retry may help (`FetchError.transient`), and never puts credentials
   or the query string (pre-signed URLs keep their secret there) into a message.
 
-Everything is passed in explicitly; nothing here reads settings.
+Everything is passed in explicitly; nothing here reads settings. One module (about
+600 lines) on purpose: it is the whole SSRF guard, address policy, vetted connections,
+redirects and budgets, reviewed and read as one piece.
 """
 
 from __future__ import annotations
@@ -24,19 +27,15 @@ from __future__ import annotations
 import base64
 import contextlib
 import email.utils
-import hashlib
 import http
 import ipaddress
-import os
-import pathlib
 import socket
 import ssl
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import BinaryIO, Literal
+from typing import Literal
 
 import httpcore
 import httpx
@@ -80,14 +79,17 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class FetchResult:
-    """A completed download. `final_url` is scheme, host and path only (no query string)."""
+class Download:
+    """A download answered with a 2xx, its body not yet read.
 
-    path: pathlib.Path
-    bytes: int
-    sha256: str
+    `chunks` yields the body as it arrives, raising `FetchError` once it passes the size
+    or the time limit; it can be read only inside `open_download`'s `with` block.
+    `final_url` is scheme, host and path only (no query string).
+    """
+
     content_type: str | None
     final_url: str
+    chunks: Iterator[bytes]
 
 
 # --- which addresses may be connected to ------------------------------------------------
@@ -532,61 +534,37 @@ def _refuse_announced_size(response: httpx.Response, limit: int) -> None:
         raise _too_large(limit, int(length))
 
 
-def _stream_body(
-    response: httpx.Response, out: BinaryIO, budget: _Budget, where: str
-) -> tuple[int, str]:
-    """Write the body to `out`; return its size and sha256, within the size and time budget."""
-    digest, size, limit = hashlib.sha256(), 0, budget.limits.max_file_bytes
+def _body_chunks(response: httpx.Response, budget: _Budget, where: str) -> Iterator[bytes]:
+    """The body as it arrives, each piece checked against the size and the time budget."""
+    size, limit = 0, budget.limits.max_file_bytes
     try:
-        for chunk in response.iter_bytes():  # as it arrives: limits are checked per piece
+        for chunk in response.iter_bytes():
             size += len(chunk)
             if size > limit:
                 raise _too_large(limit)
             budget.check(where)
-            digest.update(chunk)
-            out.write(chunk)
+            yield chunk
     except httpx.DecodingError:
         raise FetchError(f"the body from {where} could not be decoded", transient=False) from None
-    return size, digest.hexdigest()
 
 
-def _save(
-    response: httpx.Response, dest: pathlib.Path, budget: _Budget, url: httpx.URL
-) -> FetchResult:
-    """Stream into a temp file beside `dest`, then rename; a failure leaves nothing behind."""
-    where = _describe(url)
-    _refuse_announced_size(response, budget.limits.max_file_bytes)
-    handle, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    partial = pathlib.Path(name)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            size, sha256 = _stream_body(response, out, budget, where)
-            out.flush()
-            os.fsync(out.fileno())
-        partial.replace(dest)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    content_type = response.headers.get("content-type")
-    return FetchResult(dest, size, sha256, content_type, final_url=where)
-
-
-def download(
+@contextlib.contextmanager
+def open_download(
     url: str,
-    dest: pathlib.Path,
     *,
     credentials: Credentials | None,
     limits: FetchLimits,
     policy: AddressPolicy,
     user_agent: str = "tally",
     ssl_context: ssl.SSLContext | None = None,
-) -> FetchResult:
-    """Download `url` to `dest` (replacing it) and return its size and sha256.
+) -> Iterator[Download]:
+    """Request `url`, follow its redirects, and yield the answer to read within `limits`.
 
     Only http(s); every address connected to, on every redirect hop, must pass `policy`.
     `ssl_context` replaces the default CA bundle (e.g. a private CA); None means certifi.
-    Raises `FetchError`; `transient` says whether a retry may succeed. `dest`'s directory
-    must exist; an `OSError` writing there is not a download problem and propagates.
+    Raises `FetchError`, on entering or while the chunks are read; `transient` says whether
+    a retry may succeed. A Content-Length over the size limit fails before the body is
+    read. Whatever the reader raises (e.g. an `OSError` writing a file) propagates.
     """
     start = _parse_url(url)
     headers = _credential_headers(credentials)
@@ -595,7 +573,10 @@ def download(
         _VettedTransport(policy, budget, ssl_context) as transport,
         _final_response(transport, start, headers, budget, user_agent) as (response, final),
     ):
-        return _save(response, dest, budget, final)
+        _refuse_announced_size(response, limits.max_file_bytes)
+        where = _describe(final)
+        content_type = response.headers.get("content-type")
+        yield Download(content_type, where, _body_chunks(response, budget, where))
 
 
 @contextlib.contextmanager
@@ -611,7 +592,7 @@ def vetted_request(
 ) -> Iterator[httpx.Response]:
     """One request to a user-configured URL (e.g. a status callback); no redirect followed.
 
-    The same guard as `download`: only http(s), every address connected to must pass
+    The same guard as `open_download`: only http(s), every address connected to must pass
     `policy`. Connecting and each read may take `timeout_seconds`; a server trickling its
     answer is cut off at twice that. The response is yielded unread, whatever its status;
     raises `FetchError` when no response came (refused address, connection failure,

@@ -25,10 +25,11 @@ from tally.core.errors import (
 )
 from tally.core.filters import RowQuery, parse_row_query
 from tally.core.ids import hash_secret, secret_matches
-from tally.storage import resource_tables
 from tally.storage.access import read_access
 from tally.storage.db_errors import translated_errors
-from tally.storage.resource_tables import RowKey
+from tally.storage.engine import snapshot_connection
+from tally.storage.resource_tables import pages
+from tally.storage.resource_tables.pages import RowKey
 from tally.storage.resources import Resource
 
 COUNT_CACHE_ENTRIES = 4096
@@ -173,26 +174,23 @@ class DataQueryService:
 
     def answer(self, request: DataRequest) -> DataAnswer:
         """The body, and the filtered count it used (for other processes' requests)."""
-        with translated_errors(), self._engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            with conn.begin():
-                resource = self._authorise(conn, request)
-                query = parse_row_query(
-                    resource.columns,
-                    request.filters,
-                    fields=request.fields,
-                    ordering=request.ordering,
-                    page=request.page,
-                    page_size=request.page_size,
-                )
-                key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
-                if self._responses is not None and (hit := self._responses.get(key)):
-                    assert isinstance(hit, bytes)
-                    return DataAnswer(hit, None)  # the whole page, even when asked for part
-                if request.rows is not None:
-                    return self._read_part(conn, resource, query, request, key)
-                body, count = self._render(conn, resource, query, request.count_hint)
+        with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
+            resource = self._authorise(conn, request)
+            query = parse_row_query(
+                resource.columns,
+                request.filters,
+                fields=request.fields,
+                ordering=request.ordering,
+                page=request.page,
+                page_size=request.page_size,
+            )
+            key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
+            if self._responses is not None and (hit := self._responses.get(key)):
+                assert isinstance(hit, bytes)
+                return DataAnswer(hit, None)  # the whole page, even when asked for part
+            if request.rows is not None:
+                return self._read_part(conn, resource, query, request, key)
+            body, count = self._render(conn, resource, query, request.count_hint)
         self.remember(key, body)
         return DataAnswer(body, count)
 
@@ -259,7 +257,7 @@ class DataQueryService:
         if hint is not None and hint.fits(resource, count_key):
             total = hint.total
         else:
-            total = resource_tables.count_rows(conn, resource.table_name, resource.columns, query)
+            total = pages.count_rows(conn, resource.table_name, resource.columns, query)
         self._counts.put(key, total)
         return CountHint(resource.id, resource.data_version, count_key, total)
 
@@ -288,7 +286,7 @@ class DataQueryService:
         if before:
             nearest = max(before)
             start = (nearest, checkpoints[nearest])
-        page = resource_tables.select_page(
+        page = pages.select_page(
             conn,
             resource.table_name,
             resource.columns,
@@ -323,7 +321,7 @@ class DataQueryService:
         known = self._missing.get(key)
         if isinstance(known, bool):
             return known
-        missing = resource_tables.has_missing_values(conn, resource.table_name, column)
+        missing = pages.has_missing_values(conn, resource.table_name, column)
         self._missing.put(key, missing)
         return missing
 

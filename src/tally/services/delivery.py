@@ -21,15 +21,15 @@ from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
 from tally.core.errors import FetchError, LoadError
+from tally.core.files import FileRecord, FileStatus
 from tally.core.sealing import SecretBox
-from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, download
-from tally.services import catalogue
-from tally.services.ingestion import queue_event
+from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, open_download
+from tally.services import file_events
+from tally.services.catalogue import SourceCatalogue
 from tally.services.loader.load import load_into
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore
-from tally.storage.engine import backend_of, write_connection
-from tally.storage.files import FileRecord
+from tally.storage.engine import write_connection
 
 log = logging.getLogger("tally.delivery")
 
@@ -44,34 +44,6 @@ class DeliveryPolicy:
     lease_seconds: float
 
 
-@dataclass(frozen=True)
-class DeliveryContext:
-    engine: Engine
-    box: SecretBox
-    blobs: BlobStore
-    policy: DeliveryPolicy
-    worker: str
-
-
-def claim_file(ctx: DeliveryContext) -> FileRecord | None:
-    with write_connection(ctx.engine) as conn, conn.begin():
-        return files.claim_next_file(
-            conn, worker=ctx.worker, now=utc_now(), lease_seconds=ctx.policy.lease_seconds
-        )
-
-
-def listen_for_files(engine: Engine, on_queued: Callable[[], None], stop: Event) -> None:
-    """Call `on_queued` whenever files are queued, until `stop` is set (PostgreSQL only:
-    returns at once on SQLite, whose workers find files by polling)."""
-    if backend_of(engine).is_postgresql:
-        files.listen_for_queued_files(engine, on_queued, stop)
-
-
-def renew_lease(ctx: DeliveryContext, file_id: int) -> bool:
-    with write_connection(ctx.engine) as conn, conn.begin():
-        return files.extend_lease(conn, file_id, ctx.worker, utc_now(), ctx.policy.lease_seconds)
-
-
 def retry_delay_seconds(policy: DeliveryPolicy, attempts: int, retry_after: float | None) -> float:
     """Exponential backoff with full jitter, never sooner than the server asked."""
     ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempts - 1))
@@ -79,122 +51,160 @@ def retry_delay_seconds(policy: DeliveryPolicy, attempts: int, retry_after: floa
     return max(delay, retry_after or 0.0)
 
 
-def _credentials(ctx: DeliveryContext, file: FileRecord) -> Credentials | None:
-    if file.webhook_id is None:
-        return None
-    with ctx.engine.connect() as conn:
-        webhook = webhooks.get_webhook(conn, file.webhook_id)
-    if webhook.credentials_encrypted is None:
-        return None
-    data = orjson.loads(ctx.box.open(webhook.credentials_encrypted))
-    kind = data.pop("type")
-    return Credentials(kind=kind, **data)
+class DeliveryService:
+    """Claims files and takes each to its end; `worker` names the lease holder."""
 
+    def __init__(
+        self,
+        engine: Engine,
+        box: SecretBox,
+        blobs: BlobStore,
+        policy: DeliveryPolicy,
+        catalogue: SourceCatalogue,
+    ) -> None:
+        self._engine = engine
+        self._box = box
+        self._blobs = blobs
+        self.policy = policy
+        self._catalogue = catalogue
 
-def _download(ctx: DeliveryContext, file: FileRecord) -> Path:
-    assert file.url_encrypted is not None
-    with write_connection(ctx.engine) as conn, conn.begin():
-        files.set_progress(conn, file.id, ctx.worker, status=files.DOWNLOADING, now=utc_now())
-    dest = ctx.blobs.path_for(file.resource_id, file.id)
-    result = download(
-        ctx.box.open(file.url_encrypted),
-        dest,
-        credentials=_credentials(ctx, file),
-        limits=ctx.policy.limits,
-        policy=ctx.policy.addresses,
-    )
-    with write_connection(ctx.engine) as conn, conn.begin():
-        files.set_progress(
-            conn,
-            file.id,
-            ctx.worker,
-            status=files.LOADING,
-            now=utc_now(),
-            blob_path=str(dest),
-            bytes=result.bytes,
-            sha256=result.sha256,
-        )
-    return dest
+    def claim_file(self, *, worker: str) -> FileRecord | None:
+        with write_connection(self._engine) as conn, conn.begin():
+            return files.claim_next_file(
+                conn, worker=worker, now=utc_now(), lease_seconds=self.policy.lease_seconds
+            )
 
+    def listen_for_files(self, on_queued: Callable[[], None], stop: Event) -> None:
+        """Call `on_queued` whenever files are queued, until `stop` is set (returns at
+        once where the database cannot announce them: workers poll)."""
+        files.listen_for_queued_files(self._engine, on_queued, stop)
 
-def _fail(ctx: DeliveryContext, file: FileRecord, reason: str) -> None:
-    now = utc_now()
-    with write_connection(ctx.engine) as conn, conn.begin():
-        if not files.holds_lease(conn, file.id, ctx.worker, now, lock=True):
+    def renew_lease(self, file_id: int, *, worker: str) -> bool:
+        with write_connection(self._engine) as conn, conn.begin():
+            return files.extend_lease(conn, file_id, worker, utc_now(), self.policy.lease_seconds)
+
+    def process_file(self, file: FileRecord, *, worker: str) -> None:
+        """Take a claimed file one step to its end (or back to the queue)."""
+        try:
+            blob = (
+                Path(file.blob_path)
+                if file.blob_path and file.sha256
+                else self._download(file, worker)
+            )
+        except FetchError as error:
+            self._retry_or_fail(file, worker, error)
             return
-        files.finish(conn, file.id, status=files.FAILED, now=now, error=reason)
-        queue_event(conn, event="file.failed", resource_id=file.resource_id, file=file, now=now)
-    log.warning("file_failed", extra={"file_id": file.id, "reason": reason})
-
-
-def _retry_or_fail(ctx: DeliveryContext, file: FileRecord, error: FetchError) -> None:
-    now = utc_now()
-    delay = retry_delay_seconds(ctx.policy, file.attempts, error.retry_after_seconds)
-    next_attempt = now + dt.timedelta(seconds=delay)
-    if not error.transient or next_attempt > file.give_up_at:
-        suffix = "" if not error.transient else f" (gave up after {file.attempts} attempts)"
-        _fail(ctx, file, f"{error.message}{suffix}")
-        return
-    with write_connection(ctx.engine) as conn, conn.begin():
-        files.schedule_retry(
-            conn, file.id, error=error.message, next_attempt_at=next_attempt, now=now
-        )
-    log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})
-
-
-def _deliver(ctx: DeliveryContext, file: FileRecord, blob: Path) -> None:
-    """Load the bytes, all or nothing, while still holding the lease."""
-    with write_connection(ctx.engine) as conn, conn.begin():
-        now = utc_now()
-        resource = resources.lock_resource(conn, file.resource_id)
-        current = files.get_file(conn, file.id)
-        if not files.holds_lease(conn, file.id, ctx.worker, now, lock=True):
-            log.warning("file_lease_lost", extra={"file_id": file.id})
+        try:
+            self._deliver(file, worker, blob)
+        except LoadError as error:
+            self._fail(file, worker, error.message)
             return
-        assert current.sha256 is not None
-        duplicate_of = files.find_delivered_with_sha(conn, resource.id, current.sha256)
-        if duplicate_of is not None:
-            files.finish(
+        # The rows are readable and the file reported; what is left (the rows' JSON text,
+        # a first delivery's indexes) is done at once by this worker.
+        self._catalogue.finish_resource(file.resource_id)
+
+    def _credentials(self, file: FileRecord) -> Credentials | None:
+        if file.webhook_id is None:
+            return None
+        with self._engine.connect() as conn:
+            webhook = webhooks.get_webhook(conn, file.webhook_id)
+        if webhook.credentials_encrypted is None:
+            return None
+        data = orjson.loads(self._box.open(webhook.credentials_encrypted))
+        kind = data.pop("type")
+        return Credentials(kind=kind, **data)
+
+    def _download(self, file: FileRecord, worker: str) -> Path:
+        assert file.url_encrypted is not None
+        with write_connection(self._engine) as conn, conn.begin():
+            files.set_progress(conn, file.id, worker, status=FileStatus.DOWNLOADING, now=utc_now())
+        with open_download(
+            self._box.open(file.url_encrypted),
+            credentials=self._credentials(file),
+            limits=self.policy.limits,
+            policy=self.policy.addresses,
+        ) as download:
+            blob = self._blobs.write(
+                self._blobs.path_for(file.resource_id, file.id), download.chunks
+            )
+        with write_connection(self._engine) as conn, conn.begin():
+            files.set_progress(
                 conn,
                 file.id,
-                status=files.DUPLICATE,
-                now=now,
-                error=f"the same bytes were delivered as file {duplicate_of}",
+                worker,
+                status=FileStatus.LOADING,
+                now=utc_now(),
+                blob_path=str(blob.path),
+                bytes=blob.size,
+                sha256=blob.sha256,
             )
-            queue_event(conn, event="file.duplicate", resource_id=resource.id, file=file, now=now)
+        return blob.path
+
+    def _fail(self, file: FileRecord, worker: str, reason: str) -> None:
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            if not files.holds_lease(conn, file.id, worker, now, lock=True):
+                return
+            files.finish(conn, file.id, status=FileStatus.FAILED, now=now, error=reason)
+            file_events.queue_event(
+                conn, event=file_events.FAILED, resource_id=file.resource_id, file=file, now=now
+            )
+        log.warning("file_failed", extra={"file_id": file.id, "reason": reason})
+
+    def _retry_or_fail(self, file: FileRecord, worker: str, error: FetchError) -> None:
+        now = utc_now()
+        delay = retry_delay_seconds(self.policy, file.attempts, error.retry_after_seconds)
+        next_attempt = now + dt.timedelta(seconds=delay)
+        if not error.transient or next_attempt > file.give_up_at:
+            suffix = "" if not error.transient else f" (gave up after {file.attempts} attempts)"
+            self._fail(file, worker, f"{error.message}{suffix}")
             return
-        result = load_into(conn, resource.id, blob)
-        files.finish(conn, file.id, status=files.DELIVERED, now=now, rows=result.rows)
-        queue_event(conn, event="file.delivered", resource_id=resource.id, file=file, now=now)
-        outbox.add_event(
-            conn,
-            topic=outbox.RECONCILIATION,
-            type="file.delivered",
-            resource_id=resource.id,
-            file_id=file.id,
-            payload={
-                "source_id": resource.id,
-                "file_id": file.id,
-                "rows": result.rows,
-                "data_version": result.resource.data_version,
-            },
-            now=now,
-        )
-    log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
+        with write_connection(self._engine) as conn, conn.begin():
+            files.schedule_retry(
+                conn, file.id, error=error.message, next_attempt_at=next_attempt, now=now
+            )
+        log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})
 
-
-def process_file(ctx: DeliveryContext, file: FileRecord) -> None:
-    """Take a claimed file one step to its end (or back to the queue)."""
-    try:
-        blob = Path(file.blob_path) if file.blob_path and file.sha256 else _download(ctx, file)
-    except FetchError as error:
-        _retry_or_fail(ctx, file, error)
-        return
-    try:
-        _deliver(ctx, file, blob)
-    except LoadError as error:
-        _fail(ctx, file, error.message)
-        return
-    # The rows are readable and the file reported; what is left (the rows' JSON text,
-    # a first delivery's indexes) is done at once by this worker.
-    catalogue.finish_resource(ctx.engine, file.resource_id)
+    def _deliver(self, file: FileRecord, worker: str, blob: Path) -> None:
+        """Load the bytes, all or nothing, while still holding the lease."""
+        with write_connection(self._engine) as conn, conn.begin():
+            now = utc_now()
+            resource = resources.lock_resource(conn, file.resource_id)
+            current = files.get_file(conn, file.id)
+            if not files.holds_lease(conn, file.id, worker, now, lock=True):
+                log.warning("file_lease_lost", extra={"file_id": file.id})
+                return
+            assert current.sha256 is not None
+            duplicate_of = files.find_delivered_with_sha(conn, resource.id, current.sha256)
+            if duplicate_of is not None:
+                files.finish(
+                    conn,
+                    file.id,
+                    status=FileStatus.DUPLICATE,
+                    now=now,
+                    error=f"the same bytes were delivered as file {duplicate_of}",
+                )
+                file_events.queue_event(
+                    conn, event=file_events.DUPLICATE, resource_id=resource.id, file=file, now=now
+                )
+                return
+            result = load_into(conn, resource.id, blob)
+            files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
+            file_events.queue_event(
+                conn, event=file_events.DELIVERED, resource_id=resource.id, file=file, now=now
+            )
+            outbox.add_event(
+                conn,
+                topic=outbox.RECONCILIATION,
+                type=file_events.DELIVERED,
+                resource_id=resource.id,
+                file_id=file.id,
+                payload={
+                    "source_id": resource.id,
+                    "file_id": file.id,
+                    "rows": result.rows,
+                    "data_version": result.resource.data_version,
+                },
+                now=now,
+            )
+        log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})

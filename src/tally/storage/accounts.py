@@ -8,28 +8,10 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
+from tally.core.accounts import Account, Workspace
 from tally.core.clock import as_utc
 from tally.core.errors import AccountNotFoundError, WorkspaceNotFoundError
 from tally.storage.schema import accounts, api_keys, folders, is_storable_id, workspaces
-
-
-@dataclass(frozen=True)
-class Account:
-    id: int
-    name: str
-    allowed_origins: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: int
-    account_id: int
-    name: str
-    ingestion_enabled: bool
-
-    @classmethod
-    def from_row(cls, row: Any) -> Workspace:
-        return cls(row.id, row.account_id, row.name, bool(row.ingestion_enabled))
 
 
 def insert_account(

@@ -1,13 +1,16 @@
 """The file store: every file's bytes as received, kept for audit under TALLY_HOME/files.
 
-With workers on several machines the folder must be shared (e.g. NFS) for uploads;
-downloads are written by the worker that fetches them.
+The one writer of files: uploads and downloads both arrive as chunks (an upload's body,
+`net.fetch`'s download) and `BlobStore.write` alone puts them on disk. With workers on
+several machines the folder must be shared (e.g. NFS) for uploads; downloads are
+written by the worker that fetches them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +38,19 @@ class BlobStore:
         return folder / name
 
     def write(self, path: Path, chunks: Iterable[bytes]) -> StoredBlob:
-        """Write atomically (temp file, fsync, rename) and hash on the way."""
+        """Write `chunks` to `path` (replacing it), hashing and counting on the way.
+
+        Atomic: a temp file beside `path`, fsynced, then renamed into place, so `path` is
+        either complete or untouched. Whatever the chunks raise (a download over its limit,
+        an upload too large) propagates and leaves no file behind. The temp file's name is
+        unique: two writers of one path (a worker whose lease ran out and the one that took
+        the file over) cannot mix their bytes; the last rename wins, whole.
+        """
         digest = hashlib.sha256()
         size = 0
-        temporary = path.with_suffix(path.suffix + ".part")
+        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
         try:
-            with temporary.open("wb") as handle:
+            with temporary.open("xb") as handle:
                 for chunk in chunks:
                     digest.update(chunk)
                     size += len(chunk)

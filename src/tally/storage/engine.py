@@ -29,6 +29,11 @@ class Backend:
         return self.is_postgresql
 
     @property
+    def can_announce_commits(self) -> bool:
+        """LISTEN/NOTIFY: a commit can wake listeners in other processes."""
+        return self.is_postgresql
+
+    @property
     def name(self) -> str:
         return "postgresql" if self.is_postgresql else "sqlite"
 
@@ -97,6 +102,16 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def snapshot_connection(engine: Engine) -> Connection:
+    """A connection whose transactions read one snapshot throughout, so a count and the
+    page after it agree: REPEATABLE READ on PostgreSQL (its READ COMMITTED takes a new
+    snapshot per statement); SQLite's WAL transaction already reads one."""
+    conn = engine.connect()
+    if backend_of(conn).is_postgresql:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
 
 
 def write_connection(engine: Engine) -> Connection:

@@ -12,56 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from threading import Event
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, exc, insert, or_, select, update
 
-from tally.core.clock import as_utc
 from tally.core.errors import FileNotFoundInSourceError
+from tally.core.files import ACTIVE_STATUSES, FileRecord, FileStatus
 from tally.storage.engine import backend_of
 from tally.storage.schema import MAX_ID, files
 
-QUEUED, DOWNLOADING, LOADING = "queued", "downloading", "loading"
-DELIVERED, DUPLICATE, FAILED = "delivered", "duplicate", "failed"
-FINAL_STATUSES = (DELIVERED, DUPLICATE, FAILED)
-ACTIVE_STATUSES = (QUEUED, DOWNLOADING, LOADING)
 QUEUE_CHANNEL = "tally_files_queued"  # PostgreSQL NOTIFY channel: files were queued
 LISTEN_CHECK_SECONDS = 1.0  # how often a listener looks at its stop event
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    id: int
-    resource_id: int
-    webhook_id: int | None
-    origin: str
-    url_encrypted: str | None
-    url_redacted: str | None
-    filename: str | None
-    idempotency_key: str | None
-    status: str
-    attempts: int
-    error: str | None
-    rows: int | None
-    bytes: int | None
-    sha256: str | None
-    blob_path: str | None
-    give_up_at: dt.datetime
-    lease_owner: str | None
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    finished_at: dt.datetime | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> FileRecord:
-        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
-        # SQLite hands datetimes back naive; every one tally stores is UTC.
-        for name, value in values.items():
-            if isinstance(value, dt.datetime):
-                values[name] = as_utc(value)
-        return cls(**values)
 
 
 # Built once: the accept path inserts files all the time, and building the statement
@@ -94,7 +56,7 @@ def new_file_values(
         url_redacted=url_redacted,
         filename=filename,
         idempotency_key=idempotency_key,
-        status=QUEUED,
+        status=FileStatus.QUEUED,
         attempts=0,
         blob_path=blob_path,
         sha256=sha256,
@@ -147,7 +109,10 @@ def _announce(conn: Connection) -> None:
 
 def listen_for_queued_files(engine: Engine, on_queued: Callable[[], None], stop: Event) -> None:
     """PostgreSQL: call `on_queued` each time a transaction that queued files commits,
-    until `stop` is set. On a connection of its own, outside the pool: LISTEN holds it."""
+    until `stop` is set. On a connection of its own, outside the pool: LISTEN holds it.
+    SQLite cannot announce: this returns at once, and workers find files by polling."""
+    if not backend_of(engine).can_announce_commits:
+        return
     raw = engine.raw_connection()
     try:
         driver = raw.driver_connection
@@ -256,7 +221,13 @@ def extend_lease(
 
 
 def set_progress(
-    conn: Connection, file_id: int, worker: str, *, status: str, now: dt.datetime, **values: Any
+    conn: Connection,
+    file_id: int,
+    worker: str,
+    *,
+    status: FileStatus,
+    now: dt.datetime,
+    **values: Any,
 ) -> bool:
     """Record a step (status, bytes, sha256, blob path) while holding the lease."""
     result = conn.execute(
@@ -271,7 +242,7 @@ def finish(
     conn: Connection,
     file_id: int,
     *,
-    status: str,
+    status: FileStatus,
     now: dt.datetime,
     error: str | None = None,
     **values: Any,
@@ -299,7 +270,7 @@ def schedule_retry(
         update(files)
         .where(files.c.id == file_id)
         .values(
-            status=QUEUED,
+            status=FileStatus.QUEUED,
             error=error,
             next_attempt_at=next_attempt_at,
             lease_owner=None,
@@ -315,7 +286,7 @@ def find_delivered_with_sha(conn: Connection, resource_id: int, sha256: str) -> 
         .where(
             files.c.resource_id == resource_id,
             files.c.sha256 == sha256,
-            files.c.status == DELIVERED,
+            files.c.status == FileStatus.DELIVERED,
         )
         .limit(1)
     ).scalar()

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
+from tally.core.notifications import DeliveryStatus
 from tally.storage.engine import backend_of
 from tally.storage.outbox import NOTIFICATION, OutboxEvent
 from tally.storage.schema import (
@@ -22,8 +23,6 @@ from tally.storage.schema import (
     outbox_events,
 )
 
-PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
-
 
 @dataclass(frozen=True)
 class DeliveryRecord:
@@ -31,7 +30,7 @@ class DeliveryRecord:
     event_id: int
     endpoint_id: int
     message_id: str
-    status: str
+    status: DeliveryStatus
     attempts: int
     next_attempt_at: dt.datetime
     lease_owner: str | None
@@ -40,7 +39,8 @@ class DeliveryRecord:
 
     @classmethod
     def from_row(cls, row: Any) -> DeliveryRecord:
-        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        return cls(**{**values, "status": DeliveryStatus(values["status"])})
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def insert_delivery(
                 event_id=event_id,
                 endpoint_id=endpoint_id,
                 message_id=message_id,
-                status=PENDING,
+                status=DeliveryStatus.PENDING,
                 attempts=0,
                 next_attempt_at=now,
                 created_at=now,
@@ -117,7 +117,7 @@ def claim_next_delivery(
     """Lease the oldest due delivery whose lease is free or expired; count the attempt."""
     d = notification_deliveries.c
     due = and_(
-        d.status == PENDING,
+        d.status == DeliveryStatus.PENDING,
         d.next_attempt_at <= now,
         or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
     )
@@ -181,11 +181,11 @@ def record_attempt(
 
 def _held(delivery_id: int, worker: str) -> Any:
     d = notification_deliveries.c
-    return and_(d.id == delivery_id, d.lease_owner == worker, d.status == PENDING)
+    return and_(d.id == delivery_id, d.lease_owner == worker, d.status == DeliveryStatus.PENDING)
 
 
 def finish_delivery(
-    conn: Connection, delivery_id: int, *, worker: str, status: str, now: dt.datetime
+    conn: Connection, delivery_id: int, *, worker: str, status: DeliveryStatus, now: dt.datetime
 ) -> bool:
     """Delivered or failed for good; False if `worker` no longer holds the delivery."""
     result = conn.execute(
@@ -212,8 +212,10 @@ def fail_pending_for_endpoint(conn: Connection, endpoint_id: int, now: dt.dateti
     d = notification_deliveries.c
     result = conn.execute(
         update(notification_deliveries)
-        .where(d.endpoint_id == endpoint_id, d.status == PENDING)
-        .values(status=FAILED, finished_at=now, lease_owner=None, lease_expires_at=None)
+        .where(d.endpoint_id == endpoint_id, d.status == DeliveryStatus.PENDING)
+        .values(
+            status=DeliveryStatus.FAILED, finished_at=now, lease_owner=None, lease_expires_at=None
+        )
     )
     return int(result.rowcount)
 

@@ -1,6 +1,6 @@
 """The control plane's tables: one MetaData, the source of truth alembic is checked against.
 
-Rows of resources live in tables of their own (see resource_tables.py); this schema
+Rows of resources live in tables of their own (see resource_tables/); this schema
 holds who owns what, and each resource's columns and data version.
 """
 

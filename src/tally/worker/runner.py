@@ -16,9 +16,8 @@ import socket
 import threading
 from collections.abc import Callable
 
+from tally.core.files import FileRecord
 from tally.runtime import Runtime
-from tally.services import catalogue, delivery, notifications
-from tally.services.delivery import DeliveryContext
 
 log = logging.getLogger("tally.worker")
 
@@ -34,62 +33,51 @@ class Worker:
         self._wake = threading.Event()  # set when files were queued (PostgreSQL)
         self._threads: list[threading.Thread] = []
 
-    def _context(self, n: int) -> DeliveryContext:
-        rt = self._runtime
-        name = f"{socket.gethostname()}:{os.getpid()}:{n}"
-        return DeliveryContext(rt.engine, rt.box, rt.blobs, rt.delivery, name)
-
-    def _jobs(self, ctx: DeliveryContext) -> list[Job]:
-        settings = self._runtime.settings
-        sender = notifications.NotificationSender(
-            engine=ctx.engine,
-            box=ctx.box,
-            addresses=ctx.policy.addresses,
-            retry_schedule_seconds=settings.retry_schedule(),
-            worker=ctx.worker,
-            timeout_seconds=settings.notification_timeout_seconds,
-            lease_seconds=ctx.policy.lease_seconds,
-        )
+    def _jobs(self, worker: str) -> list[Job]:
+        """One thread's jobs, in the order it tries them; `worker` names its leases."""
+        notifications = self._runtime.notifications
         return [
-            lambda: self._deliver_one(ctx),
-            sender.fan_out,
-            sender.send_one,
-            lambda: catalogue.finish_one_unfinished(ctx.engine),
+            lambda: self._deliver_one(worker),
+            notifications.fan_out,
+            lambda: notifications.send_one(worker=worker),
+            self._runtime.catalogue.finish_one_unfinished,
         ]
 
-    def _deliver_one(self, ctx: DeliveryContext) -> bool:
-        file = delivery.claim_file(ctx)
+    def _deliver_one(self, worker: str) -> bool:
+        delivery = self._runtime.delivery
+        file = delivery.claim_file(worker=worker)
         if file is None:
             return False
         renewing = threading.Event()
-        heartbeat = threading.Thread(target=self._renew, args=(ctx, file.id, renewing), daemon=True)
+        heartbeat = threading.Thread(target=self._renew, args=(file, worker, renewing), daemon=True)
         heartbeat.start()
         try:
-            delivery.process_file(ctx, file)
+            delivery.process_file(file, worker=worker)
         finally:
             renewing.set()
             heartbeat.join()
         return True
 
-    def _renew(self, ctx: DeliveryContext, file_id: int, done: threading.Event) -> None:
-        interval = ctx.policy.lease_seconds / 3
+    def _renew(self, file: FileRecord, worker: str, done: threading.Event) -> None:
+        delivery = self._runtime.delivery
+        interval = delivery.policy.lease_seconds / 3
         while not done.wait(interval):
             try:
-                if not delivery.renew_lease(ctx, file_id):
+                if not delivery.renew_lease(file.id, worker=worker):
                     return
             except Exception:  # keep trying: a missed renewal only risks a retry
-                log.exception("lease_renewal_failed", extra={"file_id": file_id})
+                log.exception("lease_renewal_failed", extra={"file_id": file.id})
 
     def _loop(self, n: int) -> None:
-        ctx = self._context(n)
-        jobs = self._jobs(ctx)
+        worker = f"{socket.gethostname()}:{os.getpid()}:{n}"
+        jobs = self._jobs(worker)
         while not self.stopping.is_set():
             did_work = False
             for job in jobs:
                 try:
                     did_work = job() or did_work
                 except Exception:  # the job wrapper: record and carry on
-                    log.exception("job_crashed", extra={"worker": ctx.worker})
+                    log.exception("job_crashed", extra={"worker": worker})
                 if self.stopping.is_set():
                     return
             if not did_work:
@@ -102,7 +90,7 @@ class Worker:
         new one listens."""
         while not self.stopping.is_set():
             try:
-                delivery.listen_for_files(self._runtime.engine, self._wake.set, self.stopping)
+                self._runtime.delivery.listen_for_files(self._wake.set, self.stopping)
                 return
             except Exception:
                 log.warning("queue_listener_lost", exc_info=True)

@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 
 from tally.api.compression import json_body_response
 from tally.api.errors import v1_responses
-from tally.api.query_runner import QueryRunner
+from tally.api.queries.runner import QueryRunner
 from tally.core import errors
 from tally.core.filters import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, RESERVED_PARAMETERS
 from tally.services.data_query import DataRequest

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header
 from fastapi.concurrency import run_in_threadpool
 
-from tally.runtime import Runtime
-from tally.services.ingestion import authenticate
-from tally.storage.accounts import Workspace
-
-
-def runtime_of(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+from tally.api.deps import AuthenticationDep
+from tally.core.accounts import Workspace
 
 
 async def ingestion_workspace(
-    request: Request,
+    authentication: AuthenticationDep,
     x_api_key: Annotated[str, Header(alias="x-api-key", description="Workspace-level API key.")],
     x_svc_workspace: Annotated[str, Header(alias="x-svc-workspace", description="Workspace id.")],
     x_svc_account: Annotated[
@@ -31,10 +25,8 @@ async def ingestion_workspace(
         Header(alias="x-svc-account", description="Id of the account the workspace belongs to."),
     ],
 ) -> Workspace:
-    runtime = runtime_of(request)
     return await run_in_threadpool(
-        authenticate,
-        runtime.engine,
+        authentication.authenticate,
         api_key=x_api_key,
         workspace=x_svc_workspace,
         account=x_svc_account,

@@ -9,16 +9,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from tally.api.deps import FilesDep
 from tally.api.errors import v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
+from tally.api.v2.auth import AuthorisedWorkspace
 from tally.core import errors
-from tally.services.ingestion import get_source_file, list_source_files
-from tally.storage.files import FileRecord
+from tally.core.files import FileRecord
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 MAX_FILES_PAGE = 1000
@@ -87,16 +87,14 @@ ERRORS = (
     responses=v2_responses(*ERRORS),
 )
 async def list_files(
-    request: Request,
+    files: FilesDep,
     workspace: AuthorisedWorkspace,
     source_id: Annotated[int, Path()],
     after: Annotated[int, Query(ge=0, description="Files with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_FILES_PAGE)] = 100,
 ) -> FileListResponse:
-    runtime = runtime_of(request)
     records = await run_in_threadpool(
-        list_source_files,
-        runtime.engine,
+        files.list_source_files,
         workspace_id=workspace.id,
         source_id=source_id,
         after_id=after,
@@ -115,15 +113,13 @@ async def list_files(
     responses=v2_responses(*ERRORS),
 )
 async def get_file(
-    request: Request,
+    files: FilesDep,
     workspace: AuthorisedWorkspace,
     source_id: Annotated[int, Path()],
     file_id: Annotated[int, Path()],
 ) -> FileStatusResponse:
-    runtime = runtime_of(request)
     record = await run_in_threadpool(
-        get_source_file,
-        runtime.engine,
+        files.get_source_file,
         workspace_id=workspace.id,
         source_id=source_id,
         file_id=file_id,

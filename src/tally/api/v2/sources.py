@@ -19,8 +19,9 @@ from pydantic.config import JsonDict
 from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
+from tally.api.deps import SourcesDep, UploadsDep
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
+from tally.api.v2.auth import AuthorisedWorkspace
 from tally.api.v2.bodies import (
     WHOLE_NUMBER,
     NotificationConfigBody,
@@ -31,12 +32,13 @@ from tally.api.v2.bodies import (
     read_json,
     validate_body,
 )
+from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
 from tally.core.columns import ColumnType
-from tally.runtime import Runtime
 from tally.services import json_rows, uploads
-from tally.services.ingestion import NotificationConfig
-from tally.storage.blobs import StoredBlob
+from tally.services.notification_endpoints import NotificationConfig
+from tally.services.sources import SourceDefinition, declared_column
+from tally.services.uploads import StagedFile, UploadService
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
@@ -120,7 +122,7 @@ class UploadAcceptedResponse(BaseModel):
     status: str = Field(description="`queued`, or for a retry the file's current status.")
 
 
-def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
+def _definition(body: SourceCreateBody) -> SourceDefinition:
     notification = None
     if body.notification_config is not None:
         config = body.notification_config
@@ -129,10 +131,10 @@ def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     columns = None
     if body.columns is not None:
         columns = tuple(
-            uploads.declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
+            declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
             for n, c in enumerate(body.columns)
         )
-    return uploads.SourceDefinition(body.name, body.folder_id, columns, notification)
+    return SourceDefinition(body.name, body.folder_id, columns, notification)
 
 
 @router.post(
@@ -143,13 +145,12 @@ def _definition(body: SourceCreateBody) -> uploads.SourceDefinition:
     responses=v2_responses(*CREATE_ERRORS),
     openapi_extra=json_request_body(SourceCreateBody),
 )
-async def create_source(request: Request, workspace: AuthorisedWorkspace) -> Response:
-    runtime = runtime_of(request)
+async def create_source(
+    request: Request, workspace: AuthorisedWorkspace, sources: SourcesDep
+) -> Response:
     body = validate_body(SourceCreateBody, await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
     source = await run_in_threadpool(
-        uploads.create_source,
-        runtime.engine,
-        runtime.box,
+        sources.create_source,
         workspace_id=workspace.id,
         definition=_definition(body),
     )
@@ -175,15 +176,15 @@ def _body_chunks(request: Request) -> Generator[bytes, None, None]:
 
 
 def _receive(
-    request: Request, runtime: Runtime, media_type: str, options: dict[bytes, bytes]
-) -> tuple[StoredBlob, str | None]:
-    """Stage the body (runs in a worker thread): the blob and the file's name, if any."""
-    blobs, max_bytes = runtime.blobs, runtime.settings.max_file_bytes
+    request: Request, uploader: UploadService, media_type: str, options: dict[bytes, bytes]
+) -> tuple[StagedFile, str | None]:
+    """Stage the body (runs in a worker thread): the staged bytes and the file's name."""
+    max_bytes = uploader.max_file_bytes
     declared = request.headers.get("content-length", "")
     if (
         declared.isascii()
         and declared.isdigit()
-        and int(declared) > max_bytes + uploads.MULTIPART_OVERHEAD_BYTES
+        and int(declared) > max_bytes + MULTIPART_OVERHEAD_BYTES
     ):
         raise errors.UploadTooLargeError(f"the body is larger than the limit of {max_bytes} bytes")
     boundary = options.get(b"boundary")
@@ -191,10 +192,12 @@ def _receive(
         raise errors.InvalidUploadError("the multipart Content-Type has no boundary")
     with closing(_body_chunks(request)) as chunks:  # closed here, in this thread
         if media_type == "application/json":
-            return uploads.stage_json(blobs, chunks, max_bytes=max_bytes), None
+            return uploader.stage_json(chunks), None
         if boundary and media_type == "multipart/form-data":
-            return uploads.stage_multipart(blobs, chunks, boundary=boundary, max_bytes=max_bytes)
-        return uploads.stage_csv(blobs, chunks, max_bytes=max_bytes), None
+            body = uploads.limited(chunks, max_bytes + MULTIPART_OVERHEAD_BYTES, "the body")
+            part = MultipartFile(body, boundary)
+            return uploader.stage_csv(part, what="the file"), part.filename
+        return uploader.stage_csv(chunks), None
 
 
 FEED_DESCRIPTION = f"""\
@@ -252,6 +255,7 @@ FEED_BODY = {
 async def feed_source(
     request: Request,
     workspace: AuthorisedWorkspace,
+    uploader: UploadsDep,
     source_id: Annotated[int, Path(description="The source id.")],
     idempotency_key: Annotated[
         str | None,
@@ -262,10 +266,8 @@ async def feed_source(
         ),
     ] = None,
 ) -> Response:
-    runtime = runtime_of(request)
     earlier = await run_in_threadpool(  # 404 before the body is read
-        uploads.find_earlier_upload,
-        runtime.engine,
+        uploader.find_earlier_upload,
         workspace_id=workspace.id,
         source_id=source_id,
         idempotency_key=idempotency_key,
@@ -276,19 +278,17 @@ async def feed_source(
     if media_type.decode() not in (*CSV_TYPES, "multipart/form-data", "application/json"):
         raise errors.UnsupportedMediaTypeError()
     try:
-        blob, filename = await run_in_threadpool(
-            _receive, request, runtime, media_type.decode(), options
+        staged, filename = await run_in_threadpool(
+            _receive, request, uploader, media_type.decode(), options
         )
     except ClientDisconnect:
         raise errors.IncompleteBodyError() from None
     accepted = await run_in_threadpool(
-        uploads.queue_upload,
-        runtime.engine,
+        uploader.queue_upload,
         workspace_id=workspace.id,
         source_id=source_id,
-        blob=blob,
+        staged=staged,
         filename=filename,
         idempotency_key=idempotency_key,
-        deadline_seconds=runtime.settings.delivery_deadline_seconds,
     )
     return json_response({"file_id": accepted.file_id, "status": accepted.status}, 202)

@@ -11,8 +11,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
+from tally.api.deps import IntakeDep, SettingsDep, WebhooksDep
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace, runtime_of
+from tally.api.v2.auth import AuthorisedWorkspace
 from tally.api.v2.bodies import (
     WebhookCreateBody,
     WebhookCreatedResponse,
@@ -21,13 +22,9 @@ from tally.api.v2.bodies import (
     validate_body,
 )
 from tally.core import errors
-from tally.services.ingestion import (
-    NotificationConfig,
-    WebhookDefinition,
-    find_webhook,
-    register_webhook,
-)
-from tally.services.intake import Notification
+from tally.services.notification_endpoints import NotificationConfig
+from tally.services.notification_intake import Notification
+from tally.services.webhooks import WebhookDefinition
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
@@ -85,15 +82,14 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     responses=v2_responses(*REGISTRATION_ERRORS),
     openapi_extra=json_request_body(WebhookCreateBody),
 )
-async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Response:
-    runtime = runtime_of(request)
+async def create_webhook(
+    request: Request, workspace: AuthorisedWorkspace, webhooks: WebhooksDep
+) -> Response:
     body = validate_body(
         WebhookCreateBody, await read_json(request, max_bytes=MAX_REGISTRATION_BYTES)
     )
     registered = await run_in_threadpool(
-        register_webhook,
-        runtime.engine,
-        runtime.box,
+        webhooks.register,
         workspace_id=workspace.id,
         definition=_definition(body),
     )
@@ -123,6 +119,9 @@ async def create_webhook(request: Request, workspace: AuthorisedWorkspace) -> Re
 async def feed_webhook(
     request: Request,
     webhook_id: str,
+    webhooks: WebhooksDep,
+    intake: IntakeDep,
+    settings: SettingsDep,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -132,14 +131,13 @@ async def feed_webhook(
         ),
     ] = None,
 ) -> Response:
-    runtime = runtime_of(request)
     try:
-        payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
+        payload: Any = await read_json(request, max_bytes=settings.max_notification_bytes)
     except errors.InvalidBodyError:
-        await run_in_threadpool(find_webhook, runtime.engine, webhook_id)  # 404 comes first
+        await run_in_threadpool(webhooks.get_webhook, webhook_id)  # 404 comes first
         raise
     accepted = await asyncio.wrap_future(
-        runtime.intake.submit(Notification(webhook_id, payload, idempotency_key))
+        intake.submit(Notification(webhook_id, payload, idempotency_key))
     )
     return Response(
         orjson.dumps(accepted.body),

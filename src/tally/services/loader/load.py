@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -39,16 +39,18 @@ from tally.services.loader.inference import (
     timestamps_are_plain,
     values_fit,
 )
-from tally.services.loader.reader import FileFormat, detect_format, raw_chunks, read_csv
-from tally.storage import resource_tables, resources
-from tally.storage.bulk_load import (
-    BulkLoad,
-    Expected,
-    FileReading,
-    RawFile,
-    ValueShape,
-    bulk_load_for,
+from tally.services.loader.reader import (
+    FileFormat,
+    FileHead,
+    detect_format,
+    raw_chunks,
+    read_csv,
+    read_head,
 )
+from tally.storage import resources
+from tally.storage.bulk_load import bulk_load_for
+from tally.storage.bulk_load.interface import BulkLoad, Expected, FileReading, RawFile, ValueShape
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource
 
 # Below this size a second process costs more (its start-up) than it saves.
@@ -298,15 +300,15 @@ def _prepare_table(
     if resource.is_placeholder:
         columns = tuple(first.ordered)
         if not created:
-            resource_tables.drop_table(conn, resource.table_name)
-            resource_tables.create_table(conn, resource.table_name, columns)
+            ddl.drop_table(conn, resource.table_name)
+            ddl.create_table(conn, resource.table_name, columns)
         return columns
     widened = {c.physical: c for c in first.ordered}
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
             _check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
-            resource_tables.widen_column(conn, resource.table_name, old, new)
+            ddl.widen_column(conn, resource.table_name, old, new)
     return columns
 
 
@@ -314,7 +316,7 @@ def _check_rescale(
     conn: Connection, resource: Resource, old: Column, new: Column, line: int | None
 ) -> None:
     """The stored numbers must still fit int64 with the file's extra fractional digits."""
-    low, high = resource_tables.stored_range(conn, resource.table_name, old)
+    low, high = ddl.stored_range(conn, resource.table_name, old)
     factor = 10 ** (new.scale - old.scale)
     if max(abs(low or 0), abs(high or 0)) * factor > INT64_MAX:
         raise LoadError(
@@ -342,12 +344,12 @@ def _checked_while_staging(
     path: Path,
     file_format: FileFormat,
     known: tuple[Column, ...] | None,
-    width: int,
     on_progress: ProgressCallback | None,
 ) -> FirstPass:
     """Run the first pass in another process while this one stages the raw rows: the two
     halves of the work use both cores. A fresh interpreter ("spawn"), never a fork of a
     process that runs server and worker threads."""
+    width = len(read_head(path, file_format, batches=0).header)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=1, mp_context=context, initializer=settle_garbage_collector
@@ -361,25 +363,26 @@ def _checked_while_staging(
         return checking.result()
 
 
-def expected_columns(path: Path, file_format: FileFormat, resource: Resource) -> Expected | None:
+def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
     """The columns the file's rows will have, in the file's order, if they can be told
     before the whole file is read: the resource's own (matched by name), or for a
-    placeholder those its first rows suggest (None when a column has no value there:
-    any type may follow). Pass 1 decides afterwards; this only lets COPY start early."""
-    with read_csv(path, file_format) as (header, batches):
-        if not resource.is_placeholder:
-            try:
-                return Expected(tuple(_match_header(header, resource.columns)), create=False)
-            except LoadError:
-                return None  # pass 1 reports it
+    placeholder those its first rows (`head`, GUESS_BATCHES batches) suggest (None when
+    a column has no value there: any type may follow). Pass 1 decides afterwards; this
+    only lets COPY start early."""
+    header = head.header
+    if not resource.is_placeholder:
         try:
-            check_header(header)
+            return Expected(tuple(_match_header(header, resource.columns)), create=False)
         except LoadError:
-            return None
-        guesses = [ColumnGuess() for _ in header]
-        for batch in islice(batches, GUESS_BATCHES):
-            for guess, values in zip(guesses, zip(*batch.rows, strict=True), strict=True):
-                guess.observe(values)
+            return None  # pass 1 reports it
+    try:
+        check_header(header)
+    except LoadError:
+        return None
+    guesses = [ColumnGuess() for _ in header]
+    for batch in head.batches:
+        for guess, values in zip(guesses, zip(*batch.rows, strict=True), strict=True):
+            guess.observe(values)
     if any(guess.shape is None for guess in guesses):
         return None
     columns = (
@@ -389,6 +392,20 @@ def expected_columns(path: Path, file_format: FileFormat, resource: Resource) ->
     return Expected(tuple(columns), create=True)
 
 
+def _stage_raw(bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource) -> None:
+    """Start moving the file's bytes before pass 1 reads it (PostgreSQL's COPY), into
+    the columns the file's head suggests when it can tell them."""
+    batches = GUESS_BATCHES if resource.is_placeholder else 0
+    head = read_head(path, file_format, batches=batches)
+    raw = RawFile(
+        lambda: raw_chunks(path, file_format),
+        len(head.header),
+        file_format.delimiter,
+        file_format.encoding,
+    )
+    bulk.stage(raw, expected_columns(head, resource))
+
+
 def load_into(
     conn: Connection, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
 ) -> LoadResult:
@@ -396,21 +413,24 @@ def load_into(
 
     A placeholder resource takes its columns from this file; any other must receive the
     same columns, in any order, with values of the same types.
+
+    The file is opened for its format (one scan: encoding, delimiter), for its head
+    when the backend moves rows before pass 1 (their width, and on PostgreSQL the
+    columns COPY may write straight into), by the backend's raw stream (PostgreSQL's
+    COPY, or SQLite's staging of a large file, each beside pass 1), by pass 1, and by
+    the append when the backend needs the checked rows sent (SQLite, unless its staged
+    rows serve; PostgreSQL only when COPY's reading was refused); rarely once more, for
+    numbers the cheap checks cannot settle.
     """
     resource = resources.lock_resource(conn, resource_id)
     file_format = detect_format(path)
-    with read_csv(path, file_format) as (header, _batches):
-        width = len(header)
+    known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
-    raw = RawFile(
-        lambda: raw_chunks(path, file_format), width, file_format.delimiter, file_format.encoding
-    )
-    expected = expected_columns(path, file_format, resource) if bulk.takes_expected else None
-    bulk.stage(raw, expected)
     try:
-        known = None if resource.is_placeholder else resource.columns
+        if bulk.takes_expected:
+            _stage_raw(bulk, path, file_format, resource)
         if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
-            first = _checked_while_staging(bulk, path, file_format, known, width, on_progress)
+            first = _checked_while_staging(bulk, path, file_format, known, on_progress)
         else:
             first = first_pass(path, file_format, known, on_progress)
         appended = bulk.settle(first.reading(), first.ordered)  # before any other statement

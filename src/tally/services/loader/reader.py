@@ -12,6 +12,7 @@ import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -50,35 +51,32 @@ def _open_bytes(path: Path, compressed: bool) -> IO[bytes]:
     return path.open("rb")
 
 
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(2) == GZIP_MAGIC
-
-
 @dataclass
 class _Scan:
     utf8: bool = True
     nul: bool = False
     quotes: bool = False
+    head: bytes = b""  # the first SNIFF_BYTES, for the delimiter
 
 
-def _scan(path: Path, compressed: bool) -> _Scan:
+def _scan(handle: IO[bytes]) -> _Scan:
     """One incremental pass over the whole file: UTF-8 or not (Latin-1 only if UTF-8
-    truly fails), and whether it holds a NUL byte or a quote."""
+    truly fails), whether it holds a NUL byte or a quote, and its head."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     found = _Scan()
     try:
-        with _open_bytes(path, compressed) as handle:
-            while chunk := handle.read(1 << 20):
-                found.nul = found.nul or b"\x00" in chunk
-                found.quotes = found.quotes or b'"' in chunk
-                if found.utf8:
-                    try:
-                        decoder.decode(chunk)
-                    except UnicodeDecodeError:
-                        found.utf8 = False
+        while chunk := handle.read(1 << 20):
+            if len(found.head) < SNIFF_BYTES:
+                found.head += chunk[: SNIFF_BYTES - len(found.head)]
+            found.nul = found.nul or b"\x00" in chunk
+            found.quotes = found.quotes or b'"' in chunk
             if found.utf8:
-                decoder.decode(b"", final=True)
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError:
+                    found.utf8 = False
+        if found.utf8:
+            decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         found.utf8 = False
     except (OSError, EOFError) as exc:
@@ -109,11 +107,16 @@ def _sniff_delimiter(sample: str) -> str:
 
 
 def detect_format(path: Path) -> FileFormat:
-    compressed = _is_gzip(path)
-    found = _scan(path, compressed)
+    """The file's format, from one read of it: the gzip magic, then the whole
+    (decompressed) stream scanned."""
+    with path.open("rb") as stored:
+        compressed = stored.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+        stored.seek(0)
+        handle = cast(IO[bytes], gzip.GzipFile(fileobj=stored)) if compressed else stored
+        with handle:
+            found = _scan(handle)
     encoding = "utf-8-sig" if found.utf8 else "latin-1"
-    with _open_bytes(path, compressed) as handle:
-        sample = handle.read(SNIFF_BYTES).decode(encoding, errors="ignore")
+    sample = found.head.decode(encoding, errors="ignore")
     file_format = FileFormat(compressed, encoding, _sniff_delimiter(sample), found.quotes)
     if found.nul:
         # PostgreSQL cannot store the character, and it is the mark of a UTF-16 file
@@ -145,6 +148,20 @@ def raw_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
         yield first[3:] if first.startswith(UTF8_BOM) else first
         while chunk := handle.read(RAW_CHUNK_BYTES):
             yield chunk
+
+
+@dataclass(frozen=True)
+class FileHead:
+    """The header and the first batches of records: what is known of a file before its
+    first pass."""
+
+    header: list[str]
+    batches: list[Batch]
+
+
+def read_head(path: Path, file_format: FileFormat, *, batches: int) -> FileHead:
+    with read_csv(path, file_format) as (header, records):
+        return FileHead(header, list(islice(records, batches)))
 
 
 @contextmanager

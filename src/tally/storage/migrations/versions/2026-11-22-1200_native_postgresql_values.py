@@ -6,7 +6,7 @@ Create Date: 2026-11-22 12:00:00
 
 Until now both backends stored a decimal as an integer scaled by 10**scale and a
 timestamp as canonical ISO text. PostgreSQL now stores its own types, which its COPY
-writes straight from a file's text (see storage/resource_tables.py). This converts the
+writes straight from a file's text (see storage/resource_tables/ddl.py). This converts the
 row tables already there, exactly: n * 10**-scale is an exact NUMERIC, and canonical
 text (UTC for a column with offsets) is read as the timestamp it spells. SQLite is
 unchanged.
@@ -28,7 +28,7 @@ def _new_type(column: dict[str, object]) -> tuple[str, str] | None:
     physical = str(column["physical"])
     if column["type"] == "decimal":
         scale = int(str(column.get("scale", 0)))
-        # NUMERIC(38, scale): storage/resource_tables.py's type for a decimal column
+        # NUMERIC(38, scale): storage/resource_tables/ddl.py's type for a decimal column
         return (
             f"NUMERIC(38, {scale})",
             f"{physical}::numeric * 1e-{scale}::numeric" if scale else physical,

@@ -20,11 +20,13 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import as_utc, utc_now
+from tally.core.notifications import DeliveryStatus
 from tally.core.sealing import SealError, SecretBox
+from tally.core.urls import redact_url
 from tally.net.callbacks import CallbackResult, post_json
 from tally.net.fetch import AddressPolicy, classify_status
 from tally.net.signing import sign_payload
-from tally.services.ingestion import file_event_data, redact_url
+from tally.services.file_events import file_event_data
 from tally.storage import files, notifications, outbox, webhooks
 from tally.storage.engine import write_connection
 from tally.storage.outbox import OutboxEvent
@@ -64,7 +66,8 @@ class _Job:
 
 
 class NotificationSender:
-    """The two worker jobs: fan events out into deliveries, send one due delivery."""
+    """The two worker jobs: fan events out into deliveries, send one due delivery
+    (`worker` names the holder of the delivery's lease)."""
 
     def __init__(
         self,
@@ -73,7 +76,6 @@ class NotificationSender:
         box: SecretBox,
         addresses: AddressPolicy,
         retry_schedule_seconds: tuple[float, ...],
-        worker: str,
         timeout_seconds: float,
         lease_seconds: float,
     ) -> None:
@@ -81,7 +83,6 @@ class NotificationSender:
         self._box = box
         self._addresses = addresses
         self._schedule = retry_schedule_seconds
-        self._worker = worker
         self._timeout_seconds = timeout_seconds
         self._lease_seconds = lease_seconds
 
@@ -110,9 +111,9 @@ class NotificationSender:
                     now=now,
                 )
 
-    def send_one(self) -> bool:
+    def send_one(self, *, worker: str) -> bool:
         """Claim one due delivery, POST it, record the attempt and what follows from it."""
-        job = self._claim()
+        job = self._claim(worker)
         if job is None:
             return False
         if job.disabled:  # disabled after this delivery was fanned out
@@ -120,20 +121,20 @@ class NotificationSender:
                 notifications.finish_delivery(
                     conn,
                     job.delivery.id,
-                    worker=self._worker,
-                    status=notifications.FAILED,
+                    worker=worker,
+                    status=DeliveryStatus.FAILED,
                     now=utc_now(),
                 )
             return True
         attempted_at = utc_now()
         result = self._post(job, attempted_at)
-        self._record(job, result, attempted_at)
+        self._record(job, result, attempted_at, worker)
         return True
 
-    def _claim(self) -> _Job | None:
+    def _claim(self, worker: str) -> _Job | None:
         with write_connection(self._engine) as conn, conn.begin():
             delivery = notifications.claim_next_delivery(
-                conn, worker=self._worker, now=utc_now(), lease_seconds=self._lease_seconds
+                conn, worker=worker, now=utc_now(), lease_seconds=self._lease_seconds
             )
             if delivery is None:
                 return None
@@ -174,7 +175,9 @@ class NotificationSender:
             return None
         return now + dt.timedelta(seconds=self._schedule[attempt_number - 1])
 
-    def _record(self, job: _Job, result: CallbackResult, attempted_at: dt.datetime) -> None:
+    def _record(
+        self, job: _Job, result: CallbackResult, attempted_at: dt.datetime, worker: str
+    ) -> None:
         delivery, now = job.delivery, utc_now()
         gone = result.status_code == GONE
         retry_at = (
@@ -198,12 +201,12 @@ class NotificationSender:
                 notifications.fail_pending_for_endpoint(conn, job.endpoint.id, now)
             elif retry_at is not None:
                 notifications.schedule_retry(
-                    conn, delivery.id, worker=self._worker, next_attempt_at=retry_at
+                    conn, delivery.id, worker=worker, next_attempt_at=retry_at
                 )
             else:
-                status = notifications.DELIVERED if result.is_success else notifications.FAILED
+                status = DeliveryStatus.DELIVERED if result.is_success else DeliveryStatus.FAILED
                 notifications.finish_delivery(
-                    conn, delivery.id, worker=self._worker, status=status, now=now
+                    conn, delivery.id, worker=worker, status=status, now=now
                 )
         log.info("notification_attempted", extra=_log_extra(job, result, retry_at, gone))
 

@@ -5,7 +5,8 @@ makes the database's commit the bottleneck (on SQLite, one writer at a time); he
 single thread takes every notification waiting at that moment, queues them all in one
 transaction, commits once, then answers each caller. A caller waits for at most one
 commit more than it would alone, and the service accepts many times more per second.
-A notification that fails on its own (unknown webhook, no URL) fails alone.
+A notification that fails on its own (unknown webhook, no URL) fails alone. What one
+notification queues is services/notified_files.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tally.core.clock import utc_now
 from tally.core.errors import TallyError, WebhookNotFoundError
 from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
-from tally.services.ingestion import (
+from tally.services.notified_files import (
     AcceptedNotification,
     accept_in_transaction,
     accepted_reply,

@@ -1,4 +1,10 @@
-"""Test data made through the services: tenants (account, workspace, key) and sources."""
+"""Test data made through the services: tenants (account, workspace, key), sources, and
+the ledger CSV the Data API tests read; queued files delivered in-process as a worker
+delivers them (`run_pipeline`); reads of a source through the query service.
+
+Tests get a tenant from the `tenant` / `ingestion_tenant` fixtures (conftest.py); the
+functions here are for tests that need more than one, or different settings.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +20,27 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tally.runtime import Runtime
-from tally.services import admin, catalogue
+from tally.services.admin import AdminService
+from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
 
 _numbers = itertools.count(1)
+MAX_PIPELINE_STEPS = 50
+
+# Insertion order is the file order; `id` is only a label. Ties: amount 10.00 (rows 1
+# and 4), memo 'alpha' (rows 1 and 6). Missing: amount row 5, txn_date row 3,
+# posted_at row 4, flag row 4, memo row 3.
+LEDGER_CSV = (
+    "id,amount,txn_date,posted_at,flag,memo,bank.amount,Amount\n"
+    "1,10.00,2024-01-05,2024-01-05T10:00:00Z,true,alpha,1,100\n"
+    "2,10.01,2024-01-06,2024-01-06T11:30:00Z,false,beta,2,200\n"
+    "3,-5.50,,2024-01-07T09:00:00Z,true,,3,300\n"
+    "4,10.00,2024-02-01,,,gamma,4,400\n"
+    "5,,2024-02-15,2024-02-15T23:59:59Z,false,delta,5,500\n"
+    "6,20.25,2024-03-01,2024-03-01T00:00:00Z,true,alpha,6,600\n"
+)
+LEDGER_COLUMNS = ["id", "amount", "txn_date", "posted_at", "flag", "memo", "bank.amount", "Amount"]
 
 
 @dataclass(frozen=True)
@@ -29,20 +51,29 @@ class Tenant:
 
     @property
     def headers(self) -> dict[str, str]:
+        """The Data API's (/api/v1) credentials."""
         return {"X-API-Key": self.key, "workspace_id": str(self.workspace_id)}
+
+    @property
+    def v2_headers(self) -> dict[str, str]:
+        """The ingestion API's (/api/v2) credentials."""
+        return {
+            "x-api-key": self.key,
+            "x-svc-workspace": str(self.workspace_id),
+            "x-svc-account": str(self.account_id),
+        }
 
 
 def make_tenant(
     engine: Engine, *, ingestion: bool = False, allowed_origins: list[str] | None = None
 ) -> Tenant:
     n = next(_numbers)
-    account = admin.create_account(
-        engine, name=f"account {n}", allowed_origins=allowed_origins or []
-    )
+    admin = AdminService(engine)
+    account = admin.create_account(name=f"account {n}", allowed_origins=allowed_origins or [])
     workspace = admin.create_workspace(
-        engine, account_id=account.id, name=f"workspace {n}", ingestion_enabled=ingestion
+        account_id=account.id, name=f"workspace {n}", ingestion_enabled=ingestion
     )
-    return Tenant(account.id, workspace.id, admin.create_api_key(engine, workspace.id).key)
+    return Tenant(account.id, workspace.id, admin.create_api_key(workspace.id).key)
 
 
 def write_file(content: str | bytes, suffix: str = ".csv") -> Path:
@@ -56,18 +87,28 @@ def make_source(
     engine: Engine, tenant: Tenant, content: str | bytes, name: str | None = None
 ) -> Resource:
     """A source loaded from CSV text (or raw bytes: gzip, Latin-1, ...)."""
-    path = write_file(content)
+    path, catalogue = write_file(content), SourceCatalogue(engine)
     try:
         result = catalogue.create_source_from_file(
-            engine,
             workspace_id=tenant.workspace_id,
             name=name or f"source {next(_numbers)}",
             path=path,
         )
     finally:
         path.unlink()
-    catalogue.finish_resource(engine, result.resource.id)  # as a worker does after a load
+    catalogue.finish_resource(result.resource.id)  # as a worker does after a load
     return result.resource
+
+
+def run_pipeline(runtime: Runtime) -> int:
+    """Claim and process files until none is due, in this process, as a worker does; how
+    many were processed."""
+    for step in range(MAX_PIPELINE_STEPS):
+        file = runtime.delivery.claim_file(worker="test-worker")
+        if file is None:
+            return step
+        runtime.delivery.process_file(file, worker="test-worker")
+    raise AssertionError("the queue never emptied")
 
 
 def read_body(

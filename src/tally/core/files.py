@@ -1,0 +1,62 @@
+"""A file's record and its status: what the ingestion API reports and the workers move on.
+
+A frozen dataclass read from storage (`from_row`) and handed up to the API, so entry
+points never import storage to name it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from tally.core.clock import as_utc
+
+
+class FileStatus(StrEnum):
+    """A file's place in the pipeline; the values are stored and shown as they are."""
+
+    QUEUED = "queued"
+    DOWNLOADING = "downloading"
+    LOADING = "loading"
+    DELIVERED = "delivered"
+    DUPLICATE = "duplicate"
+    FAILED = "failed"
+
+
+FINAL_STATUSES = (FileStatus.DELIVERED, FileStatus.DUPLICATE, FileStatus.FAILED)
+ACTIVE_STATUSES = (FileStatus.QUEUED, FileStatus.DOWNLOADING, FileStatus.LOADING)
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    id: int
+    resource_id: int
+    webhook_id: int | None
+    origin: str
+    url_encrypted: str | None
+    url_redacted: str | None
+    filename: str | None
+    idempotency_key: str | None
+    status: FileStatus
+    attempts: int
+    error: str | None
+    rows: int | None
+    bytes: int | None
+    sha256: str | None
+    blob_path: str | None
+    give_up_at: dt.datetime
+    lease_owner: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> FileRecord:
+        values = {name: getattr(row, name) for name in cls.__dataclass_fields__}
+        # SQLite hands datetimes back naive; every one tally stores is UTC.
+        for name, value in values.items():
+            if isinstance(value, dt.datetime):
+                values[name] = as_utc(value)
+        values["status"] = FileStatus(values["status"])
+        return cls(**values)

@@ -1,0 +1,61 @@
+"""Sources defined through the ingestion API (POST /api/v2/sources): declared columns or
+a placeholder, and a status-notification endpoint, created in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column, ColumnType
+from tally.core.sealing import SecretBox
+from tally.services.catalogue import create_source_in
+from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
+from tally.storage.engine import write_connection
+from tally.storage.resources import Resource
+
+DEFAULT_DECIMAL_SCALE = 2
+
+
+@dataclass(frozen=True)
+class SourceDefinition:
+    name: str
+    folder_id: int | None = None
+    columns: tuple[Column, ...] | None = None  # None: a placeholder source
+    notification: NotificationConfig | None = None
+
+
+def declared_column(
+    position: int, name: str, kind: ColumnType, *, scale: int | None, timezone: bool
+) -> Column:
+    """A declared column as stored: physical name c<position>, decimal scale 2 unless set."""
+    if kind is not ColumnType.DECIMAL:
+        scale = 0
+    timezone = timezone and kind is ColumnType.TIMESTAMP
+    scale = DEFAULT_DECIMAL_SCALE if scale is None else scale
+    return Column(name, f"c{position}", kind, scale, timezone)
+
+
+class SourceService:
+    def __init__(self, engine: Engine, box: SecretBox) -> None:
+        self._engine = engine
+        self._box = box
+
+    def create_source(self, *, workspace_id: int, definition: SourceDefinition) -> Resource:
+        """The source, its table and its notification endpoint, in one transaction.
+
+        Without columns it is a placeholder that takes its columns from the first file;
+        with columns every file must bring exactly those (in any order).
+        """
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            source = create_source_in(
+                conn,
+                workspace_id=workspace_id,
+                name=definition.name,
+                folder_id=definition.folder_id,
+                columns=definition.columns,
+            )
+            add_notification_endpoint(conn, self._box, source.id, definition.notification, now)
+        return source

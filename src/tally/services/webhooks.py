@@ -1,0 +1,86 @@
+"""Webhook registration: a source and the webhook that feeds it, and finding a webhook
+by the id its callers hold (only its hash is stored)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine
+
+from tally.core.clock import utc_now
+from tally.core.errors import WebhookNotFoundError
+from tally.core.ids import hash_secret, new_webhook_id
+from tally.core.sealing import SecretBox
+from tally.services.catalogue import create_source_in
+from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
+from tally.storage import webhooks
+from tally.storage.engine import write_connection
+from tally.storage.resources import Resource
+from tally.storage.webhooks import WebhookRecord
+
+
+@dataclass(frozen=True)
+class WebhookDefinition:
+    name: str
+    folder_id: int | None = None
+    url_field: str = "file_url"
+    filename_field: str = "filename"
+    credentials: dict[str, str] | None = None  # {"type": ..., fields...}
+    response_status: int = 200
+    response_content_type: str = "application/json"
+    response_body: Any = field(default_factory=lambda: {"status": "accepted"})
+    notification: NotificationConfig | None = None
+
+
+@dataclass(frozen=True)
+class RegisteredWebhook:
+    source: Resource
+    webhook_id: str  # shown once; only its hash is stored
+
+
+class WebhookService:
+    def __init__(self, engine: Engine, box: SecretBox) -> None:
+        self._engine = engine
+        self._box = box
+
+    def register(self, *, workspace_id: int, definition: WebhookDefinition) -> RegisteredWebhook:
+        """The source and its webhook, in one transaction."""
+        webhook_id = new_webhook_id()
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            source = create_source_in(
+                conn,
+                workspace_id=workspace_id,
+                name=definition.name,
+                folder_id=definition.folder_id,
+            )
+            credentials = (
+                self._box.seal(orjson.dumps(definition.credentials).decode())
+                if definition.credentials
+                else None
+            )
+            webhooks.insert_webhook(
+                conn,
+                resource_id=source.id,
+                workspace_id=workspace_id,
+                webhook_id_hash=hash_secret(webhook_id),
+                url_field=definition.url_field,
+                filename_field=definition.filename_field,
+                credentials_encrypted=credentials,
+                response_status=definition.response_status,
+                response_content_type=definition.response_content_type,
+                response_body=definition.response_body,
+                now=now,
+            )
+            add_notification_endpoint(conn, self._box, source.id, definition.notification, now)
+        return RegisteredWebhook(source, webhook_id)
+
+    def get_webhook(self, webhook_id: str) -> WebhookRecord:
+        """The webhook a caller's id names; WebhookNotFoundError (404) if none."""
+        with self._engine.connect() as conn:
+            webhook = webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
+        if webhook is None:
+            raise WebhookNotFoundError()
+        return webhook

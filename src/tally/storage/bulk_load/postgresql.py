@@ -1,0 +1,241 @@
+"""PostgreSQL's bulk load: the file's bytes COPYed in a thread while the loader's first
+pass runs, straight into the table or into a staging table of text, kept only if the
+checks agree; otherwise the checked rows are COPYed as Python read them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import psycopg
+from sqlalchemy import Connection
+
+from tally.core.columns import Column, ColumnType
+from tally.storage.bulk_load.interface import (
+    BulkLoad,
+    Expected,
+    FileReading,
+    RawFile,
+    RowBatches,
+    ValueShape,
+)
+from tally.storage.resource_tables.ddl import add_primary_key, create_table, drop_table, sql_type
+
+
+def _psycopg(conn: Connection) -> psycopg.Connection[Any]:
+    """The driver connection under SQLAlchemy's, for COPY (PostgreSQL only)."""
+    return cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+
+
+def _pg_expression(column: Column, ref: str, shape: ValueShape) -> str:
+    """SQL turning a staged text into the stored value: PostgreSQL's own input functions,
+    since every stored type is one of its own (TIMESTAMPTZ read in UTC: see engine)."""
+    v = f"NULLIF({ref}, '')" if shape.has_empty else ref
+    return {
+        ColumnType.INTEGER: f"{v}::bigint",
+        ColumnType.DECIMAL: f"{v}::numeric",
+        ColumnType.BOOLEAN: f"{v}::boolean",
+        ColumnType.TIMESTAMP: f"{v}::timestamptz" if column.timezone else f"{v}::timestamp",
+    }.get(column.type, v)
+
+
+def create_staging(conn: Connection, staging: str, width: int) -> None:
+    columns = ", ".join(f"s{i} text" for i in range(width))
+    conn.exec_driver_sql(f"CREATE TEMP TABLE {staging} ({columns}) ON COMMIT DROP")
+
+
+def copy_into(
+    conn: Connection, table: str, columns: Sequence[Column], raw: RawFile, *, force_null: bool
+) -> int:
+    """Stream the file's bytes (header line included) into `columns` of the table; the
+    number of rows COPY read. `force_null`: a quoted empty value is missing too, as an
+    unquoted one is (the loader's reader cannot tell them apart)."""
+    names = ", ".join(c.physical for c in columns)
+    pg_encoding = "UTF8" if raw.encoding.startswith("utf") else "LATIN1"
+    delimiter_sql = "E'\\t'" if raw.delimiter == "\t" else f"'{raw.delimiter}'"
+    nulls = f", FORCE_NULL ({names})" if force_null else ""
+    sql = (
+        f"COPY {table} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
+        f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}'{nulls})"
+    )
+    driver = _psycopg(conn)
+    with driver.cursor() as cursor:
+        with cursor.copy(sql) as copy:
+            for chunk in raw.chunks():
+                copy.write(chunk)
+        return cursor.rowcount
+
+
+def read_staging(conn: Connection, staging: str, width: int) -> tuple[int, list[int]]:
+    """(rows, quote characters per column) of what COPY read."""
+    quotes = "".join(
+        f", coalesce(sum(length(s{i}) - length(replace(s{i}, '\"', ''))), 0)" for i in range(width)
+    )
+    row = conn.exec_driver_sql(f"SELECT count(*){quotes} FROM {staging}").one()
+    return int(row[0]), [int(n) for n in row[1:]]
+
+
+def insert_from_staging(
+    conn: Connection,
+    table: str,
+    staging: str,
+    ordered: Sequence[Column],
+    shapes: Mapping[str, ValueShape],
+) -> None:
+    """Convert and append the staged rows, in file order.
+
+    A fresh temporary table is read back in the order it was written when the scan
+    starts at its first page, which `synchronize_seqscans = off` ensures; that saves
+    sorting a million rows by a sequence number.
+    """
+    names = ", ".join(c.physical for c in ordered)
+    values = ", ".join(
+        _pg_expression(c, f"s{i}", shapes.get(c.physical, ValueShape()))
+        for i, c in enumerate(ordered)
+    )
+    conn.exec_driver_sql("SET LOCAL timezone = 'UTC'")
+    conn.exec_driver_sql("SET LOCAL synchronize_seqscans = off")
+    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) SELECT {values} FROM {staging}")
+
+
+_END_OF_DATA = "\\."
+
+
+class PostgresBulkLoad(BulkLoad):
+    """PostgreSQL: the file's bytes go to COPY in a thread while the loader's first pass
+    runs. When the loader expects the columns (the resource's own, or a placeholder's
+    guessed from the file's first rows), COPY writes them straight into the table, in
+    the stored types, which PostgreSQL parses from the file's text; otherwise, or when
+    COPY refuses a value, into a staging table of text, converted by one INSERT ...
+    SELECT once the types are known. Either is kept only if the checks agree."""
+
+    _SAVEPOINT = "tally_staging"
+    takes_expected = True
+
+    def __init__(self, conn: Connection, table: str) -> None:
+        super().__init__(conn, table)
+        self._staging = f"staging_{table}"
+        self._raw: RawFile | None = None
+        self._expected: Expected | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._copied: str | None = None  # "table" or "staging": where COPY put the rows
+        self._copied_rows = 0
+
+    def stage(self, raw: RawFile, expected: Expected | None) -> None:
+        self._raw = raw
+        self._expected = expected
+        self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
+        if expected is not None and expected.create:
+            drop_table(self._conn, self._table)
+            create_table(self._conn, self._table, expected.columns, primary_key=False)
+
+        def run() -> None:
+            try:
+                self._copy(direct=expected is not None)
+            except BaseException as error:  # reported to the loader's thread in settle
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="tally-copy", daemon=True)
+        self._thread.start()
+
+    def _copy(self, *, direct: bool) -> None:
+        assert self._raw is not None
+        raw = self._raw
+        if direct:
+            assert self._expected is not None
+            try:
+                self._copied_rows = copy_into(
+                    self._conn, self._table, self._expected.columns, raw, force_null=True
+                )
+                if self._expected.create:  # while the checks still read the file
+                    add_primary_key(self._conn, self._table)
+                self._copied = "table"
+                return
+            except psycopg.DataError:  # a value the guessed type refuses: stage instead
+                self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        staging = [Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(raw.width)]
+        create_staging(self._conn, self._staging, raw.width)
+        self._copied_rows = copy_into(self._conn, self._staging, staging, raw, force_null=False)
+        self._copied = "staging"
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
+        # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
+        # and a rollback later would undo the loader's own statements too: decide now.
+        self._join()
+        if self._error is None and self._copied == "table" and not self._as_expected(columns):
+            # PostgreSQL took every value, but the whole file settled other types than
+            # its first rows promised: stage the raw rows after all
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+            self._copy(direct=False)
+        if self._error is not None or not self._agrees(reading):
+            self._copied = None  # append sends the rows the checks saw
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
+        return self._copied == "table"
+
+    def _as_expected(self, columns: Sequence[Column]) -> bool:
+        assert self._expected is not None
+        expected = [(c.physical, sql_type(c, postgresql=True)) for c in self._expected.columns]
+        return expected == [(c.physical, sql_type(c, postgresql=True)) for c in columns]
+
+    def _agrees(self, reading: FileReading) -> bool:
+        """Did COPY read the rows Python's reader did? PostgreSQL's CSV parser opens a
+        quoted section at any quote character; Python's (strict) only at a field's
+        start, and keeps a quote elsewhere as text, or fails. So when no value the checks
+        saw holds a quote, the two parsers split every field alike, and only blank lines
+        and a lone backslash-dot line (the end of COPY's data) remain: the row count."""
+        if reading.blank_lines or self._copied_rows != reading.rows:
+            return False
+        if not any(reading.quotes or ()):
+            return True
+        if self._copied == "table":
+            return False  # staged rows can be compared quote by quote; stored ones not
+        rows, quotes = read_staging(self._conn, self._staging, self._raw_width())
+        return rows == reading.rows and quotes == list(reading.quotes or ())
+
+    def _raw_width(self) -> int:
+        assert self._raw is not None
+        return self._raw.width
+
+    def append(
+        self,
+        ordered: Sequence[Column],
+        shapes: Mapping[str, ValueShape],
+        batches: RowBatches,
+    ) -> None:
+        if self._copied == "staging":
+            insert_from_staging(self._conn, self._table, self._staging, ordered, shapes)
+        elif self._copied is None:
+            self._send_rows(ordered, batches)
+
+    def _send_rows(self, ordered: Sequence[Column], batches: RowBatches) -> None:
+        """COPY the rows as Python's CSV reader saw them, written out again: every stored
+        type parses the file's own text, so only a missing value needs saying."""
+        names = ", ".join(c.physical for c in ordered)
+        driver = _psycopg(self._conn)
+        with (
+            driver.cursor() as cursor,
+            cursor.copy(f"COPY {self._table} ({names}) FROM STDIN (FORMAT csv)") as copy,
+            batches() as rows,
+        ):
+            for batch in rows:
+                buffer = io.StringIO()
+                writer = csv.writer(buffer, lineterminator="\n")
+                for row in batch:
+                    if row == [_END_OF_DATA]:  # unquoted, it would end COPY's input
+                        buffer.write(f'"{_END_OF_DATA}"\n')
+                    else:
+                        writer.writerow([v or None for v in row])
+                copy.write(buffer.getvalue())
+
+    def abort(self) -> None:
+        self._join()

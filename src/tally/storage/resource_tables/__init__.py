@@ -1,0 +1,17 @@
+"""The per-resource row tables, in four modules: `ddl` (layout, DDL, indexes),
+`stored_types` (PostgreSQL's own types translated to the stored forms tally sees),
+`row_json` (rows rendered to JSON text, and that text stored), and `pages` (the Data
+API's page and count statements).
+
+Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
+and physical columns c0..cN (labels live in the catalogue, so any header text is a
+valid column name). Rows are rendered to JSON by the database itself (json_object on
+SQLite, row_to_json on PostgreSQL): a page travels to Python as one string per
+row, which is what makes large pages cheap, and decimals keep their exact digits.
+
+Each row also has a hidden `_json`: its whole JSON object text, stored by a worker after
+a load (`row_json.store_row_json`), or NULL until then. A page of whole rows reads
+`COALESCE(_json, <the row rendered>)`, so a stored text saves the rendering and a
+missing one costs nothing but the rendering (decision 0011). The one rule that keeps
+them true: every statement that changes a row's values sets its `_json` to NULL.
+"""

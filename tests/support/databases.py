@@ -1,0 +1,42 @@
+"""Which backends a run covers, and Settings on a fresh database of one of them.
+
+`BACKENDS` comes from TALLY_TEST_BACKENDS (default: both). `make_settings` copies the
+migrated template (a file on SQLite, a TEMPLATE database on the session's throwaway
+PostgreSQL server: the `sqlite_template` / `postgres_template` fixtures of conftest.py)
+so every caller gets a database of its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from support.pg import create_database
+from tally.settings import Settings
+
+BACKENDS = [b for b in os.environ.get("TALLY_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
+_database_numbers = itertools.count(1)
+
+
+def make_settings(
+    request: pytest.FixtureRequest, backend: str, home: Path, **overrides: object
+) -> Settings:
+    """Settings on a fresh database of the given backend."""
+    url = None
+    if backend == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        template = request.getfixturevalue("postgres_template")
+        url = create_database(server, f"t{os.getpid()}_{next(_database_numbers)}", template)
+    else:
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(request.getfixturevalue("sqlite_template"), home / "tally.db")
+    # Queries run in the API process's threads: a pool of query processes per test app
+    # would spawn two processes per test. tests/api/test_query_processes.py runs the
+    # pool (the production default), and so do the README e2e test's `tally serve --demo`
+    # and tests/e2e/test_worker_processes.py's killed-server test.
+    overrides.setdefault("query_processes", 0)
+    return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
