@@ -84,10 +84,12 @@ def drive(cfg: run.Config, cmd: list[str], label: str) -> int:
     return procs.wait(proc, DRIVER_TIMEOUT_SECONDS)
 
 
-def hold(server: tt.Server, tenant: dict[str, Any], resource_id: int) -> None:
+def hold(server: tt.Server, env: dict[str, str], tenant: dict[str, Any], resource_id: int) -> None:
     print(
         json.dumps(
             {
+                "home": env["TALLY_HOME"],
+                "database_url": env.get("TALLY_DATABASE_URL"),
                 "base_url": server.base_url,
                 "pids": server.pids,
                 "api_key": tenant["key"],
@@ -136,7 +138,7 @@ def tally_backend(cfg: run.Config, mix: dict[str, Any], backend: str) -> dict[st
             log(f"{backend}: indexes built {rec['worker_indexes']}")
             resource_id = rec["load"]["resource_id"]
             if mix["hold"] == backend:
-                hold(server, tenant, resource_id)
+                hold(server, env, tenant, resource_id)
                 return rec
             cmd = driver_cmd(cfg, mix, rec["label"], server.pids)
             cmd += ["--target", "tally", "--base-url", server.base_url, "--api-key", tenant["key"]]
