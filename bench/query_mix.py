@@ -54,7 +54,8 @@ def settings() -> dict[str, Any]:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return {
         "duration": float(env("BENCH_MIX_DURATION", "30")),
-        "warmup": float(env("BENCH_MIX_WARMUP", "3")),
+        # long enough for a query process to read a 1M-row column snapshot (decision 0014)
+        "warmup": float(env("BENCH_MIX_WARMUP", "30")),
         "seed": int(env("BENCH_MIX_SEED", "14")),
         "peers": [p for p in env("BENCH_MIX_PEERS", "").split(",") if p],
         "hold": env("BENCH_MIX_HOLD", ""),
