@@ -149,6 +149,20 @@ def test_upload_of_mixed_bytes_to_a_default_source_fails_naming_line_and_offset(
     assert "UTF-8" in file["error"]
 
 
+def test_json_rows_to_a_latin1_source_are_read_as_the_utf8_tally_wrote(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """CSV converted from JSON is tally's own UTF-8, whatever the source declares."""
+    source_id = create_source(api, tenant, encoding="latin-1").json()["id"]
+    rows = [{"name": "Łódź €", "city": "Zürich"}, {"name": "日本", "city": "café"}]
+    response = api.post(
+        f"/api/v2/sources/{source_id}/feed-source", json=rows, headers=ingestion(tenant)
+    )
+    assert response.status_code == 202, response.text
+    run_pipeline(runtime)
+    assert rows_of(api, tenant, source_id) == rows
+
+
 @pytest.mark.parametrize("encoding", ["klingon", "rot13", "base64", "", 1252, ["utf-8"]])
 def test_unknown_encoding_of_a_source_is_422_naming_the_field(
     api: httpx.Client, tenant: Tenant, encoding: Any
