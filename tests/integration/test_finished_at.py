@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from factories import Tenant, make_tenant
 from tally.runtime import Runtime
-from tally.services import delivery
 from tally.storage.schema import outbox_events, resources
 
 MAX_PIPELINE_STEPS = 20
@@ -37,14 +36,12 @@ def ingestion(tenant: Tenant) -> dict[str, str]:
 
 
 def run_pipeline(runtime: Runtime) -> None:
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "finished-at-worker"
-    )
+    worker = "finished-at-worker"
     for _ in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
+        file = runtime.delivery.claim_file(worker=worker)
         if file is None:
             return
-        delivery.process_file(ctx, file)
+        runtime.delivery.process_file(file, worker=worker)
     raise AssertionError("the queue never emptied")
 
 

@@ -22,7 +22,6 @@ from conftest import make_settings
 from factories import Tenant, make_tenant
 from support.servers import file_server_app, serve_app
 from tally.runtime import Runtime, build_runtime
-from tally.services import delivery
 from tally.settings import Settings
 
 MAX_PIPELINE_STEPS = 20
@@ -66,14 +65,12 @@ def ingestion(tenant: Tenant) -> dict[str, str]:
 
 
 def run_pipeline(runtime: Runtime) -> None:
-    ctx = delivery.DeliveryContext(
-        runtime.engine, runtime.box, runtime.blobs, runtime.delivery, "permissions-worker"
-    )
+    worker = "permissions-worker"
     for _ in range(MAX_PIPELINE_STEPS):
-        file = delivery.claim_file(ctx)
+        file = runtime.delivery.claim_file(worker=worker)
         if file is None:
             return
-        delivery.process_file(ctx, file)
+        runtime.delivery.process_file(file, worker=worker)
     raise AssertionError("the queue never emptied")
 
 

@@ -13,6 +13,7 @@ from alembic.migration import MigrationContext
 from support.databases import make_settings
 from support.factories import make_source, make_tenant, read_body, read_data
 from tally.runtime import Runtime, build_runtime
+from tally.storage import resources
 from tally.storage.migrate import upgrade_database
 from tally.storage.schema import metadata
 
@@ -28,7 +29,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0004"
+        assert context.get_current_revision() == "0005"
         assert compare_metadata(context, metadata) == []
 
 
@@ -98,9 +99,41 @@ def _rows_without_json(runtime: Runtime, table: str) -> int:
 
 
 def _back_to_revision_0003(conn: Any, table: str) -> None:
-    """Undo 0004: no stored row JSON, no `rendered_version`."""
+    """Undo 0005 and 0004: no declared encodings, no stored row JSON, no
+    `rendered_version`."""
+    _back_to_revision_0004(conn)
     conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN rendered_version")
+
+
+def _back_to_revision_0004(conn: Any) -> None:
+    """Undo 0005: no declared encodings."""
+    conn.exec_driver_sql("ALTER TABLE files DROP COLUMN encoding")
+    conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN encoding")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_sources_of_revision_0004_read_their_files_as_utf8(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0005: every source gains an encoding, UTF-8 for those made before it."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(runtime.engine, tenant, "id,name\n1,café\n")
+        with runtime.engine.begin() as conn:
+            _back_to_revision_0004(conn)
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0004'")
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        with runtime.engine.connect() as conn:
+            assert resources.get_resource(conn, resource.id).encoding == "utf-8"
+        assert read_data(runtime, tenant, resource.id) == [{"id": 1, "name": "café"}]
+    finally:
+        runtime.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

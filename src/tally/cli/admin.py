@@ -22,6 +22,7 @@ from rich.progress import (
 
 from tally.cli.output import emit, reported_errors
 from tally.core.collector import settle_garbage_collector
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import LoadError
 from tally.runtime import Runtime, build_runtime
 from tally.services.admin import KeyInfo
@@ -151,13 +152,24 @@ def load(
     workspace: Annotated[int, typer.Option(help="Workspace id.")],
     name: Annotated[str, typer.Option(help="Name of the new source.")],
     file: Annotated[Path, typer.Argument(help="CSV file.")],
+    encoding: Annotated[
+        str,
+        typer.Option(
+            help="Encoding of the file and of the source's later files (utf-8, latin-1, "
+            "cp1252, utf-16, ...): read strictly, a byte not valid in it fails the load."
+        ),
+    ] = DEFAULT_ENCODING,
 ) -> None:
     """Create a source from a local CSV file (all or nothing); its rows are readable
     when this returns, and a worker (tally serve, tally worker) builds its indexes."""
     settle_garbage_collector()
     with _runtime() as runtime, _progress(_readable_size(file)) as on_progress:
         result = runtime.catalogue.create_source_from_file(
-            workspace_id=workspace, name=name, path=file, on_progress=on_progress
+            workspace_id=workspace,
+            name=name,
+            path=file,
+            on_progress=on_progress,
+            encoding=encoding,
         )
     emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
 

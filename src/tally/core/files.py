@@ -50,6 +50,7 @@ class FileRecord:
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None
+    encoding: str | None = None  # of the bytes, when not the source's (decision 0015)
 
     @classmethod
     def from_row(cls, row: Any) -> FileRecord:

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
+from tally.core.encodings import DEFAULT_ENCODING, UnknownEncodingError, canonical_encoding
 from tally.core.errors import (
     DefinitionRejectedError,
     FieldProblem,
@@ -31,10 +32,19 @@ SOURCE_KIND = "source"
 
 
 def check_source_definition(
-    conn: Connection, workspace_id: int, name: str, folder_id: int | None
-) -> None:
-    """Every reason the definition is refused, at once (400 with an errors list)."""
+    conn: Connection,
+    workspace_id: int,
+    name: str,
+    folder_id: int | None,
+    encoding: str = DEFAULT_ENCODING,
+) -> str:
+    """Every reason the definition is refused, at once (400 with an errors list); the
+    encoding as stored (the codec's own name)."""
     problems = []
+    try:
+        encoding = canonical_encoding(encoding)
+    except UnknownEncodingError as error:
+        problems.append(FieldProblem("encoding", str(error)))
     if (problem := name_problem(name)) is not None:
         problems.append(FieldProblem("name", problem))
     elif resources.find_resource_by_name(conn, workspace_id, name) is not None:
@@ -45,6 +55,7 @@ def check_source_definition(
         )
     if problems:
         raise DefinitionRejectedError(problems)
+    return encoding
 
 
 def create_source_in(
@@ -54,12 +65,14 @@ def create_source_in(
     name: str,
     folder_id: int | None = None,
     columns: tuple[Column, ...] | None = None,
+    encoding: str = DEFAULT_ENCODING,
 ) -> Resource:
     """A source and its table, in the caller's transaction. Without `columns` it is a
-    placeholder that takes its columns from its first file. A table that cannot be
-    made is StorageProvisioningError (the ingestion API's 502)."""
+    placeholder that takes its columns from its first file; every file is read in
+    `encoding` (decision 0015). A table that cannot be made is StorageProvisioningError
+    (the ingestion API's 502)."""
     accounts.get_workspace(conn, workspace_id)
-    check_source_definition(conn, workspace_id, name, folder_id)
+    encoding = check_source_definition(conn, workspace_id, name, folder_id, encoding)
     declared = columns or PLACEHOLDER_COLUMNS
     try:
         with conn.begin_nested():
@@ -72,6 +85,7 @@ def create_source_in(
                 is_placeholder=columns is None,
                 folder_id=folder_id,
                 now=utc_now(),
+                encoding=encoding,
             )
             ddl.create_table(conn, resource.table_name, declared)
     except exc.IntegrityError as error:  # a concurrent registration took the name
@@ -102,8 +116,10 @@ class SourceCatalogue:
         name: str,
         path: Path,
         on_progress: ProgressCallback | None = None,
+        encoding: str = DEFAULT_ENCODING,
     ) -> LoadResult:
-        """A new source holding the file's rows; nothing is created when the file is bad.
+        """A new source holding the file's rows, read in `encoding`, which the source
+        keeps for its later files; nothing is created when the file is bad.
 
         Returns once the rows are committed and readable. Its rows' JSON text and its
         per-column indexes come afterwards from a worker (`finish_one_unfinished`, in
@@ -112,7 +128,9 @@ class SourceCatalogue:
         PostgreSQL), and answers are the same without them, only slower until they are
         there (decisions 0010, 0011)."""
         with write_connection(self._engine) as conn, conn.begin():
-            resource = create_source_in(conn, workspace_id=workspace_id, name=name)
+            resource = create_source_in(
+                conn, workspace_id=workspace_id, name=name, encoding=encoding
+            )
             return load_into(conn, resource.id, path, on_progress)
 
     def append_file(

@@ -188,7 +188,10 @@ class DeliveryService:
                     conn, event=file_events.DUPLICATE, resource_id=resource.id, file=file, now=now
                 )
                 return
-            result = load_into(conn, resource.id, blob)
+            result = load_into(conn, resource.id, blob, encoding=current.encoding)
+            # The final state's time is when it commits, after the load: not when the
+            # transaction began, possibly minutes earlier.
+            now = utc_now()
             files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
             file_events.queue_event(
                 conn, event=file_events.DELIVERED, resource_id=resource.id, file=file, now=now

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.sealing import SecretBox
 from tally.services.catalogue import create_source_in
 from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
@@ -24,6 +25,7 @@ class SourceDefinition:
     folder_id: int | None = None
     columns: tuple[Column, ...] | None = None  # None: a placeholder source
     notification: NotificationConfig | None = None
+    encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
 
 def declared_column(
@@ -55,6 +57,7 @@ class SourceService:
                 workspace_id=workspace_id,
                 name=definition.name,
                 folder_id=definition.folder_id,
+                encoding=definition.encoding,
                 columns=definition.columns,
             )
             add_notification_endpoint(conn, self._box, source.id, definition.notification, now)

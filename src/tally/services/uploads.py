@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import InvalidUploadError, UploadTooLargeError
 from tally.core.files import FileRecord, FileStatus
 from tally.services import file_events, json_rows
@@ -31,6 +32,7 @@ class StagedFile:
     """An upload's bytes in the blob store, waiting for their file row."""
 
     blob: StoredBlob
+    encoding: str | None = None  # None: the source's; CSV tally made from JSON is UTF-8
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class UploadService:
         with json_rows.json_to_csv(
             limited(chunks, max_bytes, "the body"), spill_dir=path.parent
         ) as csv:
-            return self._write(path, limited(csv, max_bytes, what))
+            staged = self._write(path, limited(csv, max_bytes, what))
+            return StagedFile(staged.blob, DEFAULT_ENCODING)
 
     def queue_upload(
         self,
@@ -121,6 +124,7 @@ class UploadService:
                     size=blob.size,
                     now=now,
                     give_up_at=now + dt.timedelta(seconds=self._deadline_seconds),
+                    encoding=staged.encoding,
                 )
                 record, created = files.insert_file(conn, row)
                 if created:  # the record is the row just inserted

@@ -10,6 +10,7 @@ import orjson
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import WebhookNotFoundError
 from tally.core.ids import hash_secret, new_webhook_id
 from tally.core.sealing import SecretBox
@@ -32,6 +33,7 @@ class WebhookDefinition:
     response_content_type: str = "application/json"
     response_body: Any = field(default_factory=lambda: {"status": "accepted"})
     notification: NotificationConfig | None = None
+    encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class WebhookService:
                 workspace_id=workspace_id,
                 name=definition.name,
                 folder_id=definition.folder_id,
+                encoding=definition.encoding,
             )
             credentials = (
                 self._box.seal(orjson.dumps(definition.credentials).decode())

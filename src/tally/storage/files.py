@@ -46,8 +46,10 @@ def new_file_values(
     size: int | None,
     now: dt.datetime,
     give_up_at: dt.datetime,
+    encoding: str | None = None,
 ) -> dict[str, Any]:
-    """The row of a newly queued file."""
+    """The row of a newly queued file; `encoding` only when its bytes are not in the
+    source's (CSV tally made from JSON rows)."""
     return dict(
         resource_id=resource_id,
         webhook_id=webhook_id,
@@ -61,6 +63,7 @@ def new_file_values(
         blob_path=blob_path,
         sha256=sha256,
         bytes=size,
+        encoding=encoding,
         next_attempt_at=now,
         give_up_at=give_up_at,
         created_at=now,

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from tally.core.columns import Column
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import ResourceNotFoundError
 from tally.storage.engine import backend_of
 from tally.storage.schema import is_storable_id, resources
@@ -27,6 +28,7 @@ class Resource:
     row_count: int
     indexed_version: int
     rendered_version: int  # data version whose rows all had their JSON text stored
+    encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
     @property
     def table_name(self) -> str:
@@ -46,6 +48,7 @@ class Resource:
             row_count=int(row.row_count),
             indexed_version=int(row.indexed_version),
             rendered_version=int(row.rendered_version),
+            encoding=row.encoding,
         )
 
 
@@ -63,6 +66,7 @@ def insert_resource(
     is_placeholder: bool,
     folder_id: int | None,
     now: dt.datetime,
+    encoding: str = DEFAULT_ENCODING,
 ) -> Resource:
     resource_id = conn.execute(
         insert(resources)
@@ -77,13 +81,25 @@ def insert_resource(
             row_count=0,
             indexed_version=0,
             rendered_version=0,
+            encoding=encoding,
             created_at=now,
             updated_at=now,
         )
         .returning(resources.c.id)
     ).scalar_one()
     return Resource(
-        resource_id, workspace_id, folder_id, name, kind, columns, is_placeholder, 0, 0, 0, 0
+        resource_id,
+        workspace_id,
+        folder_id,
+        name,
+        kind,
+        columns,
+        is_placeholder,
+        0,
+        0,
+        0,
+        0,
+        encoding,
     )
 
 

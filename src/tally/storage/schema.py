@@ -23,6 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.names import FILENAME_MAX_CHARS
 
 metadata = MetaData(
@@ -99,6 +100,8 @@ resources = Table(
     Column("indexed_version", BigInteger, nullable=False, default=0),
     # The data version whose rows all had their JSON text stored (decision 0011).
     Column("rendered_version", BigInteger, nullable=False, default=0, server_default="0"),
+    # The encoding of a source's files, as core.encodings names it (decision 0015).
+    Column("encoding", String(50), nullable=False, server_default=DEFAULT_ENCODING),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("workspace_id", "name"),
@@ -157,6 +160,9 @@ files = Table(
     Column("bytes", BigInteger, nullable=True),
     Column("sha256", String(64), nullable=True),
     Column("blob_path", Text, nullable=True),
+    # The encoding of the bytes when it is not the source's: UTF-8 for CSV tally made
+    # from JSON rows (decision 0015); NULL: the source's.
+    Column("encoding", String(50), nullable=True),
     Column("next_attempt_at", DateTime(timezone=True), nullable=False),
     Column("give_up_at", DateTime(timezone=True), nullable=False),
     Column("lease_owner", String(100), nullable=True),

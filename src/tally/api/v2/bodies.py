@@ -22,6 +22,8 @@ from pydantic import (
 )
 
 from tally.api.errors import validation_problems
+from tally.core.encodings import DEFAULT_ENCODING, canonical_encoding
+from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
 from tally.core.names import NAME_MAX_CHARS, name_problem
@@ -74,6 +76,23 @@ SourceName = Annotated[
         json_schema_extra={"pattern": NAME_PATTERN},
     ),
     AfterValidator(_valid_name),
+]
+
+
+ENCODING_DESCRIPTION = (
+    "The character encoding of the source's CSV files (uploads and downloads): `utf-8` "
+    "(the default; a byte-order mark is allowed), `latin-1`, `cp1252`, `utf-16` (byte "
+    "order from its byte-order mark, or `utf-16-le` / `utf-16-be`), or another character "
+    "encoding by any usual name (ISO-8859-*, Windows and DOS code pages, Shift_JIS, "
+    "GB18030, ...). Files are decoded strictly, never guessed: a file not valid in this "
+    "encoding fails, its error naming the line and byte offset of the first bytes that "
+    "are not. CSV made from JSON rows is UTF-8 whatever this says."
+)
+# A source's encoding, folded to the codec's own name; an unknown one is a 422 naming it.
+SourceEncoding = Annotated[
+    str,
+    Field(max_length=ENCODING_MAX_CHARS, description=ENCODING_DESCRIPTION),
+    AfterValidator(canonical_encoding),
 ]
 
 
@@ -162,6 +181,7 @@ class WebhookCreateBody(Strict):
     webhook: WebhookConfig
     folder_id: WholeNumber | None = None
     notification_config: NotificationConfigBody | None = None
+    encoding: SourceEncoding = DEFAULT_ENCODING
 
 
 class WebhookCreatedResponse(BaseModel):

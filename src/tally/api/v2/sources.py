@@ -25,6 +25,7 @@ from tally.api.v2.auth import AuthorisedWorkspace
 from tally.api.v2.bodies import (
     WHOLE_NUMBER,
     NotificationConfigBody,
+    SourceEncoding,
     SourceName,
     Strict,
     WholeNumber,
@@ -35,6 +36,7 @@ from tally.api.v2.bodies import (
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
 from tally.core.columns import ColumnType
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.services import json_rows, uploads
 from tally.services.notification_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column
@@ -99,6 +101,7 @@ class SourceCreateBody(Strict):
         description="Typed columns: every file must bring exactly these (in any order). "
         "Omit for a placeholder source that takes its columns from the first file.",
     )
+    encoding: SourceEncoding = DEFAULT_ENCODING
     notification_config: NotificationConfigBody | None = None
 
     @field_validator("columns")
@@ -134,7 +137,7 @@ def _definition(body: SourceCreateBody) -> SourceDefinition:
             declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
             for n, c in enumerate(body.columns)
         )
-    return SourceDefinition(body.name, body.folder_id, columns, notification)
+    return SourceDefinition(body.name, body.folder_id, columns, notification, body.encoding)
 
 
 @router.post(

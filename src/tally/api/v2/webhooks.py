@@ -71,6 +71,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
         response_content_type=hook.response_config.content_type,
         response_body=hook.response_config.body,
         notification=notification,
+        encoding=body.encoding,
     )
 
 

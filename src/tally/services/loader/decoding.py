@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import LoadError
@@ -25,54 +24,39 @@ def codec_of(encoding: str) -> str:
     return "utf-8-sig" if encoding == DEFAULT_ENCODING else encoding
 
 
-@dataclass
-class TextFacts:
-    """What one pass over the decoded text found."""
+class StrictDecoder:
+    """Decodes a file piece by piece in its declared encoding. The first bytes that are
+    not valid raise LoadError naming their line and byte offset; only then is the file
+    read again (`again`), to count the lines before them."""
 
-    has_nul: bool = False
-    has_quotes: bool = False
+    def __init__(self, encoding: str, again: Pieces) -> None:
+        self._encoding = encoding
+        self._again = again
+        self._decoder = codecs.getincrementaldecoder(codec_of(encoding))()
+        self._fed = 0
 
+    def decode(self, piece: bytes, *, final: bool = False) -> str:
+        self._fed += len(piece)
+        try:
+            return self._decoder.decode(piece, final)
+        except UnicodeDecodeError as error:
+            # The decoder failed on the end of what it was fed (bytes held over from the
+            # piece before, and this one), less a byte-order mark it dropped.
+            offset = self._fed - len(error.object) + error.start
+            raise self._invalid(offset, error) from None
 
-def check_text(pieces: Pieces, encoding: str) -> TextFacts:
-    """Decode the whole file strictly. LoadError at the first bytes that are not valid in
-    `encoding`, naming their line and byte offset; where that is, is only worked out then,
-    so a valid file costs one decoding pass."""
-    decoder = codecs.getincrementaldecoder(codec_of(encoding))()
-    found = TextFacts()
-    fed = 0
-    try:
-        for piece in pieces():
-            fed += len(piece)
-            text = decoder.decode(piece)
-            found.has_nul = found.has_nul or "\x00" in text
-            found.has_quotes = found.has_quotes or '"' in text
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError as error:
-        # The decoder failed on the end of what it was fed (bytes held over from the
-        # piece before, and this piece), less a byte-order mark it dropped.
-        offset = fed - len(error.object) + error.start
-        raise _invalid_text(pieces, encoding, offset, error) from None
-    return found
-
-
-def _invalid_text(
-    pieces: Pieces, encoding: str, offset: int, error: UnicodeDecodeError
-) -> LoadError:
-    name = "UTF-8" if encoding == DEFAULT_ENCODING else encoding
-    byte = error.object[error.start]
-    message = (
-        f"the file is not valid {name}: byte 0x{byte:02x} at byte offset {offset} "
-        f"cannot be decoded ({error.reason})"
-    )
-    if encoding == DEFAULT_ENCODING:
-        first = next(iter(pieces()), b"")
-        hint = "utf-16" if offset == 0 and first.startswith(_UTF16_BOMS) else "e.g. cp1252"
-        message += (
-            "; it starts with a UTF-16 byte-order mark: declare the source's encoding as utf-16"
-            if hint == "utf-16"
-            else "; declare the source's encoding if its files are not UTF-8 (e.g. cp1252)"
+    def _invalid(self, offset: int, error: UnicodeDecodeError) -> LoadError:
+        utf8 = self._encoding == DEFAULT_ENCODING
+        message = (
+            f"the file is not valid {'UTF-8' if utf8 else self._encoding}: byte "
+            f"0x{error.object[error.start]:02x} at byte offset {offset} cannot be decoded "
+            f"({error.reason})"
         )
-    return LoadError(message, line=_line_at(pieces, encoding, offset))
+        if utf8 and offset == 0 and error.object.startswith(_UTF16_BOMS):
+            message += "; it starts with a UTF-16 byte-order mark: declare the encoding utf-16"
+        elif utf8:
+            message += "; declare the source's encoding if its files are not UTF-8 (e.g. cp1252)"
+        return LoadError(message, line=_line_at(self._again, self._encoding, offset))
 
 
 def _line_at(pieces: Pieces, encoding: str, offset: int) -> int:

@@ -43,9 +43,9 @@ from tally.services.loader.reader import (
     FileFormat,
     FileHead,
     detect_format,
-    raw_chunks,
     read_csv,
     read_head,
+    utf8_chunks,
 )
 from tally.storage import resources
 from tally.storage.bulk_load import bulk_load_for
@@ -397,22 +397,23 @@ def _stage_raw(bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Re
     the columns the file's head suggests when it can tell them."""
     batches = GUESS_BATCHES if resource.is_placeholder else 0
     head = read_head(path, file_format, batches=batches)
-    raw = RawFile(
-        lambda: raw_chunks(path, file_format),
-        len(head.header),
-        file_format.delimiter,
-        file_format.encoding,
-    )
+    raw = RawFile(lambda: utf8_chunks(path, file_format), len(head.header), file_format.delimiter)
     bulk.stage(raw, expected_columns(head, resource))
 
 
 def load_into(
-    conn: Connection, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
+    conn: Connection,
+    resource_id: int,
+    path: Path,
+    on_progress: ProgressCallback | None = None,
+    *,
+    encoding: str | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
 
     A placeholder resource takes its columns from this file; any other must receive the
-    same columns, in any order, with values of the same types.
+    same columns, in any order, with values of the same types. The file is read in the
+    resource's encoding, or in `encoding` when its bytes are not in that (decision 0015).
 
     The file is opened for its format (one scan: encoding, delimiter), for its head
     when the backend moves rows before pass 1 (their width, and on PostgreSQL the
@@ -423,7 +424,7 @@ def load_into(
     numbers the cheap checks cannot settle.
     """
     resource = resources.lock_resource(conn, resource_id)
-    file_format = detect_format(path)
+    file_format = detect_format(path, encoding or resource.encoding)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
     try:

@@ -1,11 +1,11 @@
-"""Reading a CSV file as published: gzip or not, UTF-8 (BOM or not) or Latin-1, and
-comma, semicolon, tab or pipe separated. Streams batches of rows with line numbers,
+"""Reading a CSV file as published: gzip or not, in its source's encoding (UTF-8, BOM or
+not, unless declared otherwise; strictly, see decoding.py), and comma, semicolon, tab
+or pipe separated. Streams batches of rows with line numbers,
 so memory stays flat whatever the file's size.
 """
 
 from __future__ import annotations
 
-import codecs
 import csv
 import gzip
 import io
@@ -16,12 +16,15 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any, cast
 
+from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import LoadError
+from tally.services.loader.decoding import StrictDecoder, codec_of, utf8_pieces
 
 GZIP_MAGIC = b"\x1f\x8b"
 DELIMITERS = (",", ";", "\t", "|")
 SNIFF_BYTES = 64 * 1024
 SNIFF_LINES = 20
+RAW_CHUNK_BYTES = 1 << 20
 BATCH_ROWS = 10_000
 # A single field may be large, but not unbounded: a stray quote would otherwise swallow
 # the rest of a 1 GB file into one value.
@@ -33,9 +36,13 @@ class FileFormat:
     """How to read the bytes: decided once, before the first pass."""
 
     compressed: bool
-    encoding: str  # "utf-8-sig" or "latin-1"
+    encoding: str  # the source's, as core.encodings names it
     delimiter: str
     has_quotes: bool = True  # a '"' anywhere in the file
+
+    @property
+    def codec(self) -> str:
+        return codec_of(self.encoding)
 
 
 @dataclass
@@ -53,32 +60,23 @@ def _open_bytes(path: Path, compressed: bool) -> IO[bytes]:
 
 @dataclass
 class _Scan:
-    utf8: bool = True
     nul: bool = False
     quotes: bool = False
-    head: bytes = b""  # the first SNIFF_BYTES, for the delimiter
+    head: str = ""  # the first SNIFF_BYTES characters, for the delimiter
 
 
-def _scan(handle: IO[bytes]) -> _Scan:
-    """One incremental pass over the whole file: UTF-8 or not (Latin-1 only if UTF-8
-    truly fails), whether it holds a NUL byte or a quote, and its head."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
+def _scan(handle: IO[bytes], decoder: StrictDecoder) -> _Scan:
+    """One incremental pass over the whole file, decoded strictly: whether it holds a
+    NUL or a quote character, and its head."""
     found = _Scan()
     try:
-        while chunk := handle.read(1 << 20):
+        while chunk := handle.read(RAW_CHUNK_BYTES):
+            text = decoder.decode(chunk)
             if len(found.head) < SNIFF_BYTES:
-                found.head += chunk[: SNIFF_BYTES - len(found.head)]
-            found.nul = found.nul or b"\x00" in chunk
-            found.quotes = found.quotes or b'"' in chunk
-            if found.utf8:
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError:
-                    found.utf8 = False
-        if found.utf8:
-            decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        found.utf8 = False
+                found.head += text[: SNIFF_BYTES - len(found.head)]
+            found.nul = found.nul or "\x00" in text
+            found.quotes = found.quotes or '"' in text
+        decoder.decode(b"", final=True)
     except (OSError, EOFError) as exc:
         raise LoadError(f"the file cannot be read: {exc}") from exc
     return found
@@ -106,26 +104,26 @@ def _sniff_delimiter(sample: str) -> str:
     return best
 
 
-def detect_format(path: Path) -> FileFormat:
+def detect_format(path: Path, encoding: str = DEFAULT_ENCODING) -> FileFormat:
     """The file's format, from one read of it: the gzip magic, then the whole
-    (decompressed) stream scanned."""
+    (decompressed) stream decoded in `encoding`. LoadError at the first bytes that are
+    not valid in it (their line and byte offset), or at a NUL character."""
     with path.open("rb") as stored:
         compressed = stored.read(len(GZIP_MAGIC)) == GZIP_MAGIC
         stored.seek(0)
         handle = cast(IO[bytes], gzip.GzipFile(fileobj=stored)) if compressed else stored
         with handle:
-            found = _scan(handle)
-    encoding = "utf-8-sig" if found.utf8 else "latin-1"
-    sample = found.head.decode(encoding, errors="ignore")
-    file_format = FileFormat(compressed, encoding, _sniff_delimiter(sample), found.quotes)
+            found = _scan(handle, StrictDecoder(encoding, lambda: _pieces(path, compressed)))
+    file_format = FileFormat(compressed, encoding, _sniff_delimiter(found.head), found.quotes)
     if found.nul:
-        # PostgreSQL cannot store the character, and it is the mark of a UTF-16 file
         raise _nul_error(path, file_format)
     return file_format
 
 
 def _nul_error(path: Path, file_format: FileFormat) -> LoadError:
-    reason = "a NUL character is not allowed (is the file UTF-16?)"
+    # PostgreSQL cannot store the character; in a UTF-8 file it marks a UTF-16 one
+    utf16 = " (is the file UTF-16?)" if file_format.encoding == DEFAULT_ENCODING else ""
+    reason = f"a NUL character is not allowed{utf16}"
     with read_csv(path, file_format) as (header, batches):
         if any("\x00" in name for name in header):
             return LoadError(reason, line=1)
@@ -137,17 +135,16 @@ def _nul_error(path: Path, file_format: FileFormat) -> LoadError:
     return LoadError(reason)  # pragma: no cover - the scan found one
 
 
-UTF8_BOM = b"\xef\xbb\xbf"
-RAW_CHUNK_BYTES = 1 << 20
-
-
-def raw_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
-    """The file's bytes as published (decompressed, without a BOM), in chunks."""
-    with _open_bytes(path, file_format.compressed) as handle:
-        first = handle.read(RAW_CHUNK_BYTES)
-        yield first[3:] if first.startswith(UTF8_BOM) else first
+def _pieces(path: Path, compressed: bool) -> Iterator[bytes]:
+    with _open_bytes(path, compressed) as handle:
         while chunk := handle.read(RAW_CHUNK_BYTES):
             yield chunk
+
+
+def utf8_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
+    """The file's text as UTF-8 without a byte-order mark (what PostgreSQL's COPY is
+    sent), in chunks: a UTF-8 file's bytes as published, decompressed."""
+    return utf8_pieces(_pieces(path, file_format.compressed), file_format.encoding)
 
 
 @dataclass(frozen=True)
@@ -170,7 +167,7 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], R
     before the header too, hold no record."""
     csv.field_size_limit(MAX_FIELD_BYTES)
     with _open_bytes(path, file_format.compressed) as raw:
-        text = io.TextIOWrapper(raw, encoding=file_format.encoding, newline="")
+        text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
         header: list[str] | None = []
         start, blank_lines = 1, -1

@@ -39,12 +39,11 @@ class FileReading:
 
 @dataclass(frozen=True)
 class RawFile:
-    """The file's bytes as they are (header line included), and how to read them."""
+    """The file's text as UTF-8 (header line included), and how to split it."""
 
     chunks: Callable[[], Iterator[bytes]]
     width: int
     delimiter: str
-    encoding: str
 
 
 @dataclass(frozen=True)

@@ -50,16 +50,15 @@ def create_staging(conn: Connection, staging: str, width: int) -> None:
 def copy_into(
     conn: Connection, table: str, columns: Sequence[Column], raw: RawFile, *, force_null: bool
 ) -> int:
-    """Stream the file's bytes (header line included) into `columns` of the table; the
+    """Stream the file's text (UTF-8, header line included) into `columns` of the table; the
     number of rows COPY read. `force_null`: a quoted empty value is missing too, as an
     unquoted one is (the loader's reader cannot tell them apart)."""
     names = ", ".join(c.physical for c in columns)
-    pg_encoding = "UTF8" if raw.encoding.startswith("utf") else "LATIN1"
     delimiter_sql = "E'\\t'" if raw.delimiter == "\t" else f"'{raw.delimiter}'"
     nulls = f", FORCE_NULL ({names})" if force_null else ""
     sql = (
         f"COPY {table} ({names}) FROM STDIN (FORMAT csv, HEADER true, "
-        f"DELIMITER {delimiter_sql}, ENCODING '{pg_encoding}'{nulls})"
+        f"DELIMITER {delimiter_sql}, ENCODING 'UTF8'{nulls})"
     )
     driver = _psycopg(conn)
     with driver.cursor() as cursor:
