@@ -41,9 +41,9 @@ from tally.services.loader.load import (
 from tally.services.loader.reader import (
     BATCH_ROWS,
     detect_format,
-    raw_chunks,
     read_csv,
     read_head,
+    utf8_chunks,
 )
 from tally.services.sources import SourceDefinition
 from tally.storage import resources
@@ -62,11 +62,17 @@ from tally.worker.runner import Worker
 PAGE = 10_000
 
 
-def load(runtime: Runtime, tenant: Tenant, content: str | bytes, name: str = "src") -> LoadResult:
+def load(
+    runtime: Runtime,
+    tenant: Tenant,
+    content: str | bytes,
+    name: str = "src",
+    encoding: str = "utf-8",
+) -> LoadResult:
     path = write_file(content)
     try:
         return runtime.catalogue.create_source_from_file(
-            workspace_id=tenant.workspace_id, name=name, path=path
+            workspace_id=tenant.workspace_id, name=name, path=path, encoding=encoding
         )
     finally:
         path.unlink()
@@ -497,12 +503,7 @@ def test_copy_reads_some_files_otherwise(request: pytest.FixtureRequest, tmp_pat
                 width = len(header)
             with engine.connect() as conn, conn.begin():
                 create_staging(conn, "staging_test", width)
-                raw = RawFile(
-                    lambda: raw_chunks(path, file_format),
-                    width,
-                    file_format.delimiter,
-                    file_format.encoding,
-                )
+                raw = RawFile(lambda: utf8_chunks(path, file_format), width, file_format.delimiter)
                 staged = [Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(width)]
                 copy_into(conn, "staging_test", staged, raw, force_null=False)
                 return read_staging(conn, "staging_test", width)
@@ -682,10 +683,10 @@ def test_delimiter_detected_past_long_multiline_records(
     assert rows[7] == {"id": 7, "memo": "memo 7\nmore\nend", "amount": Decimal("7.5")}
 
 
-def test_latin1_file_is_read_as_latin1(runtime: Runtime, tenant: Tenant) -> None:
+def test_latin1_file_is_read_as_declared(runtime: Runtime, tenant: Tenant) -> None:
     content = "name;café\nJosé;Zürich\nRenée;1,5\n".encode("latin-1")
     assert b"\xe9" in content
-    result = load(runtime, tenant, content)
+    result = load(runtime, tenant, content, encoding="latin-1")
     assert [c.name for c in result.resource.columns] == ["name", "café"]
     assert rows_of(runtime, tenant, result.resource.id) == [
         {"name": "José", "café": "Zürich"},
@@ -705,7 +706,7 @@ def test_utf8_beyond_latin1(runtime: Runtime, tenant: Tenant) -> None:
 
 def test_gzip_latin1_semicolon(runtime: Runtime, tenant: Tenant) -> None:
     content = gzip.compress("Konto;Betrag\nMüller;-0.05\nGärtner;12\n".encode("latin-1"))
-    result = load(runtime, tenant, content)
+    result = load(runtime, tenant, content, encoding="latin-1")
     rows = rows_of(runtime, tenant, result.resource.id)
     assert [r["Konto"] for r in rows] == ["Müller", "Gärtner"]
     assert texts(column_of(rows, "Betrag")) == ["-0.05", "12.00"]
@@ -1023,10 +1024,9 @@ def straight_copy(
         with engine.connect() as conn, conn.begin():
             bulk = PostgresBulkLoad(conn, "r_test")
             raw = RawFile(
-                lambda: raw_chunks(path, file_format),
+                lambda: utf8_chunks(path, file_format),
                 len(expected.columns),
                 file_format.delimiter,
-                file_format.encoding,
             )
             bulk.stage(raw, expected)
             first = first_pass(path, file_format, None)
