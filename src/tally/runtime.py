@@ -32,6 +32,7 @@ from tally.services.webhooks import WebhookService
 from tally.settings import Settings
 from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
+from tally.storage.home import open_private, prepare_home, write_private
 from tally.storage.migrate import upgrade_database
 
 
@@ -55,6 +56,12 @@ class Runtime:
     def backend_name(self) -> str:
         return backend_of(self.engine).name
 
+    def write_home_file(self, name: str, text: str) -> Path:
+        """A file in TALLY_HOME only its owner may read (demo.env holds an API key)."""
+        path = self.settings.home / name
+        write_private(path, text.encode())
+        return path
+
     def close(self) -> None:
         self.intake.close()
         self.engine.dispose()
@@ -62,7 +69,7 @@ class Runtime:
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     _configure_logging(settings)
-    settings.home.mkdir(parents=True, exist_ok=True)
+    prepare_home(settings.home)
     engine = create_database_engine(
         settings.effective_database_url(), pool_size=settings.database_pool_size
     )
@@ -133,8 +140,7 @@ def secret_box(settings: Settings) -> SecretBox:
     path: Path = settings.secret_key_path
     if not path.exists():
         key = SecretBox.new_key()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(open_private(path, exclusive=True), "wb") as handle:
             handle.write(key)
     return SecretBox(path.read_bytes().strip())
 

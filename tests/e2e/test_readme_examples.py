@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -80,6 +81,10 @@ def _bash(script: str, cwd: Path) -> list[str]:
 def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]]) -> None:
     folder, printed = demo
     assert printed["key"].startswith("tly_")
+    # demo.env holds the key: TALLY_HOME and it are its owner's only (issue #14)
+    home = folder / ".tally"
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "demo.env").stat().st_mode) == 0o600
     lines = _bash(_blocks("Try it")[0], folder)
     health, by_amount, by_currency = (json.loads(line) for line in lines)
     assert health == {"status": "ok"}

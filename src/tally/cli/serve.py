@@ -13,7 +13,7 @@ import uvicorn
 from tally.cli.demo import create_demo
 from tally.cli.output import emit
 from tally.runtime import Runtime, build_runtime
-from tally.settings import Settings, load_settings
+from tally.settings import load_settings
 from tally.worker.runner import Worker
 
 ASGI_MODULE = "tally.api.asgi"
@@ -38,7 +38,7 @@ def serve(
     settings = load_settings()
     runtime = build_runtime(settings)  # applies migrations once, before any process starts
     if demo:
-        _create_demo(runtime, settings, f"http://{host}:{port}")
+        _create_demo(runtime, f"http://{host}:{port}")
     background = None
     # Import the app's module (FastAPI, pydantic models: seconds on a busy machine)
     # before the worker starts and the handlers below are set: uvicorn imports it
@@ -83,11 +83,9 @@ def _exit_cleanly(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 
-def _create_demo(runtime: Runtime, settings: Settings, base_url: str) -> None:
+def _create_demo(runtime: Runtime, base_url: str) -> None:
     made = create_demo(runtime)
-    env_file = settings.home / "demo.env"
-    env_file.write_text(made.shell_exports(base_url))
-    env_file.chmod(0o600)
+    env_file = runtime.write_home_file("demo.env", made.shell_exports(base_url))
     url = f"{base_url}/api/v1/resources/{made.resource_id}/data"
     emit(
         {

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tally.storage.home import make_private_dir, open_private
+
 
 @dataclass(frozen=True)
 class StoredBlob:
@@ -28,13 +30,11 @@ class BlobStore:
         self.root = root
 
     def path_for(self, resource_id: int, file_id: int) -> Path:
-        folder = self.root / str(resource_id)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = make_private_dir(self.root / str(resource_id))
         return folder / f"{file_id}.data"
 
     def incoming_path(self, name: str) -> Path:
-        folder = self.root / "incoming"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = make_private_dir(self.root / "incoming")
         return folder / name
 
     def write(self, path: Path, chunks: Iterable[bytes]) -> StoredBlob:
@@ -50,7 +50,7 @@ class BlobStore:
         size = 0
         temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
         try:
-            with temporary.open("xb") as handle:
+            with os.fdopen(open_private(temporary, exclusive=True), "wb") as handle:
                 for chunk in chunks:
                     digest.update(chunk)
                     size += len(chunk)

@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
 
+from tally.storage.home import prepare_sqlite_file
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "tally_write"
 
@@ -57,8 +59,7 @@ PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c da
 def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
-        path = url.removeprefix("sqlite:///")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        prepare_sqlite_file(Path(url.removeprefix("sqlite:///")))
         engine = create_engine(
             url,
             pool_size=pool_size,
