@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.admin import AdminService
@@ -34,6 +35,8 @@ from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
 from tally.storage.home import open_private, prepare_home, write_private
 from tally.storage.migrate import upgrade_database
+
+UVICORN_LOGGERS = ("uvicorn.access", "uvicorn.error")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,12 @@ def _configure_logging(settings: Settings) -> None:
     )
     # Migration chatter ("Context impl SQLiteImpl") on every start helps nobody.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # No key or webhook id in any line: uvicorn's own loggers (its access log names each
+    # path; their handlers are uvicorn's, set up after this), and every handler of ours.
+    filtered = [logging.getLogger(name) for name in UVICORN_LOGGERS]
+    for target in (*filtered, *logging.getLogger().handlers):
+        if not any(isinstance(f, SecretRedactor) for f in target.filters):
+            target.addFilter(SecretRedactor())
 
 
 def _data_query_service(settings: Settings, engine: Engine) -> DataQueryService:

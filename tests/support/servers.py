@@ -62,7 +62,11 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve_app(
-    app: ASGIApp, *, tls: tuple[Path, Path] | None = None, lifespan: bool = False
+    app: ASGIApp,
+    *,
+    tls: tuple[Path, Path] | None = None,
+    lifespan: bool = False,
+    access_log: bool = False,
 ) -> Iterator[str]:
     """Serve `app` on 127.0.0.1 (free port) in a thread; yield e.g. ``http://127.0.0.1:PORT``.
 
@@ -70,7 +74,8 @@ def serve_app(
     test in between; the URL is yielded only once the server accepts connections. `tls`
     is ``(certificate, key)`` PEM files (see `tls_files`) and makes the URL ``https``.
     `lifespan` runs the app's start-up and shut-down (tally's closes its runtime); most
-    tests leave it off and close the runtime they built themselves.
+    tests leave it off and close the runtime they built themselves. `access_log` turns
+    uvicorn's access log on (one line per request, at INFO on `uvicorn.access`).
     On exit the server stops (in-flight requests get 2 s) and the thread is joined.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -79,7 +84,7 @@ def serve_app(
     config = uvicorn.Config(
         app,
         log_level="warning",
-        access_log=False,
+        access_log=access_log,
         lifespan="on" if lifespan else "off",
         loop="asyncio",
         http="h11",
