@@ -15,13 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings
-from factories import Tenant, make_tenant
+from support.databases import make_settings
+from support.factories import Tenant, run_pipeline
 from support.servers import file_server_app, serve_app
 from tally.runtime import Runtime
 from tally.settings import Settings
 
-MAX_PIPELINE_STEPS = 20
 MIXED = b"id,name\n1,caf\xc3\xa9\n2,caf\xe9\n"  # the issue's file: UTF-8, then one Latin-1 byte
 CP1252_CSV = "id,memo,amount\n1,€ 5 \u2013 Œuvre,1.50\n2,caf\xe9,-2\n".encode("cp1252")
 CP1252_ROWS = [
@@ -43,33 +42,10 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
     return make_settings(request, backend, tmp_path / "home", fetch_allow="127.0.0.0/8")
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
 @pytest.fixture(scope="module")
 def file_server() -> Iterator[str]:
     with serve_app(file_server_app(FILES)) as url:
         yield url
-
-
-def ingestion(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
-def run_pipeline(runtime: Runtime) -> None:
-    worker = "encoding-test-worker"
-    for _ in range(MAX_PIPELINE_STEPS):
-        file = runtime.delivery.claim_file(worker=worker)
-        if file is None:
-            return
-        runtime.delivery.process_file(file, worker=worker)
-    raise AssertionError("the queue never emptied")
 
 
 def rows_of(api: httpx.Client, tenant: Tenant, source_id: int) -> list[Any]:
@@ -80,19 +56,19 @@ def rows_of(api: httpx.Client, tenant: Tenant, source_id: int) -> list[Any]:
 
 
 def create_source(api: httpx.Client, tenant: Tenant, **body: Any) -> httpx.Response:
-    return api.post("/api/v2/sources", json={"name": "uploads", **body}, headers=ingestion(tenant))
+    return api.post("/api/v2/sources", json={"name": "uploads", **body}, headers=tenant.v2_headers)
 
 
 def register(api: httpx.Client, tenant: Tenant, **body: Any) -> httpx.Response:
     payload = {"name": "bank", "webhook": {}, **body}
-    return api.post("/api/v2/webhooks", json=payload, headers=ingestion(tenant))
+    return api.post("/api/v2/webhooks", json=payload, headers=tenant.v2_headers)
 
 
 def upload(api: httpx.Client, tenant: Tenant, source_id: int, content: bytes) -> int:
     response = api.post(
         f"/api/v2/sources/{source_id}/feed-source",
         content=content,
-        headers={**ingestion(tenant), "content-type": "text/csv"},
+        headers={**tenant.v2_headers, "content-type": "text/csv"},
     )
     assert response.status_code == 202, response.text
     file_id: int = response.json()["file_id"]
@@ -107,7 +83,7 @@ def notify(api: httpx.Client, webhook_id: str, url: str) -> int:
 
 def file_of(api: httpx.Client, tenant: Tenant, source_id: int, file_id: int) -> Any:
     url = f"/api/v2/sources/{source_id}/files/{file_id}"
-    response = api.get(url, headers=ingestion(tenant))
+    response = api.get(url, headers=tenant.v2_headers)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -122,24 +98,24 @@ def assert_refused(response: httpx.Response) -> None:
 
 
 def test_upload_to_a_cp1252_source_loads_exactly(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    created = create_source(api, tenant, encoding="cp1252")
+    created = create_source(api, ingestion_tenant, encoding="cp1252")
     assert created.status_code == 201, created.text
     source_id = created.json()["id"]
-    file_id = upload(api, tenant, source_id, CP1252_CSV)
+    file_id = upload(api, ingestion_tenant, source_id, CP1252_CSV)
     run_pipeline(runtime)
-    assert file_of(api, tenant, source_id, file_id)["status"] == "delivered"
-    assert rows_of(api, tenant, source_id) == CP1252_ROWS
+    assert file_of(api, ingestion_tenant, source_id, file_id)["status"] == "delivered"
+    assert rows_of(api, ingestion_tenant, source_id) == CP1252_ROWS
 
 
 def test_upload_of_mixed_bytes_to_a_default_source_fails_naming_line_and_offset(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    source_id = create_source(api, tenant).json()["id"]
-    file_id = upload(api, tenant, source_id, MIXED)
+    source_id = create_source(api, ingestion_tenant).json()["id"]
+    file_id = upload(api, ingestion_tenant, source_id, MIXED)
     run_pipeline(runtime)
-    file = file_of(api, tenant, source_id, file_id)
+    file = file_of(api, ingestion_tenant, source_id, file_id)
     assert file["status"] == "failed"
     assert file["error"].startswith("line 3:")
     assert "byte offset 21" in file["error"]
@@ -147,24 +123,24 @@ def test_upload_of_mixed_bytes_to_a_default_source_fails_naming_line_and_offset(
 
 
 def test_json_rows_to_a_latin1_source_are_read_as_the_utf8_tally_wrote(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     """CSV converted from JSON is tally's own UTF-8, whatever the source declares."""
-    source_id = create_source(api, tenant, encoding="latin-1").json()["id"]
+    source_id = create_source(api, ingestion_tenant, encoding="latin-1").json()["id"]
     rows = [{"name": "Łódź €", "city": "Zürich"}, {"name": "日本", "city": "café"}]
     response = api.post(
-        f"/api/v2/sources/{source_id}/feed-source", json=rows, headers=ingestion(tenant)
+        f"/api/v2/sources/{source_id}/feed-source", json=rows, headers=ingestion_tenant.v2_headers
     )
     assert response.status_code == 202, response.text
     run_pipeline(runtime)
-    assert rows_of(api, tenant, source_id) == rows
+    assert rows_of(api, ingestion_tenant, source_id) == rows
 
 
 @pytest.mark.parametrize("encoding", ["klingon", "rot13", "base64", "", 1252, ["utf-8"]])
 def test_unknown_encoding_of_a_source_is_422_naming_the_field(
-    api: httpx.Client, tenant: Tenant, encoding: Any
+    api: httpx.Client, ingestion_tenant: Tenant, encoding: Any
 ) -> None:
-    assert_refused(create_source(api, tenant, encoding=encoding))
+    assert_refused(create_source(api, ingestion_tenant, encoding=encoding))
 
 
 # --- POST /api/v2/webhooks -----------------------------------------------------------------
@@ -180,29 +156,29 @@ def test_unknown_encoding_of_a_source_is_422_naming_the_field(
 def test_webhook_downloads_are_read_in_the_declared_encoding(
     api: httpx.Client,
     runtime: Runtime,
-    tenant: Tenant,
+    ingestion_tenant: Tenant,
     file_server: str,
     encoding: str,
     name: str,
     expected: list[dict[str, Any]],
 ) -> None:
-    created = register(api, tenant, encoding=encoding)
+    created = register(api, ingestion_tenant, encoding=encoding)
     assert created.status_code == 201, created.text
     assert set(created.json()) == {"id", "name", "webhook_id"}  # the spec's answer, no more
     source_id, webhook_id = created.json()["id"], created.json()["webhook_id"]
     first = notify(api, webhook_id, f"{file_server}/files/{name}")
     run_pipeline(runtime)
-    assert file_of(api, tenant, source_id, first)["status"] == "delivered"
-    assert rows_of(api, tenant, source_id) == expected
+    assert file_of(api, ingestion_tenant, source_id, first)["status"] == "delivered"
+    assert rows_of(api, ingestion_tenant, source_id) == expected
 
 
 def test_webhook_download_of_mixed_bytes_fails_by_default(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, file_server: str
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, file_server: str
 ) -> None:
-    created = register(api, tenant).json()
+    created = register(api, ingestion_tenant).json()
     file_id = notify(api, created["webhook_id"], f"{file_server}/files/mixed.csv")
     run_pipeline(runtime)
-    file = file_of(api, tenant, created["id"], file_id)
+    file = file_of(api, ingestion_tenant, created["id"], file_id)
     assert file["status"] == "failed"
     assert file["error"].startswith("line 3:")
     assert "byte offset 21" in file["error"]
@@ -210,14 +186,16 @@ def test_webhook_download_of_mixed_bytes_fails_by_default(
 
 @pytest.mark.parametrize("encoding", ["klingon", "rot13", "", 8859])
 def test_unknown_encoding_of_a_webhook_is_422_naming_the_field(
-    api: httpx.Client, tenant: Tenant, encoding: Any
+    api: httpx.Client, ingestion_tenant: Tenant, encoding: Any
 ) -> None:
-    assert_refused(register(api, tenant, encoding=encoding))
+    assert_refused(register(api, ingestion_tenant, encoding=encoding))
 
 
-def test_encoding_inside_the_webhook_object_is_refused(api: httpx.Client, tenant: Tenant) -> None:
+def test_encoding_inside_the_webhook_object_is_refused(
+    api: httpx.Client, ingestion_tenant: Tenant
+) -> None:
     """The field is top-level: an unknown field of `webhook` is refused as before."""
-    response = register(api, tenant, webhook={"encoding": "latin-1"})
+    response = register(api, ingestion_tenant, webhook={"encoding": "latin-1"})
     assert response.status_code == 422, response.text
     assert [e["field"] for e in response.json()["errors"]] == ["webhook.encoding"]
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant
+from support.factories import Tenant
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.runtime import Runtime
@@ -67,11 +67,6 @@ def served(runtime: Runtime) -> Iterator[tuple[httpx.Client, Captured]]:
                 logger.setLevel(level)
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
 def register(client: httpx.Client, tenant: Tenant) -> dict[str, Any]:
     headers = {
         "x-api-key": tenant.key,
@@ -89,10 +84,10 @@ def secret_part(webhook_id: str) -> str:
 
 
 def test_a_crash_on_feed_source_logs_no_webhook_id(
-    served: tuple[httpx.Client, Captured], runtime: Runtime, tenant: Tenant
+    served: tuple[httpx.Client, Captured], runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     client, captured = served
-    webhook_id = register(client, tenant)["webhook_id"]
+    webhook_id = register(client, ingestion_tenant)["webhook_id"]
     with runtime.engine.begin() as conn:
         conn.execute(sa.text("ALTER TABLE files RENAME TO files_gone"))
     response = client.post(
@@ -108,10 +103,10 @@ def test_a_crash_on_feed_source_logs_no_webhook_id(
 
 @pytest.mark.parametrize("known", [True, False], ids=["known id", "guessed id"])
 def test_the_access_log_names_the_route_without_the_webhook_id(
-    served: tuple[httpx.Client, Captured], tenant: Tenant, known: bool
+    served: tuple[httpx.Client, Captured], ingestion_tenant: Tenant, known: bool
 ) -> None:
     client, captured = served
-    webhook_id = register(client, tenant)["webhook_id"] if known else "whk_" + "A" * 43
+    webhook_id = register(client, ingestion_tenant)["webhook_id"] if known else "whk_" + "A" * 43
     response = client.post(
         f"/api/v2/webhooks/{webhook_id}/feed-source?x=1", json={"file_url": "https://x.test/a"}
     )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant, read_data, write_file
+from support.factories import Tenant, read_data, write_file
 from tally.core.errors import DefinitionRejectedError, LoadError
 from tally.runtime import Runtime
 from tally.services.loader.load import LoadResult
@@ -27,11 +27,6 @@ from tally.storage.schema import resources as resources_table
 MIXED = b"id,name\n1,caf\xc3\xa9\n2,caf\xe9\n"
 MIXED_BAD_OFFSET = MIXED.index(b"\xe9\n")  # 21: bytes 0..20 are valid UTF-8
 MEBIBYTE = 1 << 20
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine)
 
 
 def load(

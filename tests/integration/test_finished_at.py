@@ -11,38 +11,13 @@ from __future__ import annotations
 import datetime as dt
 
 import httpx
-import pytest
 import sqlalchemy as sa
 
-from factories import Tenant, make_tenant
+from support.factories import Tenant, run_pipeline
 from tally.runtime import Runtime
 from tally.storage.schema import outbox_events, resources
 
-MAX_PIPELINE_STEPS = 20
 ROWS = 20_000  # a load long enough that a time taken before it is visibly earlier
-
-
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
-def ingestion(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
-def run_pipeline(runtime: Runtime) -> None:
-    worker = "finished-at-worker"
-    for _ in range(MAX_PIPELINE_STEPS):
-        file = runtime.delivery.claim_file(worker=worker)
-        if file is None:
-            return
-        runtime.delivery.process_file(file, worker=worker)
-    raise AssertionError("the queue never emptied")
 
 
 def utc(text: str) -> dt.datetime:
@@ -54,21 +29,25 @@ def as_utc(value: dt.datetime) -> dt.datetime:
 
 
 def test_a_delivered_file_finished_no_earlier_than_its_load_ended(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    created = api.post("/api/v2/sources", json={"name": "ledger"}, headers=ingestion(tenant))
+    created = api.post(
+        "/api/v2/sources", json={"name": "ledger"}, headers=ingestion_tenant.v2_headers
+    )
     assert created.status_code == 201, created.text
     source_id = created.json()["id"]
     content = "id,amount,memo\n" + "".join(f"{i},{i}.25,row {i}\n" for i in range(ROWS))
     uploaded = api.post(
         f"/api/v2/sources/{source_id}/feed-source",
         content=content.encode(),
-        headers={**ingestion(tenant), "content-type": "text/csv"},
+        headers={**ingestion_tenant.v2_headers, "content-type": "text/csv"},
     )
     assert uploaded.status_code == 202, uploaded.text
     file_id = uploaded.json()["file_id"]
     run_pipeline(runtime)
-    file = api.get(f"/api/v2/sources/{source_id}/files/{file_id}", headers=ingestion(tenant))
+    file = api.get(
+        f"/api/v2/sources/{source_id}/files/{file_id}", headers=ingestion_tenant.v2_headers
+    )
     assert file.json()["status"] == "delivered", file.text
     finished_at = utc(file.json()["finished_at"])
     with runtime.engine.connect() as conn:

@@ -18,13 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings
-from factories import Tenant, make_tenant
+from support.databases import make_settings
+from support.factories import Tenant, run_pipeline
 from support.servers import file_server_app, serve_app
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 
-MAX_PIPELINE_STEPS = 20
 CSV = b"id,amount\n1,10.50\n2,-3.25\n"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -51,29 +50,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
     return make_settings(request, backend, home, fetch_allow="127.0.0.0/8")
 
 
-@pytest.fixture
-def tenant(runtime: Runtime) -> Tenant:
-    return make_tenant(runtime.engine, ingestion=True)
-
-
-def ingestion(tenant: Tenant) -> dict[str, str]:
-    return {
-        "x-api-key": tenant.key,
-        "x-svc-workspace": str(tenant.workspace_id),
-        "x-svc-account": str(tenant.account_id),
-    }
-
-
-def run_pipeline(runtime: Runtime) -> None:
-    worker = "permissions-worker"
-    for _ in range(MAX_PIPELINE_STEPS):
-        file = runtime.delivery.claim_file(worker=worker)
-        if file is None:
-            return
-        runtime.delivery.process_file(file, worker=worker)
-    raise AssertionError("the queue never emptied")
-
-
 def modes_under(home: Path) -> dict[str, int]:
     """Every entry under `home` (itself included): its permission bits, by relative path."""
     found = {".": stat.S_IMODE(home.stat().st_mode)}
@@ -92,19 +68,23 @@ def loose(modes: dict[str, int], home: Path) -> dict[str, str]:
 
 
 def test_home_and_every_file_tally_writes_there_are_private(
-    api: httpx.Client, runtime: Runtime, tenant: Tenant, settings: Settings, backend: str
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant, settings: Settings, backend: str
 ) -> None:
-    created = api.post("/api/v2/sources", json={"name": "uploads"}, headers=ingestion(tenant))
+    created = api.post(
+        "/api/v2/sources", json={"name": "uploads"}, headers=ingestion_tenant.v2_headers
+    )
     assert created.status_code == 201, created.text
     uploaded = api.post(
         f"/api/v2/sources/{created.json()['id']}/feed-source",
         content=CSV,
-        headers={**ingestion(tenant), "content-type": "text/csv"},
+        headers={**ingestion_tenant.v2_headers, "content-type": "text/csv"},
     )
     assert uploaded.status_code == 202, uploaded.text
     with serve_app(file_server_app({"a.csv": CSV + b"3,1.00\n"})) as files_url:
         hook = api.post(
-            "/api/v2/webhooks", json={"name": "bank", "webhook": {}}, headers=ingestion(tenant)
+            "/api/v2/webhooks",
+            json={"name": "bank", "webhook": {}},
+            headers=ingestion_tenant.v2_headers,
         )
         assert hook.status_code == 201, hook.text
         notified = api.post(
@@ -113,7 +93,10 @@ def test_home_and_every_file_tally_writes_there_are_private(
         )
         assert notified.status_code == 200, notified.text
         run_pipeline(runtime)
-    statuses = [status_of(api, tenant, s, f) for s, f in files_of(api, tenant, created, hook)]
+    statuses = [
+        status_of(api, ingestion_tenant, s, f)
+        for s, f in files_of(api, ingestion_tenant, created, hook)
+    ]
     assert statuses == ["delivered", "delivered"]
     home = settings.home
     modes = modes_under(home)
@@ -130,7 +113,7 @@ def files_of(
 ) -> Iterator[tuple[int, int]]:
     for response in created:
         source_id = response.json()["id"]
-        listed = api.get(f"/api/v2/sources/{source_id}/files", headers=ingestion(tenant))
+        listed = api.get(f"/api/v2/sources/{source_id}/files", headers=tenant.v2_headers)
         assert listed.status_code == 200, listed.text
         for file in listed.json()["data"]:
             yield source_id, file["id"]
@@ -138,7 +121,7 @@ def files_of(
 
 def status_of(api: httpx.Client, tenant: Tenant, source_id: int, file_id: int) -> Any:
     url = f"/api/v2/sources/{source_id}/files/{file_id}"
-    return api.get(url, headers=ingestion(tenant)).json()["status"]
+    return api.get(url, headers=tenant.v2_headers).json()["status"]
 
 
 def test_an_existing_home_is_made_private_at_start(
