@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from tally.api.errors import validation_problems
-from tally.core.encodings import DEFAULT_ENCODING, canonical_encoding
+from tally.core.encodings import DEFAULT_ENCODING, FILE_ENCODINGS, canonical_encoding
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
@@ -82,16 +82,21 @@ SourceName = Annotated[
 ENCODING_DESCRIPTION = (
     "The character encoding of the source's CSV files (uploads and downloads): `utf-8` "
     "(the default; a byte-order mark is allowed), `latin-1`, `cp1252`, `utf-16` (byte "
-    "order from its byte-order mark, or `utf-16-le` / `utf-16-be`), or another character "
-    "encoding by any usual name (ISO-8859-*, Windows and DOS code pages, Shift_JIS, "
-    "GB18030, ...). Files are decoded strictly, never guessed: a file not valid in this "
-    "encoding fails, its error naming the line and byte offset of the first bytes that "
-    "are not. CSV made from JSON rows is UTF-8 whatever this says."
+    "order from its byte-order mark, or `utf-16-le` / `utf-16-be`), or another of the "
+    "listed encodings; any usual spelling of their names is taken too (`ISO-8859-1`, "
+    "`windows-1252`). Files are decoded strictly, never guessed: a file not valid in "
+    "this encoding fails, its error naming the line and byte offset of the first bytes "
+    "that are not. CSV made from JSON rows is UTF-8 whatever this says."
 )
 # A source's encoding, folded to the codec's own name; an unknown one is a 422 naming it.
 SourceEncoding = Annotated[
     str,
-    Field(max_length=ENCODING_MAX_CHARS, description=ENCODING_DESCRIPTION),
+    Field(
+        max_length=ENCODING_MAX_CHARS,
+        description=ENCODING_DESCRIPTION,
+        # the names as stored; other spellings of them (`latin-1`, `windows-1252`) pass too
+        json_schema_extra={"enum": sorted(FILE_ENCODINGS)},
+    ),
     AfterValidator(canonical_encoding),
 ]
 
