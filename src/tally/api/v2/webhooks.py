@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from tally.api.deps import IntakeDep, SettingsDep, WebhooksDep
+from tally.api.deps import WebhooksDep, runtime_of
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace
 from tally.api.v2.bodies import (
@@ -120,9 +120,6 @@ async def create_webhook(
 async def feed_webhook(
     request: Request,
     webhook_id: str,
-    webhooks: WebhooksDep,
-    intake: IntakeDep,
-    settings: SettingsDep,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -132,13 +129,14 @@ async def feed_webhook(
         ),
     ] = None,
 ) -> Response:
+    runtime = runtime_of(request)
     try:
-        payload: Any = await read_json(request, max_bytes=settings.max_notification_bytes)
+        payload: Any = await read_json(request, max_bytes=runtime.settings.max_notification_bytes)
     except errors.InvalidBodyError:
-        await run_in_threadpool(webhooks.get_webhook, webhook_id)  # 404 comes first
+        await run_in_threadpool(runtime.webhooks.get_webhook, webhook_id)  # 404 comes first
         raise
     accepted = await asyncio.wrap_future(
-        intake.submit(Notification(webhook_id, payload, idempotency_key))
+        runtime.intake.submit(Notification(webhook_id, payload, idempotency_key))
     )
     return Response(
         orjson.dumps(accepted.body),
