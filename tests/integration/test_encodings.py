@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from support.factories import Tenant, read_data, write_file
+from support.factories import Tenant, count_resources, read_data, write_file
 from tally.core.errors import DefinitionRejectedError, LoadError
 from tally.runtime import Runtime
 from tally.services.loader.load import LoadResult
 from tally.storage import resources
-from tally.storage.schema import resources as resources_table
 
 # The issue's file: row 1 is valid UTF-8 ("café"), row 2 holds a Latin-1 "é" (0xE9).
 MIXED = b"id,name\n1,caf\xc3\xa9\n2,caf\xe9\n"
@@ -47,25 +45,14 @@ def load(
         path.unlink()
 
 
-def source_count(runtime: Runtime, tenant: Tenant) -> int:
-    with runtime.engine.connect() as conn:
-        return int(
-            conn.execute(
-                sa.select(sa.func.count())
-                .select_from(resources_table)
-                .where(resources_table.c.workspace_id == tenant.workspace_id)
-            ).scalar_one()
-        )
-
-
 def load_fails(
     runtime: Runtime, tenant: Tenant, content: bytes, *, encoding: str | None = None
 ) -> LoadError:
     """The error of a new source made from a bad file, once it is known none was made."""
-    before = source_count(runtime, tenant)
+    before = count_resources(runtime, tenant)
     with pytest.raises(LoadError) as caught:
         load(runtime, tenant, content, encoding=encoding)
-    assert source_count(runtime, tenant) == before
+    assert count_resources(runtime, tenant) == before
     return caught.value
 
 
@@ -322,7 +309,7 @@ def test_unknown_encoding_is_refused_naming_the_field(
     with pytest.raises(DefinitionRejectedError) as caught:
         load(runtime, tenant, b"a,b\n1,2\n", encoding=encoding)
     assert [p.field for p in caught.value.problems] == ["encoding"]
-    assert source_count(runtime, tenant) == 0
+    assert count_resources(runtime, tenant) == 0
 
 
 def test_large_latin1_file_loads_exactly(runtime: Runtime, tenant: Tenant, tmp_path: Path) -> None:

@@ -11,30 +11,18 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from support.factories import Tenant, read_data, write_file
+from support.factories import Tenant, count_resources, read_data, write_file
 from tally.core.errors import LoadError, SchemaMismatchError
 from tally.runtime import Runtime
 from tally.services.loader.reader import BATCH_ROWS
 from tally.storage import resources
 from tally.storage.resources import Resource
-from tally.storage.schema import resources as resources_table
 
 
 def row_tables(runtime: Runtime) -> set[str]:
     """The per-resource row tables (r_<id>) in the database."""
     names = sa.inspect(runtime.engine).get_table_names()
     return {n for n in names if n.startswith("r_") and n[2:].isdigit()}
-
-
-def resource_count(runtime: Runtime, tenant: Tenant) -> int:
-    with runtime.engine.connect() as conn:
-        return int(
-            conn.execute(
-                sa.select(sa.func.count())
-                .select_from(resources_table)
-                .where(resources_table.c.workspace_id == tenant.workspace_id)
-            ).scalar_one()
-        )
 
 
 def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> LoadError:
@@ -48,7 +36,7 @@ def create_fails(runtime: Runtime, tenant: Tenant, content: str | bytes) -> Load
             )
     finally:
         path.unlink()
-    assert resource_count(runtime, tenant) == 0
+    assert count_resources(runtime, tenant) == 0
     assert row_tables(runtime) == tables
     return caught.value
 

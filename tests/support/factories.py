@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from tally.runtime import Runtime
@@ -24,6 +25,7 @@ from tally.services.admin import AdminService
 from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataRequest
 from tally.storage.resources import Resource
+from tally.storage.schema import resources as resources_table
 
 _numbers = itertools.count(1)
 MAX_PIPELINE_STEPS = 50
@@ -147,3 +149,15 @@ def read_data(
     """The rows of one page (see `read_envelope`)."""
     rows: list[dict[str, Any]] = read_envelope(runtime, tenant, resource_id, **query)["data"]
     return rows
+
+
+def count_resources(runtime: Runtime, tenant: Tenant) -> int:
+    """How many resources the tenant's workspace holds (a failed load must add none)."""
+    with runtime.engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count())
+                .select_from(resources_table)
+                .where(resources_table.c.workspace_id == tenant.workspace_id)
+            ).scalar_one()
+        )
