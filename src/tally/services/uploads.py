@@ -146,12 +146,9 @@ class UploadService:
         return self._blobs.incoming_path(f"{uuid.uuid4().hex}.data")
 
     def _write(self, path: Path, chunks: Iterable[bytes]) -> StagedFile:
-        """BlobStore.write, leaving nothing behind when the chunks raise."""
-        try:
-            blob = self._blobs.write(path, chunks)
-        except BaseException:
-            _discard(path)
-            raise
+        """BlobStore.write (which leaves nothing behind when the chunks raise); an empty
+        file is refused and removed."""
+        blob = self._blobs.write(path, chunks)
         if blob.size == 0:
             _discard(path)
             raise InvalidUploadError("the file is empty: a header line is required")
