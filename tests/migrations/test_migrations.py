@@ -29,7 +29,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0005"
+        assert context.get_current_revision() == "0006"
         assert compare_metadata(context, metadata) == []
 
 
@@ -99,7 +99,7 @@ def _rows_without_json(runtime: Runtime, table: str) -> int:
 
 
 def _back_to_revision_0003(conn: Any, table: str) -> None:
-    """Undo 0005 and 0004: no declared encodings, no stored row JSON, no
+    """Undo 0006, 0005 and 0004: no derived resources, no declared encodings, no stored row JSON, no
     `rendered_version`."""
     _back_to_revision_0004(conn)
     conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
@@ -107,7 +107,9 @@ def _back_to_revision_0003(conn: Any, table: str) -> None:
 
 
 def _back_to_revision_0004(conn: Any) -> None:
-    """Undo 0005: no declared encodings."""
+    """Undo 0006 and 0005: no derived resources, no declared encodings."""
+    for table in ("reconciliation_actions", "derived_inputs", "derived_resources"):
+        conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.exec_driver_sql("ALTER TABLE files DROP COLUMN encoding")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN encoding")
 

@@ -232,3 +232,64 @@ notification_attempts = Table(
     Column("attempted_at", DateTime(timezone=True), nullable=False),
     Column("next_attempt_at", DateTime(timezone=True), nullable=True),
 )
+
+# --- derived resources (reconciliations, transformations) ------------------------------
+
+# A resource computed from others: its definition, its inputs, and its run queue. The
+# output is an ordinary row of `resources` (kind reconciliation | transformation) whose
+# table a run replaces in one short transaction. A run is wanted while `run_due_at` is
+# set; a worker claims it with a lease, as files are claimed (decision 0003).
+derived_resources = Table(
+    "derived_resources",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", ForeignKey("workspaces.id"), nullable=False, index=True),
+    Column("resource_id", ForeignKey("resources.id"), nullable=False, unique=True),
+    Column("kind", String(20), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("definition", JSON, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("error", Text, nullable=True),
+    Column("run_due_at", DateTime(timezone=True), nullable=True),
+    Column("attempts", Integer, nullable=False, default=0),  # failed runs in a row
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_run", JSON, nullable=True),
+    # sha256 of the published output's content: a run that changes nothing keeps the
+    # output's data version (the Data API's caches and pages stay valid).
+    Column("output_digest", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("kind IN ('reconciliation', 'transformation')", name="kind"),
+    CheckConstraint("state IN ('queued', 'running', 'idle', 'failed')", name="state"),
+)
+Index("ix_derived_resources_due", derived_resources.c.run_due_at)
+
+# Which resources each derived resource reads: a change to one queues a run of each
+# derived resource reading it.
+derived_inputs = Table(
+    "derived_inputs",
+    metadata,
+    Column("derived_id", ForeignKey("derived_resources.id"), primary_key=True),
+    Column("resource_id", ForeignKey("resources.id"), primary_key=True, index=True),
+)
+
+# Every manual action on a reconciliation, kept: a manual match (`match`), a suggested
+# match confirmed (`confirm`), an automatic or suggested match rejected (`reject`). A
+# manual match undone keeps its row with `undone_at` set. Rows are 1-based positions
+# in their input; `fingerprint` is the sha256 of their content when the action was taken.
+reconciliation_actions = Table(
+    "reconciliation_actions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("derived_id", ForeignKey("derived_resources.id"), nullable=False, index=True),
+    Column("kind", String(20), nullable=False),
+    Column("match_id", Integer, nullable=False),
+    Column("left_rows", JSON, nullable=False),
+    Column("right_rows", JSON, nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("note", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("undone_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
+)

@@ -1,0 +1,139 @@
+"""Queries for derived resources (reconciliations, transformations): their definitions,
+their inputs, and the wish for a run (`run_due_at`).
+
+The output is an ordinary resource (resources.py); this table holds what computes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, case, delete, insert, select, update
+
+from tally.storage.schema import derived_inputs, derived_resources, is_storable_id
+
+
+@dataclass(frozen=True)
+class DerivedRecord:
+    id: int
+    workspace_id: int
+    resource_id: int  # the output
+    kind: str
+    name: str
+    definition: dict[str, Any]
+    state: str
+    error: str | None
+    run_due_at: dt.datetime | None
+    attempts: int
+    last_run: dict[str, Any] | None
+    output_digest: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> DerivedRecord:
+        return cls(
+            id=row.id,
+            workspace_id=row.workspace_id,
+            resource_id=row.resource_id,
+            kind=row.kind,
+            name=row.name,
+            definition=row.definition,
+            state=row.state,
+            error=row.error,
+            run_due_at=row.run_due_at,
+            attempts=int(row.attempts),
+            last_run=row.last_run,
+            output_digest=row.output_digest,
+        )
+
+
+def insert_derived(
+    conn: Connection,
+    *,
+    workspace_id: int,
+    resource_id: int,
+    kind: str,
+    name: str,
+    definition: dict[str, Any],
+    inputs: Sequence[int],
+    now: dt.datetime,
+) -> int:
+    """A new derived resource whose first run is due at once."""
+    derived_id = conn.execute(
+        insert(derived_resources)
+        .values(
+            workspace_id=workspace_id,
+            resource_id=resource_id,
+            kind=kind,
+            name=name,
+            definition=definition,
+            state="queued",
+            run_due_at=now,
+            attempts=0,
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(derived_resources.c.id)
+    ).scalar_one()
+    set_inputs(conn, derived_id, inputs)
+    return int(derived_id)
+
+
+def set_inputs(conn: Connection, derived_id: int, inputs: Sequence[int]) -> None:
+    conn.execute(delete(derived_inputs).where(derived_inputs.c.derived_id == derived_id))
+    conn.execute(
+        insert(derived_inputs),
+        [{"derived_id": derived_id, "resource_id": r} for r in sorted(set(inputs))],
+    )
+
+
+def find_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord | None:
+    if not is_storable_id(derived_id):
+        return None
+    row = conn.execute(
+        select(derived_resources).where(
+            derived_resources.c.id == derived_id, derived_resources.c.kind == kind
+        )
+    ).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
+    rows = conn.execute(
+        select(derived_resources)
+        .where(derived_resources.c.workspace_id == workspace_id, derived_resources.c.kind == kind)
+        .order_by(derived_resources.c.id)
+    )
+    return [DerivedRecord.from_row(r) for r in rows]
+
+
+def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
+    """Want a run no later than `due_at` (an earlier wish stands: a burst of deliveries
+    asks for one run, not one each)."""
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(
+            run_due_at=case(
+                (
+                    (derived_resources.c.run_due_at.is_(None))
+                    | (derived_resources.c.run_due_at > due_at),
+                    due_at,
+                ),
+                else_=derived_resources.c.run_due_at,
+            ),
+            updated_at=due_at,
+        )
+    )
+
+
+def readers_of(conn: Connection, resource_id: int) -> list[int]:
+    """The derived resources that read this resource."""
+    rows = conn.execute(
+        select(derived_inputs.c.derived_id)
+        .where(derived_inputs.c.resource_id == resource_id)
+        .order_by(derived_inputs.c.derived_id)
+    )
+    return [int(r) for r in rows.scalars()]
