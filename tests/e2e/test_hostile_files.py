@@ -26,22 +26,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from conftest import BACKENDS, make_settings
-from factories import Tenant, make_tenant
+from support.databases import BACKENDS, make_settings
+from support.factories import Tenant, make_tenant
 from support.hostile import gzip_bomb, gzipped, ledger_csv, wide_csv
 from support.processes import (
     Processes,
     TallyProcess,
-    eventually,
     list_files,
     notify,
     process_defaults,
     register_webhook,
     running_processes,
-    v2_headers,
     wait_for_final_files,
 )
 from support.servers import file_server_app, serve_app
+from support.waiting import eventually
 from tally.api.app import create_app
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -124,14 +123,14 @@ class Stack:
         """Upload `content` to a new placeholder source; its one file once it is final."""
         tenant = self.tenant()
         created = self.client.post(
-            "/api/v2/sources", json={"name": f"up {next(_names)}"}, headers=v2_headers(tenant)
+            "/api/v2/sources", json={"name": f"up {next(_names)}"}, headers=tenant.v2_headers
         )
         assert created.status_code == 201, created.text
         source_id = created.json()["id"]
         fed = self.client.post(
             f"/api/v2/sources/{source_id}/feed-source",
             content=content,
-            headers={**v2_headers(tenant), "content-type": content_type},
+            headers={**tenant.v2_headers, "content-type": content_type},
         )
         assert fed.status_code == 202, fed.text
         [file] = wait_for_final_files(

@@ -9,8 +9,8 @@ import pytest
 
 from support.hostile import gzip_bomb, gzipped, ledger_csv
 from tally.core.errors import LoadError
+from tally.core.limits import FileLimits
 from tally.services.loader.limits import (
-    FileLimits,
     LimitedGzip,
     LineMeter,
     check_width,

@@ -14,28 +14,15 @@ import gzip
 import io
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import IO
 
 from tally.core.errors import LoadError
+from tally.core.limits import MIB, FileLimits
 
-MIB = 1024 * 1024
 # A small gzip may expand a lot and be harmless (a few repeated rows); the ratio is judged
 # once this much has come out of it.
 RATIO_CHECK_MIN_BYTES = 8 * MIB
 SCAN_CHUNK_BYTES = MIB
-
-
-@dataclass(frozen=True)
-class FileLimits:
-    """The limits of one file (settings TALLY_MAX_*); defaults are Settings'."""
-
-    max_file_bytes: int
-    max_compression_ratio: float
-    max_columns: int
-    max_header_bytes: int
-    max_line_bytes: int
-    max_cell_bytes: int
 
 
 class LimitedGzip(io.RawIOBase):
