@@ -109,3 +109,19 @@ def test_a_file_past_its_deadline_fails_at_its_claim(
         assert failed_events(runtime, file) == 1
     finally:
         runtime.close()
+
+
+def test_a_crash_after_delivery_leaves_the_file_delivered(short_runtime: Runtime) -> None:
+    """What fails after the file's outcome committed (its rows' JSON text, its indexes)
+    is the resource's to finish later: the file is never queued again, nor loaded twice."""
+    runtime = short_runtime
+    file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
+    claimed = claim_when_free(runtime, "worker")
+    runtime.delivery.process_file(claimed, worker="worker")
+
+    runtime.delivery.fail_crashed(claimed, RuntimeError("indexing failed"), worker="worker")
+
+    file = stored(runtime, file_id)
+    assert (file.status, file.rows, file.error) == ("delivered", 3, None)
+    assert failed_events(runtime, file) == 0
+    assert runtime.delivery.claim_file(worker="later") is None
