@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from tally.core.limits import FileLimits
 from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, FetchLimits
@@ -24,6 +25,7 @@ from tally.services.authentication import AuthenticationService
 from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy, DeliveryService
+from tally.services.file_loading import FileLoading
 from tally.services.files import FileService
 from tally.services.notification_intake import NotificationIntake
 from tally.services.sources import SourceService
@@ -80,7 +82,9 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         upgrade_database(engine)
     box = secret_box(settings)
     blobs = BlobStore(settings.blob_dir)
-    catalogue = SourceCatalogue(engine)
+    limits = file_limits(settings)
+    catalogue = SourceCatalogue(engine, limits=limits, staging_dir=blobs.staging_dir)
+    loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir)
     policy = delivery_policy(settings)
     return Runtime(
         settings=settings,
@@ -89,7 +93,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         authentication=AuthenticationService(engine),
         catalogue=catalogue,
         data_query=_data_query_service(settings, engine),
-        delivery=DeliveryService(engine, box, blobs, policy, catalogue),
+        delivery=DeliveryService(engine, box, blobs, policy, catalogue, loading),
         files=FileService(engine),
         intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
         notifications=NotificationSender(
@@ -163,6 +167,17 @@ def address_policy(settings: Settings) -> AddressPolicy:
     return AddressPolicy(allow=allow)
 
 
+def file_limits(settings: Settings) -> FileLimits:
+    return FileLimits(
+        max_file_bytes=settings.max_file_bytes,
+        max_compression_ratio=settings.max_compression_ratio,
+        max_columns=settings.max_columns,
+        max_header_bytes=settings.max_header_bytes,
+        max_line_bytes=settings.max_line_bytes,
+        max_cell_bytes=settings.max_cell_bytes,
+    )
+
+
 def delivery_policy(settings: Settings) -> DeliveryPolicy:
     return DeliveryPolicy(
         limits=FetchLimits(
@@ -177,4 +192,5 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
         retry_base_seconds=settings.retry_base_seconds,
         retry_max_seconds=settings.retry_max_seconds,
         lease_seconds=settings.lease_seconds,
+        max_attempts=settings.delivery_max_attempts,
     )

@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tally.core import limits
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TALLY_", extra="ignore")
@@ -53,7 +55,32 @@ class Settings(BaseSettings):
         description="Comma-separated networks downloads may reach despite the SSRF guard, "
         "e.g. 127.0.0.0/8 for tests or on-premises file servers.",
     )
-    max_file_bytes: int = Field(1024**3, description="Largest file a download may bring.")
+    max_file_bytes: int = Field(
+        limits.DEFAULT_MAX_FILE_BYTES,
+        description="Largest file a download or upload may bring, and largest a gzip file "
+        "may expand to.",
+    )
+    max_compression_ratio: float = Field(
+        limits.DEFAULT_MAX_COMPRESSION_RATIO,
+        gt=1,
+        description="A gzip file may expand at most this many times (judged once 8 MiB "
+        "came out): a bomb fails within its first megabytes.",
+    )
+    max_columns: int = Field(
+        limits.DEFAULT_MAX_COLUMNS,
+        ge=1,
+        description="Most columns a file may have (SQLite's own limit is 2,000, "
+        "PostgreSQL's 1,600).",
+    )
+    max_header_bytes: int = Field(
+        limits.DEFAULT_MAX_HEADER_BYTES, ge=1, description="Longest header line of a file."
+    )
+    max_line_bytes: int = Field(
+        limits.DEFAULT_MAX_LINE_BYTES, ge=1, description="Longest line of a file."
+    )
+    max_cell_bytes: int = Field(
+        limits.DEFAULT_MAX_CELL_BYTES, ge=1, description="Longest value of a file, in characters."
+    )
     fetch_connect_timeout_seconds: float = Field(10.0, description="Download connect time-out.")
     fetch_read_timeout_seconds: float = Field(60.0, description="Download read time-out.")
     fetch_total_timeout_seconds: float = Field(
@@ -62,6 +89,12 @@ class Settings(BaseSettings):
     fetch_max_redirects: int = Field(3, description="Redirects followed per download.")
     delivery_deadline_seconds: float = Field(
         86400.0, description="How long a file is retried after transient failures."
+    )
+    delivery_max_attempts: int = Field(
+        5,
+        ge=1,
+        description="Attempts a file is given, whatever ended them (a failed download, a "
+        "crash, a stopped worker); then it fails.",
     )
     retry_base_seconds: float = Field(
         2.0, description="First retry delay; doubles each attempt (with jitter)."

@@ -26,9 +26,10 @@ from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, open_download
 from tally.services import file_events
 from tally.services.catalogue import SourceCatalogue
-from tally.services.loader.load import load_into
-from tally.storage import files, outbox, resources, webhooks
+from tally.services.file_loading import FileLoading
+from tally.storage import files, webhooks
 from tally.storage.blobs import BlobStore
+from tally.storage.db_errors import failure_summary
 from tally.storage.engine import write_connection
 
 log = logging.getLogger("tally.delivery")
@@ -42,6 +43,7 @@ class DeliveryPolicy:
     retry_base_seconds: float
     retry_max_seconds: float
     lease_seconds: float
+    max_attempts: int
 
 
 def retry_delay_seconds(policy: DeliveryPolicy, attempts: int, retry_after: float | None) -> float:
@@ -61,12 +63,14 @@ class DeliveryService:
         blobs: BlobStore,
         policy: DeliveryPolicy,
         catalogue: SourceCatalogue,
+        loading: FileLoading,
     ) -> None:
         self._engine = engine
         self._box = box
         self._blobs = blobs
         self.policy = policy
         self._catalogue = catalogue
+        self._loading = loading
 
     def claim_file(self, *, worker: str) -> FileRecord | None:
         with write_connection(self._engine) as conn, conn.begin():
@@ -85,6 +89,8 @@ class DeliveryService:
 
     def process_file(self, file: FileRecord, *, worker: str) -> None:
         """Take a claimed file one step to its end (or back to the queue)."""
+        if self._give_up_if_spent(file, worker):
+            return
         try:
             blob = (
                 Path(file.blob_path)
@@ -92,13 +98,21 @@ class DeliveryService:
                 else self._download(file, worker)
             )
         except FetchError as error:
-            self._retry_or_fail(file, worker, error)
+            self._retry_or_fail(
+                file,
+                worker,
+                error.message,
+                transient=error.transient,
+                retry_after=error.retry_after_seconds,
+            )
             return
         try:
-            self._deliver(file, worker, blob)
+            result = self._loading.load(file, worker, blob)
         except LoadError as error:
             self._fail(file, worker, error.message)
             return
+        if result is not None:
+            log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
         # The rows are readable and the file reported; what is left (the rows' JSON text,
         # a first delivery's indexes) is done at once by this worker.
         self._catalogue.finish_resource(file.resource_id)
@@ -151,63 +165,54 @@ class DeliveryService:
             )
         log.warning("file_failed", extra={"file_id": file.id, "reason": reason})
 
-    def _retry_or_fail(self, file: FileRecord, worker: str, error: FetchError) -> None:
+    def fail_crashed(self, file: FileRecord, error: BaseException, *, worker: str) -> None:
+        """A file's job raised what nobody expected: retried like a transient failure,
+        so a poison file ends `failed` within its attempts, naming what went wrong."""
+        log.error("file_crashed", exc_info=error, extra={"file_id": file.id})
+        message = f"the file could not be loaded: {failure_summary(error)}"
+        self._retry_or_fail(file, worker, message, transient=True)
+
+    def _give_up_if_spent(self, file: FileRecord, worker: str) -> bool:
+        """Fail a claimed file past its deadline, or claimed more often than its attempts
+        allow (the earlier ones ended without an outcome: a worker stopped or crashed)."""
+        if file.attempts > self.policy.max_attempts:
+            self._fail(
+                file,
+                worker,
+                f"gave up after {self.policy.max_attempts} attempts: none of them finished "
+                "(the worker handling the file stopped or crashed)",
+            )
+            return True
+        if utc_now() > file.give_up_at:
+            self._fail(file, worker, "not delivered within the delivery deadline")
+            return True
+        return False
+
+    def _retry_or_fail(
+        self,
+        file: FileRecord,
+        worker: str,
+        message: str,
+        *,
+        transient: bool,
+        retry_after: float | None = None,
+    ) -> None:
+        """Back to the queue with backoff, or `failed`: a permanent failure, or the file
+        is out of attempts or time."""
         now = utc_now()
-        delay = retry_delay_seconds(self.policy, file.attempts, error.retry_after_seconds)
+        delay = retry_delay_seconds(self.policy, file.attempts, retry_after)
         next_attempt = now + dt.timedelta(seconds=delay)
-        if not error.transient or next_attempt > file.give_up_at:
-            suffix = "" if not error.transient else f" (gave up after {file.attempts} attempts)"
-            self._fail(file, worker, f"{error.message}{suffix}")
+        if not transient:
+            self._fail(file, worker, message)
+            return
+        if next_attempt > file.give_up_at or file.attempts >= self.policy.max_attempts:
+            self._fail(file, worker, f"{message} (gave up after {file.attempts} attempts)")
             return
         with write_connection(self._engine) as conn, conn.begin():
+            # only while the lease holds: a file that ended (or another worker took) stays
+            if not files.holds_lease(conn, file.id, worker, now, lock=True):
+                return
             files.schedule_retry(
-                conn, file.id, error=error.message, next_attempt_at=next_attempt, now=now
+                conn, file.id, error=message, next_attempt_at=next_attempt, now=now
             )
         log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})
-
-    def _deliver(self, file: FileRecord, worker: str, blob: Path) -> None:
-        """Load the bytes, all or nothing, while still holding the lease."""
-        with write_connection(self._engine) as conn, conn.begin():
-            now = utc_now()
-            resource = resources.lock_resource(conn, file.resource_id)
-            current = files.get_file(conn, file.id)
-            if not files.holds_lease(conn, file.id, worker, now, lock=True):
-                log.warning("file_lease_lost", extra={"file_id": file.id})
-                return
-            assert current.sha256 is not None
-            duplicate_of = files.find_delivered_with_sha(conn, resource.id, current.sha256)
-            if duplicate_of is not None:
-                files.finish(
-                    conn,
-                    file.id,
-                    status=FileStatus.DUPLICATE,
-                    now=now,
-                    error=f"the same bytes were delivered as file {duplicate_of}",
-                )
-                file_events.queue_event(
-                    conn, event=file_events.DUPLICATE, resource_id=resource.id, file=file, now=now
-                )
-                return
-            result = load_into(conn, resource.id, blob, encoding=current.encoding)
-            # The final state's time is when it commits, after the load: not when the
-            # transaction began, possibly minutes earlier.
-            now = utc_now()
-            files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
-            file_events.queue_event(
-                conn, event=file_events.DELIVERED, resource_id=resource.id, file=file, now=now
-            )
-            outbox.add_event(
-                conn,
-                topic=outbox.RECONCILIATION,
-                type=file_events.DELIVERED,
-                resource_id=resource.id,
-                file_id=file.id,
-                payload={
-                    "source_id": resource.id,
-                    "file_id": file.id,
-                    "rows": result.rows,
-                    "data_version": result.resource.data_version,
-                },
-                now=now,
-            )
-        log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})

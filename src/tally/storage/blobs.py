@@ -37,6 +37,11 @@ class BlobStore:
         folder = make_private_dir(self.root / "incoming")
         return folder / name
 
+    @property
+    def staging_dir(self) -> Path:
+        """Where loads stage their rows (scratch databases, decision 0013)."""
+        return self.root / "staging"
+
     def write(self, path: Path, chunks: Iterable[bytes]) -> StoredBlob:
         """Write `chunks` to `path` (replacing it), hashing and counting on the way.
 

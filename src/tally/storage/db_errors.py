@@ -26,3 +26,17 @@ def translated_errors() -> Iterator[None]:
         raise
     except exc.TimeoutError as error:  # the connection pool is exhausted
         raise StorageError() from error
+
+
+FAILURE_SUMMARY_CHARS = 300
+
+
+def failure_summary(error: BaseException) -> str:
+    """One line naming an unexpected failure: a driver error's own message (the
+    database's words, not the statement), else the exception's type and message."""
+    if isinstance(error, exc.DBAPIError) and error.orig is not None:
+        text = str(error.orig)
+    else:
+        text = f"{type(error).__name__}: {error}"
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return first[:FAILURE_SUMMARY_CHARS]

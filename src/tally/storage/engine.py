@@ -31,6 +31,12 @@ class Backend:
         return self.is_postgresql
 
     @property
+    def has_one_writer(self) -> bool:
+        """One write transaction at a time for the whole database (SQLite): long work is
+        split into short transactions so other writers are not kept waiting."""
+        return not self.is_postgresql
+
+    @property
     def can_announce_commits(self) -> bool:
         """LISTEN/NOTIFY: a commit can wake listeners in other processes."""
         return self.is_postgresql

@@ -53,6 +53,8 @@ class Worker:
         heartbeat.start()
         try:
             delivery.process_file(file, worker=worker)
+        except Exception as error:  # the job wrapper: the file still ends (decision 0013)
+            delivery.fail_crashed(file, error, worker=worker)
         finally:
             renewing.set()
             heartbeat.join()

@@ -249,6 +249,10 @@ _PLAIN_TIME = r"[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 _ANY_TIME = TIMESTAMP_NAIVE_PATTERN.removeprefix(DATE_PATTERN)
 _ANY_OFFSET = TIMESTAMP_AWARE_PATTERN.removeprefix(TIMESTAMP_NAIVE_PATTERN)
 _RE2_MEMORY = 64 << 20  # bytes for RE2's DFA cache (its default, 8 MiB, can run out)
+# Longest row pattern confirmed by RE2: within _RE2_MEMORY up to ~700 columns of
+# timestamps with offsets (378,000 characters); at 800 (432,000) RE2 ran out of memory and
+# wrote to stderr. Wider rows are observed value by value (decision 0013).
+RE2_MAX_PATTERN_CHARS = 256 * 1024
 
 
 def _number_of_at_most(chars: int, fractions: Sequence[int]) -> str | None:
@@ -322,6 +326,8 @@ def batch_confirmation(guesses: Sequence[ColumnGuess]) -> BatchConfirmation | No
         else:
             fields.append(f"(?:{value})?" if guess.has_empty else f"(?:{value})")
     row = VALUE_SEPARATOR.join(fields)
+    if len(row) > RE2_MAX_PATTERN_CHARS:
+        return None  # RE2 could not run it in its memory, and would say so on stderr
     return BatchConfirmation(f"{row}(?:{VALUE_SEPARATOR}{row})*")
 
 

@@ -26,6 +26,7 @@ from tally.core.clock import utc_now
 from tally.core.collector import settle_garbage_collector
 from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
+from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.services.loader.inference import (
     DECIMAL,
     VALUE_SEPARATOR,
@@ -39,6 +40,7 @@ from tally.services.loader.inference import (
     timestamps_are_plain,
     values_fit,
 )
+from tally.services.loader.limits import check_width
 from tally.services.loader.reader import (
     FileFormat,
     FileHead,
@@ -307,12 +309,12 @@ def _prepare_table(
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
-            _check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
+            check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
             ddl.widen_column(conn, resource.table_name, old, new)
     return columns
 
 
-def _check_rescale(
+def check_rescale(
     conn: Connection, resource: Resource, old: Column, new: Column, line: int | None
 ) -> None:
     """The stored numbers must still fit int64 with the file's extra fractional digits."""
@@ -339,7 +341,7 @@ def first_pass(
     return _check_against(path, file_format, known, on_progress)
 
 
-def _checked_while_staging(
+def checked_while_staging(
     bulk: BulkLoad,
     path: Path,
     file_format: FileFormat,
@@ -408,6 +410,7 @@ def load_into(
     on_progress: ProgressCallback | None = None,
     *,
     encoding: str | None = None,
+    limits: FileLimits = DEFAULT_FILE_LIMITS,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
 
@@ -424,14 +427,15 @@ def load_into(
     numbers the cheap checks cannot settle.
     """
     resource = resources.lock_resource(conn, resource_id)
-    file_format = detect_format(path, encoding or resource.encoding)
+    file_format = detect_format(path, encoding or resource.encoding, limits)
+    check_width(read_head(path, file_format, batches=0).header, limits)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
     try:
         if bulk.takes_expected:
             _stage_raw(bulk, path, file_format, resource)
         if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
-            first = _checked_while_staging(bulk, path, file_format, known, on_progress)
+            first = checked_while_staging(bulk, path, file_format, known, on_progress)
         else:
             first = first_pass(path, file_format, known, on_progress)
         appended = bulk.settle(first.reading(), first.ordered)  # before any other statement

@@ -7,18 +7,19 @@ so memory stays flat whatever the file's size.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import LoadError
+from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.services.loader.decoding import StrictDecoder, codec_of, utf8_pieces
+from tally.services.loader.limits import LimitedGzip, LineMeter, long_field_index, value_too_long
 
 GZIP_MAGIC = b"\x1f\x8b"
 DELIMITERS = (",", ";", "\t", "|")
@@ -26,9 +27,7 @@ SNIFF_BYTES = 64 * 1024
 SNIFF_LINES = 20
 RAW_CHUNK_BYTES = 1 << 20
 BATCH_ROWS = 10_000
-# A single field may be large, but not unbounded: a stray quote would otherwise swallow
-# the rest of a 1 GB file into one value.
-MAX_FIELD_BYTES = 16 * 1024 * 1024
+READ_AGAIN_CHARS = 64 * 1024  # pieces of a record read again to find its long value
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,7 @@ class FileFormat:
     encoding: str  # the source's, as core.encodings names it
     delimiter: str
     has_quotes: bool = True  # a '"' anywhere in the file
+    limits: FileLimits = DEFAULT_FILE_LIMITS
 
     @property
     def codec(self) -> str:
@@ -52,9 +52,10 @@ class Batch:
     offset: int = 0  # bytes of the file (as stored) read so far, for progress
 
 
-def _open_bytes(path: Path, compressed: bool) -> IO[bytes]:
+def _open_bytes(path: Path, compressed: bool, limits: FileLimits) -> IO[bytes]:
+    """The file's bytes; a gzip file's decompressed, within `limits` (size and ratio)."""
     if compressed:
-        return cast(IO[bytes], gzip.open(path, "rb"))
+        return io.BufferedReader(LimitedGzip(path.open("rb"), limits))
     return path.open("rb")
 
 
@@ -65,12 +66,14 @@ class _Scan:
     head: str = ""  # the first SNIFF_BYTES characters, for the delimiter
 
 
-def _scan(handle: IO[bytes], decoder: StrictDecoder) -> _Scan:
+def _scan(handle: IO[bytes], decoder: StrictDecoder, lines: LineMeter) -> _Scan:
     """One incremental pass over the whole file, decoded strictly: whether it holds a
-    NUL or a quote character, and its head."""
+    NUL or a quote character, and its head; its lines are measured on the way (a gzip
+    file's expansion is bounded by `handle`)."""
     found = _Scan()
     try:
-        while chunk := handle.read(RAW_CHUNK_BYTES):
+        while chunk := handle.read(lines.chunk_bytes):
+            lines.feed(chunk)
             text = decoder.decode(chunk)
             if len(found.head) < SNIFF_BYTES:
                 found.head += text[: SNIFF_BYTES - len(found.head)]
@@ -104,17 +107,22 @@ def _sniff_delimiter(sample: str) -> str:
     return best
 
 
-def detect_format(path: Path, encoding: str = DEFAULT_ENCODING) -> FileFormat:
+def detect_format(
+    path: Path, encoding: str = DEFAULT_ENCODING, limits: FileLimits = DEFAULT_FILE_LIMITS
+) -> FileFormat:
     """The file's format, from one read of it: the gzip magic, then the whole
-    (decompressed) stream decoded in `encoding`. LoadError at the first bytes that are
-    not valid in it (their line and byte offset), or at a NUL character."""
+    (decompressed) stream decoded in `encoding` and checked against `limits`. LoadError
+    at the first bytes that are not valid in it (their line and byte offset), at a NUL
+    character, or at the first limit exceeded."""
     with path.open("rb") as stored:
         compressed = stored.read(len(GZIP_MAGIC)) == GZIP_MAGIC
         stored.seek(0)
-        handle = cast(IO[bytes], gzip.GzipFile(fileobj=stored)) if compressed else stored
+        handle = io.BufferedReader(LimitedGzip(stored, limits)) if compressed else stored
+        decoder = StrictDecoder(encoding, lambda: _pieces(path, compressed, limits))
         with handle:
-            found = _scan(handle, StrictDecoder(encoding, lambda: _pieces(path, compressed)))
-    file_format = FileFormat(compressed, encoding, _sniff_delimiter(found.head), found.quotes)
+            found = _scan(handle, decoder, LineMeter(limits))
+    delimiter = _sniff_delimiter(found.head)
+    file_format = FileFormat(compressed, encoding, delimiter, found.quotes, limits)
     if found.nul:
         raise _nul_error(path, file_format)
     return file_format
@@ -135,8 +143,8 @@ def _nul_error(path: Path, file_format: FileFormat) -> LoadError:
     return LoadError(reason)  # pragma: no cover - the scan found one
 
 
-def _pieces(path: Path, compressed: bool) -> Iterator[bytes]:
-    with _open_bytes(path, compressed) as handle:
+def _pieces(path: Path, compressed: bool, limits: FileLimits) -> Iterator[bytes]:
+    with _open_bytes(path, compressed, limits) as handle:
         while chunk := handle.read(RAW_CHUNK_BYTES):
             yield chunk
 
@@ -144,7 +152,8 @@ def _pieces(path: Path, compressed: bool) -> Iterator[bytes]:
 def utf8_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
     """The file's text as UTF-8 without a byte-order mark (what PostgreSQL's COPY is
     sent), in chunks: a UTF-8 file's bytes as published, decompressed."""
-    return utf8_pieces(_pieces(path, file_format.compressed), file_format.encoding)
+    pieces = _pieces(path, file_format.compressed, file_format.limits)
+    return utf8_pieces(pieces, file_format.encoding)
 
 
 @dataclass(frozen=True)
@@ -165,8 +174,8 @@ def read_head(path: Path, file_format: FileFormat, *, batches: int) -> FileHead:
 def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Records]]:
     """One pass over the file: its header, and its records in batches. Blank lines,
     before the header too, hold no record."""
-    csv.field_size_limit(MAX_FIELD_BYTES)
-    with _open_bytes(path, file_format.compressed) as raw:
+    csv.field_size_limit(file_format.limits.max_cell_bytes)
+    with _open_bytes(path, file_format.compressed, file_format.limits) as raw:
         text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
         header: list[str] | None = []
@@ -176,22 +185,26 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], R
                 start, blank_lines = reader.line_num + 1, blank_lines + 1
                 header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise LoadError(f"malformed CSV: {exc}", line=start) from exc
+            raise _reading_error(path, file_format, exc, start, None) from exc
         if header is None:
             raise LoadError("the file is empty: a header line is required", line=1)
-        stored = raw.fileobj if isinstance(raw, gzip.GzipFile) else raw
-        yield header, Records(reader, len(header), stored, blank_lines)
+        records = Records(reader, len(header), _position_of(raw), blank_lines)
+        records.explain = lambda exc, line: _reading_error(path, file_format, exc, line, header)
+        yield header, records
 
 
 class Records:
     """The records after the header, in batches; counts the blank lines it skips (the
     PostgreSQL loader's COPY reads those differently)."""
 
-    def __init__(self, reader: Any, width: int, stored: Any, blank_lines: int) -> None:
+    def __init__(
+        self, reader: Any, width: int, position: Callable[[], int], blank_lines: int
+    ) -> None:
         self._reader = reader
         self._width = width
-        self._stored = stored
+        self._position = position
         self.blank_lines = blank_lines
+        self.explain: Callable[[Exception, int], LoadError] = _malformed
 
     def __iter__(self) -> Iterator[Batch]:
         reader, width = self._reader, self._width
@@ -209,12 +222,42 @@ class Records:
                     batch.rows.append(row)
                     batch.lines.append(reader.line_num)
                     if len(batch.rows) >= BATCH_ROWS:
-                        batch.offset = self._stored.tell()
+                        batch.offset = self._position()
                         yield batch
                         batch = Batch([], [])
                 start = reader.line_num + 1
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise LoadError(f"malformed CSV: {exc}", line=start) from exc
+            raise self.explain(exc, start) from exc
         if batch.rows:
-            batch.offset = self._stored.tell()
+            batch.offset = self._position()
             yield batch
+
+
+def _position_of(raw: IO[bytes]) -> Callable[[], int]:
+    """Bytes of the file as stored read so far, for progress."""
+    inner = getattr(raw, "raw", None)
+    return inner.stored_position if isinstance(inner, LimitedGzip) else raw.tell
+
+
+def _malformed(exc: Exception, line: int) -> LoadError:
+    return LoadError(f"malformed CSV: {exc}", line=line)
+
+
+def _reading_error(
+    path: Path, file_format: FileFormat, exc: Exception, line: int, header: list[str] | None
+) -> LoadError:
+    """The reader's error as a LoadError; a value over the cell limit names its column,
+    found by reading that record again in bounded pieces."""
+    if "field larger than field limit" not in str(exc):
+        return _malformed(exc, line)
+    limits = file_format.limits
+    with _open_bytes(path, file_format.compressed, limits) as raw:
+        text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
+        for _ in range(line - 1):
+            text.readline()
+        pieces = iter(lambda: text.read(READ_AGAIN_CHARS), "")
+        index = long_field_index(pieces, file_format.delimiter, limits.max_cell_bytes)
+    column = None
+    if header is not None and index is not None and index < len(header):
+        column = header[index]
+    return value_too_long(limits, line=line, column=column)

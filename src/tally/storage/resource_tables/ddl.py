@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import backend_of
+from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
@@ -92,15 +92,19 @@ def stored_range(conn: Connection, table: str, column: Column) -> tuple[int | No
     return row[0], row[1]
 
 
-def build_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+def build_indexes(engine: Engine, table: str, columns: Sequence[Column]) -> None:
     """One index per column, shaped like the ORDER BY the Data API emits (NULL first,
     ties on the row id), then fresh planner statistics. Idempotent: an index a crash
-    left behind is kept."""
-    if backend_of(conn).is_postgresql:
-        _build_postgresql_indexes(conn.engine, table, columns)
+    left behind is kept. On SQLite each index is a transaction of its own: the write
+    lock is held for one index at a time, never for all (decision 0013)."""
+    if backend_of(engine).is_postgresql:
+        _build_postgresql_indexes(engine, table, columns)
     else:
-        _build_sqlite_indexes(conn, table, columns)
-    conn.exec_driver_sql(f"ANALYZE {table}")
+        for column in columns:
+            with write_connection(engine) as conn, conn.begin():
+                _build_sqlite_index(conn, table, column)
+    with write_connection(engine) as conn, conn.begin():
+        conn.exec_driver_sql(f"ANALYZE {table}")
 
 
 def _create_index(conn: Connection, table: str, column: Column) -> None:
@@ -109,15 +113,14 @@ def _create_index(conn: Connection, table: str, column: Column) -> None:
     )
 
 
-def _build_sqlite_indexes(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+def _build_sqlite_index(conn: Connection, table: str, column: Column) -> None:
     # SQLite's sorter takes as much memory as the page cache allows; one big in-memory
     # sort per index is slower than sorting runs of ~2 MB and merging them (measured on
     # 1M rows, ten indexes: 4.7 s with the 64 MiB cache, 3.4 s).
     cache = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
     conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_INDEX_SORT_KIB}")
     try:
-        for column in columns:
-            _create_index(conn, table, column)
+        _create_index(conn, table, column)
     finally:
         conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
 

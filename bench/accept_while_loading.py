@@ -1,0 +1,236 @@
+"""Notifications accepted while a 1M-row file loads, beside the idle figure (issue #14).
+
+    .venv/bin/python bench/accept_while_loading.py   # both backends; JSON on stdout and
+                                                     # in bench/results/accept-loading-*.json
+
+For each backend, two fresh installations (bench/ingest.py's):
+
+1. Idle: `tally serve` with its worker off; 64 keep-alive connections send notifications
+   for BENCH_ACCEPT_SECONDS (bench/ingest.py's accept load).
+2. Loading: `tally serve` with its worker off, and one `tally worker` process (so the
+   figure is the database's lock, not two threads sharing one interpreter). One
+   notification of the kit's 1M-row CSV (a loopback file server); once the file is
+   `loading`, the same 64 connections send notifications until the file is final, while
+   a prober registers a webhook (POST /api/v2/webhooks) and reads /health every 0.5 s.
+   Requests that started while the file was `loading` are counted apart from those
+   that started afterwards, while the worker stored the rows' JSON text and built the
+   indexes (decisions 0010, 0011), until it logged `resource_indexed`. The worker's log
+   is searched for failed lease renewals.
+
+Target (issue #14): accept p99 < 50 ms at concurrency 64 while the file loads, on both
+backends. Everything listens on 127.0.0.1; every process started is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+import ingest  # noqa: E402
+import procs  # noqa: E402
+
+CONCURRENCY = ingest.CONCURRENCY
+TALLY = ingest.TALLY
+RESULTS = ingest.RESULTS
+PROBE_SECONDS = 0.5
+LOAD_TIMEOUT_SECONDS = 900.0
+
+
+def _stats(latencies: list[float]) -> dict[str, Any]:
+    if not latencies:
+        return {"requests": 0}
+    ordered = sorted(latencies)
+    return {
+        "requests": len(ordered),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+    }
+
+
+async def _connection(
+    port: int, path: str, stop: threading.Event, offset: int, seen: list[tuple[float, float, int]]
+) -> None:
+    """One keep-alive connection sending notifications until `stop`: (start, latency,
+    status) of each."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = 0
+    while not stop.is_set():
+        body = json.dumps({"file_url": f"http://127.0.0.1:9/l-{offset}-{n}.csv"}).encode()
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            f"application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        started = time.perf_counter()
+        writer.write(request)
+        status_line = await reader.readline()
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        await reader.readexactly(length)
+        seen.append((started, time.perf_counter() - started, int(status_line.split()[1])))
+        n += 1
+    writer.close()
+
+
+def _file_status(base: str, auth: dict[str, str], source_id: int) -> str | None:
+    files = httpx.get(f"{base}/api/v2/sources/{source_id}/files", headers=auth, timeout=60).json()
+    return files["data"][0]["status"] if files["data"] else None
+
+
+def _watch(
+    base: str,
+    auth: dict[str, str],
+    source_id: int,
+    worker_log: Path,
+    window: dict[str, float],
+    stop: threading.Event,
+) -> None:
+    """Mark when the file stops `loading`, then when its source is indexed; then stop."""
+    deadline = time.monotonic() + LOAD_TIMEOUT_SECONDS
+    while time.monotonic() < deadline and _file_status(base, auth, source_id) == "loading":
+        time.sleep(0.1)
+    window["end"] = time.perf_counter()
+    while time.monotonic() < deadline and "resource_indexed" not in worker_log.read_text(
+        errors="replace"
+    ):
+        time.sleep(0.1)
+    window["indexed"] = time.perf_counter()
+    stop.set()
+
+
+def _probe(
+    base: str, headers: dict[str, str], stop: threading.Event, out: dict[str, list[float]]
+) -> None:
+    """Register a webhook and read /health every PROBE_SECONDS, timing each."""
+    auth = {k: v for k, v in headers.items() if k.startswith("x-")}
+    n = 0
+    with httpx.Client(base_url=base, timeout=120) as client:
+        while not stop.wait(PROBE_SECONDS):
+            register = partial(
+                client.post, "/api/v2/webhooks", headers=auth, json={"name": f"p{n}", "webhook": {}}
+            )
+            _timed(out, "register", register)
+            _timed(out, "health", lambda: client.get("/health"))
+            n += 1
+
+
+def _timed(out: dict[str, list[float]], name: str, request: Callable[[], object]) -> None:
+    started = time.perf_counter()
+    try:
+        request()
+    except httpx.TransportError:
+        out[f"{name}_failed"].append(0.0)
+    out[name].append(time.perf_counter() - started)
+
+
+def loading_phase(backend: str) -> dict[str, Any]:
+    env = ingest.installation(backend)
+    headers = ingest.tenant(env)
+    auth = {k: v for k, v in headers.items() if k.startswith("x-")}
+    _, file_url = ingest.file_server(ingest.CSV.parent)
+    _, base = ingest.serve({**env, "TALLY_SERVE_WORKER": "false"}, f"loading-{backend}")
+    worker_log = RESULTS / f"accept-loading-worker-{backend}.log"
+    worker_log.unlink(missing_ok=True)
+    procs.spawn(
+        [str(TALLY), "worker", "--concurrency", "1"], env=env, cwd=HERE, log_path=worker_log
+    )
+    big_id, big_webhook = ingest.register(base, headers, "big")
+    _, accept_webhook = ingest.register(base, headers, "accept")
+    httpx.post(
+        f"{base}/api/v2/webhooks/{big_webhook}/feed-source", json={"file_url": file_url}, timeout=60
+    ).raise_for_status()
+    deadline = time.monotonic() + LOAD_TIMEOUT_SECONDS
+    while _file_status(base, auth, big_id) != "loading" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    procs.log(f"{backend}: the file is loading; {CONCURRENCY} connections notify until it ends")
+    window = {"start": time.perf_counter()}
+    stop = threading.Event()
+    seen: list[tuple[float, float, int]] = []
+    probes: dict[str, list[float]] = {
+        "register": [],
+        "health": [],
+        "register_failed": [],
+        "health_failed": [],
+    }
+    threads = [
+        threading.Thread(target=_watch, args=(base, auth, big_id, worker_log, window, stop)),
+        threading.Thread(target=_probe, args=(base, headers, stop, probes)),
+    ]
+    for thread in threads:
+        thread.start()
+    port = int(base.rsplit(":", 1)[1])
+    path = f"/api/v2/webhooks/{accept_webhook}/feed-source"
+
+    async def run() -> None:
+        await asyncio.gather(*(_connection(port, path, stop, i, seen) for i in range(CONCURRENCY)))
+
+    asyncio.run(run())
+    for thread in threads:
+        thread.join()
+    during = [latency for started, latency, _ in seen if started <= window["end"]]
+    failures = [status for started, _, status in seen if started <= window["end"] and status >= 300]
+    after = [latency for started, latency, _ in seen if started > window["end"]]
+    loading_s = window["end"] - window["start"]
+    final = httpx.get(f"{base}/api/v2/sources/{big_id}/files", headers=auth, timeout=60).json()
+    result = {
+        "loading_s": round(loading_s, 2),
+        "accept": {
+            **_stats(during),
+            "per_second": round((len(during) - len(failures)) / loading_s, 1),
+            "failures": len(failures),
+        },
+        "after_delivery_until_indexed": {
+            "seconds": round(window["indexed"] - window["end"], 2),
+            **_stats(after),
+        },
+        "register_webhook": {
+            **_stats(probes["register"]),
+            "failed": len(probes["register_failed"]),
+        },
+        "health": {**_stats(probes["health"]), "failed": len(probes["health_failed"])},
+        "lease_renewals_failed": worker_log.read_text(errors="replace").count(
+            "lease_renewal_failed"
+        ),
+        "file": {k: final["data"][0][k] for k in ("status", "rows", "attempts", "error")},
+    }
+    procs.stop_everything()
+    return result
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, procs.raise_on_signal)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"csv": str(ingest.CSV), "concurrency": CONCURRENCY}
+    try:
+        for backend in os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(","):
+            out[backend] = {
+                "idle": ingest.accept_phase(backend, "1"),
+                "while_loading": loading_phase(backend),
+            }
+    finally:
+        procs.stop_everything()
+    path = RESULTS / f"accept-loading-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""A downloaded file's rows committed exactly once: the lease check, the duplicate check,
+the rows, the final status and the outbox events in one transaction (decision 0003).
+
+On PostgreSQL the whole load runs inside that transaction: its row locks keep no other
+writer waiting. On SQLite, whose one write lock every writer shares, the file is read,
+checked and converted into a staging database first, outside the lock, and only
+published inside it (decision 0013).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.clock import utc_now
+from tally.core.files import FileRecord, FileStatus
+from tally.core.limits import FileLimits
+from tally.services import file_events
+from tally.services.loader.load import LoadResult, load_into
+from tally.services.loader.staged import (
+    StagingOutdatedError,
+    fill_staged,
+    publish_staged,
+    stage_file,
+)
+from tally.storage import files, outbox, resources, staging
+from tally.storage.engine import backend_of, write_connection
+from tally.storage.resource_tables import ddl
+
+log = logging.getLogger("tally.delivery")
+# Stagings of a file whose source's columns another file changed meanwhile, before the
+# file is loaded under the lock instead, as every file was before decision 0013.
+STAGING_TRIES = 3
+
+
+class FileLoading:
+    def __init__(self, engine: Engine, *, limits: FileLimits, staging_dir: Path) -> None:
+        self._engine = engine
+        self._limits = limits
+        self._staging_dir = staging_dir
+
+    def load(self, file: FileRecord, worker: str, blob: Path) -> LoadResult | None:
+        """The file delivered (its result), or None: a duplicate, or the lease was lost."""
+        if backend_of(self._engine).has_one_writer:
+            for _ in range(STAGING_TRIES):
+                try:
+                    return self._staged(file, worker, blob)
+                except StagingOutdatedError:
+                    continue
+        with write_connection(self._engine) as conn, conn.begin():
+            resources.lock_resource(conn, file.resource_id)
+            return _commit(
+                conn,
+                file,
+                worker,
+                lambda: load_into(
+                    conn, file.resource_id, blob, encoding=file.encoding, limits=self._limits
+                ),
+            )
+
+    def _staged(self, file: FileRecord, worker: str, blob: Path) -> LoadResult | None:
+        with self._engine.connect() as conn:
+            resource = resources.get_resource(conn, file.resource_id)
+        path = staging.scratch_path(self._staging_dir)
+        # named after the file: what a killed attempt left is replaced by the next one
+        filled = f"{resource.table_name}_f{file.id}" if resource.is_placeholder else None
+        try:
+            staged = stage_file(
+                path,
+                resource,
+                blob,
+                encoding=file.encoding or resource.encoding,
+                limits=self._limits,
+            )
+            with write_connection(self._engine) as conn, staging.attached(conn, path):
+                if filled is not None:
+                    fill_staged(conn, staged, filled)
+                with conn.begin():
+                    return _commit(
+                        conn,
+                        file,
+                        worker,
+                        lambda: publish_staged(conn, resource.id, staged, filled),
+                    )
+        finally:
+            if filled is not None:
+                with write_connection(self._engine) as conn, conn.begin():
+                    ddl.drop_table(conn, filled)
+            path.unlink(missing_ok=True)
+
+
+def _commit(
+    conn: Connection, file: FileRecord, worker: str, load: Callable[[], LoadResult]
+) -> LoadResult | None:
+    """Inside the file's one transaction: while the lease holds and the bytes are new,
+    `load` the rows, and record the final status and the events with them."""
+    now = utc_now()
+    current = files.get_file(conn, file.id)
+    if not files.holds_lease(conn, file.id, worker, now, lock=True):
+        log.warning("file_lease_lost", extra={"file_id": file.id})
+        return None
+    assert current.sha256 is not None
+    duplicate_of = files.find_delivered_with_sha(conn, file.resource_id, current.sha256)
+    if duplicate_of is not None:
+        files.finish(
+            conn,
+            file.id,
+            status=FileStatus.DUPLICATE,
+            now=now,
+            error=f"the same bytes were delivered as file {duplicate_of}",
+        )
+        file_events.queue_event(
+            conn, event=file_events.DUPLICATE, resource_id=file.resource_id, file=file, now=now
+        )
+        return None
+    result = load()
+    # The final state's time is when it commits, after the load: not when the
+    # transaction began, possibly minutes earlier.
+    now = utc_now()
+    files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
+    file_events.queue_event(
+        conn, event=file_events.DELIVERED, resource_id=file.resource_id, file=file, now=now
+    )
+    outbox.add_event(
+        conn,
+        topic=outbox.RECONCILIATION,
+        type=file_events.DELIVERED,
+        resource_id=file.resource_id,
+        file_id=file.id,
+        payload={
+            "source_id": file.resource_id,
+            "file_id": file.id,
+            "rows": result.rows,
+            "data_version": result.resource.data_version,
+        },
+        now=now,
+    )
+    return result
