@@ -4,11 +4,16 @@ refuse the same names with the same words."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 NAME_MAX_CHARS = 200
 FILENAME_MAX_CHARS = 1000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Regular expressions, not a loop over the characters: every notification's URL and file
+# name is checked on the intake's one thread, and a loop cost it about 10 µs of each.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_OR_SPACE = re.compile(r"[\x00-\x1f\x7f\s]")  # \s: what str.isspace() is true of
 
 
 def name_problem(value: str) -> str | None:
@@ -24,7 +29,7 @@ def name_problem(value: str) -> str | None:
 
 
 def has_control_characters(value: str) -> bool:
-    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+    return _CONTROL.search(value) is not None
 
 
 def filename_problem(value: str) -> str | None:
@@ -41,7 +46,7 @@ def http_url_problem(value: str) -> str | None:
     host, a valid port, no whitespace or control characters (which `urlsplit` would
     quietly strip), and no user:password (credentials belong in configuration, kept
     encrypted, not in URLs that get shown and logged)."""
-    if has_control_characters(value) or any(ch.isspace() for ch in value):
+    if _CONTROL_OR_SPACE.search(value) is not None:
         return "is not an http(s) URL"
     try:
         parts = urlsplit(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from threading import Event
 from typing import Any
 
@@ -30,6 +31,9 @@ LISTEN_CHECK_SECONDS = 1.0  # how often a listener looks at its stop event
 # (and its cache key) each time cost more than running it.
 _INSERT_FILE = insert(files).returning(files)
 _INSERT_FILES = insert(files).returning(files, sort_by_parameter_order=True)
+# SQLAlchemy keeps RETURNING rows in parameter order with a sentinel it has none of on
+# SQLite, so there it sends `_INSERT_FILES` as one INSERT per row; this is one INSERT.
+_INSERT_FILES_UNORDERED = insert(files).returning(files)
 
 
 def new_file_values(
@@ -77,7 +81,17 @@ def insert_files(conn: Connection, rows: Sequence[dict[str, Any]]) -> list[FileR
     if not rows:
         return []
     _announce(conn)
-    return [FileRecord.from_row(row) for row in conn.execute(_INSERT_FILES, list(rows)).all()]
+    if backend_of(conn).is_postgresql:
+        inserted = conn.execute(_INSERT_FILES, list(rows)).all()
+    else:
+        # SQLite numbers new rows in the order of the VALUES (the largest id so far plus
+        # one) but returns them in any order: id order is the order given. One statement
+        # instead of one per row: on the accept path each one releases the GIL, and the
+        # intake thread then waits for the busy event loop to hand it back.
+        inserted = sorted(
+            conn.execute(_INSERT_FILES_UNORDERED, list(rows)).all(), key=attrgetter("id")
+        )
+    return [FileRecord.from_row(row) for row in inserted]
 
 
 def insert_file(conn: Connection, values: dict[str, Any]) -> tuple[FileRecord, bool]:
