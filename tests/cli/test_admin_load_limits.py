@@ -113,3 +113,21 @@ def test_a_hostile_file_is_refused_with_its_json_error(
     assert "Traceback" not in stderr, stderr[-3000:]
     assert not any(text in stderr for text in LIBRARY_CHATTER), stderr[:3000]
     assert sources(settings) == 0
+
+
+def test_a_table_the_database_refuses_is_a_load_error(
+    settings: Settings, workspace: int, tmp_path: Path
+) -> None:
+    """TALLY_MAX_COLUMNS raised past the database's own limit (SQLite 2,000 columns,
+    PostgreSQL 1,600): the database refuses the table, and the command says so in its
+    JSON object, not in a traceback."""
+    path = tmp_path / "wide.csv"
+    path.write_bytes(wide_csv(2100))
+    args = ("admin", "load", "--workspace", str(workspace), "--name", "x", str(path))
+    code, printed, stderr = run(settings, *args, max_columns="2500")
+    assert code == 1, printed
+    assert printed["kind"] == "LoadError", printed
+    assert "the database refused the table for the file's 2100 columns: " in printed["error"]
+    assert "columns" in printed["error"].partition(": ")[2], printed  # the database's words
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert sources(settings) == 0

@@ -14,10 +14,12 @@ import gzip
 import io
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import IO
 
 from tally.core.errors import LoadError
 from tally.core.limits import MIB, FileLimits
+from tally.storage.db_errors import refusal_as_load_error
 
 # A small gzip may expand a lot and be harmless (a few repeated rows); the ratio is judged
 # once this much has come out of it.
@@ -128,6 +130,12 @@ def check_width(header: Sequence[str], limits: FileLimits) -> None:
             line=1,
             column=header[limits.max_columns],
         )
+
+
+def table_refused(width: int) -> AbstractContextManager[None]:
+    """Around creating and filling the table of a file of `width` columns: the limits may
+    be set above what the database takes, and its refusal then fails the file at once."""
+    return refusal_as_load_error(f"the table for the file's {width} columns")
 
 
 def value_too_long(limits: FileLimits, *, line: int, column: str | None) -> LoadError:
