@@ -113,3 +113,43 @@ def test_a_hostile_file_is_refused_with_its_json_error(
     assert "Traceback" not in stderr, stderr[-3000:]
     assert not any(text in stderr for text in LIBRARY_CHATTER), stderr[:3000]
     assert sources(settings) == 0
+
+
+def test_a_table_the_database_refuses_is_a_load_error(
+    settings: Settings, workspace: int, tmp_path: Path
+) -> None:
+    """TALLY_MAX_COLUMNS raised past the database's own limit (SQLite 2,000 columns,
+    PostgreSQL 1,600): the database refuses the table, and the command says so in its
+    JSON object, not in a traceback."""
+    path = tmp_path / "wide.csv"
+    path.write_bytes(wide_csv(2100))
+    args = ("admin", "load", "--workspace", str(workspace), "--name", "x", str(path))
+    code, printed, stderr = run(settings, *args, max_columns="2500")
+    assert code == 1, printed
+    assert printed["kind"] == "LoadError", printed
+    assert "the database refused the table for the file's 2100 columns: " in printed["error"]
+    assert "columns" in printed["error"].partition(": ")[2], printed  # the database's words
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert sources(settings) == 0
+
+
+def test_line_limits_count_utf8_text_and_place_a_utf16_line_exactly(
+    settings: Settings, workspace: int, tmp_path: Path
+) -> None:
+    """A line is measured as its text in UTF-8, whatever the file's encoding: a UTF-16
+    line counts as long as in UTF-8 (not twice that), and a character that holds a line
+    feed's byte in UTF-16 (上 is 0x0A 0x4E, 《 0x0A 0x30) ends no line."""
+    rows = ["id,memo", *(f"{n},上海 《{n}》" for n in range(1, 4))]
+    path = tmp_path / "utf16.csv"
+
+    def load(lines: list[str]) -> tuple[int, dict[str, Any], str]:
+        path.write_bytes("\n".join([*lines, ""]).encode("utf-16"))
+        args = ("admin", "load", "--workspace", str(workspace), "--encoding", "utf-16")
+        return run(settings, *args, "--name", f"n{len(lines)}", str(path), max_line_bytes="4096")
+
+    code, printed, stderr = load([*rows, "4," + "x" * 3000])  # 6,004 bytes in UTF-16
+    assert (code, printed.get("rows")) == (0, 4), (printed, stderr[-3000:])
+    code, printed, _ = load([*rows, "4," + "x" * 5000, "5,after"])
+    assert code == 1, printed
+    assert printed["line"] == 5, printed
+    assert "limit of 4096 bytes of UTF-8 text (TALLY_MAX_LINE_BYTES)" in printed["error"]

@@ -289,17 +289,18 @@ def test_many_wide_columns_load_without_library_chatter(settings: Settings, tmp_
 # --- 1. any failure ends the file, within bounded attempts -----------------------------
 
 
-def test_a_file_the_database_refuses_fails_within_bounded_attempts(
+def test_a_table_the_database_refuses_fails_the_file_at_once(
     settings: Settings, tmp_path: Path
 ) -> None:
     """With the column limit raised past the database's own, the database refuses the
-    table: an unexpected failure, retried a bounded number of times, then `failed`."""
+    table, as it would at every attempt: `failed` at the first, in its words."""
     with deployment(settings, tmp_path / "logs", max_columns=2500) as own:
         file = own.deliver(wide_csv(2100))
         own.failed_notification_sent(file["id"])
-    assert file["status"] == "failed", file
-    assert 1 <= file["attempts"] <= MAX_ATTEMPTS, file
-    says(file["error"], "columns", f"{file['attempts']} attempts")
+        own.assert_quiet_log()
+    assert (file["status"], file["attempts"]) == ("failed", 1), file
+    says(file["error"], "the database refused the table for the file's 2100 columns: ")
+    assert "columns" in file["error"].partition(": ")[2], file["error"]
 
 
 # --- 2. compressed files: the limits apply to what they expand to ------------------------

@@ -11,15 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from support.databases import make_settings
 from support.factories import Tenant, make_tenant
 from support.hostile import ledger_csv
 from support.waiting import eventually
-from tally.core.files import FileRecord
+from tally.core.clock import utc_now
+from tally.core.files import FileRecord, FileStatus
 from tally.runtime import Runtime, build_runtime
 from tally.services.sources import SourceDefinition
 from tally.storage import files, outbox
+from tally.storage.blobs import BlobStore
 
 LEASE_SECONDS = 0.2
 MAX_ATTEMPTS = 2
@@ -125,3 +128,28 @@ def test_a_crash_after_delivery_leaves_the_file_delivered(short_runtime: Runtime
     assert (file.status, file.rows, file.error) == ("delivered", 3, None)
     assert failed_events(runtime, file) == 0
     assert runtime.delivery.claim_file(worker="later") is None
+
+
+def test_the_sweep_removes_only_leftovers_of_files_that_ended_or_are_gone(
+    short_runtime: Runtime,
+) -> None:
+    """What a worker's start sweeps (tests/e2e/test_staging_leftovers.py kills real
+    workers): an active file's staging file may be its live attempt's, and a staging
+    file of `tally admin load` belongs to no file; both stay."""
+    runtime = short_runtime
+    active = queue_file(runtime, make_tenant(runtime.engine))
+    ended = queue_file(runtime, make_tenant(runtime.engine))
+    with runtime.engine.begin() as conn:
+        files.finish(conn, ended, status=FileStatus.FAILED, now=utc_now(), error="ended")
+        conn.exec_driver_sql("CREATE TABLE r_1_f999999 (x INTEGER)")  # a file since deleted
+    folder = BlobStore(runtime.settings.blob_dir).staging_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [f"file-{active}-0a.db", f"file-{ended}-0b.db", "file-999999-0c.db", "load-0d.db"]
+    for name in names:
+        (folder / name).write_bytes(b"")
+
+    assert runtime.delivery.sweep_leftovers() == 3
+    assert sorted(p.name for p in folder.iterdir()) == [names[0], names[3]]
+    with runtime.engine.connect() as conn:
+        assert not sa.inspect(conn).has_table("r_1_f999999")
+    assert runtime.delivery.sweep_leftovers() == 0

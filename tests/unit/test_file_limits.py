@@ -57,7 +57,7 @@ def meter(content: bytes, chunk: int) -> None:
         lines.feed(content[start : start + chunk])
 
 
-@pytest.mark.parametrize("chunk", [7, 100, 1000])
+@pytest.mark.parametrize("chunk", [7, 100, 1000, 5000])  # 5000: a chunk grown in UTF-8
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
 def test_lines_are_measured_across_chunks(chunk: int, newline: bytes) -> None:
     fine = newline.join([b"h" * 99, b"x" * 999, b"y" * 10, b""])

@@ -111,6 +111,7 @@ class DeliveryService:
         except LoadError as error:
             self._fail(file, worker, error.message)
             return
+        self._loading.discard_leftovers(file)  # of attempts killed before this one
         if result is not None:
             log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
         # The rows are readable and the file reported; what is left (the rows' JSON text,
@@ -164,6 +165,11 @@ class DeliveryService:
                 conn, event=file_events.FAILED, resource_id=file.resource_id, file=file, now=now
             )
         log.warning("file_failed", extra={"file_id": file.id, "reason": reason})
+        self._loading.discard_leftovers(file)  # what a killed attempt left
+
+    def sweep_leftovers(self) -> int:
+        """Remove what killed loads left of files that have ended since (or are gone)."""
+        return self._loading.discard_leftovers()
 
     def fail_crashed(self, file: FileRecord, error: BaseException, *, worker: str) -> None:
         """A file's job raised what nobody expected: retried like a transient failure,

@@ -34,6 +34,8 @@ log = logging.getLogger("tally.delivery")
 # Stagings of a file whose source's columns another file changed meanwhile, before the
 # file is loaded under the lock instead, as every file was before decision 0013.
 STAGING_TRIES = 3
+# Leftovers removed by one sweep at most; the next takes the rest.
+SWEEP_ITEMS = 1000
 
 
 class FileLoading:
@@ -64,9 +66,10 @@ class FileLoading:
     def _staged(self, file: FileRecord, worker: str, blob: Path) -> LoadResult | None:
         with self._engine.connect() as conn:
             resource = resources.get_resource(conn, file.resource_id)
-        path = staging.scratch_path(self._staging_dir)
-        # named after the file: what a killed attempt left is replaced by the next one
-        filled = f"{resource.table_name}_f{file.id}" if resource.is_placeholder else None
+        path = staging.scratch_path(self._staging_dir, file.id)
+        filled = (
+            staging.filled_table(resource.table_name, file.id) if resource.is_placeholder else None
+        )
         try:
             staged = stage_file(
                 path,
@@ -90,6 +93,26 @@ class FileLoading:
                 with write_connection(self._engine) as conn, conn.begin():
                     ddl.drop_table(conn, filled)
             path.unlink(missing_ok=True)
+
+    def discard_leftovers(self, file: FileRecord | None = None) -> int:
+        """Remove what killed attempts left (staging files, tables filled and never
+        published) of files that have ended or are gone: `file`'s, as it ends, or any
+        file's (at a worker's start), at most SWEEP_ITEMS. Each is logged once; how many
+        were removed."""
+        with self._engine.connect() as conn:
+            if file is None:
+                found = staging.leftovers(conn, self._staging_dir)
+            else:
+                table = staging.filled_table(resources.table_name_for(file.resource_id), file.id)
+                found = staging.leftovers_of(conn, self._staging_dir, file.id, table)
+            ended = files.ended_or_gone(conn, {item.file_id for item in found})
+        removed = [item for item in found if item.file_id in ended][:SWEEP_ITEMS]
+        for item in removed:
+            staging.remove(self._engine, item)
+            log.warning(
+                "staging_leftover_removed", extra={"file_id": item.file_id, "leftover": item.name}
+            )
+        return len(removed)
 
 
 def _commit(

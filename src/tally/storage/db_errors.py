@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import exc
 
-from tally.core.errors import QueryNotApplicableError, StorageError
+from tally.core.errors import LoadError, QueryNotApplicableError, StorageError
 
 
 @contextmanager
@@ -40,3 +40,34 @@ def failure_summary(error: BaseException) -> str:
         text = f"{type(error).__name__}: {error}"
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
     return first[:FAILURE_SUMMARY_CHARS]
+
+
+# What the database refuses as it would every time, whatever the moment: PostgreSQL's
+# program limits (class 54: too many columns, a row too big) and data exceptions (22);
+# SQLite's error of a statement it will not run ("too many columns on ...") and a string
+# or blob too big. A busy, full or unreachable database is none of these.
+_REFUSING_SQLSTATE_CLASSES = ("54", "22")
+_SQLITE_REFUSALS = (1, 18)  # SQLITE_ERROR, SQLITE_TOOBIG
+
+
+def refused_by_database(error: BaseException) -> bool:
+    if not isinstance(error, exc.DBAPIError) or error.connection_invalidated:
+        return False
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return sqlstate[:2] in _REFUSING_SQLSTATE_CLASSES
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_REFUSALS
+
+
+@contextmanager
+def refusal_as_load_error(what: str) -> Iterator[None]:
+    """Around building a file's table: a statement the database refuses as it would every
+    time fails the file (a LoadError naming `what` in the database's words), where
+    another attempt would only fail again; any other failure is raised as it is."""
+    try:
+        yield
+    except exc.DBAPIError as error:
+        if not refused_by_database(error):
+            raise
+        raise LoadError(f"the database refused {what}: {failure_summary(error)}") from error

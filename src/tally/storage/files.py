@@ -11,7 +11,7 @@ their next poll.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from operator import attrgetter
 from threading import Event
 from typing import Any
@@ -25,6 +25,7 @@ from tally.storage.schema import MAX_ID, files
 
 QUEUE_CHANNEL = "tally_files_queued"  # PostgreSQL NOTIFY channel: files were queued
 LISTEN_CHECK_SECONDS = 1.0  # how often a listener looks at its stop event
+_IDS_PER_QUERY = 500  # under every backend's limit on a statement's parameters
 
 
 # Built once: the accept path inserts files all the time, and building the statement
@@ -142,6 +143,17 @@ def listen_for_queued_files(engine: Engine, on_queued: Callable[[], None], stop:
                 on_queued()
     finally:
         raw.invalidate()  # never back to the pool in LISTEN and autocommit
+
+
+def ended_or_gone(conn: Connection, file_ids: Collection[int]) -> set[int]:
+    """Of `file_ids`, those final or deleted: nothing a load of theirs left is needed."""
+    ids = sorted(set(file_ids))
+    active: set[int] = set()
+    for start in range(0, len(ids), _IDS_PER_QUERY):
+        chunk = ids[start : start + _IDS_PER_QUERY]
+        query = select(files.c.id).where(files.c.id.in_(chunk), files.c.status.in_(ACTIVE_STATUSES))
+        active.update(conn.execute(query).scalars())
+    return set(ids) - active
 
 
 def find_by_idempotency_key(conn: Connection, resource_id: int, key: str) -> FileRecord | None:

@@ -2,7 +2,9 @@
 database in short transactions (decision 0013).
 
 The staging file is scratch: no journal, no fsync, one per load attempt, deleted when
-the attempt ends; a crash leaves at most a file the next attempt replaces. Writing it
+the attempt ends. A killed attempt leaves its staging file, and perhaps the table it was
+filling; both are named after the file, and removed once the file has ended (or by the
+sweep at a worker's start, `leftovers`). Writing it
 takes no lock of the main database, so reading, checking and converting a file of any
 size never makes another writer wait. The main database then receives the converted
 rows, attached by ATTACH (outside a transaction, as SQLite requires), either in chunks
@@ -13,17 +15,20 @@ would be seen before they are published).
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.pool import NullPool
 
 from tally.core.columns import Column
+from tally.storage.engine import write_connection
 from tally.storage.home import make_private_dir, prepare_sqlite_file
 from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table
 
@@ -35,9 +40,64 @@ STAGE_ALIAS = "stage"
 CHUNK_ROWS = 20_000
 
 
-def scratch_path(folder: Path) -> Path:
-    """A new staging database's path in `folder` (private, as all of TALLY_HOME)."""
-    return make_private_dir(folder) / f"{uuid.uuid4().hex}.db"
+def scratch_path(folder: Path, file_id: int | None = None) -> Path:
+    """A new staging database's path in `folder` (private, as all of TALLY_HOME), named
+    after the file it stages (None: `tally admin load`'s), one per attempt: a killed
+    attempt's is told apart by its file's state, and removed once the file has ended."""
+    prefix = "load" if file_id is None else f"file-{file_id}"
+    return make_private_dir(folder) / f"{prefix}-{uuid.uuid4().hex}.db"
+
+
+def filled_table(table: str, file_id: int) -> str:
+    """The table a placeholder's first file (`file_id`) fills before it is published
+    as `table`: one per file, so a killed attempt's is replaced by the next."""
+    return f"{table}_f{file_id}"
+
+
+_FILE_STAGING = re.compile(r"file-(\d+)-[0-9a-f]+\.db")
+_FILLED_TABLE = re.compile(r"r_\d+_f(\d+)")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A staging file or an unpublished table an attempt at a file left behind."""
+
+    file_id: int
+    name: str  # the staging file's path, or the table's name
+    is_table: bool
+
+
+def leftovers(conn: Connection, folder: Path) -> list[Leftover]:
+    """What loads of files left: staging files in `folder`, and tables of the main
+    database filled and never published."""
+    names = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    found = [
+        Leftover(int(m[1]), str(path), is_table=False)
+        for path in names
+        if (m := _FILE_STAGING.fullmatch(path.name))
+    ]
+    return found + [
+        Leftover(int(m[1]), table, is_table=True)
+        for table in inspect(conn).get_table_names()
+        if (m := _FILLED_TABLE.fullmatch(table))
+    ]
+
+
+def leftovers_of(conn: Connection, folder: Path, file_id: int, table: str) -> list[Leftover]:
+    """What loads of one file left: its staging files, and `table` (its `filled_table`)."""
+    paths = sorted(folder.glob(f"file-{file_id}-*.db")) if folder.is_dir() else []
+    found = [Leftover(file_id, str(path), is_table=False) for path in paths]
+    if inspect(conn).has_table(table):
+        found.append(Leftover(file_id, table, is_table=True))
+    return found
+
+
+def remove(engine: Engine, leftover: Leftover) -> None:
+    if leftover.is_table:
+        with write_connection(engine) as conn, conn.begin():
+            drop_table(conn, leftover.name)
+    else:
+        Path(leftover.name).unlink(missing_ok=True)
 
 
 def scratch_table() -> str:

@@ -99,6 +99,10 @@ class Worker:
                 self.stopping.wait(self._poll_seconds)
 
     def start(self) -> None:
+        try:
+            self._runtime.delivery.sweep_leftovers()
+        except Exception:  # what is left is swept at the next start, or as its file ends
+            log.exception("staging_sweep_failed")
         listener = threading.Thread(target=self._listen, name="tally-worker-listen", daemon=True)
         listener.start()
         for n in range(self._concurrency):

@@ -30,7 +30,7 @@ class StrictDecoder:
     read again (`again`), to count the lines before them."""
 
     def __init__(self, encoding: str, again: Pieces) -> None:
-        self._encoding = encoding
+        self.encoding = encoding
         self._again = again
         self._decoder = codecs.getincrementaldecoder(codec_of(encoding))()
         self._fed = 0
@@ -46,9 +46,9 @@ class StrictDecoder:
             raise self._invalid(offset, error) from None
 
     def _invalid(self, offset: int, error: UnicodeDecodeError) -> LoadError:
-        utf8 = self._encoding == DEFAULT_ENCODING
+        utf8 = self.encoding == DEFAULT_ENCODING
         message = (
-            f"the file is not valid {'UTF-8' if utf8 else self._encoding}: byte "
+            f"the file is not valid {'UTF-8' if utf8 else self.encoding}: byte "
             f"0x{error.object[error.start]:02x} at byte offset {offset} cannot be decoded "
             f"({error.reason})"
         )
@@ -56,7 +56,7 @@ class StrictDecoder:
             message += "; it starts with a UTF-16 byte-order mark: declare the encoding utf-16"
         elif utf8:
             message += "; declare the source's encoding if its files are not UTF-8 (e.g. cp1252)"
-        return LoadError(message, line=_line_at(self._again, self._encoding, offset))
+        return LoadError(message, line=_line_at(self._again, self.encoding, offset))
 
 
 def _line_at(pieces: Pieces, encoding: str, offset: int) -> int:

@@ -14,10 +14,12 @@ import gzip
 import io
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import IO
 
 from tally.core.errors import LoadError
 from tally.core.limits import MIB, FileLimits
+from tally.storage.db_errors import refusal_as_load_error
 
 # A small gzip may expand a lot and be harmless (a few repeated rows); the ratio is judged
 # once this much has come out of it.
@@ -75,9 +77,13 @@ class LimitedGzip(io.RawIOBase):
 
 
 class LineMeter:
-    """Measures the lines of a byte stream, chunk by chunk, at C speed: the header line
-    against `max_header_bytes`, every other against `max_line_bytes`. A chunk never
-    exceeds the line limit, so only a line that spans chunks can be too long."""
+    """Measures the lines of a file's text in UTF-8 (a UTF-8 file's bytes as they are),
+    chunk by chunk, at C speed: the header line against `max_header_bytes`, every other
+    against `max_line_bytes`. In UTF-8 a line break is a byte no other character holds,
+    so lines are counted exactly whatever the file's encoding (in UTF-16, `\\n`'s byte is
+    half of many characters), and a UTF-16 line counts as long as the same text in UTF-8
+    (not twice that). No piece measured exceeds the line limit, so only a line that
+    spans pieces can be too long."""
 
     def __init__(self, limits: FileLimits) -> None:
         self._limits = limits
@@ -90,6 +96,15 @@ class LineMeter:
         return max(1, min(SCAN_CHUNK_BYTES, self._limits.max_line_bytes))
 
     def feed(self, chunk: bytes) -> None:
+        """Measure the next bytes of UTF-8 text (a chunk grows when encoded as UTF-8)."""
+        step = self.chunk_bytes
+        if len(chunk) <= step:
+            self._feed(chunk)
+        else:
+            for start in range(0, len(chunk), step):
+                self._feed(chunk[start : start + step])
+
+    def _feed(self, chunk: bytes) -> None:
         if self._newline is None and (b"\n" in chunk or b"\r" in chunk):
             self._newline = b"\n" if b"\n" in chunk else b"\r"  # \r alone: old Mac files
         first = -1 if self._newline is None else chunk.find(self._newline)
@@ -109,12 +124,13 @@ class LineMeter:
             return
         if header:
             raise LoadError(
-                f"the header line is longer than the limit of {limit} bytes "
-                "(TALLY_MAX_HEADER_BYTES)",
+                f"the header line is longer than the limit of {limit} bytes of UTF-8 "
+                "text (TALLY_MAX_HEADER_BYTES)",
                 line=1,
             )
         raise LoadError(
-            f"the line is longer than the limit of {limit} bytes (TALLY_MAX_LINE_BYTES)",
+            f"the line is longer than the limit of {limit} bytes of UTF-8 text "
+            "(TALLY_MAX_LINE_BYTES)",
             line=self._breaks + 1,
         )
 
@@ -128,6 +144,12 @@ def check_width(header: Sequence[str], limits: FileLimits) -> None:
             line=1,
             column=header[limits.max_columns],
         )
+
+
+def table_refused(width: int) -> AbstractContextManager[None]:
+    """Around creating and filling the table of a file of `width` columns: the limits may
+    be set above what the database takes, and its refusal then fails the file at once."""
+    return refusal_as_load_error(f"the table for the file's {width} columns")
 
 
 def value_too_long(limits: FileLimits, *, line: int, column: str | None) -> LoadError:

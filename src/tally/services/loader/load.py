@@ -40,7 +40,7 @@ from tally.services.loader.inference import (
     timestamps_are_plain,
     values_fit,
 )
-from tally.services.loader.limits import check_width
+from tally.services.loader.limits import check_width, table_refused
 from tally.services.loader.reader import (
     FileFormat,
     FileHead,
@@ -428,24 +428,26 @@ def load_into(
     """
     resource = resources.lock_resource(conn, resource_id)
     file_format = detect_format(path, encoding or resource.encoding, limits)
-    check_width(read_head(path, file_format, batches=0).header, limits)
+    header = read_head(path, file_format, batches=0).header
+    check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
-    try:
-        if bulk.takes_expected:
-            _stage_raw(bulk, path, file_format, resource)
-        if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
-            first = checked_while_staging(bulk, path, file_format, known, on_progress)
-        else:
-            first = first_pass(path, file_format, known, on_progress)
-        appended = bulk.settle(first.reading(), first.ordered)  # before any other statement
-        columns = _prepare_table(conn, resource, first, created=appended)
-        if not appended:
-            by_physical = {c.physical: c for c in columns}
-            ordered = [by_physical[c.physical] for c in first.ordered]
-            bulk.append(ordered, first.shapes, row_batches(path, file_format, on_progress))
-    finally:
-        bulk.abort()
+    with table_refused(len(header)):
+        try:
+            if bulk.takes_expected:
+                _stage_raw(bulk, path, file_format, resource)
+            if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
+                first = checked_while_staging(bulk, path, file_format, known, on_progress)
+            else:
+                first = first_pass(path, file_format, known, on_progress)
+            appended = bulk.settle(first.reading(), first.ordered)  # before any other one
+            columns = _prepare_table(conn, resource, first, created=appended)
+            if not appended:
+                by_physical = {c.physical: c for c in columns}
+                ordered = [by_physical[c.physical] for c in first.ordered]
+                bulk.append(ordered, first.shapes, row_batches(path, file_format, on_progress))
+        finally:
+            bulk.abort()
     updated = resources.record_load(
         conn, resource, columns=columns, added_rows=first.rows, now=utc_now()
     )

@@ -68,13 +68,14 @@ class _Scan:
 
 def _scan(handle: IO[bytes], decoder: StrictDecoder, lines: LineMeter) -> _Scan:
     """One incremental pass over the whole file, decoded strictly: whether it holds a
-    NUL or a quote character, and its head; its lines are measured on the way (a gzip
-    file's expansion is bounded by `handle`)."""
+    NUL or a quote character, and its head; its lines are measured on the way, in UTF-8
+    (a gzip file's expansion is bounded by `handle`)."""
     found = _Scan()
+    utf8 = decoder.encoding == DEFAULT_ENCODING
     try:
         while chunk := handle.read(lines.chunk_bytes):
-            lines.feed(chunk)
             text = decoder.decode(chunk)
+            lines.feed(chunk if utf8 else text.encode())
             if len(found.head) < SNIFF_BYTES:
                 found.head += text[: SNIFF_BYTES - len(found.head)]
             found.nul = found.nul or "\x00" in text

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.limits import FileLimits
-from tally.services.loader.limits import check_width
+from tally.services.loader.limits import check_width, table_refused
 from tally.services.loader.load import (
     PARALLEL_CHECK_MIN_BYTES,
     LoadResult,
@@ -67,11 +67,12 @@ def stage_file(
     at `staging_path`, for `resource` as it is now (None: a source created when the file
     is published)."""
     file_format = detect_format(path, encoding, limits)
-    check_width(read_head(path, file_format, batches=0).header, limits)
+    header = read_head(path, file_format, batches=0).header
+    check_width(header, limits)
     known = None if resource is None or resource.is_placeholder else resource.columns
     engine = staging.staging_engine(staging_path)
     try:
-        with engine.connect() as conn, conn.begin():
+        with table_refused(len(header)), engine.connect() as conn, conn.begin():
             bulk = bulk_load_for(conn, staging.STAGED_TABLE)
             try:
                 if path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
@@ -97,10 +98,11 @@ def stage_file(
 def fill_staged(conn: Connection, staged: StagedFile, table: str) -> None:
     """A placeholder's first file: its rows copied, in short transactions, into `table`,
     which nothing reads until `publish_staged` renames it into place."""
-    with conn.begin():
-        ddl.drop_table(conn, table)
-        ddl.create_table(conn, table, staged.columns)
-    staging.fill_in_chunks(conn, table, staged.columns)
+    with table_refused(len(staged.columns)):
+        with conn.begin():
+            ddl.drop_table(conn, table)
+            ddl.create_table(conn, table, staged.columns)
+        staging.fill_in_chunks(conn, table, staged.columns)
 
 
 def publish_staged(

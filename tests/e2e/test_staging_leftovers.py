@@ -1,0 +1,195 @@
+"""What a SIGKILLed load leaves behind is removed once its file has ended (issue #14),
+on SQLite and PostgreSQL, with real `tally worker` processes.
+
+On SQLite a load is staged in a database file of its own, and a source's first file
+fills a table that is renamed into place when published (decision 0013): a worker
+killed meanwhile leaves both. Every way the file then ends removes them, and a worker
+sweeps at its start the leftovers of files that ended without it. On PostgreSQL the
+load is one transaction, which the killed connection rolls back: the same checks hold
+there, with nothing to remove.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from support.databases import make_settings
+from support.factories import make_tenant
+from support.hostile import ledger_csv
+from support.processes import (
+    Processes,
+    TallyProcess,
+    list_files,
+    notify,
+    process_defaults,
+    register_webhook,
+    running_processes,
+)
+from support.servers import file_server_app, serve_app
+from support.waiting import eventually
+from tally.core.files import FileStatus
+from tally.runtime import Runtime
+from tally.settings import Settings
+from tally.storage import files
+from tally.storage.blobs import BlobStore
+
+LEASE_SECONDS = 2.0
+WAIT_SECONDS = 90.0
+ROWS = 300_000  # staged for seconds, its table filled for about one
+FILES: dict[str, bytes] = {}
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
+    return make_settings(
+        request,
+        backend,
+        tmp_path / "home",
+        **process_defaults(lease_seconds=LEASE_SECONDS, delivery_max_attempts=1),
+    )
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    with running_processes(tmp_path / "logs") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with serve_app(file_server_app(FILES)) as url:
+        yield url
+
+
+def staging_files(settings: Settings) -> list[str]:
+    folder = BlobStore(settings.blob_dir).staging_dir
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def table_names(runtime: Runtime) -> set[str]:
+    with runtime.engine.connect() as conn:
+        return set(sa.inspect(conn).get_table_names())
+
+
+def killed_mid_load(
+    runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> tuple[int, set[str]]:
+    """A new source's first file, its worker SIGKILLed mid-load (on SQLite, while the
+    file's table is being filled): the file, and the database's tables before."""
+    tenant = make_tenant(runtime.engine, ingestion=True)
+    hook = register_webhook(api, tenant, "killed")
+    before = table_names(runtime)
+    name = f"big-{id(runtime)}.csv"
+    FILES[name] = ledger_csv(ROWS)
+    worker = processes.worker(runtime.settings, concurrency=1)
+    assert notify(api, hook["webhook_id"], f"{server}/files/{name}").is_success
+    [listed] = eventually(lambda: list_files(api, tenant, hook["id"]), timeout=10, what="file")
+    file_id = int(listed["id"])
+    if runtime.backend_name == "sqlite":
+        filling = f"r_{hook['id']}_f{file_id}"
+        eventually(
+            lambda: filling in table_names(runtime),
+            timeout=WAIT_SECONDS,
+            what="the file's table to be filled",
+            interval=0.01,
+            explain=worker.describe,
+        )
+    else:
+        eventually(
+            lambda: file_status(runtime, file_id) == FileStatus.LOADING,
+            timeout=WAIT_SECONDS,
+            what="the load to start",
+            interval=0.01,
+            explain=worker.describe,
+        )
+    assert worker.kill() == -signal.SIGKILL
+    assert file_status(runtime, file_id) == FileStatus.LOADING  # killed mid-load
+    if runtime.backend_name == "sqlite":  # what the kill left
+        assert len(staging_files(runtime.settings)) == 1
+        assert table_names(runtime) - before == {f"r_{hook['id']}_f{file_id}"}
+    return file_id, before
+
+
+def file_status(runtime: Runtime, file_id: int) -> str:
+    with runtime.engine.connect() as conn:
+        return files.get_file(conn, file_id).status
+
+
+def assert_nothing_left(runtime: Runtime, before: set[str], worker: TallyProcess) -> None:
+    eventually(
+        lambda: staging_files(runtime.settings) == [] and table_names(runtime) == before,
+        timeout=10,
+        what="no staging file and no table left",
+        explain=lambda: f"{staging_files(runtime.settings)} {table_names(runtime) - before}",
+    )
+    removed = worker.stderr_text().count("staging_leftover_removed")
+    assert removed == (2 if runtime.backend_name == "sqlite" else 0), worker.describe()
+
+
+def test_a_file_killed_on_its_last_attempt_leaves_nothing_once_it_fails(
+    runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
+    """One attempt allowed: the next worker fails the file at its claim, and removes
+    the killed attempt's staging file and half-filled table as it does."""
+    file_id, before = killed_mid_load(runtime, api, processes, server)
+    second = processes.worker(runtime.settings, concurrency=1)
+    eventually(
+        lambda: file_status(runtime, file_id) == FileStatus.FAILED,
+        timeout=WAIT_SECONDS,
+        what="the file to fail",
+        explain=second.describe,
+    )
+    with runtime.engine.connect() as conn:
+        failed = files.get_file(conn, file_id)
+    assert (failed.attempts, failed.rows) == (2, None)
+    assert "gave up after 1 attempts" in (failed.error or ""), failed.error
+    assert_nothing_left(runtime, before, second)
+    assert second.terminate(timeout=20) == 0
+
+
+def test_a_worker_sweeps_at_start_the_leftovers_of_files_that_ended(
+    runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
+    """A file that ended without a worker seeing it (here: failed in the database by
+    hand): the next worker to start removes what its killed attempt left."""
+    file_id, before = killed_mid_load(runtime, api, processes, server)
+    with runtime.engine.begin() as conn:
+        now = dt.datetime.now(dt.UTC)
+        files.finish(conn, file_id, status=FileStatus.FAILED, now=now, error="ended by hand")
+    started = processes.worker(runtime.settings, concurrency=1)
+    started.wait_ready()
+    assert_nothing_left(runtime, before, started)
+    assert file_status(runtime, file_id) == FileStatus.FAILED
+    assert started.terminate(timeout=20) == 0
+
+
+def test_a_delivered_file_leaves_no_staging_file_of_a_killed_attempt(
+    runtime: Runtime, api: httpx.Client, processes: Processes, server: str
+) -> None:
+    """With attempts left, the next attempt delivers the file, and removes the staging
+    file the killed one left (the half-filled table it replaced and dropped itself)."""
+    file_id, before = killed_mid_load(runtime, api, processes, server)
+    second = processes.worker(runtime.settings, concurrency=1, delivery_max_attempts=3)
+    eventually(
+        lambda: file_status(runtime, file_id) == FileStatus.DELIVERED,
+        timeout=WAIT_SECONDS,
+        what="the file to be delivered",
+        explain=second.describe,
+    )
+    eventually(
+        lambda: staging_files(runtime.settings) == [],
+        timeout=10,
+        what="no staging file left",
+        explain=lambda: str(staging_files(runtime.settings)),
+    )
+    assert table_names(runtime) == before
+    expected = 1 if runtime.backend_name == "sqlite" else 0
+    assert second.stderr_text().count("staging_leftover_removed") == expected
+    assert second.terminate(timeout=20) == 0
