@@ -70,13 +70,18 @@ class Settings(BaseSettings):
         limits.DEFAULT_MAX_COLUMNS,
         ge=1,
         description="Most columns a file may have (SQLite's own limit is 2,000, "
-        "PostgreSQL's 1,600).",
+        "PostgreSQL's 1,600: past them, files fail with 'the database refused the table').",
     )
     max_header_bytes: int = Field(
-        limits.DEFAULT_MAX_HEADER_BYTES, ge=1, description="Longest header line of a file."
+        limits.DEFAULT_MAX_HEADER_BYTES,
+        ge=1,
+        description="Longest header line of a file, in bytes of its text in UTF-8.",
     )
     max_line_bytes: int = Field(
-        limits.DEFAULT_MAX_LINE_BYTES, ge=1, description="Longest line of a file."
+        limits.DEFAULT_MAX_LINE_BYTES,
+        ge=1,
+        description="Longest line of a file, in bytes of its text in UTF-8 (a UTF-8 file's "
+        "bytes as stored).",
     )
     max_cell_bytes: int = Field(
         limits.DEFAULT_MAX_CELL_BYTES, ge=1, description="Longest value of a file, in characters."
