@@ -113,6 +113,17 @@ def rendered_rows(
     return rendered, rows_from
 
 
+def row_text(columns: Sequence[Column], prefix: str, *, postgresql: bool) -> sa.ColumnElement[Any]:
+    """The JSON text stored for a row whose stored values are `{prefix}{physical}`: what
+    `store_row_json` writes, and what a table written whole (a derived output) stores
+    as it inserts its rows."""
+    labelled = _labelled_values(columns, prefix) if postgresql else None
+    if labelled is None:
+        return _json_object(columns, prefix, postgresql)
+    values = labelled.subquery("row_values")
+    return sa.select(sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)).scalar_subquery()
+
+
 def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int:
     """Give every row without stored JSON text its text, as a page would render it; the
     number of rows given one. Runs in transactions of `ROW_JSON_BATCH_ROWS` rows, so a
@@ -120,16 +131,7 @@ def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int
     batch renders the values the row has when it is written (a row whose values change
     meanwhile has its text cleared by that change, or, on PostgreSQL, is rendered again
     from its new version by the UPDATE itself)."""
-    postgresql = engine.dialect.name == "postgresql"
-    prefix = f"{table}."
-    labelled = _labelled_values(columns, prefix) if postgresql else None
-    if labelled is None:
-        text: sa.ColumnElement[Any] = _json_object(columns, prefix, postgresql)
-    else:
-        values = labelled.subquery("row_values")
-        text = sa.select(
-            sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)
-        ).scalar_subquery()
+    text = row_text(columns, f"{table}.", postgresql=engine.dialect.name == "postgresql")
     row_id: sa.ColumnClause[Any] = sa.column(ROW_ID)
     row_json: sa.ColumnClause[Any] = sa.column(ROW_JSON)
     source = sa.table(table, row_id, row_json)
