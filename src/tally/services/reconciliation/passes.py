@@ -1,0 +1,156 @@
+"""The passes: manual matches, `one_to_one`, and the grouped `one_to_many`/`many_to_one`.
+
+Each pass reads only free rows and records its matches in the run (state.py). Rows are
+grouped by key with dicts (each distinct key normalised once); a key shared by one left and
+one right row, by far the usual case, is decided without building any candidate list.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Hashable
+
+from tally.core.reconciliation import ManualWork, SideName
+from tally.services.reconciliation.state import Run
+
+Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
+
+
+def apply_manual(run: Run, manual: ManualWork) -> None:
+    """Manual matches take their rows before any pass (positions no longer in an input
+    are left out; a match left without a row on either side is dropped)."""
+    left_index = {p: i for i, p in enumerate(run.left.positions)}
+    right_index = {p: i for i, p in enumerate(run.right.positions)}
+    for match in sorted(manual.matches, key=lambda m: min(m.left_rows, default=0)):
+        lefts = sorted(left_index[p] for p in set(match.left_rows) if p in left_index)
+        rights = sorted(right_index[p] for p in set(match.right_rows) if p in right_index)
+        if lefts and rights:
+            run.add_match(-1, lefts, rights, note=match.note)
+
+
+def _index(
+    keys: list[Hashable | None], rows: list[int]
+) -> tuple[dict[Hashable | None, int], dict[Hashable | None, list[int]]]:
+    """key -> a row with it, and for keys several rows share: key -> those rows, ascending."""
+    first = dict(zip([keys[i] for i in rows], rows, strict=True))
+    shared: dict[Hashable | None, list[int]] = {}
+    if len(first) < len(rows):
+        counts = Counter([keys[i] for i in rows])
+        shared = {key: [] for key, count in counts.items() if count > 1}
+        for i in rows:
+            group = shared.get(keys[i])
+            if group is not None:
+                group.append(i)
+    return first, shared
+
+
+def one_to_one(run: Run, pass_index: int) -> None:
+    match_pass = run.definition.passes[pass_index]
+    left, right = run.left, run.right
+    left_keys = left.keys(run.spec(match_pass, SideName.LEFT))
+    right_keys = right.keys(run.spec(match_pass, SideName.RIGHT))
+    left_first, left_shared = _index(left_keys, run.eligible(left, left_keys))
+    right_first, right_shared = _index(right_keys, run.eligible(right, right_keys))
+    tolerance = run.tolerance(match_pass)
+    before, after = match_pass.date_window
+    amounts = run.amounts
+    dates = run.dates
+    rejected = run.rejected
+    groups: list[list[Pair]] = []
+    for key in left_first.keys() & right_first.keys():
+        if key in left_shared or key in right_shared:
+            lefts = left_shared.get(key) or [left_first[key]]
+            rights = right_shared.get(key) or [right_first[key]]
+            pairs = _candidates(run, lefts, rights, tolerance, (before, after))
+            if pairs:
+                groups.append(pairs)
+            continue
+        i, j = left_first[key], right_first[key]
+        if amounts and abs(left.amounts[i] - right.amounts[j]) > tolerance:  # type: ignore[operator]
+            continue
+        if dates and not before <= right.days[j] - left.days[i] <= after:  # type: ignore[operator]
+            continue
+        if rejected and (left.positions[i], right.positions[j]) in rejected:
+            continue
+        run.add_match(pass_index, (i,), (j,))
+    if groups:
+        _greedy(run, pass_index, groups)
+
+
+def _candidates(
+    run: Run, lefts: list[int], rights: list[int], tolerance: int, window: tuple[int, int]
+) -> list[Pair]:
+    """Every pair of a key's rows within tolerance and window and not rejected: the right
+    rows sorted by amount, each left row's range found by bisection."""
+    left, right = run.left, run.right
+    before, after = window
+    if run.amounts:
+        rights = sorted(rights, key=lambda j: right.amounts[j])  # type: ignore[arg-type,return-value]
+        right_amounts: list[int] = [right.amounts[j] for j in rights]  # type: ignore[misc]
+    pairs: list[Pair] = []
+    for i in lefts:
+        amount = left.amounts[i]
+        near = rights
+        if run.amounts:
+            assert amount is not None
+            low = bisect_left(right_amounts, amount - tolerance)
+            near = rights[low : bisect_right(right_amounts, amount + tolerance, low)]
+        for j in near:
+            shift = right.days[j] - left.days[i] if run.dates else 0  # type: ignore[operator]
+            if not before <= shift <= after and run.dates:
+                continue
+            if run.rejected and (left.positions[i], right.positions[j]) in run.rejected:
+                continue
+            gap = abs(amount - right.amounts[j]) if run.amounts else 0  # type: ignore[operator]
+            pairs.append((gap, abs(shift), i, j))
+    return pairs
+
+
+def _greedy(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
+    """Take the pairs best first (amount gap, date gap, then content), each row once.
+    Content is looked up only for pairs tied on both gaps that share a row."""
+    tied_left: set[int] = set()
+    tied_right: set[int] = set()
+    for pairs in groups:
+        pairs.sort()
+        for run_of_ties in _ties(pairs):
+            lefts = [p[2] for p in run_of_ties]
+            rights = [p[3] for p in run_of_ties]
+            if len(set(lefts)) < len(lefts) or len(set(rights)) < len(rights):
+                tied_left.update(lefts)
+                tied_right.update(rights)
+    left_content = run.content_keys(run.left, tied_left)
+    right_content = run.content_keys(run.right, tied_right)
+    left_taken, right_taken = run.left.taken, run.right.taken
+    for pairs in groups:
+        if left_content or right_content:
+            pairs.sort(
+                key=lambda p: (
+                    p[0],
+                    p[1],
+                    left_content.get(p[2], ()),
+                    right_content.get(p[3], ()),
+                    p[2],
+                    p[3],
+                )
+            )
+        for _, _, i, j in pairs:
+            if left_taken[i] < 0 and right_taken[j] < 0:
+                run.add_match(pass_index, (i,), (j,))
+
+
+def _ties(pairs: list[Pair]) -> list[list[Pair]]:
+    """The runs of two or more sorted pairs with equal amount and date gaps."""
+    runs: list[list[Pair]] = []
+    start = 0
+    for end in range(1, len(pairs) + 1):
+        if end == len(pairs) or pairs[end][:2] != pairs[start][:2]:
+            if end - start > 1:
+                runs.append(pairs[start:end])
+            start = end
+    return runs
+
+
+def grouped(run: Run, pass_index: int) -> None:
+    raise NotImplementedError
