@@ -4,6 +4,7 @@
     ├── NotFoundError
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
+    │   └── ReconciliationNotFoundError, MatchNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
@@ -16,6 +17,7 @@
     │   ├── InvalidBodyError                 (ingestion 422: a body that is not its model)
     │   │   └── InvalidUploadError           (an upload that is not its Content-Type)
     │   │       └── JsonRowsError            (JSON rows that cannot become CSV)
+    │   ├── ConflictError                    (409: rows already in a manual match, ...)
     │   ├── IncompleteBodyError              (ingestion 400: the client left mid-body)
     │   ├── UnsupportedMediaTypeError        (ingestion 415)
     │   └── UploadTooLargeError              (ingestion 413)
@@ -88,6 +90,14 @@ class FileNotFoundInSourceError(NotFoundError):
 
 class ApiKeyNotFoundError(NotFoundError):
     """API key not found"""
+
+
+class ReconciliationNotFoundError(NotFoundError):
+    """Reconciliation not found"""
+
+
+class MatchNotFoundError(NotFoundError):
+    """Match not found"""
 
 
 class AuthError(TallyError):
@@ -164,6 +174,14 @@ class DefinitionRejectedError(InvalidRequestError):
     def __init__(self, problems: list[FieldProblem]) -> None:
         self.problems = problems
         super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+
+class ConflictError(InvalidRequestError):
+    """The request conflicts with what is there now; each problem names the row or field."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
 
 
 class LoadError(TallyError):
