@@ -106,13 +106,13 @@ class DerivedRuns:
         self._run(record, worker)
         return True
 
-    def run_now(self, derived_id: int, *, worker: str) -> DerivedRecord:
+    def run_now(self, derived_id: int, *, kind: str, worker: str) -> DerivedRecord:
         """Run it now in this process and return it once its output is readable; when
         another worker is running it, wait for that run (at most `wait_seconds`), then
         run it if it is still wanted. A run that fails raises RunFailedError."""
         asked = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
-            if derived_resources.get_derived(conn, derived_id) is None:
+            if derived_resources.find_derived(conn, derived_id, kind) is None:
                 raise ResourceNotFoundError()
             derived_resources.request_run(conn, derived_id, asked)
         deadline = time.monotonic() + self.policy.wait_seconds

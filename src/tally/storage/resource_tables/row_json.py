@@ -28,19 +28,43 @@ def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
             return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"
         return ref  # JSON renders a TIMESTAMP as 'YYYY-MM-DDTHH:MM:SS[.ffffff]'
     if column.type is ColumnType.DECIMAL and column.scale:
-        unit = 10**column.scale
-        # printf on integers: exact, and twice as fast as string arithmetic.
-        digits = f"%d.%0{column.scale}d"
-        return (
-            f"json(CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < 0"
-            f" THEN printf('-{digits}', -{ref} / {unit}, -{ref} % {unit})"
-            f" ELSE printf('{digits}', {ref} / {unit}, {ref} % {unit}) END)"
-        )
+        return f"json({_sqlite_decimal_text(column, ref)})"
     if column.type is ColumnType.BOOLEAN:
         return f"json(CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END)"
     if column.type is ColumnType.TIMESTAMP and column.timezone:
         return f"({ref} || 'Z')"
     return ref
+
+
+def _sqlite_decimal_text(column: Column, ref: str) -> str:
+    """SQLite: a scaled integer as its decimal text, with the column's digits."""
+    unit = 10**column.scale
+    # printf on integers: exact, and twice as fast as string arithmetic.
+    digits = f"%d.%0{column.scale}d"
+    return (
+        f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < 0"
+        f" THEN printf('-{digits}', -{ref} / {unit}, -{ref} % {unit})"
+        f" ELSE printf('{digits}', {ref} / {unit}, {ref} % {unit}) END"
+    )
+
+
+def text_value_sql(column: Column, ref: str, *, postgresql: bool) -> str:
+    """SQL text giving a stored value as the text the Data API shows for it (a
+    decimal with its column's digits, a timestamp in ISO form); NULL stays NULL."""
+    kind = column.type
+    if kind is ColumnType.TEXT or kind is ColumnType.DATE:
+        return ref
+    if kind is ColumnType.BOOLEAN:
+        return f"CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END"
+    if kind is ColumnType.DECIMAL and column.scale and not postgresql:
+        return _sqlite_decimal_text(column, ref)
+    if kind is ColumnType.TIMESTAMP:
+        if not postgresql:
+            return f"({ref} || 'Z')" if column.timezone else ref
+        if column.timezone:
+            return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"
+        return f"replace({ref}::text, ' ', 'T')"
+    return f"CAST({ref} AS TEXT)"
 
 
 def _json_object(
