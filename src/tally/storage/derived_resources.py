@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, case, delete, insert, select, update
 
+from tally.storage.engine import backend_of
 from tally.storage.schema import derived_inputs, derived_resources, is_storable_id
 
 
@@ -100,6 +101,28 @@ def find_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord 
     return DerivedRecord.from_row(row) if row else None
 
 
+def lock_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord | None:
+    """`find_derived`, holding the row's lock until commit on PostgreSQL (SQLite's one
+    writer already serialises): two manual actions on the same rows never both pass
+    their checks."""
+    if not is_storable_id(derived_id):
+        return None
+    stmt = select(derived_resources).where(
+        derived_resources.c.id == derived_id, derived_resources.c.kind == kind
+    )
+    if backend_of(conn).is_postgresql:
+        stmt = stmt.with_for_update()
+    row = conn.execute(stmt).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def find_derived_by_output(conn: Connection, resource_id: int) -> DerivedRecord | None:
+    row = conn.execute(
+        select(derived_resources).where(derived_resources.c.resource_id == resource_id)
+    ).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
 def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
     rows = conn.execute(
         select(derived_resources)
@@ -127,6 +150,51 @@ def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
             updated_at=due_at,
         )
     )
+
+
+def request_run_now(conn: Connection, derived_id: int, now: dt.datetime) -> None:
+    """A run someone asked for (the API, the CLI, a new definition, a manual action):
+    due now, and a derived resource that had failed for good gets its attempts back."""
+    request_run(conn, derived_id, now)
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id, derived_resources.c.state == "failed")
+        .values(state="queued", attempts=0)
+    )
+
+
+def replace_definition(
+    conn: Connection,
+    derived_id: int,
+    *,
+    name: str,
+    definition: dict[str, Any],
+    inputs: Sequence[int],
+    now: dt.datetime,
+) -> None:
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(name=name, definition=definition, updated_at=now)
+    )
+    set_inputs(conn, derived_id, inputs)
+
+
+def delete_derived(conn: Connection, derived_id: int) -> None:
+    """The derived resource and its inputs (its output is the caller's to delete)."""
+    conn.execute(delete(derived_inputs).where(derived_inputs.c.derived_id == derived_id))
+    conn.execute(delete(derived_resources).where(derived_resources.c.id == derived_id))
+
+
+def inputs_of_output(conn: Connection, resource_id: int) -> list[int]:
+    """The resources the derived resource whose output this is reads (none for a source)."""
+    rows = conn.execute(
+        select(derived_inputs.c.resource_id)
+        .join(derived_resources, derived_resources.c.id == derived_inputs.c.derived_id)
+        .where(derived_resources.c.resource_id == resource_id)
+        .order_by(derived_inputs.c.resource_id)
+    )
+    return [int(r) for r in rows.scalars()]
 
 
 def readers_of(conn: Connection, resource_id: int) -> list[int]:
