@@ -102,6 +102,28 @@ def find_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord 
     return DerivedRecord.from_row(row) if row else None
 
 
+def lock_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord | None:
+    """`find_derived`, holding the row's lock until commit on PostgreSQL (SQLite's one
+    writer already serialises): two manual actions on the same rows never both pass
+    their checks."""
+    if not is_storable_id(derived_id):
+        return None
+    stmt = select(derived_resources).where(
+        derived_resources.c.id == derived_id, derived_resources.c.kind == kind
+    )
+    if backend_of(conn).is_postgresql:
+        stmt = stmt.with_for_update()
+    row = conn.execute(stmt).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def find_derived_by_output(conn: Connection, resource_id: int) -> DerivedRecord | None:
+    row = conn.execute(
+        select(derived_resources).where(derived_resources.c.resource_id == resource_id)
+    ).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
 def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
     rows = conn.execute(
         select(derived_resources)
@@ -126,10 +148,59 @@ def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
                 ),
                 else_=derived_resources.c.run_due_at,
             ),
+            # a wish after a run that failed for good starts a new series of attempts
             state=case((derived_resources.c.state == "running", "running"), else_="queued"),
+            attempts=case(
+                (derived_resources.c.state == "failed", 0), else_=derived_resources.c.attempts
+            ),
             updated_at=due_at,
         )
     )
+
+
+def request_run_now(conn: Connection, derived_id: int, now: dt.datetime) -> None:
+    """A run someone asked for (the API, the CLI, a new definition, a manual action):
+    due now, and a derived resource that had failed for good gets its attempts back."""
+    request_run(conn, derived_id, now)
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id, derived_resources.c.state == "failed")
+        .values(state="queued", attempts=0)
+    )
+
+
+def replace_definition(
+    conn: Connection,
+    derived_id: int,
+    *,
+    name: str,
+    definition: dict[str, Any],
+    inputs: Sequence[int],
+    now: dt.datetime,
+) -> None:
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(name=name, definition=definition, updated_at=now)
+    )
+    set_inputs(conn, derived_id, inputs)
+
+
+def delete_derived(conn: Connection, derived_id: int) -> None:
+    """The derived resource and its inputs (its output is the caller's to delete)."""
+    conn.execute(delete(derived_inputs).where(derived_inputs.c.derived_id == derived_id))
+    conn.execute(delete(derived_resources).where(derived_resources.c.id == derived_id))
+
+
+def inputs_of_output(conn: Connection, resource_id: int) -> list[int]:
+    """The resources the derived resource whose output this is reads (none for a source)."""
+    rows = conn.execute(
+        select(derived_inputs.c.resource_id)
+        .join(derived_resources, derived_resources.c.id == derived_inputs.c.derived_id)
+        .where(derived_resources.c.resource_id == resource_id)
+        .order_by(derived_inputs.c.resource_id)
+    )
+    return [int(r) for r in rows.scalars()]
 
 
 def readers_of(conn: Connection, resource_id: int) -> list[int]:
@@ -167,8 +238,7 @@ def claim_due(
 
     The claim clears the wish (`run_due_at`), so a delivery during the run queues the
     next one; it counts an attempt (a run whose worker dies counts too: a run that kills
-    its worker every time ends `failed`, not in a loop); a wish after a `failed` run
-    starts a fresh series of attempts. PostgreSQL skips rows other workers hold
+    its worker every time ends `failed`, not in a loop). PostgreSQL skips rows other workers hold
     (FOR UPDATE SKIP LOCKED); SQLite's one writer serialises claims."""
     pick = select(derived_resources.c.id).where(_claimable(now))
     if only is not None:
@@ -187,10 +257,7 @@ def claim_due(
             run_due_at=None,
             lease_owner=worker,
             lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-            attempts=case(
-                (derived_resources.c.state == "failed", 1),
-                else_=derived_resources.c.attempts + 1,
-            ),
+            attempts=derived_resources.c.attempts + 1,
             updated_at=now,
         )
         .returning(derived_resources)

@@ -1,7 +1,7 @@
 """What a reconciliation's run reads, inside one snapshot: each side's rows as the
 matching engine wants them (keys as text, amounts as integers at the run's one scale,
-dates as day ordinals, all converted by the database), rows' own values by position
-to break ties, and the analysts' manual work in force."""
+dates as day ordinals, all converted by the database), and rows' own values by row id to
+break ties."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from tally.core.columns import Column, ColumnType
-from tally.core.reconciliation import ManualMatch, ManualWork, Rejection
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables import ddl, row_json
-from tally.storage.schema import reconciliation_actions
 
 READ_BATCH_ROWS = 100_000
 IDS_PER_QUERY = 500  # row ids per IN list when rows are fetched by position
@@ -89,21 +87,3 @@ def read_rows(
         for row in conn.execute(stmt):
             found[int(row[0])] = tuple(row[1:])
     return found
-
-
-def manual_work(conn: Connection, derived_id: int) -> ManualWork:
-    """The actions in force: manual matches and confirmations not undone, rejections."""
-    actions = reconciliation_actions.c
-    rows = conn.execute(
-        select(actions.kind, actions.match_id, actions.left_rows, actions.right_rows, actions.note)
-        .where(actions.derived_id == derived_id, actions.undone_at.is_(None))
-        .order_by(actions.id)
-    )
-    matches: list[ManualMatch] = []
-    rejections: list[Rejection] = []
-    for kind, match_id, left, right, note in rows:
-        if kind == "reject":
-            rejections.append(Rejection(tuple(left), tuple(right)))
-        else:
-            matches.append(ManualMatch(int(match_id), tuple(left), tuple(right), note))
-    return ManualWork(tuple(matches), tuple(rejections))

@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
@@ -133,6 +133,17 @@ def find_resource_by_name(conn: Connection, workspace_id: int, name: str) -> Res
         select(resources).where(resources.c.workspace_id == workspace_id, resources.c.name == name)
     ).first()
     return Resource.from_row(row) if row else None
+
+
+def rename_resource(conn: Connection, resource_id: int, name: str, now: dt.datetime) -> None:
+    conn.execute(
+        update(resources).where(resources.c.id == resource_id).values(name=name, updated_at=now)
+    )
+
+
+def delete_resource(conn: Connection, resource_id: int) -> None:
+    """The catalogue's row (its table and its events are the caller's to drop first)."""
+    conn.execute(delete(resources).where(resources.c.id == resource_id))
 
 
 def record_load(

@@ -32,7 +32,7 @@ from tally.services.reconciliation.matching import (
 )
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.reasons import money
-from tally.storage import reconciliation_inputs, resources
+from tally.storage import reconciliation_actions, reconciliation_inputs, resources
 from tally.storage.derived_outputs import Layout, Part
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import snapshot_connection
@@ -69,7 +69,7 @@ class ReconciliationBuilder:
             scale = common_scale(definition, left_resource.columns, right_resource.columns)
             left = _read(conn, left_resource, definition, SideName.LEFT, scale)
             right = _read(conn, right_resource, definition, SideName.RIGHT, scale)
-            manual = reconciliation_inputs.manual_work(conn, record.id)
+            manual = reconciliation_actions.manual_work(conn, record.id)
             now = time.perf_counter()
             timings["read"] = now - clock
             clock = now
