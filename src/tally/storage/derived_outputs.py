@@ -164,7 +164,8 @@ def _part_sql(part: Part, column: Column, postgresql: bool) -> str:
     assert part.value is not None
     ref = f"p.v{part.value}"
     if postgresql and column.type is ColumnType.DECIMAL:
-        return f"({ref}::numeric / 1{'0' * column.scale})"
+        exact = f"CAST({ref} AS NUMERIC) / 1{'0' * column.scale}"
+        return f"CAST({exact} AS {ddl.sql_type(column, postgresql=True)})"
     return ref
 
 

@@ -1,0 +1,127 @@
+"""Reconciliations for tests of their runs: a bank and a ledger source, a definition
+over them, the reconciliation created with its empty output, and its output and state
+read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine
+
+from support.factories import Tenant, make_source, read_data
+from tally.core.clock import utc_now
+from tally.core.reconciliation import ReconciliationDefinition
+from tally.runtime import Runtime
+from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.storage import derived_resources, resources
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import write_connection
+from tally.storage.resource_tables import ddl
+
+BANK_CSV = (
+    "reference,amount,txn_date,memo\n"
+    "REF-1,100.00,2024-01-05,rent\n"
+    "REF-2,25.50,2024-01-06,coffee\n"
+    "REF-3,10.00,2024-01-07,split\n"
+    "REF-4,99.99,2024-01-08,bank only\n"
+)
+LEDGER_CSV = (
+    "reference,amount,txn_date,account\n"
+    "REF-2,25.50,2024-01-06,6000\n"
+    "REF-1,100.00,2024-01-05,4000\n"
+    "REF-3,4.00,2024-01-07,7000\n"
+    "REF-3,6.00,2024-01-08,7000\n"
+    "REF-9,1.00,2024-01-09,9999\n"
+)
+
+
+def definition_json(left_id: int, right_id: int, *, passes: list[Any] | None = None) -> Any:
+    return {
+        "name": "Bank vs ledger",
+        "left": {"name": "bank", "resource_id": left_id, "amount": "amount", "date": "txn_date"},
+        "right": {
+            "name": "ledger",
+            "resource_id": right_id,
+            "amount": "amount",
+            "date": "txn_date",
+        },
+        "passes": passes
+        or [
+            {
+                "name": "same reference",
+                "type": "one_to_one",
+                "keys": [{"left": "reference", "right": "reference"}],
+            },
+            {
+                "name": "split payments",
+                "type": "one_to_many",
+                "keys": [{"left": "reference", "right": "reference"}],
+                "date_window": [0, 3],
+            },
+        ],
+    }
+
+
+def make_reconciliation(engine: Engine, tenant: Tenant, definition: Any) -> DerivedRecord:
+    """The reconciliation and its empty output, its first run queued (what the API's
+    POST does)."""
+    parsed = ReconciliationDefinition.from_json(definition)
+    now = utc_now()
+    with write_connection(engine) as conn, conn.begin():
+        left = resources.get_resource(conn, parsed.left.resource_id)
+        right = resources.get_resource(conn, parsed.right.resource_id)
+        columns = output_columns(
+            parsed.left.name,
+            parsed.right.name,
+            left.columns,
+            right.columns,
+            common_scale(parsed, left.columns, right.columns),
+        )
+        output = resources.insert_resource(
+            conn,
+            workspace_id=tenant.workspace_id,
+            name=parsed.name,
+            kind="reconciliation",
+            columns=columns,
+            is_placeholder=False,
+            folder_id=None,
+            now=now,
+        )
+        ddl.create_table(conn, output.table_name, columns)
+        derived_id = derived_resources.insert_derived(
+            conn,
+            workspace_id=tenant.workspace_id,
+            resource_id=output.id,
+            kind="reconciliation",
+            name=parsed.name,
+            definition=parsed.to_json(),
+            inputs=[left.id, right.id],
+            now=now,
+        )
+        record = derived_resources.get_derived(conn, derived_id)
+    assert record is not None
+    return record
+
+
+def bank_and_ledger(
+    runtime: Runtime, tenant: Tenant, bank: str = BANK_CSV, ledger: str = LEDGER_CSV
+) -> tuple[int, int]:
+    left = make_source(runtime.engine, tenant, bank, name="bank")
+    right = make_source(runtime.engine, tenant, ledger, name="ledger")
+    return left.id, right.id
+
+
+def derived(runtime: Runtime, derived_id: int) -> DerivedRecord:
+    with runtime.engine.connect() as conn:
+        record = derived_resources.get_derived(conn, derived_id)
+    assert record is not None
+    return record
+
+
+def output_resource(runtime: Runtime, record: DerivedRecord) -> resources.Resource:
+    with runtime.engine.connect() as conn:
+        return resources.get_resource(conn, record.resource_id)
+
+
+def output_rows(runtime: Runtime, tenant: Tenant, record: DerivedRecord, **query: Any) -> Any:
+    return read_data(runtime, tenant, record.resource_id, **query)
