@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from tally.core.reconciliation import ManualWork, PassType, ReconciliationDefinition, SideName
-from tally.services.reconciliation import reasons
+from tally.services.reconciliation.explain import unmatched
 from tally.services.reconciliation.passes import apply_manual, grouped, one_to_one
 from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow
 from tally.services.reconciliation.state import Run, Side
@@ -110,6 +110,6 @@ def reconcile(
             one_to_one(run, index)
         else:
             grouped(run, index)
-    unmatched_left, unmatched_right = reasons.unmatched(run)
+    unmatched_left, unmatched_right = unmatched(run)
     matches = tuple(sorted(run.matches, key=lambda match: match.match_id))
     return Outcome(matches, unmatched_left, unmatched_right)

@@ -7,11 +7,14 @@ definition's names (`bank`, `ledger`), rows by position.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from tally.core.reconciliation import MatchPass
+
 if TYPE_CHECKING:
-    from tally.services.reconciliation.state import Run
+    from tally.services.reconciliation.state import Run, Side
 
 
 def money(value: int, scale: int) -> str:
@@ -70,8 +73,71 @@ def _dates(run: Run, bounds: tuple[int, int], shifts: tuple[int, int], grouped: 
     return f"{other} dates {days(low)} to {days(high)} ({window(bounds)})"
 
 
-def unmatched(run: Run) -> tuple[dict[int, str], dict[int, str]]:
-    """A reason for every row in no match, per side: position -> text."""
-    left = {run.left.positions[i]: "unmatched" for i in run.left.free()}
-    right = {run.right.positions[i]: "unmatched" for i in run.right.free()}
-    return left, right
+def key_values(run: Run, side: Side, i: int, match_pass: MatchPass) -> str:
+    """The row's own key values for the pass, as in `ledger row 812 (reference REF-7)`."""
+    return ", ".join(f"{column} {value}" for column, value in _keys(run, side, i, match_pass))
+
+
+def key_quoted(run: Run, side: Side, i: int, match_pass: MatchPass) -> str:
+    """The row's key values (before normalising) named by the other side's columns, as in
+    `no ledger row with reference 'INV-9'` for a bank row."""
+    other = run.opposite(side)
+    named = zip(_columns(run, other, match_pass), _keys(run, side, i, match_pass), strict=True)
+    return " and ".join(f"{column} '{value}'" for column, (_, value) in named)
+
+
+def _columns(run: Run, side: Side, match_pass: MatchPass) -> list[str]:
+    return [pair.left if side is run.left else pair.right for pair in match_pass.keys]
+
+
+def _keys(run: Run, side: Side, i: int, match_pass: MatchPass) -> list[tuple[str, str]]:
+    values = side.rows[i].keys
+    out = []
+    for column in _columns(run, side, match_pass):
+        value = values[side.key_columns.index(column)]
+        out.append((column, "(empty)" if value is None else value))
+    return out
+
+
+def rows(side: Side, indices: Sequence[int], limit: int = 5) -> str:
+    """`ledger row 5`, `ledger rows 5, 8, 9`, `ledger rows 5, 8, 9, 12, 13 and 4 more`."""
+    if len(indices) == 1:
+        return f"{side.label} row {side.positions[indices[0]]}"
+    shown = ", ".join(str(side.positions[i]) for i in indices[:limit])
+    more = f" and {len(indices) - limit} more" if len(indices) > limit else ""
+    return f"{side.label} rows {shown}{more}"
+
+
+def shared_key(run: Run, pass_index: int, one: Side, sharing: Sequence[int]) -> str:
+    match_pass = run.definition.passes[pass_index]
+    many = run.opposite(one)
+    keys = " and ".join(f"{c} '{v}'" for c, v in _keys(run, one, sharing[0], match_pass))
+    return (
+        f"{match_pass.name}: {len(sharing)} {one.label} rows share {keys} "
+        f"({rows(one, sharing)}); "
+        f"the pass matches one {one.label} row to many {many.label} rows"
+    )
+
+
+def rejected_group(
+    run: Run, pass_index: int, one: Side, i: int, many: Side, members: Sequence[int]
+) -> str:
+    match_pass = run.definition.passes[pass_index]
+    return (
+        f"{match_pass.name}: {rows(one, [i])} ({key_values(run, one, i, match_pass)}) "
+        f"with {rows(many, members)}: an analyst rejected this match"
+    )
+
+
+def group_sum(
+    run: Run, pass_index: int, one: Side, i: int, many: Side, members: Sequence[int]
+) -> str:
+    match_pass = run.definition.passes[pass_index]
+    amount: int = one.amounts[i]  # type: ignore[assignment]
+    total: int = sum(many.amounts[j] for j in members)  # type: ignore[misc]
+    return (
+        f"{match_pass.name}: {rows(one, [i])} ({key_values(run, one, i, match_pass)}) "
+        f"amount {money(amount, run.scale)}, {rows(many, members)} sum "
+        f"{money(total, run.scale)}: differ by {money(abs(amount - total), run.scale)}, "
+        f"tolerance {money(run.tolerance(match_pass), run.scale)}"
+    )

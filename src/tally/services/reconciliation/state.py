@@ -113,6 +113,9 @@ class Run:
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right
 
+    def opposite(self, side: Side) -> Side:
+        return self.right if side is self.left else self.left
+
     def spec(self, match_pass: MatchPass, which: SideName) -> KeySpec:
         columns = self.side(which).key_columns
         return tuple(
