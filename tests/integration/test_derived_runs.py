@@ -197,12 +197,13 @@ def test_files_in_either_order_or_in_one_give_the_same_rows(
     header, *lines = LEDGER_CSV.splitlines()
     first, second = "\n".join([header, *lines[:2]]) + "\n", "\n".join([header, *lines[2:]]) + "\n"
     outputs = []
-    for parts in ([first, second], [second, first], [LEDGER_CSV]):
+    for n, parts in enumerate(([first, second], [second, first], [LEDGER_CSV])):
         bank = make_source_named(runtime, tenant, BANK_CSV)
         ledger = make_source_named(runtime, tenant, parts[0])
         for part in parts[1:]:
             append(runtime, ledger, part)
-        record = make_reconciliation(runtime.engine, tenant, definition_json(bank, ledger))
+        definition = definition_json(bank, ledger, name=f"order {n}")
+        record = make_reconciliation(runtime.engine, tenant, definition)
         run_now(runtime, record)
         outputs.append(Counter(_without_positions(r) for r in output_rows(runtime, tenant, record)))
     assert outputs[0] == outputs[1] == outputs[2]

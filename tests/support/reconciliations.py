@@ -35,9 +35,11 @@ LEDGER_CSV = (
 )
 
 
-def definition_json(left_id: int, right_id: int, *, passes: list[Any] | None = None) -> Any:
+def definition_json(
+    left_id: int, right_id: int, *, passes: list[Any] | None = None, name: str = "Bank vs ledger"
+) -> Any:
     return {
-        "name": "Bank vs ledger",
+        "name": name,
         "left": {"name": "bank", "resource_id": left_id, "amount": "amount", "date": "txn_date"},
         "right": {
             "name": "ledger",
