@@ -275,13 +275,13 @@ def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -
         first = derived_resources.claim_due(conn, worker="a", now=now, lease_seconds=3)
     with write_connection(runtime.engine) as conn, conn.begin():
         second = derived_resources.claim_due(conn, worker="b", now=now, lease_seconds=3)
-        assert not derived_resources.holds_lease(conn, record.id, "b", now)
+        assert not derived_resources.extend_lease(conn, record.id, "b", now, 3)
     assert first is not None and first.id == record.id and second is None
     later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
     with write_connection(runtime.engine) as conn, conn.begin():
         taken = derived_resources.claim_due(conn, worker="b", now=later, lease_seconds=3)
         assert taken is not None and taken.attempts == 2
-        assert not derived_resources.holds_lease(conn, record.id, "a", later)
+        assert not derived_resources.extend_lease(conn, record.id, "a", later, 3)
 
 
 def test_a_worker_whose_lease_passed_on_writes_nothing(runtime: Runtime, tenant: Tenant) -> None:

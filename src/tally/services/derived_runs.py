@@ -153,6 +153,7 @@ class DerivedRuns:
         if record.attempts > self.policy.max_attempts:  # its workers died every time
             self._fail(record, worker, "the run's worker stopped before it finished")
             return
+        log.info("derived_run_started", extra={"derived_id": record.id, "worker": worker})
         with self._heartbeat(record.id, worker):
             try:
                 self._build_and_publish(record, worker, started)
@@ -178,6 +179,8 @@ class DerivedRuns:
             )
             clock = _lap(timings, "stage", clock)
             derived_outputs.fill(self._engine, record.resource_id, layout, output.row_count, guard)
+            plan = derived_outputs.plan_table(record.resource_id)
+            derived_outputs.discard(self._engine, plan, guard)
             clock = _lap(timings, "build", clock)
             names = derived_outputs.index_names(record.resource_id, version)
             derived_outputs.index(self._engine, record.resource_id, layout, names, guard)
@@ -202,7 +205,10 @@ class DerivedRuns:
             derived_resources.record_success(
                 conn, record.id, now=now, last_run=last_run, output_digest=output.digest
             )
-        _lap(timings, "publish", clock)
+        clock = _lap(timings, "publish", clock)
+        if published:  # the output is readable: what it replaced is garbage now
+            derived_outputs.discard(self._engine, derived_outputs.old_table(record.resource_id))
+            _lap(timings, "discard", clock)
         log.info(
             "derived_run_finished",
             extra={
@@ -219,11 +225,15 @@ class DerivedRuns:
             derived_resources.request_run(conn, reader, due)
 
     def _guard(self, derived_id: int, worker: str) -> Callable[[Connection], None]:
-        """Checked first in each transaction that writes the run's tables: once another
-        worker has taken the run over, this one writes nothing more."""
+        """Run first in each transaction that writes the run's tables: renews the lease
+        while it is still this worker's (a lease that expired while a batch waited for
+        SQLite's write lock is still its own until another worker claims it; on
+        PostgreSQL the renewal locks the row until commit, so none can meanwhile). Once
+        another worker has taken the run over, this one writes nothing more."""
 
         def guard(conn: Connection) -> None:
-            if not derived_resources.holds_lease(conn, derived_id, worker, utc_now()):
+            lease = self.policy.lease_seconds
+            if not derived_resources.extend_lease(conn, derived_id, worker, utc_now(), lease):
                 raise LeaseLostError()
 
         return guard

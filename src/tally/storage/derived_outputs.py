@@ -15,7 +15,7 @@ the next run: the published output is never half-written.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, cast
@@ -30,7 +30,7 @@ from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource, table_name_for
 from tally.storage.schema import resources
 
-BATCH_ROWS = 100_000  # output rows written per transaction
+BATCH_ROWS = 50_000  # output rows written per transaction
 SQLITE_FILL_CACHE_KIB = 16384  # page cache while filling (as a load's: few pages needed)
 
 
@@ -68,12 +68,62 @@ class Layout:
 Guard = Callable[[Connection], None]  # raises once the run is no longer this worker's
 
 
+def old_table(resource_id: int) -> str:
+    return f"{table_name_for(resource_id)}_old"
+
+
 def clear(engine: Engine, resource_id: int, guard: Guard) -> None:
-    """Drop what an earlier run of this output left (a killed worker's tables)."""
+    """Discard what an earlier run of this output left (a killed worker's tables)."""
+    for table in (old_table(resource_id), plan_table(resource_id), next_table(resource_id)):
+        discard(engine, table, guard)
+
+
+def _garbage(conn: Connection) -> None:
+    """The guard of a table nobody writes any more (an output replaced): none needed."""
+
+
+def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
+    """Drop a table. SQLite frees a dropped table's pages one by one while it holds the
+    one write lock (a 1M-row output with its indexes: ~25 s): there its indexes are
+    dropped one per transaction, then its rows deleted `BATCH_ROWS` at a time, then the
+    empty table. PostgreSQL drops it at once. `guard` runs first in each transaction."""
+    if backend_of(engine).is_postgresql:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            ddl.drop_table(conn, table)
+        return
+    with engine.connect() as conn:
+        indexes = (
+            conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (table,),
+            )
+            .scalars()
+            .all()
+        )
+        exists = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).first()
+    if exists is None:
+        return
+    steps = [f"DROP INDEX IF EXISTS {index}" for index in indexes]
+    for sql in steps:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            conn.exec_driver_sql(sql)
+    batch = (
+        f"DELETE FROM {table} WHERE rowid IN "
+        f"(SELECT rowid FROM {table} ORDER BY rowid LIMIT {BATCH_ROWS})"
+    )
+    deleted = True
+    while deleted:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            deleted = conn.exec_driver_sql(batch).rowcount > 0
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
-        ddl.drop_table(conn, plan_table(resource_id))
-        ddl.drop_table(conn, next_table(resource_id))
+        ddl.drop_table(conn, table)
 
 
 def write_plan(
@@ -196,10 +246,14 @@ def publish(
 ) -> int:
     """In the caller's (short) transaction: the staged output replaces the published
     one and the resource says so, with a new data version (returned): readers see the
-    old output or the new, whole. The plan is dropped too."""
+    old output or the new, whole. PostgreSQL drops the old table at once; SQLite keeps
+    it as `r_{id}_old`, which the caller then `discard`s in short transactions."""
     table, staged = resource.table_name, next_table(resource.id)
-    ddl.drop_table(conn, plan_table(resource.id))
-    ddl.drop_table(conn, table)
+    if backend_of(conn).is_postgresql:
+        ddl.drop_table(conn, table)
+    else:
+        ddl.drop_table(conn, old_table(resource.id))  # none, but for a run racing this
+        conn.exec_driver_sql(f"ALTER TABLE {table} RENAME TO {old_table(resource.id)}")
     conn.exec_driver_sql(f"ALTER TABLE {staged} RENAME TO {table}")
     if backend_of(conn).is_postgresql:  # the primary key's index is named after the table
         conn.exec_driver_sql(f"ALTER INDEX {staged}_pkey RENAME TO {table}_pkey")
@@ -224,15 +278,3 @@ def index_names(resource_id: int, version: int) -> str:
     """Index names of the output published as `version`: apart from the published
     output's, which keep theirs after the rename."""
     return f"{table_name_for(resource_id)}_v{version}"
-
-
-def read_columns(
-    conn: Connection, table: str, expressions: Mapping[str, str]
-) -> Iterator[Sequence[Any]]:
-    """(row id, *expressions) of every row of `table` in row id order, streamed."""
-    select_list = ", ".join([ddl.ROW_ID, *expressions.values()])
-    result = conn.execution_options(stream_results=True, yield_per=BATCH_ROWS).exec_driver_sql(
-        f"SELECT {select_list} FROM {table} ORDER BY {ddl.ROW_ID}"
-    )
-    for partition in result.partitions():
-        yield from partition

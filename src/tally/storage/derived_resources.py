@@ -276,19 +276,6 @@ def extend_lease(
     return result.rowcount == 1
 
 
-def holds_lease(conn: Connection, derived_id: int, worker: str, now: dt.datetime) -> bool:
-    """Whether `worker` still holds the run; on PostgreSQL the row stays locked until
-    commit, so the lease cannot pass to another worker before this transaction ends."""
-    stmt = select(derived_resources.c.id).where(
-        derived_resources.c.id == derived_id,
-        derived_resources.c.lease_owner == worker,
-        derived_resources.c.lease_expires_at >= now,
-    )
-    if backend_of(conn).is_postgresql:
-        stmt = stmt.with_for_update()
-    return conn.execute(stmt).first() is not None
-
-
 def _after_run(now: dt.datetime) -> dict[str, Any]:
     """The lease given back; queued again if a run was wished for meanwhile."""
     return dict(

@@ -45,12 +45,16 @@ def read_side(
     select_list.append(_scaled_sql(wanted.amount, scale, postgresql))
     select_list.append(_day_sql(wanted.date, postgresql))
     n_keys = len(wanted.keys)
-    result = conn.execution_options(yield_per=READ_BATCH_ROWS).exec_driver_sql(
-        f"SELECT {', '.join(select_list)} FROM {table} ORDER BY {ddl.ROW_ID}"
-    )
-    for batch in result.partitions():
-        for row in batch:
-            yield row[0], tuple(row[1 : 1 + n_keys]), row[1 + n_keys], row[2 + n_keys]
+    driver = conn.connection.dbapi_connection  # plain tuples: ~2x faster than Rows
+    assert driver is not None
+    cursor = driver.cursor()
+    try:
+        cursor.execute(f"SELECT {', '.join(select_list)} FROM {table} ORDER BY {ddl.ROW_ID}")
+        while batch := cursor.fetchmany(READ_BATCH_ROWS):
+            for row in batch:
+                yield row[0], row[1 : 1 + n_keys], row[1 + n_keys], row[2 + n_keys]
+    finally:
+        cursor.close()
 
 
 def _scaled_sql(column: Column | None, scale: int, postgresql: bool) -> str:
