@@ -209,7 +209,8 @@ def test_a_worker_killed_mid_run_leaves_the_output_whole_and_another_finishes(
     second = processes.worker(settings, concurrency=1)
     done = idle_after(runtime, record.id, 1, [second])
 
-    assert done.attempts == 0 and done.error is None
+    assert done.attempts == 0
+    assert done.error is None
     expected = rows + rows // 10
     assert output_resource(runtime, record).row_count == expected
     assert total_count(api, tenant, record.resource_id) == expected

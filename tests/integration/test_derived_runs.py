@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from support.databases import make_settings
-from support.factories import Tenant, make_tenant, read_body, read_envelope, write_file
+from support.factories import Tenant, read_body, write_file
 from support.reconciliations import (
     BANK_CSV,
     LEDGER_CSV,
@@ -30,7 +30,7 @@ from support.reconciliations import (
 from support.waiting import eventually
 from tally.core.clock import utc_now
 from tally.core.errors import RunFailedError
-from tally.runtime import Runtime, build_runtime
+from tally.runtime import Runtime
 from tally.settings import Settings
 from tally.storage import derived_resources, reconciliation_actions
 from tally.storage.derived_resources import DerivedRecord
@@ -177,7 +177,8 @@ def test_a_run_that_changes_nothing_keeps_the_data_version(
     first = output_resource(runtime, record).data_version
     again = run_now(runtime, record)
     assert output_resource(runtime, record).data_version == first
-    assert again.last_run is not None and again.state == "idle"
+    assert again.last_run is not None
+    assert again.state == "idle"
     append(
         runtime, record_left(record), "reference,amount,txn_date,memo\nREF-9,1.00,2024-01-09,x\n"
     )
@@ -262,7 +263,8 @@ def test_a_failing_run_ends_failed_after_bounded_attempts(runtime: Runtime, tena
         runs += runtime.derived.run_one(worker="test")
     failed = derived(runtime, record.id)
     assert (failed.state, runs, failed.run_due_at) == ("failed", 2, None)
-    assert failed.error is not None and "'no such column'" in failed.error
+    assert failed.error is not None
+    assert "'no such column'" in failed.error
     assert not runtime.derived.run_one(worker="test")  # no loop
     with pytest.raises(RunFailedError, match="no such column"):
         run_now(runtime, record)  # a new wish: a new series of attempts, failing alike
@@ -276,11 +278,14 @@ def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -
     with write_connection(runtime.engine) as conn, conn.begin():
         second = derived_resources.claim_due(conn, worker="b", now=now, lease_seconds=3)
         assert not derived_resources.extend_lease(conn, record.id, "b", now, 3)
-    assert first is not None and first.id == record.id and second is None
+    assert first is not None
+    assert first.id == record.id
+    assert second is None
     later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
     with write_connection(runtime.engine) as conn, conn.begin():
         taken = derived_resources.claim_due(conn, worker="b", now=later, lease_seconds=3)
-        assert taken is not None and taken.attempts == 2
+        assert taken is not None
+        assert taken.attempts == 2
         assert not derived_resources.extend_lease(conn, record.id, "a", later, 3)
 
 
@@ -298,7 +303,7 @@ def test_a_worker_whose_lease_passed_on_writes_nothing(runtime: Runtime, tenant:
     append(
         runtime, record_left(record), "reference,amount,txn_date,memo\nREF-8,8.00,2024-02-01,x\n"
     )
-    runtime.derived._run(claimed, "gone")  # noqa: SLF001 - the run of a worker that lost its lease
+    runtime.derived._run(claimed, "gone")
     assert output_resource(runtime, record).data_version == version
     with runtime.engine.connect() as conn:
         owner = conn.exec_driver_sql(
