@@ -20,13 +20,13 @@ Within the explaining pass:
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.state import FREE, Run, Side
 
-Index = tuple[list[Hashable | None], dict[Hashable | None, list[int]]]
+Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]]]
 
 
 def unmatched(run: Run) -> tuple[dict[int, str], dict[int, str]]:
@@ -96,7 +96,7 @@ class _Explainer:
         row = f"{reasons.rows(self.other, [j])} ({keys})"
         if free:
             return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
-        match = self.run.matches[taken[j]]
+        match = self.run.match(taken[j])
         mine = match.left if self.side is self.run.left else match.right
         rows = f"{self.side.label} row{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine))}"
         manual = match.status is MatchStatus.MANUAL
