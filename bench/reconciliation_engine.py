@@ -27,7 +27,6 @@ from support.reconciliation_pairs import (  # noqa: E402
     read_side,
     read_truth,
 )
-
 from tally.core.reconciliation import ManualWork, SideName  # noqa: E402
 from tally.services.reconciliation.matching import reconcile  # noqa: E402
 

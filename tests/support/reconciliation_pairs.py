@@ -69,7 +69,7 @@ def generate_pair(folder: Path, rows: int, seed: int) -> None:
 
 
 def scaled(text: str, scale: int = SCALE) -> int | None:
-    """"-12.3" -> -1230 at scale 2 (exact; no float)."""
+    """ "-12.3" -> -1230 at scale 2 (exact; no float)."""
     if not text:
         return None
     whole, _, fraction = text.partition(".")
@@ -77,9 +77,7 @@ def scaled(text: str, scale: int = SCALE) -> int | None:
     return int(whole + fraction.ljust(scale, "0"))
 
 
-def read_side(
-    path: Path, definition: ReconciliationDefinition, which: SideName
-) -> list[SideRow]:
+def read_side(path: Path, definition: ReconciliationDefinition, which: SideName) -> list[SideRow]:
     """A side's rows as the engine takes them (position = line number, 1-based)."""
     side = definition.side(which)
     columns = key_columns(definition, which)
