@@ -20,13 +20,13 @@ Within the explaining pass:
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Sequence
 
 from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.state import FREE, Run, Side
 
-Index = tuple[list[Hashable | None], dict[Hashable | None, list[int]]]
+Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]]]
 
 
 def unmatched(run: Run) -> tuple[dict[int, str], dict[int, str]]:
@@ -43,7 +43,7 @@ class _Explainer:
         passes = run.definition.passes
         self.keyed = [i for i, p in enumerate(passes) if p.keys]
         self.keyless = [i for i, p in enumerate(passes) if not p.keys]
-        self._nearest_free: tuple[list[int], list[int]] | None = None
+        self._sorted_free: tuple[list[int], list[int]] | None = None
 
     def reasons(self) -> dict[int, str]:
         if not self.rows:
@@ -88,15 +88,22 @@ class _Explainer:
         failure = self.run.failures.get((self.side.which, i))
         if failure is not None and failure[0] == pass_index:
             return failure[1]
-        match_pass = self.run.definition.passes[pass_index]
         taken = self.other.taken
         free = [j for j in candidates if taken[j] == FREE]
         j = min(free or candidates, key=lambda j: self._distance(i, j))
-        keys = reasons.key_values(self.run, self.other, j, match_pass)
-        row = f"{reasons.rows(self.other, [j])} ({keys})"
-        if free:
+        return self._describe(pass_index, i, j)
+
+    def _describe(self, pass_index: int, i: int, j: int) -> str:
+        """What fails between row i and its nearest row j of the other side, or, j being
+        taken, which match took it."""
+        match_pass = self.run.definition.passes[pass_index]
+        row = reasons.rows(self.other, [j])
+        if match_pass.keys:
+            row += f" ({reasons.key_values(self.run, self.other, j, match_pass)})"
+        taken = self.other.taken[j]
+        if taken == FREE:
             return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
-        match = self.run.matches[taken[j]]
+        match = self.run.match(taken)
         mine = match.left if self.side is self.run.left else match.right
         rows = f"{self.side.label} row{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine))}"
         manual = match.status is MatchStatus.MANUAL
@@ -144,27 +151,37 @@ class _Explainer:
         return "; ".join(problems) or "not taken"
 
     def _keyless(self, pass_index: int, i: int) -> str:
-        """The nearest free row of the other side by amount (or by date without amounts)."""
+        """The nearest row of the other side by amount (by date without amounts), free
+        rows first."""
         match_pass = self.run.definition.passes[pass_index]
-        values = self.side.amounts if self.run.amounts else self.side.days
-        if self._nearest_free is None:
-            theirs = self.other.amounts if self.run.amounts else self.other.days
-            ordered = sorted((v, j) for j in self.other.free() if (v := theirs[j]) is not None)
-            self._nearest_free = ([v for v, _ in ordered], [j for _, j in ordered])
-        keys, rows = self._nearest_free
-        value = values[i]
-        if not rows or value is None:
+        compared = self.run.amounts or self.run.dates
+        value = (self.side.amounts if self.run.amounts else self.side.days)[i]
+        if compared and value is None:
             what = "amount" if self.run.amounts else "date"
-            if value is None and (self.run.amounts or self.run.dates):
-                return f"{match_pass.name}: {self.side.label} {what} is empty"
-            return f"{match_pass.name}: no free {self.other.label} row"
-        at = bisect_left(keys, value)
-        near = [bisect_left(keys, keys[at - 1])] if at > 0 else []
-        near += [at] if at < len(keys) else []
-        k = min(near, key=lambda k: (abs(keys[k] - value), rows[k]))
-        j = rows[k]
-        text = self._failed(match_pass, i, j)
-        return f"{match_pass.name}: nearest {reasons.rows(self.other, [j])}: {text}"
+            return f"{match_pass.name}: {self.side.label} {what} is empty"
+        if self._sorted_free is None:
+            self._sorted_free = self._sorted(self.other.free())
+        values, rows = self._sorted_free
+        if not rows:
+            values, rows = self._sorted(range(len(self.other.positions)))
+        if not rows:
+            return f"{match_pass.name}: no {self.other.label} row"
+        if not compared:
+            return self._describe(pass_index, i, rows[0])
+        assert value is not None
+        at = bisect_left(values, value)
+        near = [bisect_left(values, values[at - 1])] if at > 0 else []
+        near += [at] if at < len(values) else []
+        k = min(near, key=lambda k: (abs(values[k] - value), rows[k]))
+        return self._describe(pass_index, i, rows[k])
+
+    def _sorted(self, rows: Iterable[int]) -> tuple[list[int], list[int]]:
+        """The other side's rows with an amount (or date), by it then by position."""
+        theirs = self.other.amounts if self.run.amounts else self.other.days
+        if not (self.run.amounts or self.run.dates):
+            return [0 for _ in rows], list(rows)
+        ordered = sorted((v, j) for j in rows if (v := theirs[j]) is not None)
+        return [v for v, _ in ordered], [j for _, j in ordered]
 
     def _no_candidate(self, i: int) -> str:
         for pass_index in self.keyed:

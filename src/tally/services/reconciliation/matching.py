@@ -37,8 +37,10 @@ explained.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
+from typing import overload
 
 from tally.core.reconciliation import ManualWork, PassType, ReconciliationDefinition, SideName
 from tally.services.reconciliation.explain import unmatched
@@ -111,5 +113,54 @@ def reconcile(
         else:
             grouped(run, index)
     unmatched_left, unmatched_right = unmatched(run)
-    matches = tuple(sorted(run.matches, key=lambda match: match.match_id))
-    return Outcome(matches, unmatched_left, unmatched_right)
+    return Outcome(Matches(run), unmatched_left, unmatched_right)
+
+
+class Matches(Sequence[Match]):
+    """The run's matches by match_id, each `Match` built when read: the run keeps them as
+    integer arrays, so a million matches cost tens of megabytes, not hundreds."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        first_left = run.match_left
+        self._order = array(
+            "q", (m for i, m in enumerate(run.left.taken) if m >= 0 and first_left[m] == i)
+        )
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> Match: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Match]: ...
+
+    def __getitem__(self, index: int | slice) -> Match | Sequence[Match]:
+        if isinstance(index, slice):
+            return [self._run.match(m) for m in self._order[index]]
+        return self._run.match(self._order[index])
+
+    def __iter__(self) -> Iterator[Match]:
+        run = self._run
+        entries, groups, new = run.entries, run.groups, tuple.__new__
+        left_positions, right_positions = run.left.positions, run.right.positions
+        first_left, first_right, entry_of = run.match_left, run.match_right, run.match_entry
+        for m in self._order:
+            if m in groups:
+                yield run.match(m)
+                continue
+            name, status, difference, reason = entries[entry_of[m]]
+            left = left_positions[first_left[m]]
+            right = (right_positions[first_right[m]],)
+            yield new(Match, (left, status, name, difference, reason, (left,), right))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Matches({list(self)!r})"

@@ -8,8 +8,10 @@ one right row, by far the usual case, is decided without building any candidate 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from itertools import compress, repeat
+from operator import is_not, ne, sub
+from typing import Any
 
 from tally.core.reconciliation import ManualWork, PassType, SideName
 from tally.services.reconciliation import reasons
@@ -21,29 +23,40 @@ Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, lef
 def apply_manual(run: Run, manual: ManualWork) -> None:
     """Manual matches take their rows before any pass (positions no longer in an input
     are left out; a match left without a row on either side is dropped)."""
-    left_index = {p: i for i, p in enumerate(run.left.positions)}
-    right_index = {p: i for i, p in enumerate(run.right.positions)}
     for match in sorted(manual.matches, key=lambda m: min(m.left_rows, default=0)):
-        lefts = sorted(left_index[p] for p in set(match.left_rows) if p in left_index)
-        rights = sorted(right_index[p] for p in set(match.right_rows) if p in right_index)
+        lefts = _indices(run.left, match.left_rows)
+        rights = _indices(run.right, match.right_rows)
         if lefts and rights:
             run.add_match(-1, lefts, rights, note=match.note)
+    run.left.close_taken()
+    run.right.close_taken()
+
+
+def _indices(side: Side, positions: Sequence[int]) -> list[int]:
+    """The free rows at these positions (positions are ascending: bisection finds them)."""
+    found = []
+    for position in sorted(set(positions)):
+        i = bisect_left(side.positions, position)
+        if i < len(side.positions) and side.positions[i] == position and side.taken[i] < 0:
+            found.append(i)
+    return found
 
 
 def _index(
-    keys: list[Hashable | None], rows: list[int]
+    keys: Sequence[Hashable | None], rows: Sequence[int]
 ) -> tuple[dict[Hashable | None, int], dict[Hashable | None, list[int]]]:
-    """key -> a row with it, and for keys several rows share: key -> those rows, ascending."""
-    first = dict(zip([keys[i] for i in rows], rows, strict=True))
+    """key -> the row with it, for the keys only one row has; key -> its rows (ascending)
+    for the keys several rows share. Built with C-level loops: a million rows is usual."""
+    row_keys = keys if len(rows) == len(keys) else [keys[i] for i in rows]
+    single = dict(zip(row_keys, rows, strict=True))  # the last row wins
     shared: dict[Hashable | None, list[int]] = {}
-    if len(first) < len(rows):
-        counts = Counter([keys[i] for i in rows])
-        shared = {key: [] for key, count in counts.items() if count > 1}
-        for i in rows:
-            group = shared.get(keys[i])
-            if group is not None:
-                group.append(i)
-    return first, shared
+    if len(single) < len(rows):  # rows not last with their key: the few sharing a key
+        earlier = compress(rows, map(ne, map(single.__getitem__, row_keys), rows))
+        for i in earlier:
+            shared.setdefault(keys[i], []).append(i)
+        for key, group in shared.items():
+            group.append(single.pop(key))
+    return single, shared
 
 
 def one_to_one(run: Run, pass_index: int) -> None:
@@ -51,32 +64,74 @@ def one_to_one(run: Run, pass_index: int) -> None:
     left, right = run.left, run.right
     left_keys = left.keys(run.spec(match_pass, SideName.LEFT))
     right_keys = right.keys(run.spec(match_pass, SideName.RIGHT))
-    left_first, left_shared = _index(left_keys, run.eligible(left, left_keys))
-    right_first, right_shared = _index(right_keys, run.eligible(right, right_keys))
+    left_single, left_shared = _index(left_keys, run.eligible(left, left_keys))
+    right_single, right_shared = _index(right_keys, run.eligible(right, right_keys))
     tolerance = run.tolerance(match_pass)
-    before, after = match_pass.date_window
-    amounts = run.amounts
-    dates = run.dates
-    rejected = run.rejected
+    window = match_pass.date_window
     groups: list[list[Pair]] = []
-    for key in left_first.keys() & right_first.keys():
-        if key in left_shared or key in right_shared:
-            lefts = left_shared.get(key) or [left_first[key]]
-            rights = right_shared.get(key) or [right_first[key]]
-            pairs = _candidates(run, lefts, rights, tolerance, (before, after))
-            if pairs:
-                groups.append(pairs)
-            continue
-        i, j = left_first[key], right_first[key]
-        if amounts and abs(left.amounts[i] - right.amounts[j]) > tolerance:  # type: ignore[operator]
-            continue
-        if dates and not before <= right.days[j] - left.days[i] <= after:  # type: ignore[operator]
-            continue
-        if rejected and (left.positions[i], right.positions[j]) in rejected:
-            continue
-        run.add_match(pass_index, (i,), (j,))
+    for key in (left_single.keys() | left_shared.keys()) & right_shared.keys() | (
+        left_shared.keys() & right_single.keys()
+    ):
+        pairs = _candidates(
+            run,
+            left_shared.get(key) or [left_single[key]],
+            right_shared.get(key) or [right_single[key]],
+            tolerance,
+            window,
+        )
+        if pairs:
+            groups.append(pairs)
+    found = list(map(left_single.get, right_single))  # each right key's left row, or None
+    del left_single
+    has_left = list(map(is_not, found, repeat(None)))
+    lefts: list[int] = list(compress(found, has_left))  # type: ignore[arg-type]
+    rights = list(compress(right_single.values(), has_left))
+    del right_single, found, has_left
+    _single_pairs(run, pass_index, lefts, rights, tolerance, window)
     if groups:
         _greedy(run, pass_index, groups)
+    left.close_taken()
+    right.close_taken()
+
+
+def _single_pairs(
+    run: Run,
+    pass_index: int,
+    lefts: list[int],
+    rights: list[int],
+    tolerance: int,
+    window: tuple[int, int],
+) -> None:
+    """Match the keys one left row and one right row have, where the pair fits."""
+    left, right = run.left, run.right
+    count = len(lefts)
+    differences: list[Any] = [None] * count
+    shifts: list[Any] = [None] * count
+    if run.amounts:
+        get_left, get_right = left.amounts.__getitem__, right.amounts.__getitem__
+        differences = list(map(sub, map(get_left, lefts), map(get_right, rights)))
+    if run.dates:
+        get_left, get_right = left.days.__getitem__, right.days.__getitem__
+        shifts = list(map(sub, map(get_right, rights), map(get_left, lefts)))
+    low, high = -tolerance, tolerance
+    before, after = window
+    fits = [
+        (d is None or low <= d <= high) and (s is None or before <= s <= after)
+        for d, s in zip(differences, shifts, strict=True)
+    ]
+    if run.rejected:
+        rejected = run.rejected
+        fits = [
+            fit and (left.positions[i], right.positions[j]) not in rejected
+            for fit, i, j in zip(fits, lefts, rights, strict=True)
+        ]
+    run.pairs(
+        pass_index,
+        list(compress(lefts, fits)),
+        list(compress(rights, fits)),
+        list(compress(differences, fits)),
+        list(compress(shifts, fits)),
+    )
 
 
 def _candidates(
@@ -138,7 +193,15 @@ def _greedy(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
             )
         for _, _, i, j in pairs:
             if left_taken[i] < 0 and right_taken[j] < 0:
-                run.add_match(pass_index, (i,), (j,))
+                run.pairs(pass_index, (i,), (j,), *_gaps(run, i, j))
+
+
+def _gaps(run: Run, i: int, j: int) -> tuple[tuple[int | None], tuple[int | None]]:
+    """The amount difference and the date shift of a pair, as `Run.pairs` takes them."""
+    left, right = run.left, run.right
+    difference = left.amounts[i] - right.amounts[j] if run.amounts else None  # type: ignore[operator]
+    shift = right.days[j] - left.days[i] if run.dates else None  # type: ignore[operator]
+    return (difference,), (shift,)
 
 
 def _ties(pairs: list[Pair]) -> list[list[Pair]]:
@@ -167,7 +230,7 @@ def grouped(run: Run, pass_index: int) -> None:
     ones = [i for i in one.free() if one_keys[i] is not None]
     one_first, one_shared = _index(one_keys, ones)
     many_first, many_shared = _index(many_keys, run.eligible(many, many_keys))
-    for key in one_first.keys() & many_first.keys():
+    for key in (one_first.keys() | one_shared.keys()) & (many_first.keys() | many_shared.keys()):
         members = many_shared.get(key) or [many_first[key]]
         sharing = one_shared.get(key)
         if sharing:
@@ -178,6 +241,8 @@ def grouped(run: Run, pass_index: int) -> None:
                 run.failures[many.which, j] = (pass_index, text)
             continue
         _group(run, pass_index, one, one_first[key], many, members)
+    one.close_taken()
+    many.close_taken()
 
 
 def _group(run: Run, pass_index: int, one: Side, i: int, many: Side, members: list[int]) -> None:

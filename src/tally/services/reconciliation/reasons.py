@@ -91,7 +91,7 @@ def _columns(run: Run, side: Side, match_pass: MatchPass) -> list[str]:
 
 
 def _keys(run: Run, side: Side, i: int, match_pass: MatchPass) -> list[tuple[str, str]]:
-    values = side.rows[i].keys
+    values = side.row_keys[i]
     out = []
     for column in _columns(run, side, match_pass):
         value = values[side.key_columns.index(column)]

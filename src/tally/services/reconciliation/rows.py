@@ -32,7 +32,7 @@ class Match(NamedTuple):
 class Outcome(NamedTuple):
     """Every match (by match_id) and, for every row in no match, its reason."""
 
-    matches: tuple[Match, ...]  # ordered by match_id
+    matches: Sequence[Match]  # ordered by match_id (built as read: a million is usual)
     unmatched_left: Mapping[int, str]  # position -> reason, positions ascending
     unmatched_right: Mapping[int, str]
 
