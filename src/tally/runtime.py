@@ -26,6 +26,7 @@ from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy, DeliveryService
 from tally.services.files import FileService
 from tally.services.notification_intake import NotificationIntake
+from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
 from tally.services.uploads import UploadService
@@ -51,6 +52,7 @@ class Runtime:
     files: FileService
     intake: NotificationIntake
     notifications: NotificationSender
+    reconciliations: ReconciliationService
     sources: SourceService
     uploads: UploadService
     webhooks: WebhookService
@@ -100,6 +102,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
         uploads=UploadService(
             engine,
