@@ -68,7 +68,8 @@ def check_definition(
             problems.append(
                 FieldProblem(
                     f"{lacks}.{role}",
-                    f"the {has} side has a {role} column: the {lacks} side needs one too "
+                    f"the {has} side has {'an' if role == 'amount' else 'a'} {role} column: "
+                    f"the {lacks} side needs one too "
                     f"({role}s are compared between the sides)",
                 )
             )
