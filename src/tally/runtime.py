@@ -28,6 +28,7 @@ from tally.services.derived_runs import DerivedRuns, RunPolicy
 from tally.services.files import FileService
 from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
+from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
 from tally.services.uploads import UploadService
@@ -54,6 +55,7 @@ class Runtime:
     files: FileService
     intake: NotificationIntake
     notifications: NotificationSender
+    reconciliations: ReconciliationService
     sources: SourceService
     uploads: UploadService
     webhooks: WebhookService
@@ -108,6 +110,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
         uploads=UploadService(
             engine,

@@ -30,7 +30,7 @@ from support.processes import (
     total_count,
     wait_for_final_files,
 )
-from support.reconciliations import (
+from support.reconciliation_runs import (
     BANK_CSV,
     LEDGER_CSV,
     definition_json,

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from support.databases import make_settings
 from support.factories import Tenant, read_body, write_file
-from support.reconciliations import (
+from support.reconciliation_runs import (
     BANK_CSV,
     LEDGER_CSV,
     bank_and_ledger,
@@ -31,10 +32,12 @@ from support.waiting import eventually
 from tally.core.clock import utc_now
 from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
+from tally.services.reconciliation.service import ReconciliationService
 from tally.settings import Settings
-from tally.storage import derived_resources, reconciliation_actions
+from tally.storage import derived_resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
+from tally.storage.schema import derived_resources as derived_resources_table
 from tally.worker.runner import Worker
 
 RECONCILIATION = "reconciliation"
@@ -224,28 +227,22 @@ def _without_positions(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def test_manual_work_survives_runs(runtime: Runtime, tenant: Tenant) -> None:
     record = reconciled(runtime, tenant)
-    with write_connection(runtime.engine) as conn, conn.begin():
-        for kind, left, right in (("match", [4], [5]), ("reject", [1], [2])):
-            reconciliation_actions.insert_action(
-                conn,
-                derived_id=record.id,
-                kind=kind,
-                left_rows=left,
-                right_rows=right,
-                fingerprint="0" * 64,
-                note="by hand",
-                now=utc_now(),
-            )
-    for _ in range(2):
+    run_now(runtime, record)
+    service = ReconciliationService(runtime.engine)
+    ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
+    assert service.match(**ids, left_rows=[4], right_rows=[5], note="by hand") == 4
+    assert service.undo(**ids, match_id=1) == "rejected"  # bank 1 with ledger 2
+    for n in range(2):
         run_now(runtime, record)
         rows = output_rows(runtime, tenant, record)
         by_left = {r["bank._row"]: r for r in rows if r["bank._row"] is not None}
         assert (by_left[4]["status"], by_left[4]["ledger._row"]) == ("manual", 5)
+        assert by_left[4]["pass"] == "manual"
         assert by_left[1]["status"] == "unmatched"  # never paired with ledger row 2 again
         append(
             runtime,
             record_left(record),
-            "reference,amount,txn_date,memo\nREF-7,7.00,2024-02-01,x\n",
+            f"reference,amount,txn_date,memo\nREF-{n},7.00,2024-02-01,x\n",
         )
 
 
@@ -253,10 +250,14 @@ def test_manual_work_survives_runs(runtime: Runtime, tenant: Tenant) -> None:
 
 
 def test_a_failing_run_ends_failed_after_bounded_attempts(runtime: Runtime, tenant: Tenant) -> None:
-    left, right = bank_and_ledger(runtime, tenant)
-    definition = definition_json(left, right)
-    definition["left"]["amount"] = "no such column"
-    record = make_reconciliation(runtime.engine, tenant, definition)
+    record = reconciled(runtime, tenant)
+    definition = {**record.definition, "left": {**record.definition["left"], "amount": "gone"}}
+    with runtime.engine.begin() as conn:  # a definition this version cannot run
+        conn.execute(
+            sa.update(derived_resources_table)
+            .where(derived_resources_table.c.id == record.id)
+            .values(definition=definition)
+        )
     runs = 0
     deadline = utc_now() + dt.timedelta(seconds=30)
     while derived(runtime, record.id).state != "failed" and utc_now() < deadline:
@@ -264,9 +265,9 @@ def test_a_failing_run_ends_failed_after_bounded_attempts(runtime: Runtime, tena
     failed = derived(runtime, record.id)
     assert (failed.state, runs, failed.run_due_at) == ("failed", 2, None)
     assert failed.error is not None
-    assert "'no such column'" in failed.error
+    assert "'gone'" in failed.error
     assert not runtime.derived.run_one(worker="test")  # no loop
-    with pytest.raises(RunFailedError, match="no such column"):
+    with pytest.raises(RunFailedError, match="'gone'"):
         run_now(runtime, record)  # a new wish: a new series of attempts, failing alike
 
 

@@ -1,129 +1,105 @@
-"""Reconciliations for tests of their runs: a bank and a ledger source, a definition
-over them, the reconciliation created with its empty output, and its output and state
-read back."""
+"""A bank and a ledger source and definitions that reconcile them, for the tests of the
+reconciliation API, CLI and the OpenAPI sweeps; and `write_output`, which puts rows in an
+output table as a run publishes them (the manual-work tests need matches to act on)."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from support.factories import Tenant, make_source, read_data
-from tally.core.clock import utc_now
-from tally.core.reconciliation import ReconciliationDefinition
-from tally.runtime import Runtime
-from tally.services.reconciliation.output_columns import common_scale, output_columns
-from tally.storage import derived_resources, resources
-from tally.storage.derived_resources import DerivedRecord
-from tally.storage.engine import write_connection
-from tally.storage.resource_tables import ddl
+from support.factories import Tenant, make_source
+from tally.storage import resources
+from tally.storage.resource_tables.ddl import row_table
+from tally.storage.schema import resources as resources_table
 
 BANK_CSV = (
     "reference,amount,txn_date,memo\n"
     "REF-1,100.00,2024-01-05,rent\n"
-    "REF-2,25.50,2024-01-06,coffee\n"
-    "REF-3,10.00,2024-01-07,split\n"
-    "REF-4,99.99,2024-01-08,bank only\n"
+    "REF-2,-5.50,2024-01-06,fee\n"
+    "REF-3,20.25,2024-01-07,refund\n"
 )
 LEDGER_CSV = (
-    "reference,amount,txn_date,account\n"
-    "REF-2,25.50,2024-01-06,6000\n"
-    "REF-1,100.00,2024-01-05,4000\n"
-    "REF-3,4.00,2024-01-07,7000\n"
-    "REF-3,6.00,2024-01-08,7000\n"
-    "REF-9,1.00,2024-01-09,9999\n"
+    "reference,amount,txn_date\n"
+    "REF-1,100.00,2024-01-05\n"
+    "REF-2,-5.50,2024-01-08\n"
+    "REF-3,20.00,2024-01-07\n"
+    "REF-3,0.25,2024-01-07\n"
 )
 
 
-def definition_json(
-    left_id: int, right_id: int, *, passes: list[Any] | None = None, name: str = "Bank vs ledger"
-) -> Any:
-    return {
+@dataclass(frozen=True)
+class Pair:
+    bank: int
+    ledger: int
+
+
+def make_pair(engine: Engine, tenant: Tenant) -> Pair:
+    bank = make_source(engine, tenant, BANK_CSV, name="bank")
+    ledger = make_source(engine, tenant, LEDGER_CSV, name="ledger")
+    return Pair(bank.id, ledger.id)
+
+
+def definition(pair: Pair, name: str = "Bank vs ledger", **changes: Any) -> dict[str, Any]:
+    """The issue's example on the pair (its last pass without a date window)."""
+    body: dict[str, Any] = {
         "name": name,
-        "left": {"name": "bank", "resource_id": left_id, "amount": "amount", "date": "txn_date"},
+        "left": {"name": "bank", "resource_id": pair.bank, "amount": "amount", "date": "txn_date"},
         "right": {
             "name": "ledger",
-            "resource_id": right_id,
+            "resource_id": pair.ledger,
             "amount": "amount",
             "date": "txn_date",
         },
-        "passes": passes
-        or [
+        "passes": [
             {
                 "name": "same reference",
                 "type": "one_to_one",
+                "keys": [
+                    {"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}
+                ],
+            },
+            {
+                "name": "reference, small differences",
+                "type": "one_to_one",
                 "keys": [{"left": "reference", "right": "reference"}],
+                "amount_tolerance": "0.05",
+                "date_window": [-3, 3],
             },
             {
                 "name": "split payments",
                 "type": "one_to_many",
                 "keys": [{"left": "reference", "right": "reference"}],
-                "date_window": [0, 3],
+            },
+            {
+                "name": "amount and date only",
+                "type": "one_to_one",
+                "keys": [],
+                "date_window": [-1, 1],
+                "auto_confirm": False,
             },
         ],
     }
+    body.update(changes)
+    return copy.deepcopy(body)
 
 
-def make_reconciliation(engine: Engine, tenant: Tenant, definition: Any) -> DerivedRecord:
-    """The reconciliation and its empty output, its first run queued (what the API's
-    POST does)."""
-    parsed = ReconciliationDefinition.from_json(definition)
-    now = utc_now()
-    with write_connection(engine) as conn, conn.begin():
-        left = resources.get_resource(conn, parsed.left.resource_id)
-        right = resources.get_resource(conn, parsed.right.resource_id)
-        columns = output_columns(
-            parsed.left.name,
-            parsed.right.name,
-            left.columns,
-            right.columns,
-            common_scale(parsed, left.columns, right.columns),
+def write_output(engine: Engine, resource_id: int, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows put in the output's table by their columns' names (the rest empty), as a
+    run's publication leaves them."""
+    with engine.begin() as conn:
+        output = resources.get_resource(conn, resource_id)
+        table = row_table(output.table_name, output.columns)
+        conn.execute(
+            sa.insert(table),
+            [{c.physical: row.get(c.name) for c in output.columns} for row in rows],
         )
-        output = resources.insert_resource(
-            conn,
-            workspace_id=tenant.workspace_id,
-            name=parsed.name,
-            kind="reconciliation",
-            columns=columns,
-            is_placeholder=False,
-            folder_id=None,
-            now=now,
+        conn.execute(
+            sa.update(resources_table)
+            .where(resources_table.c.id == resource_id)
+            .values(row_count=len(rows), data_version=output.data_version + 1)
         )
-        ddl.create_table(conn, output.table_name, columns)
-        derived_id = derived_resources.insert_derived(
-            conn,
-            workspace_id=tenant.workspace_id,
-            resource_id=output.id,
-            kind="reconciliation",
-            name=parsed.name,
-            definition=parsed.to_json(),
-            inputs=[left.id, right.id],
-            now=now,
-        )
-        record = derived_resources.get_derived(conn, derived_id)
-    assert record is not None
-    return record
-
-
-def bank_and_ledger(
-    runtime: Runtime, tenant: Tenant, bank: str = BANK_CSV, ledger: str = LEDGER_CSV
-) -> tuple[int, int]:
-    left = make_source(runtime.engine, tenant, bank, name="bank")
-    right = make_source(runtime.engine, tenant, ledger, name="ledger")
-    return left.id, right.id
-
-
-def derived(runtime: Runtime, derived_id: int) -> DerivedRecord:
-    with runtime.engine.connect() as conn:
-        record = derived_resources.get_derived(conn, derived_id)
-    assert record is not None
-    return record
-
-
-def output_resource(runtime: Runtime, record: DerivedRecord) -> resources.Resource:
-    with runtime.engine.connect() as conn:
-        return resources.get_resource(conn, record.resource_id)
-
-
-def output_rows(runtime: Runtime, tenant: Tenant, record: DerivedRecord, **query: Any) -> Any:
-    return read_data(runtime, tenant, record.resource_id, **query)

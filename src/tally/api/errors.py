@@ -113,7 +113,12 @@ V2_ERRORS: ErrorTable = {
     ),
     errors.IncompleteBodyError: ErrorRow(400, _V2),
     errors.LoadError: ErrorRow(400, _V2),
-    errors.NotFoundError: ErrorRow(404, _V2, "Not Found: no such source, file or webhook here."),
+    errors.NotFoundError: ErrorRow(
+        404, _V2, "Not Found: no such source, file, webhook, reconciliation or match here."
+    ),
+    errors.ConflictError: ErrorRow(
+        409, _V2, "In conflict with what is there now; `errors` names each row or field."
+    ),
     errors.UploadTooLargeError: ErrorRow(
         413, _V2, "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept."
     ),
@@ -186,7 +191,9 @@ def validation_problems(exc_errors: Any) -> list[FieldProblem]:
 def _v2_problems(error: Exception) -> list[FieldProblem]:
     if isinstance(error, RequestValidationError):
         return validation_problems(error.errors())
-    if isinstance(error, errors.DefinitionRejectedError | errors.InvalidBodyError):
+    if isinstance(
+        error, errors.DefinitionRejectedError | errors.InvalidBodyError | errors.ConflictError
+    ):
         return error.problems
     if isinstance(error, errors.IngestionForbiddenError):
         return [FieldProblem(None, FORBIDDEN_MESSAGE)]  # no hint of which check failed

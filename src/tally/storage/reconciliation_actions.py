@@ -18,47 +18,16 @@ from sqlalchemy import Connection
 
 from tally.core.columns import Column
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection
+from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
 from tally.storage.schema import reconciliation_actions as actions
-
-MATCH, CONFIRM, REJECT = "match", "confirm", "reject"
-MANUAL_KINDS = (MATCH, CONFIRM)  # the actions that make a manual match
-
-
-@dataclass(frozen=True)
-class ActionRecord:
-    id: int
-    derived_id: int
-    kind: str
-    match_id: int
-    left_rows: tuple[int, ...]
-    right_rows: tuple[int, ...]
-    fingerprint: str
-    note: str | None
-    created_at: dt.datetime
-    undone_at: dt.datetime | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> ActionRecord:
-        return cls(
-            id=row.id,
-            derived_id=row.derived_id,
-            kind=row.kind,
-            match_id=row.match_id,
-            left_rows=tuple(row.left_rows),
-            right_rows=tuple(row.right_rows),
-            fingerprint=row.fingerprint,
-            note=row.note,
-            created_at=row.created_at,
-            undone_at=row.undone_at,
-        )
 
 
 def insert_action(
     conn: Connection,
     *,
     derived_id: int,
-    kind: str,
+    kind: ActionKind,
     left_rows: Sequence[int],
     right_rows: Sequence[int],
     fingerprint: str,
@@ -70,7 +39,7 @@ def insert_action(
         sa.insert(actions)
         .values(
             derived_id=derived_id,
-            kind=kind,
+            kind=str(kind),
             match_id=min(left_rows),
             left_rows=sorted(left_rows),
             right_rows=sorted(right_rows),
@@ -100,10 +69,10 @@ def manual_work(conn: Connection, derived_id: int) -> ManualWork:
         matches=tuple(
             ManualMatch(a.match_id, a.left_rows, a.right_rows, a.note)
             for a in in_force
-            if a.kind in MANUAL_KINDS
+            if a.makes_manual_match
         ),
         rejections=tuple(
-            Rejection(a.left_rows, a.right_rows) for a in in_force if a.kind == REJECT
+            Rejection(a.left_rows, a.right_rows) for a in in_force if a.kind is ActionKind.REJECT
         ),
     )
 

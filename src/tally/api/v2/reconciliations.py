@@ -1,0 +1,324 @@
+"""/api/v2/reconciliations (issue #11): define, list, replace and delete reconciliations,
+queue their runs, and the analysts' manual work on their matches.
+
+The same three headers and the same uniform 403 as the ingestion routes, without the
+workspace's ingestion switch. The output is read through the Data API
+(`GET /api/v1/resources/{resource_id}/data`) like any resource.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, field_validator
+
+from tally.api.deps import ReconciliationsDep
+from tally.api.errors import json_response, v2_responses
+from tally.api.v2.auth import KeyedWorkspace
+from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.core import errors
+from tally.core.reconciliation_actions import ActionRecord
+from tally.core.shapes import WHOLE_NUMBER, Strict
+from tally.services.reconciliation.shape import DefinitionBody
+
+router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
+
+MAX_DEFINITION_BYTES = 1024 * 1024
+MAX_ROWS_PER_SIDE = 10_000
+NOTE_MAX_CHARS = 10_000
+BASE = "/reconciliations"
+ONE = BASE + "/{reconciliation_id}"
+MATCH = ONE + "/matches/{match_id}"
+AUTH = (errors.IngestionForbiddenError,)
+FOUND = (*AUTH, errors.ReconciliationNotFoundError, RequestValidationError)
+DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
+
+ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
+MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
+Row = Annotated[int, Field(ge=1), WHOLE_NUMBER]
+
+
+class ReconciliationCreatedResponse(BaseModel):
+    id: int = Field(description="The reconciliation's id.")
+    name: str
+    resource_id: int = Field(description="The output: read it at /api/v1/resources/{id}/data.")
+
+
+class ReconciliationResponse(ReconciliationCreatedResponse):
+    definition: DefinitionBody = Field(description="As stored: every default spelled out.")
+    state: Literal["queued", "running", "idle", "failed"] = Field(
+        description="`queued`: a run is due; `failed`: the last run failed for good "
+        "(`error` says why; a new run is queued by a change or POST .../runs)."
+    )
+    error: str | None
+    last_run: dict[str, Any] | None = Field(
+        description="The last successful run: started_at, finished_at, inputs (each "
+        "side's resource_id and data_version), counts (matched, matched_with_difference, "
+        "suggested and manual per match; unmatched_left and unmatched_right per row) and "
+        "amounts (each side's matched and unmatched totals, decimal strings); null "
+        "before the first run."
+    )
+
+
+class ReconciliationListResponse(BaseModel):
+    data: list[ReconciliationResponse]
+
+
+class RunQueuedResponse(BaseModel):
+    id: int
+    state: Literal["queued", "running"] = Field(
+        description="`running`: a run already under way; the queued one follows it."
+    )
+
+
+class MatchBody(Strict):
+    left_rows: list[Row] = Field(
+        min_length=1,
+        max_length=MAX_ROWS_PER_SIDE,
+        description="Positions of left rows (their `<left>._row`).",
+        json_schema_extra={"uniqueItems": True},
+    )
+    right_rows: list[Row] = Field(
+        min_length=1,
+        max_length=MAX_ROWS_PER_SIDE,
+        description="Positions of right rows (their `<right>._row`).",
+        json_schema_extra={"uniqueItems": True},
+    )
+    note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="Why, for the audit.")
+
+    @field_validator("left_rows", "right_rows")
+    @classmethod
+    def _unique(cls, rows: list[int]) -> list[int]:
+        if len(set(rows)) != len(rows):
+            twice = sorted({r for r in rows if rows.count(r) > 1})
+            raise ValueError(f"rows given twice: {twice}")
+        return rows
+
+
+class MatchResponse(BaseModel):
+    match_id: int = Field(description="The match's id in the output: its smallest left row.")
+
+
+class UndoneResponse(MatchResponse):
+    outcome: Literal["dissolved", "rejected"] = Field(
+        description="`dissolved`: a manual match undone; `rejected`: an automatic or "
+        "suggested match undone, whose rows no later run pairs again."
+    )
+
+
+class ActionResponse(BaseModel):
+    id: int
+    kind: Literal["match", "confirm", "reject"]
+    match_id: int
+    left_rows: list[int]
+    right_rows: list[int]
+    fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")
+    note: str | None
+    created_at: dt.datetime
+    undone_at: dt.datetime | None
+
+
+class ActionListResponse(BaseModel):
+    data: list[ActionResponse]
+
+
+def _action(action: ActionRecord) -> dict[str, Any]:
+    return {
+        "id": action.id,
+        "kind": str(action.kind),
+        "match_id": action.match_id,
+        "left_rows": list(action.left_rows),
+        "right_rows": list(action.right_rows),
+        "fingerprint": action.fingerprint,
+        "note": action.note,
+        "created_at": action.created_at.isoformat(),
+        "undone_at": action.undone_at.isoformat() if action.undone_at else None,
+    }
+
+
+@router.post(
+    BASE,
+    status_code=201,
+    summary="Define a reconciliation; its first run is queued at once",
+    response_model=ReconciliationCreatedResponse,
+    responses=v2_responses(*AUTH, *DEFINED, errors.StorageProvisioningError),
+    openapi_extra=json_request_body(DefinitionBody),
+)
+async def create_reconciliation(
+    request: Request, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    created = await run_in_threadpool(service.create, workspace_id=workspace.id, body=body)
+    return json_response(
+        {"id": created.id, "name": created.name, "resource_id": created.resource_id}, 201
+    )
+
+
+@router.get(
+    BASE,
+    summary="The workspace's reconciliations",
+    response_model=ReconciliationListResponse,
+    responses=v2_responses(*AUTH),
+)
+async def list_reconciliations(workspace: KeyedWorkspace, service: ReconciliationsDep) -> Response:
+    found = await run_in_threadpool(service.list_reconciliations, workspace_id=workspace.id)
+    return json_response({"data": [r.to_json() for r in found]})
+
+
+@router.get(
+    ONE,
+    summary="A reconciliation: its definition, state and last run",
+    response_model=ReconciliationResponse,
+    responses=v2_responses(*FOUND),
+)
+async def get_reconciliation(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    found = await run_in_threadpool(
+        service.get, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response(found.to_json())
+
+
+@router.put(
+    ONE,
+    summary="Replace the definition; a run is queued at once",
+    description="Manual work names rows by position in the inputs: when a side reads "
+    "another resource, every manual action is retired (kept, with `undone_at`).",
+    response_model=ReconciliationResponse,
+    responses=v2_responses(*FOUND, *DEFINED),
+    openapi_extra=json_request_body(DefinitionBody),
+)
+async def replace_reconciliation(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    replaced = await run_in_threadpool(
+        service.replace, workspace_id=workspace.id, reconciliation_id=reconciliation_id, body=body
+    )
+    return json_response(replaced.to_json())
+
+
+@router.delete(
+    ONE,
+    status_code=204,
+    summary="Delete the reconciliation, its manual work and its output resource",
+    responses=v2_responses(*FOUND, errors.ConflictError),
+)
+async def delete_reconciliation(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    await run_in_threadpool(
+        service.delete, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return Response(status_code=204)
+
+
+@router.post(
+    ONE + "/runs",
+    status_code=202,
+    summary="Queue a run now",
+    response_model=RunQueuedResponse,
+    responses=v2_responses(*FOUND),
+)
+async def queue_run(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    queued = await run_in_threadpool(
+        service.queue_run, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response({"id": queued.id, "state": queued.state}, 202)
+
+
+@router.post(
+    ONE + "/matches",
+    status_code=201,
+    summary="Match rows by hand (status `manual`); no run takes them apart",
+    description="Rows are positions (`<side>._row`). Rows in an automatic or suggested "
+    "match are released from it. 409 names each row not in its input or already in a "
+    "manual match.",
+    response_model=MatchResponse,
+    responses=v2_responses(*FOUND, errors.InvalidBodyError, errors.ConflictError),
+    openapi_extra=json_request_body(MatchBody),
+)
+async def match_rows(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    body = validate_body(MatchBody, await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
+    match_id = await run_in_threadpool(
+        service.match,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        left_rows=body.left_rows,
+        right_rows=body.right_rows,
+        note=body.note,
+    )
+    return json_response({"match_id": match_id}, 201)
+
+
+@router.post(
+    MATCH + "/confirm",
+    summary="Confirm a suggested match: it becomes manual",
+    response_model=MatchResponse,
+    responses=v2_responses(*FOUND, errors.MatchNotFoundError, errors.ConflictError),
+)
+async def confirm_match(
+    reconciliation_id: ReconciliationId,
+    match_id: MatchId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    confirmed = await run_in_threadpool(
+        service.confirm,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        match_id=match_id,
+    )
+    return json_response({"match_id": confirmed})
+
+
+@router.delete(
+    MATCH,
+    summary="Undo a match: a manual one is dissolved, an automatic or suggested one rejected",
+    response_model=UndoneResponse,
+    responses=v2_responses(*FOUND, errors.MatchNotFoundError),
+)
+async def undo_match(
+    reconciliation_id: ReconciliationId,
+    match_id: MatchId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    outcome = await run_in_threadpool(
+        service.undo,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        match_id=match_id,
+    )
+    return json_response({"match_id": match_id, "outcome": outcome})
+
+
+@router.get(
+    ONE + "/actions",
+    summary="Every manual action taken, in order, undone ones included",
+    response_model=ActionListResponse,
+    responses=v2_responses(*FOUND),
+)
+async def list_actions(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    taken = await run_in_threadpool(
+        service.actions, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response({"data": [_action(a) for a in taken]})
