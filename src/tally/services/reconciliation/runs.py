@@ -81,7 +81,9 @@ class ReconciliationBuilder:
                 scale=scale,
                 content=_content_lookup(conn, left, right),
             )
-            timings["match"] = time.perf_counter() - clock
+            now = time.perf_counter()
+            timings["match"] = now - clock
+            clock = now
         columns = output_columns(
             definition.left.name,
             definition.right.name,
@@ -99,11 +101,13 @@ class ReconciliationBuilder:
         }
         row_count = sum(len(m.left) * len(m.right) for m in outcome.matches)
         row_count += len(outcome.unmatched_left) + len(outcome.unmatched_right)
+        digest = _digest(columns, inputs, outcome)
+        timings["digest"] = time.perf_counter() - clock
         return Output(
             layout=layout,
             rows=lambda: _plan_rows(outcome, left, right),
             row_count=row_count,
-            digest=_digest(columns, inputs, outcome),
+            digest=digest,
             inputs={
                 left_resource.id: left_resource.columns,
                 right_resource.id: right_resource.columns,
