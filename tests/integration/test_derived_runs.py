@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -345,3 +346,26 @@ def test_rows_reaching_an_input_rerun_it_once_per_burst_in_a_worker(
         what="a delivery to the right side to re-run it",
     )
     assert output_resource(runtime, record).data_version == version + 2
+
+
+def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    with write_connection(runtime.engine) as conn, conn.begin():
+        held = derived_resources.claim_due(conn, worker="other", now=utc_now(), lease_seconds=30)
+    assert held is not None
+    waiting = ThreadPoolExecutor(1).submit(run_now, runtime, record)
+    eventually(
+        lambda: derived(runtime, record.id).run_due_at is not None,
+        timeout=30,
+        what="run_now's wish",
+    )
+    assert not waiting.done()  # the other worker still holds it
+    with write_connection(runtime.engine) as conn, conn.begin():  # it finishes, unpublished
+        derived_resources.record_success(
+            conn, record.id, now=utc_now(), last_run={}, output_digest="other"
+        )
+    done = waiting.result(timeout=60)  # then the wish is run here
+
+    assert done.last_run is not None
+    assert done.last_run["counts"]["unmatched_left"] == 1
+    assert output_resource(runtime, record).row_count == 6
