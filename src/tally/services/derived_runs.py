@@ -165,38 +165,48 @@ class DerivedRuns:
                 self._fail(record, worker, message)
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
+        """Build the output beside the published one and swap it in (unless its digest
+        says nothing changed), then index it, then discard what it replaced: readable
+        from the swap on, answered by scans until its indexes are there (decision 0010's
+        trade for sources). The lease is held throughout, so no other run can swap the
+        table while it is indexed; a run taken over after the swap only finishes it."""
         timings: dict[str, float] = {}
         output = self._builders[record.kind].build(record, timings)
         guard = self._guard(record.id, worker)
-        if output.digest != record.output_digest:
+        resource_id = record.resource_id
+        published = output.digest != record.output_digest
+        if published:
             clock = time.perf_counter()
-            with self._engine.connect() as conn:
-                version = resources.get_resource(conn, record.resource_id).data_version + 1
-            derived_outputs.clear(self._engine, record.resource_id, guard)
-            layout = output.layout
+            derived_outputs.clear(self._engine, resource_id, guard)
             derived_outputs.write_plan(
-                self._engine, record.resource_id, layout, output.rows(), guard
+                self._engine, resource_id, output.layout, output.rows(), guard
             )
             clock = _lap(timings, "stage", clock)
-            derived_outputs.fill(self._engine, record.resource_id, layout, output.row_count, guard)
-            plan = derived_outputs.plan_table(record.resource_id)
-            derived_outputs.discard(self._engine, plan, guard)
+            derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
+            derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
             clock = _lap(timings, "build", clock)
-            names = derived_outputs.index_names(record.resource_id, version)
-            derived_outputs.index(self._engine, record.resource_id, layout, names, guard)
-            _lap(timings, "index", clock)
-        clock = time.perf_counter()
-        with write_connection(self._engine) as conn, conn.begin():
-            guard(conn)
-            now = utc_now()
-            _check_inputs(conn, output.inputs)
-            published = output.digest != record.output_digest
-            if published:
-                resource = resources.lock_resource(conn, record.resource_id)
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                now = utc_now()
+                _check_inputs(conn, output.inputs)
+                resource = resources.lock_resource(conn, resource_id)
                 derived_outputs.publish(
                     conn, resource, output.layout.columns, output.row_count, now
                 )
-                self._queue_readers(conn, record.resource_id, now)
+                derived_resources.record_output(conn, record.id, output.digest)
+                self._queue_readers(conn, resource_id, now)
+            _lap(timings, "publish", clock)
+            log.info("derived_output_readable", extra={"derived_id": record.id})
+        clock = time.perf_counter()
+        derived_outputs.index(self._engine, resource_id, guard)
+        clock = _lap(timings, "index", clock)
+        derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
+        clock = _lap(timings, "discard", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            now = utc_now()
+            if not published:
+                _check_inputs(conn, output.inputs)
             last_run = {
                 "started_at": started.isoformat(),
                 "finished_at": now.isoformat(),
@@ -205,10 +215,6 @@ class DerivedRuns:
             derived_resources.record_success(
                 conn, record.id, now=now, last_run=last_run, output_digest=output.digest
             )
-        clock = _lap(timings, "publish", clock)
-        if published:  # the output is readable: what it replaced is garbage now
-            derived_outputs.discard(self._engine, derived_outputs.old_table(record.resource_id))
-            _lap(timings, "discard", clock)
         log.info(
             "derived_run_finished",
             extra={

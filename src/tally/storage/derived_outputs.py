@@ -25,10 +25,11 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, update
 
 from tally.core.columns import Column, ColumnType
+from tally.storage import resources
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource, table_name_for
-from tally.storage.schema import resources
+from tally.storage.schema import resources as resources_table
 
 BATCH_ROWS = 50_000  # output rows written per transaction
 SQLITE_FILL_CACHE_KIB = 16384  # page cache while filling (as a load's: few pages needed)
@@ -248,22 +249,32 @@ def _part_sql(part: Part, column: Column, postgresql: bool) -> str:
     return ref
 
 
-def index(engine: Engine, resource_id: int, layout: Layout, names: str, guard: Guard) -> None:
-    """Index `r_{id}_next` as a source is indexed; on SQLite one index per transaction
-    (each holds the one write lock), statistics at the end."""
-    table = next_table(resource_id)
+def index(engine: Engine, resource_id: int, guard: Guard) -> None:
+    """Index the published output as a source is indexed, if it is not yet (a run taken
+    over after its swap resumes here: `CREATE INDEX IF NOT EXISTS`); on SQLite one
+    index per transaction (each holds the one write lock), statistics at the end."""
+    with engine.connect() as conn:
+        resource = resources.get_resource(conn, resource_id)
+    if resource.indexed_version == resource.data_version:
+        return
+    table, columns = resource.table_name, resource.columns
+    names = f"{table}_v{resource.data_version}"  # apart from the names of the table it replaced
     if backend_of(engine).is_postgresql:
         with engine.begin() as conn:
             guard(conn)
-            ddl.build_indexes(conn, table, layout.columns, names=names)
-        return
-    for column in layout.columns:
+            ddl.build_indexes(conn, table, columns, names=names)
+    else:
+        for column in columns:
+            with write_connection(engine) as conn, conn.begin():
+                guard(conn)
+                ddl.build_indexes(conn, table, [column], names=names, analyze=False)
         with write_connection(engine) as conn, conn.begin():
             guard(conn)
-            ddl.build_indexes(conn, table, [column], names=names, analyze=False)
+            conn.exec_driver_sql(f"ANALYZE {table}")
+    ddl.vacuum(engine, table)
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
-        conn.exec_driver_sql(f"ANALYZE {table}")
+        resources.record_indexed(conn, resource_id, resource.data_version)
 
 
 def publish(
@@ -288,22 +299,15 @@ def publish(
         conn.exec_driver_sql(f"ALTER INDEX {staged}_pkey RENAME TO {table}_pkey")
     version = resource.data_version + 1
     conn.execute(
-        update(resources)
-        .where(resources.c.id == resource.id)
+        update(resources_table)
+        .where(resources_table.c.id == resource.id)
         .values(
             columns=[c.to_json() for c in columns],
             is_placeholder=False,
             row_count=row_count,
             data_version=version,
             rendered_version=version,
-            indexed_version=version,
             updated_at=now,
         )
     )
     return version
-
-
-def index_names(resource_id: int, version: int) -> str:
-    """Index names of the output published as `version`: apart from the published
-    output's, which keep theirs after the rename."""
-    return f"{table_name_for(resource_id)}_v{version}"

@@ -307,6 +307,15 @@ def record_success(
     )
 
 
+def record_output(conn: Connection, derived_id: int, output_digest: str) -> None:
+    """The digest of the output just published (its run may still be indexing it)."""
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(output_digest=output_digest)
+    )
+
+
 def record_failure(
     conn: Connection,
     derived_id: int,

@@ -183,11 +183,13 @@ def record_load(
 
 
 def next_unfinished(conn: Connection) -> int | None:
-    """A resource with rows whose indexes were never built, or whose latest rows have
-    no stored JSON text yet, if any (the oldest first)."""
+    """A source with rows whose indexes were never built, or whose latest rows have
+    no stored JSON text yet, if any (the oldest first). A derived output's run stores
+    and indexes its own (storage/derived_outputs.py)."""
     stmt = (
         select(resources.c.id)
         .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))
+        .where(resources.c.kind == "source")
         .where(
             (resources.c.indexed_version == 0)
             | (resources.c.rendered_version != resources.c.data_version)
