@@ -9,8 +9,9 @@ finishes them as a worker would (rows' JSON text, indexes), creates the reconcil
 with the issue's first three passes, and prints its id. `run` (a fresh process, so its
 peak RSS is the run's own) forgets the output's digest, so the run builds and publishes
 the output whether or not it changed, runs it now, as `tally admin run-reconciliation` does, and
-prints one JSON object: seconds from start until the output is readable, the seconds of
-each phase (from the run's log), peak RSS, the output's rows and last_run's counts.
+prints one JSON object: seconds until the run ended and until its output was readable
+(swapped in; the run then indexes it), the seconds of each phase (from the run's log),
+peak RSS, the output's rows and last_run's counts.
 """
 
 from __future__ import annotations
@@ -36,13 +37,17 @@ from tally.settings import load_settings  # noqa: E402
 
 
 class _Phases(logging.Handler):
-    """Keeps the `seconds` of the run's `derived_run_finished` log record."""
+    """Keeps the `seconds` of the run's `derived_run_finished` log record, and when its
+    output became readable (`derived_output_readable`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seconds: dict[str, float] = {}
+        self.readable_at = 0.0
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "derived_output_readable":
+            self.readable_at = time.perf_counter()
         if record.getMessage() == "derived_run_finished":
             self.seconds = dict(record.__dict__.get("seconds", {}))
 
@@ -100,6 +105,7 @@ def run(derived_id: int, profile: str | None) -> None:
             {
                 "backend": runtime.backend_name,
                 "seconds": round(seconds, 2),
+                "readable_after": round(phases.readable_at - started, 2),
                 "phases": phases.seconds,
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                 "output_rows": rows[0],

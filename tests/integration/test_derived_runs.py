@@ -409,3 +409,37 @@ def _csv(rows: list[list[str]]) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return out.getvalue()
+
+
+def test_a_match_of_several_left_rows_gives_a_row_at_each_of_their_positions(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    bank = (
+        "reference,amount,txn_date,memo\n"
+        "REF-A,4.00,2024-01-05,part\nREF-B,5.00,2024-01-05,whole\nREF-A,6.00,2024-01-05,part\n"
+    )
+    ledger = (
+        "reference,amount,txn_date,account\nREF-B,5.00,2024-01-05,1\nREF-A,10.00,2024-01-05,2\n"
+    )
+    left, right = bank_and_ledger(runtime, tenant, bank, ledger)
+    passes = [
+        {
+            "name": "sums",
+            "type": "many_to_one",
+            "keys": [{"left": "reference", "right": "reference"}],
+        }
+    ]
+    record = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, passes=passes)
+    )
+    last_run = run_now(runtime, record).last_run
+
+    rows = output_rows(runtime, tenant, record)
+    assert [(r["match_id"], r["bank._row"], r["ledger._row"]) for r in rows] == [
+        (1, 1, 2),
+        (2, 2, 1),
+        (1, 3, 2),  # the match's second left row, at its own position
+    ]
+    assert last_run is not None
+    assert last_run["counts"]["matched"] == 2
+    assert last_run["amounts"]["left"] == {"matched": "15.00", "unmatched": "0.00"}

@@ -25,6 +25,7 @@ from tally.core.errors import RunFailedError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
 from tally.services.derived_runs import Output
 from tally.services.reconciliation.matching import (
+    Match,
     Outcome,
     SideRow,
     key_columns,
@@ -101,20 +102,21 @@ class ReconciliationBuilder:
                 "data_version": right_resource.data_version,
             },
         }
-        row_count = sum(len(m.left) * len(m.right) for m in outcome.matches)
-        row_count += len(outcome.unmatched_left) + len(outcome.unmatched_right)
-        digest = _digest(columns, inputs, outcome)
+        tally = _tally(outcome, left, right, columns, inputs)
         timings["digest"] = time.perf_counter() - clock
         return Output(
             layout=layout,
             rows=lambda: _plan_rows(outcome, left, right),
-            row_count=row_count,
-            digest=digest,
+            row_count=tally.rows,
+            digest=tally.digest,
             inputs={
                 left_resource.id: left_resource.columns,
                 right_resource.id: right_resource.columns,
             },
-            summary={"inputs": inputs, **_summary(definition, outcome, left, right, scale)},
+            summary={
+                "inputs": inputs,
+                **_summary(definition, outcome, tally, (left, right), scale),
+            },
         )
 
 
@@ -184,93 +186,87 @@ def _layout(
 
 def _plan_rows(outcome: Outcome, left: _Input, right: _Input) -> Iterator[tuple[Any, ...]]:
     """One plan row per output row, in output order: left positions ascending (a match's
-    right rows ascending within), then the right rows in no match."""
-    owner = array("q", [-1]) * (len(left.rows) + 1)
-    for index, match in enumerate(outcome.matches):
-        for position in match.left:
-            owner[position] = index
+    right rows ascending within), then the right rows in no match. Matches come in
+    match id order, which is their first left row's order: one pass over them."""
+    matches = iter(outcome.matches)
+    later: dict[int, Match] = {}  # a match's left rows after its first
     seq = 0
     left_ids, right_ids = left.row_ids, right.row_ids
     for position in range(1, len(left.rows) + 1):
-        index = owner[position]
-        if index < 0:
+        reason = outcome.unmatched_left.get(position)
+        if reason is not None:
             seq += 1
-            reason = outcome.unmatched_left[position]
-            yield (
-                seq,
-                None,
-                UNMATCHED,
-                None,
-                None,
-                reason,
-                position,
-                None,
-                left_ids[position - 1],
-                None,
-            )
+            yield (seq, None, UNMATCHED, None, None, reason, position, None,
+                   left_ids[position - 1], None)  # fmt: skip
             continue
-        m = outcome.matches[index]
+        m = later.pop(position, None)
+        if m is None:
+            m = next(matches)
+            later.update((p, m) for p in m.left[1:])
+        status = str(m.status)
         for other in m.right:
             seq += 1
-            yield (
-                seq,
-                m.match_id,
-                str(m.status),
-                m.pass_name,
-                m.difference,
-                m.reason,
-                position,
-                other,
-                left_ids[position - 1],
-                right_ids[other - 1],
-            )
+            yield (seq, m.match_id, status, m.pass_name, m.difference, m.reason, position,
+                   other, left_ids[position - 1], right_ids[other - 1])  # fmt: skip
     for position, reason in outcome.unmatched_right.items():
         seq += 1
-        yield (
-            seq,
-            None,
-            UNMATCHED,
-            None,
-            None,
-            reason,
-            None,
-            position,
-            None,
-            right_ids[position - 1],
-        )
+        yield (seq, None, UNMATCHED, None, None, reason, None, position, None,
+               right_ids[position - 1])  # fmt: skip
 
 
-def _digest(columns: Sequence[Column], inputs: dict[str, Any], outcome: Outcome) -> str:
-    """The output's content: its columns, the inputs' versions (their rows), and every
-    match and reason. Equal digests, equal outputs: the run publishes nothing."""
+@dataclass
+class _Tally:
+    """One pass over the matches: the output's row count and content digest, the
+    matches per status, each side's matched amount."""
+
+    rows: int
+    digest: str
+    counts: dict[str, int]
+    matched: tuple[int, int]
+
+
+def _tally(
+    outcome: Outcome, left: _Input, right: _Input, columns: Sequence[Column], inputs: Any
+) -> _Tally:
+    """Equal digests, equal outputs (its columns, the inputs' versions, hence their
+    rows, and every match and reason): a run whose digest is the published output's
+    publishes nothing."""
     digest = hashlib.sha256(repr(([c.to_json() for c in columns], inputs)).encode())
-    matches = outcome.matches
-    for start in range(0, len(matches), DIGEST_CHUNK):
-        digest.update(repr([tuple(m) for m in matches[start : start + DIGEST_CHUNK]]).encode())
+    counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
+    rows = matched_left = matched_right = 0
+    chunk: list[tuple[Any, ...]] = []
+    for m in outcome.matches:
+        counts[str(m.status)] += 1
+        rows += len(m.left) * len(m.right)
+        matched_left += sum(left.rows[p - 1].amount or 0 for p in m.left)
+        matched_right += sum(right.rows[p - 1].amount or 0 for p in m.right)
+        chunk.append(tuple(m))
+        if len(chunk) == DIGEST_CHUNK:
+            digest.update(repr(chunk).encode())
+            chunk = []
+    digest.update(repr(chunk).encode())
     digest.update(repr(list(outcome.unmatched_left.items())).encode())
     digest.update(repr(list(outcome.unmatched_right.items())).encode())
-    return digest.hexdigest()
+    rows += len(outcome.unmatched_left) + len(outcome.unmatched_right)
+    return _Tally(rows, digest.hexdigest(), counts, (matched_left, matched_right))
 
 
 def _summary(
     definition: ReconciliationDefinition,
     outcome: Outcome,
-    left: _Input,
-    right: _Input,
+    tally: _Tally,
+    sides: tuple[_Input, _Input],
     scale: int,
 ) -> dict[str, Any]:
     """last_run's counts (matches per status; unmatched rows per side) and amount
     totals per side, matched (in any match) and unmatched, as exact decimal text."""
-    counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
-    matched_left = matched_right = 0
-    for match in outcome.matches:
-        counts[str(match.status)] += 1
-        matched_left += sum(left.rows[p - 1].amount or 0 for p in match.left)
-        matched_right += sum(right.rows[p - 1].amount or 0 for p in match.right)
-    counts["unmatched_left"] = len(outcome.unmatched_left)
-    counts["unmatched_right"] = len(outcome.unmatched_right)
+    counts: dict[str, int] = {
+        **tally.counts,
+        "unmatched_left": len(outcome.unmatched_left),
+        "unmatched_right": len(outcome.unmatched_right),
+    }
     amounts: dict[str, Any] = {}
-    for name, side, matched in (("left", left, matched_left), ("right", right, matched_right)):
+    for name, side, matched in zip(("left", "right"), sides, tally.matched, strict=True):
         if definition.side(SideName(name)).amount is None:
             amounts[name] = None
             continue
