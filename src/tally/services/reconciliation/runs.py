@@ -102,7 +102,7 @@ class ReconciliationBuilder:
                 "data_version": right_resource.data_version,
             },
         }
-        tally = _tally(outcome, left, right, columns, inputs)
+        tally = _tally(outcome, columns, inputs)
         timings["digest"] = time.perf_counter() - clock
         return Output(
             layout=layout,
@@ -216,30 +216,25 @@ def _plan_rows(outcome: Outcome, left: _Input, right: _Input) -> Iterator[tuple[
 
 @dataclass
 class _Tally:
-    """One pass over the matches: the output's row count and content digest, the
-    matches per status, each side's matched amount."""
+    """One pass over the matches: the output's row count and content digest, and the
+    matches per status."""
 
     rows: int
     digest: str
     counts: dict[str, int]
-    matched: tuple[int, int]
 
 
-def _tally(
-    outcome: Outcome, left: _Input, right: _Input, columns: Sequence[Column], inputs: Any
-) -> _Tally:
+def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:
     """Equal digests, equal outputs (its columns, the inputs' versions, hence their
     rows, and every match and reason): a run whose digest is the published output's
     publishes nothing."""
     digest = hashlib.sha256(repr(([c.to_json() for c in columns], inputs)).encode())
     counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
-    rows = matched_left = matched_right = 0
+    rows = 0
     chunk: list[tuple[Any, ...]] = []
     for m in outcome.matches:
-        counts[str(m.status)] += 1
+        counts[m.status] += 1
         rows += len(m.left) * len(m.right)
-        matched_left += sum(left.rows[p - 1].amount or 0 for p in m.left)
-        matched_right += sum(right.rows[p - 1].amount or 0 for p in m.right)
         chunk.append(tuple(m))
         if len(chunk) == DIGEST_CHUNK:
             digest.update(repr(chunk).encode())
@@ -248,7 +243,7 @@ def _tally(
     digest.update(repr(list(outcome.unmatched_left.items())).encode())
     digest.update(repr(list(outcome.unmatched_right.items())).encode())
     rows += len(outcome.unmatched_left) + len(outcome.unmatched_right)
-    return _Tally(rows, digest.hexdigest(), counts, (matched_left, matched_right))
+    return _Tally(rows, digest.hexdigest(), counts)
 
 
 def _summary(
@@ -266,13 +261,15 @@ def _summary(
         "unmatched_right": len(outcome.unmatched_right),
     }
     amounts: dict[str, Any] = {}
-    for name, side, matched in zip(("left", "right"), sides, tally.matched, strict=True):
+    unmatched_rows = (outcome.unmatched_left, outcome.unmatched_right)
+    for name, side, unmatched in zip(("left", "right"), sides, unmatched_rows, strict=True):
         if definition.side(SideName(name)).amount is None:
             amounts[name] = None
             continue
         total = sum(row.amount or 0 for row in side.rows)
+        apart = sum(side.rows[p - 1].amount or 0 for p in unmatched)  # every other is matched
         amounts[name] = {
-            "matched": money(matched, scale),
-            "unmatched": money(total - matched, scale),
+            "matched": money(total - apart, scale),
+            "unmatched": money(apart, scale),
         }
     return {"counts": counts, "amounts": amounts}
