@@ -19,7 +19,7 @@ from support.reconciliation_cases import (
     side_rows,
 )
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, SideName
-from tally.services.reconciliation.matching import reconcile
+from tally.services.reconciliation.matching import output_rows, reconcile
 
 KEYS = ["A", "a", " A", "A ", "b", "B", "007", "7", "0", "000", "x-1", "x 1", "x  1", "", None]
 NORMALIZERS = [
@@ -112,6 +112,14 @@ def test_the_engine_decides_as_the_model_does(case: tuple[Any, ...]) -> None:
     assert as_model(outcome) == run_model(d, left, right, manual)
     for m in outcome.matches:
         assert m.match_id == min(m.left)
+    rows = list(output_rows(outcome))
+    lefts = [r[5] for r in rows if r[5] is not None]
+    assert lefts == sorted(lefts)
+    assert set(lefts) == set(range(1, len(left) + 1))
+    assert {r[6] for r in rows if r[6] is not None} == set(range(1, len(right) + 1))
+    assert len(rows) == sum(len(m.left) * len(m.right) for m in outcome.matches) + len(
+        outcome.unmatched_left
+    ) + len(outcome.unmatched_right)
     for reason in [*outcome.unmatched_left.values(), *outcome.unmatched_right.values()]:
         assert reason
         assert "not taken" not in reason

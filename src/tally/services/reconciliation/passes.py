@@ -8,7 +8,7 @@ one right row, by far the usual case, is decided without building any candidate 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import is_not, ne, sub
 from typing import Any
@@ -59,6 +59,21 @@ def _index(
     return single, shared
 
 
+def _shared_keys(
+    left_single: dict[Hashable | None, int],
+    left_shared: dict[Hashable | None, list[int]],
+    right_single: dict[Hashable | None, int],
+    right_shared: dict[Hashable | None, list[int]],
+) -> Iterator[Hashable | None]:
+    """The keys both sides have where at least one side has several rows (few, usually)."""
+    for key in right_shared:
+        if key in left_single or key in left_shared:
+            yield key
+    for key in left_shared:
+        if key in right_single:
+            yield key
+
+
 def one_to_one(run: Run, pass_index: int) -> None:
     match_pass = run.definition.passes[pass_index]
     left, right = run.left, run.right
@@ -69,9 +84,7 @@ def one_to_one(run: Run, pass_index: int) -> None:
     tolerance = run.tolerance(match_pass)
     window = match_pass.date_window
     groups: list[list[Pair]] = []
-    for key in (left_single.keys() | left_shared.keys()) & right_shared.keys() | (
-        left_shared.keys() & right_single.keys()
-    ):
+    for key in _shared_keys(left_single, left_shared, right_single, right_shared):
         pairs = _candidates(
             run,
             left_shared.get(key) or [left_single[key]],
@@ -230,7 +243,9 @@ def grouped(run: Run, pass_index: int) -> None:
     ones = [i for i in one.free() if one_keys[i] is not None]
     one_first, one_shared = _index(one_keys, ones)
     many_first, many_shared = _index(many_keys, run.eligible(many, many_keys))
-    for key in (one_first.keys() | one_shared.keys()) & (many_first.keys() | many_shared.keys()):
+    keys = list(_shared_keys(one_first, one_shared, many_first, many_shared))
+    keys += [key for key in one_first if key in many_first]
+    for key in keys:
         members = many_shared.get(key) or [many_first[key]]
         sharing = one_shared.get(key)
         if sharing:
