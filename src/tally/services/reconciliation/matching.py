@@ -38,7 +38,9 @@ explained.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import ge
 from typing import overload
 
 from tally.core.reconciliation import (
@@ -131,10 +133,12 @@ class Matches(Sequence[Match]):
 
     def __init__(self, run: Run) -> None:
         self._run = run
-        first_left = run.match_left
-        self._order = array(
-            "q", (m for i, m in enumerate(run.left.taken) if m >= 0 and first_left[m] == i)
-        )
+        taken = run.left.taken  # left rows in position order: matches in match_id order
+        order: Iterable[int] = compress(taken, map(ge, taken, repeat(0)))
+        if any(len(lefts) > 1 for lefts, _ in run.groups.values()):  # once per match
+            first_left = run.match_left
+            order = (m for i, m in enumerate(taken) if m >= 0 and first_left[m] == i)
+        self._order = array("q", order)
 
     def __len__(self) -> int:
         return len(self._order)

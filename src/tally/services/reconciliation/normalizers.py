@@ -55,7 +55,7 @@ def normalized_column(
 ) -> list[str | None]:
     """`normalize` applied to a whole column, each distinct value computed once."""
     if not normalizers:
-        return [value or None for value in values]
+        return values if "" not in values else [value or None for value in values]
     cache: dict[str | None, str | None] = {None: None}
     out: list[str | None] = []
     append = out.append
