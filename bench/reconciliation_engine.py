@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests")]
 
 from support.reconciliation_pairs import (  # noqa: E402
+    ISSUE_DEFINITION,
     PEER_DEFINITION,
     SCALE,
     content_lookup,
@@ -50,11 +51,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", required=True, type=Path)
     parser.add_argument("--profile", type=Path, help="write a cProfile of reconcile here")
+    parser.add_argument(
+        "--definition",
+        choices=("peers", "issue"),
+        default="peers",
+        help="peers: recon_peers.py's three passes (default); issue: the issue's four",
+    )
     args = parser.parse_args()
+    definition = PEER_DEFINITION if args.definition == "peers" else ISSUE_DEFINITION
     paths = {SideName.LEFT: args.dir / "bank.csv", SideName.RIGHT: args.dir / "ledger.csv"}
     t0 = time.perf_counter()
-    left = read_side(paths[SideName.LEFT], PEER_DEFINITION, SideName.LEFT)
-    right = read_side(paths[SideName.RIGHT], PEER_DEFINITION, SideName.RIGHT)
+    left = read_side(paths[SideName.LEFT], definition, SideName.LEFT)
+    right = read_side(paths[SideName.RIGHT], definition, SideName.RIGHT)
     read_seconds = time.perf_counter() - t0
     gc.collect()
     _reset_peak()
@@ -65,7 +73,7 @@ def main() -> int:
     if profiler:
         profiler.enable()
     outcome = reconcile(
-        PEER_DEFINITION, left, right, ManualWork(), scale=SCALE, content=content_lookup(paths)
+        definition, left, right, ManualWork(), scale=SCALE, content=content_lookup(paths)
     )
     if profiler:
         profiler.disable()
@@ -79,6 +87,7 @@ def main() -> int:
     truth, _, _ = read_truth(args.dir / "truth.csv")
     pairs = {(m.left[0], r) for m in outcome.matches for r in m.right}
     result = {
+        "definition": args.definition,
         "bank_rows": len(left),
         "ledger_rows": len(right),
         "read_seconds": round(read_seconds, 2),

@@ -150,28 +150,33 @@ def _single_pairs(
 def _candidates(
     run: Run, lefts: list[int], rights: list[int], tolerance: int, window: tuple[int, int]
 ) -> list[Pair]:
-    """Every pair of a key's rows within tolerance and window and not rejected: the right
-    rows sorted by amount, each left row's range found by bisection."""
+    """Every pair of a key's rows within tolerance and window and not rejected. The right
+    rows are sorted by amount (by date when amounts are not compared) and each left row's
+    range is found by bisection, so a pass without keys does not try every pair."""
     left, right = run.left, run.right
     before, after = window
-    if run.amounts:
-        rights = sorted(rights, key=lambda j: right.amounts[j])  # type: ignore[arg-type,return-value]
-        right_amounts: list[int] = [right.amounts[j] for j in rights]  # type: ignore[misc]
+    by: Sequence[Any] | None = right.amounts if run.amounts else right.days if run.dates else None
+    if by is not None:
+        rights = sorted(rights, key=by.__getitem__)
+        values = [by[j] for j in rights]
     pairs: list[Pair] = []
     for i in lefts:
-        amount = left.amounts[i]
         near = rights
         if run.amounts:
-            assert amount is not None
-            low = bisect_left(right_amounts, amount - tolerance)
-            near = rights[low : bisect_right(right_amounts, amount + tolerance, low)]
+            amount: int = left.amounts[i]  # type: ignore[assignment]
+            low = bisect_left(values, amount - tolerance)
+            near = rights[low : bisect_right(values, amount + tolerance, low)]
+        elif run.dates:
+            day: int = left.days[i]  # type: ignore[assignment]
+            low = bisect_left(values, day + before)
+            near = rights[low : bisect_right(values, day + after, low)]
         for j in near:
             shift = right.days[j] - left.days[i] if run.dates else 0  # type: ignore[operator]
-            if not before <= shift <= after and run.dates:
+            if run.dates and not before <= shift <= after:
                 continue
             if run.rejected and (left.positions[i], right.positions[j]) in run.rejected:
                 continue
-            gap = abs(amount - right.amounts[j]) if run.amounts else 0  # type: ignore[operator]
+            gap = abs(left.amounts[i] - right.amounts[j]) if run.amounts else 0  # type: ignore[operator]
             pairs.append((gap, abs(shift), i, j))
     return pairs
 
