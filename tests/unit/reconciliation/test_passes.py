@@ -334,3 +334,29 @@ def test_output_rows_are_in_the_outputs_order() -> None:
     ]
     assert [m.match_id for m in outcome.matches] == [1, 2, 4]
     assert outcome.matches[1] == list(outcome.matches)[1] == outcome.matches[1:2][0]
+
+
+def test_many_to_one_refuses_a_key_two_right_rows_share() -> None:
+    left = [row("S", 250, 5), row("S", 750, 5)]
+    right = [row("S", 1000, 5), row("S", 1000, 5)]
+    outcome = run_engine(definition([split("many_to_one")]), left, right)
+    assert pairs(outcome) == []
+    assert outcome.unmatched_left[1] == (
+        "split: 2 ledger rows share ref 'S' (ledger rows 1, 2); "
+        "the pass matches one ledger row to many bank rows"
+    )
+
+
+def test_a_rejected_group_says_so() -> None:
+    manual = ManualWork(rejections=(Rejection((1,), (2,)),))
+    outcome = run_engine(definition([split()]), [row("S", 2)], [row("S", 1), row("S", 1)], manual)
+    reason = "split: bank row 1 (ref S) with ledger rows 1, 2: an analyst rejected this match"
+    assert outcome.unmatched_left == {1: reason}
+    assert outcome.unmatched_right == {1: reason, 2: reason}
+
+
+def test_a_manual_match_keeps_the_rows_still_in_the_inputs() -> None:
+    manual = ManualWork((ManualMatch(1, (1, 9), (1,)), ManualMatch(2, (2,), (8,))))
+    outcome = run_engine(definition([EXACT]), [row("A"), row("B")], [row("Z")], manual)
+    assert [(m.left, m.right, m.pass_name) for m in outcome.matches] == [((1,), (1,), "manual")]
+    assert outcome.unmatched_left == {2: "no ledger row with ref 'B'"}

@@ -31,8 +31,11 @@ The rules (issue #11, section 1), in the order they apply:
    `matched`. The match's id is its smallest left position.
 
 The outcome does not depend on the order of the input sequences (rows are put in position
-order first, and every choice is made by the rules above). reasons.py says how each row is
-explained.
+order first, and every choice is made by the rules above). explain.py says which pass and
+which candidate explain an unmatched row; reasons.py words every reason.
+
+A million matches is the usual case, so the outcome's `matches` are built as they are read
+(`Matches`), and `output_rows` gives the output's rows in its order without building them.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class Side:
 
     def free(self) -> list[int]:
         """Every row in no match."""
-        return [i for i, match in enumerate(self.taken) if match == FREE]
+        return list(compress(count(), map(eq, self.taken, repeat(FREE))))
 
     def close_taken(self) -> None:
         still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
