@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Hashable, Iterable, Sequence
+from itertools import compress, count
 
 from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
@@ -69,9 +70,8 @@ class _Explainer:
         needed.discard(None)
         found: dict[Hashable | None, list[int]] = {}
         if needed:
-            for j, key in enumerate(theirs):
-                if key in needed:
-                    found.setdefault(key, []).append(j)
+            for j in compress(count(), map(needed.__contains__, theirs)):
+                found.setdefault(theirs[j], []).append(j)
         return own, found
 
     def _explain(self, i: int, indexes: list[tuple[int, Index]]) -> str:

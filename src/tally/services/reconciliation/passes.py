@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import is_not, ne, sub
+from operator import is_not, le, ne, sub
 from typing import Any
 
 from tally.core.reconciliation import ManualWork, PassType, SideName
@@ -47,7 +47,7 @@ def _index(
 ) -> tuple[dict[Hashable | None, int], dict[Hashable | None, list[int]]]:
     """key -> the row with it, for the keys only one row has; key -> its rows (ascending)
     for the keys several rows share. Built with C-level loops: a million rows is usual."""
-    row_keys = keys if len(rows) == len(keys) else [keys[i] for i in rows]
+    row_keys = keys if len(rows) == len(keys) else list(map(keys.__getitem__, rows))
     single = dict(zip(row_keys, rows, strict=True))  # the last row wins
     shared: dict[Hashable | None, list[int]] = {}
     if len(single) < len(rows):  # rows not last with their key: the few sharing a key
@@ -126,12 +126,14 @@ def _single_pairs(
     if run.dates:
         get_left, get_right = left.days.__getitem__, right.days.__getitem__
         shifts = list(map(sub, map(get_right, rights), map(get_left, lefts)))
-    low, high = -tolerance, tolerance
     before, after = window
-    fits = [
-        (d is None or low <= d <= high) and (s is None or before <= s <= after)
-        for d, s in zip(differences, shifts, strict=True)
-    ]
+    conditions: list[Iterator[bool]] = []  # each pair's tests, as C-level maps
+    if run.amounts:
+        conditions.append(map(le, map(abs, differences), repeat(tolerance)))
+    if run.dates:
+        conditions.append(map(le, repeat(before), shifts))
+        conditions.append(map(le, shifts, repeat(after)))
+    fits = list(map(all, zip(*conditions, strict=True))) if conditions else [True] * count
     if run.rejected:
         rejected = run.rejected
         fits = [
