@@ -54,7 +54,8 @@ from tally.core.reconciliation import (
     SideName,
 )
 from tally.services.reconciliation.explain import unmatched
-from tally.services.reconciliation.passes import apply_manual, grouped, one_to_one
+from tally.services.reconciliation.grouped import grouped
+from tally.services.reconciliation.passes import apply_manual, one_to_one
 from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow
 from tally.services.reconciliation.state import Run, Side
 

@@ -1,4 +1,4 @@
-"""The passes: manual matches, `one_to_one`, and the grouped `one_to_many`/`many_to_one`.
+"""The passes: manual matches and `one_to_one` (the grouped passes are in grouped.py).
 
 Each pass reads only free rows and records its matches in the run (state.py). Rows are
 grouped by key with dicts (each distinct key normalised once); a key shared by one left and
@@ -13,8 +13,7 @@ from itertools import compress, repeat
 from operator import is_not, le, ne, sub
 from typing import Any
 
-from tally.core.reconciliation import ManualWork, PassType, SideName
-from tally.services.reconciliation import reasons
+from tally.core.reconciliation import ManualWork, SideName
 from tally.services.reconciliation.state import Run, Side
 
 Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
@@ -42,7 +41,7 @@ def _indices(side: Side, positions: Sequence[int]) -> list[int]:
     return found
 
 
-def _index(
+def index_rows(
     keys: Sequence[Hashable | None], rows: Sequence[int]
 ) -> tuple[dict[Hashable | None, int], dict[Hashable | None, list[int]]]:
     """key -> the row with it, for the keys only one row has; key -> its rows (ascending)
@@ -59,7 +58,7 @@ def _index(
     return single, shared
 
 
-def _shared_keys(
+def shared_keys(
     left_single: dict[Hashable | None, int],
     left_shared: dict[Hashable | None, list[int]],
     right_single: dict[Hashable | None, int],
@@ -79,12 +78,12 @@ def one_to_one(run: Run, pass_index: int) -> None:
     left, right = run.left, run.right
     left_keys = left.keys(run.spec(match_pass, SideName.LEFT))
     right_keys = right.keys(run.spec(match_pass, SideName.RIGHT))
-    left_single, left_shared = _index(left_keys, run.eligible(left, left_keys))
-    right_single, right_shared = _index(right_keys, run.eligible(right, right_keys))
+    left_single, left_shared = index_rows(left_keys, run.eligible(left, left_keys))
+    right_single, right_shared = index_rows(right_keys, run.eligible(right, right_keys))
     tolerance = run.tolerance(match_pass)
     window = match_pass.date_window
     groups: list[list[Pair]] = []
-    for key in _shared_keys(left_single, left_shared, right_single, right_shared):
+    for key in shared_keys(left_single, left_shared, right_single, right_shared):
         pairs = _candidates(
             run,
             left_shared.get(key) or [left_single[key]],
@@ -234,69 +233,3 @@ def _ties(pairs: list[Pair]) -> list[list[Pair]]:
                 runs.append(pairs[start:end])
             start = end
     return runs
-
-
-def grouped(run: Run, pass_index: int) -> None:
-    """`one_to_many` (one left row, many right rows) or `many_to_one` (the mirror): the one
-    side's row must be the only free row with its keys; its group is every free row of the
-    other side with those keys whose date fits, taken whole when the sum fits."""
-    match_pass = run.definition.passes[pass_index]
-    assert match_pass.keys, "a grouped pass has keys (the definition check refuses none)"
-    one_which = SideName.LEFT if match_pass.type is PassType.ONE_TO_MANY else SideName.RIGHT
-    one = run.side(one_which)
-    many = run.opposite(one)
-    one_keys = one.keys(run.spec(match_pass, one.which))
-    many_keys = many.keys(run.spec(match_pass, many.which))
-    ones = [i for i in one.free() if one_keys[i] is not None]
-    one_first, one_shared = _index(one_keys, ones)
-    many_first, many_shared = _index(many_keys, run.eligible(many, many_keys))
-    keys = list(_shared_keys(one_first, one_shared, many_first, many_shared))
-    keys += [key for key in one_first if key in many_first]
-    for key in keys:
-        members = many_shared.get(key) or [many_first[key]]
-        sharing = one_shared.get(key)
-        if sharing:
-            text = reasons.shared_key(run, pass_index, one, sharing)
-            for i in sharing:
-                run.failures[one.which, i] = (pass_index, text)
-            for j in members:
-                run.failures[many.which, j] = (pass_index, text)
-            continue
-        _group(run, pass_index, one, one_first[key], many, members)
-    one.close_taken()
-    many.close_taken()
-
-
-def _group(run: Run, pass_index: int, one: Side, i: int, many: Side, members: list[int]) -> None:
-    """Match row `i` of the one side with the members whose date fits, if their sum fits."""
-    match_pass = run.definition.passes[pass_index]
-    if (run.amounts and one.amounts[i] is None) or (run.dates and one.days[i] is None):
-        return  # matches nothing; the reason says which value is empty
-    if run.dates:
-        before, after = match_pass.date_window
-        sign = 1 if one.which is SideName.LEFT else -1  # the window is right minus left
-        day = one.days[i]
-        members = [j for j in members if before <= sign * (many.days[j] - day) <= after]  # type: ignore[operator]
-        if not members:
-            return
-    lefts, rights = ([i], members) if one.which is SideName.LEFT else (members, [i])
-    if run.rejected and any(
-        (run.left.positions[a], run.right.positions[b]) in run.rejected
-        for a in lefts
-        for b in rights
-    ):
-        text = reasons.rejected_group(run, pass_index, one, i, many, members)
-    elif run.amounts and abs(_sum(run.left, lefts) - _sum(run.right, rights)) > run.tolerance(
-        match_pass
-    ):
-        text = reasons.group_sum(run, pass_index, one, i, many, members)
-    else:
-        run.add_match(pass_index, lefts, rights)
-        return
-    run.failures[one.which, i] = (pass_index, text)
-    for j in members:
-        run.failures[many.which, j] = (pass_index, text)
-
-
-def _sum(side: Side, rows: list[int]) -> int:
-    return sum(side.amounts[i] for i in rows)  # type: ignore[misc]
