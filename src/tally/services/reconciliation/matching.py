@@ -112,7 +112,9 @@ def reconcile(
         else:
             grouped(run, index)
     unmatched_left, unmatched_right = unmatched(run)
-    return Outcome(Matches(run), unmatched_left, unmatched_right)
+    matches = Matches(run)
+    run.release()
+    return Outcome(matches, unmatched_left, unmatched_right)
 
 
 OutputRow = tuple[int | None, MatchStatus, str | None, int | None, str, int | None, int | None]

@@ -94,6 +94,11 @@ class Side:
         """Every row in no match."""
         return list(compress(count(), map(eq, self.taken, repeat(FREE))))
 
+    def release(self) -> None:
+        """Keep only the positions and the taken marks (see Run.release)."""
+        self.row_keys = self.amounts = self.days = self.open = ()
+        self._keys.clear()
+
     def close_taken(self) -> None:
         still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
         self.open = list(compress(self.open, still_free))
@@ -145,6 +150,13 @@ class Run:
                 side.open = [i for i in side.open if side.amounts[i] is not None]
             if self.dates and None in side.days:
                 side.open = [i for i in side.open if side.days[i] is not None]
+
+    def release(self) -> None:
+        """Drop what only matching and explaining needed (key columns, amounts, dates):
+        the outcome keeps the run for its matches while the output is written."""
+        self.left.release()
+        self.right.release()
+        self.failures.clear()
 
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right
