@@ -360,3 +360,12 @@ def test_a_manual_match_keeps_the_rows_still_in_the_inputs() -> None:
     outcome = run_engine(definition([EXACT]), [row("A"), row("B")], [row("Z")], manual)
     assert [(m.left, m.right, m.pass_name) for m in outcome.matches] == [((1,), (1,), "manual")]
     assert outcome.unmatched_left == {2: "no ledger row with ref 'B'"}
+
+
+def test_an_empty_side_leaves_the_other_unmatched() -> None:
+    d = definition([EXACT, split(), {**EXACT, "name": "loose", "keys": []}])
+    outcome = run_engine(d, [row("R", 5)], [])
+    assert (list(outcome.matches), outcome.unmatched_left) == ([], {1: "loose: no ledger row"})
+    outcome = run_engine(d, [], [row("R", 5)])
+    assert (list(outcome.matches), outcome.unmatched_right) == ([], {1: "loose: no bank row"})
+    assert run_engine(d, [], []) == ([], {}, {})
