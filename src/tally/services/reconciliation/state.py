@@ -31,13 +31,13 @@ from tally.services.reconciliation.rows import ContentLookup, Match, SideRow
 FREE = -1
 
 
+KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideRow.keys, normalisers)
+Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
+
+
 def consume(iterator: Iterator[object]) -> None:
     """Run an iterator to its end at C speed (`map` over a setter, a million items)."""
     deque(iterator, maxlen=0)
-
-
-KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideRow.keys, normalisers)
-Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
 
 
 class Side:
