@@ -49,6 +49,44 @@ PEER_DEFINITION = ReconciliationDefinition.from_json(
 )
 
 
+# The issue's example definition, all four passes (normalised keys, a pass without keys).
+ISSUE_DEFINITION = ReconciliationDefinition.from_json(
+    {
+        "name": "Bank vs ledger",
+        "left": {"name": "bank", "resource_id": 1, "amount": "amount", "date": "txn_date"},
+        "right": {"name": "ledger", "resource_id": 2, "amount": "amount", "date": "txn_date"},
+        "passes": [
+            {
+                "name": "same reference",
+                "type": "one_to_one",
+                "keys": [
+                    {"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}
+                ],
+            },
+            {
+                "name": "reference, small differences",
+                "type": "one_to_one",
+                "keys": [{"left": "reference", "right": "reference"}],
+                "amount_tolerance": "0.05",
+                "date_window": [-3, 3],
+            },
+            {
+                "name": "split payments",
+                "type": "one_to_many",
+                "keys": [{"left": "reference", "right": "reference"}],
+            },
+            {
+                "name": "amount and date only",
+                "type": "one_to_one",
+                "keys": [],
+                "date_window": [-1, 1],
+                "auto_confirm": False,
+            },
+        ],
+    }
+)
+
+
 def kit() -> Path | None:
     """The shared benchmark kit (BENCH_KIT, else ../shared/bench beside the repository or
     beside its worktrees' folder), or None where it is absent."""

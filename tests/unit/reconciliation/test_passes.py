@@ -10,8 +10,8 @@ from support.reconciliation_cases import definition, row, run_engine, side_rows
 from tally.core.reconciliation import ManualMatch, ManualWork, MatchStatus, Rejection, SideName
 from tally.services.reconciliation.matching import (
     SideRow,
-    common_scale,
     key_columns,
+    output_rows,
     reconcile,
 )
 
@@ -312,10 +312,60 @@ def test_positions_name_rows_and_may_not_repeat() -> None:
         )  # type: ignore[arg-type]
 
 
-def test_key_columns_and_the_common_scale() -> None:
+def test_key_columns_are_each_sides_distinct_keys_in_order() -> None:
     keys = [{"left": "ref", "right": "reference"}, {"left": "code", "right": "code"}]
     d = definition([{**EXACT, "keys": keys}, {**near("0.005"), "keys": keys[1:]}, near("0.1")])
     assert key_columns(d, SideName.LEFT) == ("ref", "code")
     assert key_columns(d, SideName.RIGHT) == ("reference", "code", "ref")
-    assert common_scale(d, 2, 0) == 3
-    assert common_scale(definition([EXACT]), 0, 4) == 4
+
+
+def test_output_rows_are_in_the_outputs_order() -> None:
+    left = [row("B", 1000, 5), row("S", 1000, 5), row("X", 5, 5), row("A", 7, 5)]
+    right = [row("S", 700, 5), row("A", 7, 5), row("Y", 1), row("S", 300, 5), row("B", 1000, 5)]
+    outcome = run_engine(definition([EXACT, split()]), left, right)
+    unmatched = MatchStatus.UNMATCHED
+    assert list(output_rows(outcome)) == [
+        (1, MatchStatus.MATCHED, "exact", 0, "exact: keys equal, amount equal, date equal", 1, 5),
+        (2, MatchStatus.MATCHED, "split", 0, "split: keys equal, sum equal, dates equal", 2, 1),
+        (2, MatchStatus.MATCHED, "split", 0, "split: keys equal, sum equal, dates equal", 2, 4),
+        (None, unmatched, None, None, "no ledger row with ref 'X'", 3, None),
+        (4, MatchStatus.MATCHED, "exact", 0, "exact: keys equal, amount equal, date equal", 4, 2),
+        (None, unmatched, None, None, "no bank row with ref 'Y'", None, 3),
+    ]
+    assert [m.match_id for m in outcome.matches] == [1, 2, 4]
+    assert outcome.matches[1] == list(outcome.matches)[1] == outcome.matches[1:2][0]
+
+
+def test_many_to_one_refuses_a_key_two_right_rows_share() -> None:
+    left = [row("S", 250, 5), row("S", 750, 5)]
+    right = [row("S", 1000, 5), row("S", 1000, 5)]
+    outcome = run_engine(definition([split("many_to_one")]), left, right)
+    assert pairs(outcome) == []
+    assert outcome.unmatched_left[1] == (
+        "split: 2 ledger rows share ref 'S' (ledger rows 1, 2); "
+        "the pass matches one ledger row to many bank rows"
+    )
+
+
+def test_a_rejected_group_says_so() -> None:
+    manual = ManualWork(rejections=(Rejection((1,), (2,)),))
+    outcome = run_engine(definition([split()]), [row("S", 2)], [row("S", 1), row("S", 1)], manual)
+    reason = "split: bank row 1 (ref S) with ledger rows 1, 2: an analyst rejected this match"
+    assert outcome.unmatched_left == {1: reason}
+    assert outcome.unmatched_right == {1: reason, 2: reason}
+
+
+def test_a_manual_match_keeps_the_rows_still_in_the_inputs() -> None:
+    manual = ManualWork((ManualMatch(1, (1, 9), (1,)), ManualMatch(2, (2,), (8,))))
+    outcome = run_engine(definition([EXACT]), [row("A"), row("B")], [row("Z")], manual)
+    assert [(m.left, m.right, m.pass_name) for m in outcome.matches] == [((1,), (1,), "manual")]
+    assert outcome.unmatched_left == {2: "no ledger row with ref 'B'"}
+
+
+def test_an_empty_side_leaves_the_other_unmatched() -> None:
+    d = definition([EXACT, split(), {**EXACT, "name": "loose", "keys": []}])
+    outcome = run_engine(d, [row("R", 5)], [])
+    assert (list(outcome.matches), outcome.unmatched_left) == ([], {1: "loose: no ledger row"})
+    outcome = run_engine(d, [], [row("R", 5)])
+    assert (list(outcome.matches), outcome.unmatched_right) == ([], {1: "loose: no bank row"})
+    assert run_engine(d, [], []) == ([], {}, {})

@@ -81,3 +81,12 @@ def test_a_split_part_left_over_names_the_match_that_took_its_row() -> None:
     assert outcome.unmatched_right == {
         2: "split: bank row 1 (ref S) was matched to ledger row 1 by pass 'near'"
     }
+
+
+def test_the_nearest_among_many_candidates_is_found_by_amount() -> None:
+    right = [row("C", 2000 + k, 10) for k in range(100)]
+    right[70] = row("C", 1010, 12)
+    outcome = run_engine(definition([NEAR]), [row("C", 1000, 10)], right)
+    assert outcome.unmatched_left[1] == (
+        "near: nearest ledger row 71 (ref C): amount differs by 0.10, tolerance 0.05"
+    )

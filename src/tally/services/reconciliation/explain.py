@@ -21,12 +21,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Hashable, Iterable, Sequence
+from itertools import compress, count
 
 from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.state import FREE, Run, Side
 
 Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]]]
+Sorted = tuple[list[int], list[int]]  # rows' amounts (or days) ascending, and the rows
+MANY = 64  # candidates beyond which the nearest is found by bisection
 
 
 def unmatched(run: Run) -> tuple[dict[int, str], dict[int, str]]:
@@ -43,7 +46,8 @@ class _Explainer:
         passes = run.definition.passes
         self.keyed = [i for i, p in enumerate(passes) if p.keys]
         self.keyless = [i for i, p in enumerate(passes) if not p.keys]
-        self._sorted_free: tuple[list[int], list[int]] | None = None
+        self._sorted_free: Sorted | None = None
+        self._many: dict[int, Sorted] = {}  # id(candidates) -> those rows sorted
 
     def reasons(self) -> dict[int, str]:
         if not self.rows:
@@ -69,9 +73,8 @@ class _Explainer:
         needed.discard(None)
         found: dict[Hashable | None, list[int]] = {}
         if needed:
-            for j, key in enumerate(theirs):
-                if key in needed:
-                    found.setdefault(key, []).append(j)
+            for j in compress(count(), map(needed.__contains__, theirs)):
+                found.setdefault(theirs[j], []).append(j)
         return own, found
 
     def _explain(self, i: int, indexes: list[tuple[int, Index]]) -> str:
@@ -88,10 +91,24 @@ class _Explainer:
         failure = self.run.failures.get((self.side.which, i))
         if failure is not None and failure[0] == pass_index:
             return failure[1]
+        if len(candidates) > MANY:
+            return self._describe(pass_index, i, self._nearest_of_many(i, candidates))
         taken = self.other.taken
         free = [j for j in candidates if taken[j] == FREE]
         j = min(free or candidates, key=lambda j: self._distance(i, j))
         return self._describe(pass_index, i, j)
+
+    def _nearest_of_many(self, i: int, candidates: list[int]) -> int:
+        """Among many candidates (a key most rows share), the nearest by amount (by date
+        without amounts) by bisection, free rows first, then the lowest position."""
+        cached = self._many.get(id(candidates))
+        if cached is None:
+            taken = self.other.taken
+            free = self._sorted(j for j in candidates if taken[j] == FREE)
+            cached = self._many[id(candidates)] = free if free[1] else self._sorted(candidates)
+        value = (self.side.amounts if self.run.amounts else self.side.days)[i]
+        found = _closest(cached, value) if value is not None else None
+        return candidates[0] if found is None else found
 
     def _describe(self, pass_index: int, i: int, j: int) -> str:
         """What fails between row i and its nearest row j of the other side, or, j being
@@ -166,16 +183,10 @@ class _Explainer:
             values, rows = self._sorted(range(len(self.other.positions)))
         if not rows:
             return f"{match_pass.name}: no {self.other.label} row"
-        if not compared:
-            return self._describe(pass_index, i, rows[0])
-        assert value is not None
-        at = bisect_left(values, value)
-        near = [bisect_left(values, values[at - 1])] if at > 0 else []
-        near += [at] if at < len(values) else []
-        k = min(near, key=lambda k: (abs(values[k] - value), rows[k]))
-        return self._describe(pass_index, i, rows[k])
+        found = _closest((values, rows), value) if compared and value is not None else None
+        return self._describe(pass_index, i, rows[0] if found is None else found)
 
-    def _sorted(self, rows: Iterable[int]) -> tuple[list[int], list[int]]:
+    def _sorted(self, rows: Iterable[int]) -> Sorted:
         """The other side's rows with an amount (or date), by it then by position."""
         theirs = self.other.amounts if self.run.amounts else self.other.days
         if not (self.run.amounts or self.run.dates):
@@ -193,3 +204,15 @@ class _Explainer:
                 after = f" (after {', '.join(steps)})" if steps else ""
                 return f"no {self.other.label} row with {keys}{after}"
         return f"{self.side.label} keys are empty: no pass can match this row"
+
+
+def _closest(ordered: Sorted, value: int) -> int | None:
+    """The row whose value is nearest to `value` (the lowest position among equals)."""
+    values, rows = ordered
+    if not rows:
+        return None
+    at = bisect_left(values, value)
+    near = [bisect_left(values, values[at - 1])] if at > 0 else []
+    near += [at] if at < len(values) else []
+    k = min(near, key=lambda k: (abs(values[k] - value), rows[k]))
+    return rows[k]

@@ -31,20 +31,31 @@ The rules (issue #11, section 1), in the order they apply:
    `matched`. The match's id is its smallest left position.
 
 The outcome does not depend on the order of the input sequences (rows are put in position
-order first, and every choice is made by the rules above). reasons.py says how each row is
-explained.
+order first, and every choice is made by the rules above). explain.py says which pass and
+which candidate explain an unmatched row; reasons.py words every reason.
+
+A million matches is the usual case, so the outcome's `matches` are built as they are read
+(`Matches`), and `output_rows` gives the output's rows in its order without building them.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
-from decimal import Decimal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import ge
 from typing import overload
 
-from tally.core.reconciliation import ManualWork, PassType, ReconciliationDefinition, SideName
+from tally.core.reconciliation import (
+    ManualWork,
+    MatchStatus,
+    PassType,
+    ReconciliationDefinition,
+    SideName,
+)
 from tally.services.reconciliation.explain import unmatched
-from tally.services.reconciliation.passes import apply_manual, grouped, one_to_one
+from tally.services.reconciliation.grouped import grouped
+from tally.services.reconciliation.passes import apply_manual, one_to_one
 from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow
 from tally.services.reconciliation.state import Run, Side
 
@@ -52,9 +63,10 @@ __all__ = [
     "ContentLookup",
     "Match",
     "Outcome",
+    "OutputRow",
     "SideRow",
-    "common_scale",
     "key_columns",
+    "output_rows",
     "reconcile",
 ]
 
@@ -67,19 +79,6 @@ def key_columns(definition: ReconciliationDefinition, side: SideName) -> tuple[s
         for pair in match_pass.keys:
             seen.setdefault(pair.left if side is SideName.LEFT else pair.right, None)
     return tuple(seen)
-
-
-def decimal_digits(value: Decimal) -> int:
-    """The fractional digits a decimal needs (0.050 -> 2, 10 -> 0)."""
-    exponent = value.normalize().as_tuple().exponent
-    return max(0, -exponent) if isinstance(exponent, int) else 0
-
-
-def common_scale(definition: ReconciliationDefinition, left_scale: int, right_scale: int) -> int:
-    """The run's one amount scale: the larger side's decimal scale, or more when a tolerance
-    has more digits (an integer column has scale 0)."""
-    digits = [decimal_digits(p.amount_tolerance) for p in definition.passes]
-    return max([left_scale, right_scale, *digits])
 
 
 def reconcile(
@@ -113,7 +112,25 @@ def reconcile(
         else:
             grouped(run, index)
     unmatched_left, unmatched_right = unmatched(run)
-    return Outcome(Matches(run), unmatched_left, unmatched_right)
+    matches = Matches(run)
+    run.release()
+    return Outcome(matches, unmatched_left, unmatched_right)
+
+
+OutputRow = tuple[int | None, MatchStatus, str | None, int | None, str, int | None, int | None]
+"""match_id, status, pass name, difference, reason, left position, right position."""
+
+UNMATCHED = MatchStatus.UNMATCHED
+
+
+def output_rows(outcome: Outcome) -> Iterator[OutputRow]:
+    """The output's rows in its order, as the issue lays them out: one row per (left row,
+    right row) pair of a match and one per unmatched row; left positions ascending (a
+    match's right rows ascending within), then the unmatched right rows by position. The
+    fast way to write the output: no `Match` object is built."""
+    if not isinstance(outcome.matches, Matches):
+        raise TypeError("output_rows takes an Outcome that reconcile returned")
+    return outcome.matches.output_rows(outcome.unmatched_left, outcome.unmatched_right)
 
 
 class Matches(Sequence[Match]):
@@ -122,10 +139,12 @@ class Matches(Sequence[Match]):
 
     def __init__(self, run: Run) -> None:
         self._run = run
-        first_left = run.match_left
-        self._order = array(
-            "q", (m for i, m in enumerate(run.left.taken) if m >= 0 and first_left[m] == i)
-        )
+        taken = run.left.taken  # left rows in position order: matches in match_id order
+        order: Iterable[int] = compress(taken, map(ge, taken, repeat(0)))
+        if any(len(lefts) > 1 for lefts, _ in run.groups.values()):  # once per match
+            first_left = run.match_left
+            order = (m for i, m in enumerate(taken) if m >= 0 and first_left[m] == i)
+        self._order = array("q", order)
 
     def __len__(self) -> int:
         return len(self._order)
@@ -138,22 +157,41 @@ class Matches(Sequence[Match]):
 
     def __getitem__(self, index: int | slice) -> Match | Sequence[Match]:
         if isinstance(index, slice):
-            return [self._run.match(m) for m in self._order[index]]
-        return self._run.match(self._order[index])
+            return [self._match(m) for m in self._order[index]]
+        return self._match(self._order[index])
 
     def __iter__(self) -> Iterator[Match]:
+        return map(self._match, self._order)
+
+    def _match(self, m: int) -> Match:
         run = self._run
-        entries, groups, new = run.entries, run.groups, tuple.__new__
+        if m in run.groups:
+            return run.match(m)
+        name, status, difference, reason = run.entries[run.match_entry[m]]
+        left = run.left.positions[run.match_left[m]]
+        right = (run.right.positions[run.match_right[m]],)
+        return tuple.__new__(Match, (left, status, name, difference, reason, (left,), right))
+
+    def output_rows(
+        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
+    ) -> Iterator[OutputRow]:
+        """See `output_rows`: one pass over the left rows, no `Match` built."""
+        run = self._run
+        entries, groups, entry_of = run.entries, run.groups, run.match_entry
+        first_left, first_right = run.match_left, run.match_right
         left_positions, right_positions = run.left.positions, run.right.positions
-        first_left, first_right, entry_of = run.match_left, run.match_right, run.match_entry
-        for m in self._order:
-            if m in groups:
-                yield run.match(m)
+        for i, m in enumerate(run.left.taken):
+            position = left_positions[i]
+            if m < 0:
+                yield (None, UNMATCHED, None, None, unmatched_left[position], position, None)
                 continue
             name, status, difference, reason = entries[entry_of[m]]
-            left = left_positions[first_left[m]]
-            right = (right_positions[first_right[m]],)
-            yield new(Match, (left, status, name, difference, reason, (left,), right))
+            match_id = left_positions[first_left[m]]
+            group = groups.get(m)
+            for j in group[1] if group else (first_right[m],):
+                yield (match_id, status, name, difference, reason, position, right_positions[j])
+        for position, reason in unmatched_right.items():
+            yield (None, UNMATCHED, None, None, reason, None, position)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):

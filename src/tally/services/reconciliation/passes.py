@@ -1,4 +1,4 @@
-"""The passes: manual matches, `one_to_one`, and the grouped `one_to_many`/`many_to_one`.
+"""The passes: manual matches and `one_to_one` (the grouped passes are in grouped.py).
 
 Each pass reads only free rows and records its matches in the run (state.py). Rows are
 grouped by key with dicts (each distinct key normalised once); a key shared by one left and
@@ -8,13 +8,12 @@ one right row, by far the usual case, is decided without building any candidate 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import is_not, ne, sub
+from operator import is_not, le, ne, sub
 from typing import Any
 
-from tally.core.reconciliation import ManualWork, PassType, SideName
-from tally.services.reconciliation import reasons
+from tally.core.reconciliation import ManualWork, SideName
 from tally.services.reconciliation.state import Run, Side
 
 Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
@@ -42,12 +41,12 @@ def _indices(side: Side, positions: Sequence[int]) -> list[int]:
     return found
 
 
-def _index(
+def index_rows(
     keys: Sequence[Hashable | None], rows: Sequence[int]
 ) -> tuple[dict[Hashable | None, int], dict[Hashable | None, list[int]]]:
     """key -> the row with it, for the keys only one row has; key -> its rows (ascending)
     for the keys several rows share. Built with C-level loops: a million rows is usual."""
-    row_keys = keys if len(rows) == len(keys) else [keys[i] for i in rows]
+    row_keys = keys if len(rows) == len(keys) else list(map(keys.__getitem__, rows))
     single = dict(zip(row_keys, rows, strict=True))  # the last row wins
     shared: dict[Hashable | None, list[int]] = {}
     if len(single) < len(rows):  # rows not last with their key: the few sharing a key
@@ -59,19 +58,32 @@ def _index(
     return single, shared
 
 
+def shared_keys(
+    left_single: dict[Hashable | None, int],
+    left_shared: dict[Hashable | None, list[int]],
+    right_single: dict[Hashable | None, int],
+    right_shared: dict[Hashable | None, list[int]],
+) -> Iterator[Hashable | None]:
+    """The keys both sides have where at least one side has several rows (few, usually)."""
+    for key in right_shared:
+        if key in left_single or key in left_shared:
+            yield key
+    for key in left_shared:
+        if key in right_single:
+            yield key
+
+
 def one_to_one(run: Run, pass_index: int) -> None:
     match_pass = run.definition.passes[pass_index]
     left, right = run.left, run.right
     left_keys = left.keys(run.spec(match_pass, SideName.LEFT))
     right_keys = right.keys(run.spec(match_pass, SideName.RIGHT))
-    left_single, left_shared = _index(left_keys, run.eligible(left, left_keys))
-    right_single, right_shared = _index(right_keys, run.eligible(right, right_keys))
+    left_single, left_shared = index_rows(left_keys, run.eligible(left, left_keys))
+    right_single, right_shared = index_rows(right_keys, run.eligible(right, right_keys))
     tolerance = run.tolerance(match_pass)
     window = match_pass.date_window
     groups: list[list[Pair]] = []
-    for key in (left_single.keys() | left_shared.keys()) & right_shared.keys() | (
-        left_shared.keys() & right_single.keys()
-    ):
+    for key in shared_keys(left_single, left_shared, right_single, right_shared):
         pairs = _candidates(
             run,
             left_shared.get(key) or [left_single[key]],
@@ -113,12 +125,14 @@ def _single_pairs(
     if run.dates:
         get_left, get_right = left.days.__getitem__, right.days.__getitem__
         shifts = list(map(sub, map(get_right, rights), map(get_left, lefts)))
-    low, high = -tolerance, tolerance
     before, after = window
-    fits = [
-        (d is None or low <= d <= high) and (s is None or before <= s <= after)
-        for d, s in zip(differences, shifts, strict=True)
-    ]
+    conditions: list[Iterator[bool]] = []  # each pair's tests, as C-level maps
+    if run.amounts:
+        conditions.append(map(le, map(abs, differences), repeat(tolerance)))
+    if run.dates:
+        conditions.append(map(le, repeat(before), shifts))
+        conditions.append(map(le, shifts, repeat(after)))
+    fits = list(map(all, zip(*conditions, strict=True))) if conditions else [True] * count
     if run.rejected:
         rejected = run.rejected
         fits = [
@@ -137,28 +151,33 @@ def _single_pairs(
 def _candidates(
     run: Run, lefts: list[int], rights: list[int], tolerance: int, window: tuple[int, int]
 ) -> list[Pair]:
-    """Every pair of a key's rows within tolerance and window and not rejected: the right
-    rows sorted by amount, each left row's range found by bisection."""
+    """Every pair of a key's rows within tolerance and window and not rejected. The right
+    rows are sorted by amount (by date when amounts are not compared) and each left row's
+    range is found by bisection, so a pass without keys does not try every pair."""
     left, right = run.left, run.right
     before, after = window
-    if run.amounts:
-        rights = sorted(rights, key=lambda j: right.amounts[j])  # type: ignore[arg-type,return-value]
-        right_amounts: list[int] = [right.amounts[j] for j in rights]  # type: ignore[misc]
+    by: Sequence[Any] | None = right.amounts if run.amounts else right.days if run.dates else None
+    if by is not None:
+        rights = sorted(rights, key=by.__getitem__)
+        values = [by[j] for j in rights]
     pairs: list[Pair] = []
     for i in lefts:
-        amount = left.amounts[i]
         near = rights
         if run.amounts:
-            assert amount is not None
-            low = bisect_left(right_amounts, amount - tolerance)
-            near = rights[low : bisect_right(right_amounts, amount + tolerance, low)]
+            amount: int = left.amounts[i]  # type: ignore[assignment]
+            low = bisect_left(values, amount - tolerance)
+            near = rights[low : bisect_right(values, amount + tolerance, low)]
+        elif run.dates:
+            day: int = left.days[i]  # type: ignore[assignment]
+            low = bisect_left(values, day + before)
+            near = rights[low : bisect_right(values, day + after, low)]
         for j in near:
             shift = right.days[j] - left.days[i] if run.dates else 0  # type: ignore[operator]
-            if not before <= shift <= after and run.dates:
+            if run.dates and not before <= shift <= after:
                 continue
             if run.rejected and (left.positions[i], right.positions[j]) in run.rejected:
                 continue
-            gap = abs(amount - right.amounts[j]) if run.amounts else 0  # type: ignore[operator]
+            gap = abs(left.amounts[i] - right.amounts[j]) if run.amounts else 0  # type: ignore[operator]
             pairs.append((gap, abs(shift), i, j))
     return pairs
 
@@ -214,67 +233,3 @@ def _ties(pairs: list[Pair]) -> list[list[Pair]]:
                 runs.append(pairs[start:end])
             start = end
     return runs
-
-
-def grouped(run: Run, pass_index: int) -> None:
-    """`one_to_many` (one left row, many right rows) or `many_to_one` (the mirror): the one
-    side's row must be the only free row with its keys; its group is every free row of the
-    other side with those keys whose date fits, taken whole when the sum fits."""
-    match_pass = run.definition.passes[pass_index]
-    assert match_pass.keys, "a grouped pass has keys (the definition check refuses none)"
-    one_which = SideName.LEFT if match_pass.type is PassType.ONE_TO_MANY else SideName.RIGHT
-    one = run.side(one_which)
-    many = run.opposite(one)
-    one_keys = one.keys(run.spec(match_pass, one.which))
-    many_keys = many.keys(run.spec(match_pass, many.which))
-    ones = [i for i in one.free() if one_keys[i] is not None]
-    one_first, one_shared = _index(one_keys, ones)
-    many_first, many_shared = _index(many_keys, run.eligible(many, many_keys))
-    for key in (one_first.keys() | one_shared.keys()) & (many_first.keys() | many_shared.keys()):
-        members = many_shared.get(key) or [many_first[key]]
-        sharing = one_shared.get(key)
-        if sharing:
-            text = reasons.shared_key(run, pass_index, one, sharing)
-            for i in sharing:
-                run.failures[one.which, i] = (pass_index, text)
-            for j in members:
-                run.failures[many.which, j] = (pass_index, text)
-            continue
-        _group(run, pass_index, one, one_first[key], many, members)
-    one.close_taken()
-    many.close_taken()
-
-
-def _group(run: Run, pass_index: int, one: Side, i: int, many: Side, members: list[int]) -> None:
-    """Match row `i` of the one side with the members whose date fits, if their sum fits."""
-    match_pass = run.definition.passes[pass_index]
-    if (run.amounts and one.amounts[i] is None) or (run.dates and one.days[i] is None):
-        return  # matches nothing; the reason says which value is empty
-    if run.dates:
-        before, after = match_pass.date_window
-        sign = 1 if one.which is SideName.LEFT else -1  # the window is right minus left
-        day = one.days[i]
-        members = [j for j in members if before <= sign * (many.days[j] - day) <= after]  # type: ignore[operator]
-        if not members:
-            return
-    lefts, rights = ([i], members) if one.which is SideName.LEFT else (members, [i])
-    if run.rejected and any(
-        (run.left.positions[a], run.right.positions[b]) in run.rejected
-        for a in lefts
-        for b in rights
-    ):
-        text = reasons.rejected_group(run, pass_index, one, i, many, members)
-    elif run.amounts and abs(_sum(run.left, lefts) - _sum(run.right, rights)) > run.tolerance(
-        match_pass
-    ):
-        text = reasons.group_sum(run, pass_index, one, i, many, members)
-    else:
-        run.add_match(pass_index, lefts, rights)
-        return
-    run.failures[one.which, i] = (pass_index, text)
-    for j in members:
-        run.failures[many.which, j] = (pass_index, text)
-
-
-def _sum(side: Side, rows: list[int]) -> int:
-    return sum(side.amounts[i] for i in rows)  # type: ignore[misc]

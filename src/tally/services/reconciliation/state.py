@@ -10,9 +10,10 @@ the rows of the few matches with more than one row on a side in `groups`.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable, Sequence
-from itertools import count, islice, pairwise
-from operator import itemgetter, lt
+from collections import deque
+from collections.abc import Hashable, Iterator, Sequence
+from itertools import compress, count, islice, pairwise, repeat
+from operator import eq, itemgetter, lt
 from typing import Any
 
 from tally.core.reconciliation import (
@@ -28,8 +29,15 @@ from tally.services.reconciliation.normalizers import normalized_column
 from tally.services.reconciliation.rows import ContentLookup, Match, SideRow
 
 FREE = -1
+
+
 KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideRow.keys, normalisers)
 Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
+
+
+def consume(iterator: Iterator[object]) -> None:
+    """Run an iterator to its end at C speed (`map` over a setter, a million items)."""
+    deque(iterator, maxlen=0)
 
 
 class Side:
@@ -84,11 +92,16 @@ class Side:
 
     def free(self) -> list[int]:
         """Every row in no match."""
-        return [i for i, match in enumerate(self.taken) if match == FREE]
+        return list(compress(count(), map(eq, self.taken, repeat(FREE))))
+
+    def release(self) -> None:
+        """Keep only the positions and the taken marks (see Run.release)."""
+        self.row_keys = self.amounts = self.days = self.open = ()
+        self._keys.clear()
 
     def close_taken(self) -> None:
-        taken = self.taken
-        self.open = [i for i in self.open if taken[i] == FREE]
+        still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
+        self.open = list(compress(self.open, still_free))
 
 
 def _columns_in_position_order(rows: Sequence[SideRow], label: str) -> list[Sequence[Any]]:
@@ -137,6 +150,13 @@ class Run:
                 side.open = [i for i in side.open if side.amounts[i] is not None]
             if self.dates and None in side.days:
                 side.open = [i for i in side.open if side.days[i] is not None]
+
+    def release(self) -> None:
+        """Drop what only matching and explaining needed (key columns, amounts, dates):
+        the outcome keeps the run for its matches while the output is written."""
+        self.left.release()
+        self.right.release()
+        self.failures.clear()
 
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right
@@ -195,10 +215,8 @@ class Run:
         self.match_left.extend(lefts)
         self.match_right.extend(rights)
         self.match_entry.extend(entries)
-        left_taken, right_taken = self.left.taken, self.right.taken
-        for match, i, j in zip(count(start), lefts, rights):
-            left_taken[i] = match
-            right_taken[j] = match
+        consume(map(self.left.taken.__setitem__, lefts, count(start)))
+        consume(map(self.right.taken.__setitem__, rights, count(start)))
 
     def add_match(
         self,
