@@ -132,7 +132,8 @@ def test_get_and_list_show_the_canonical_definition_and_a_queued_run(
         "date_window": [0, 0],
         "auto_confirm": True,
     }
-    assert second["amount_tolerance"] == "0.05" and second["date_window"] == [-3, 3]
+    assert second["amount_tolerance"] == "0.05"
+    assert second["date_window"] == [-3, 3]
     assert split["keys"] == [{"left": "reference", "right": "reference", "normalize": []}]
     assert loose["auto_confirm"] is False
     assert shown["definition"]["left"] == {
@@ -146,6 +147,11 @@ def test_get_and_list_show_the_canonical_definition_and_a_queued_run(
     assert listed.status_code == 200
     assert [r["id"] for r in listed.json()["data"]] == [answer["id"], other["id"]]
     assert listed.json()["data"][0] == shown
+    assert listed.json()["next_after"] is None
+    page = api.get(BASE, headers=tenant.v2_headers, params={"limit": 1}).json()
+    assert ([r["id"] for r in page["data"]], page["next_after"]) == ([answer["id"]], answer["id"])
+    rest = api.get(BASE, headers=tenant.v2_headers, params={"after": answer["id"]}).json()
+    assert [r["id"] for r in rest["data"]] == [other["id"]]
 
 
 def test_a_workspace_needs_no_ingestion_switch(
@@ -411,7 +417,8 @@ def test_put_replaces_the_definition_and_renames_the_output(
     replaced = api.put(url, json=body, headers=tenant.v2_headers)
     assert replaced.status_code == 200, replaced.text
     shown = replaced.json()
-    assert shown["name"] == "Renamed" and shown["state"] == "queued"
+    assert shown["name"] == "Renamed"
+    assert shown["state"] == "queued"
     assert [p["name"] for p in shown["definition"]["passes"]] == ["same reference"]
     assert api.get(url, headers=tenant.v2_headers).json() == shown
     with runtime.engine.connect() as conn:
@@ -467,7 +474,8 @@ def test_delete_removes_the_reconciliation_its_actions_and_its_output(
     match = {"left_rows": [1], "right_rows": [1]}
     assert api.post(f"{url}/matches", json=match, headers=tenant.v2_headers).status_code == 201
     deleted = api.delete(url, headers=tenant.v2_headers)
-    assert deleted.status_code == 204 and deleted.content == b""
+    assert deleted.status_code == 204
+    assert deleted.content == b""
     assert api.get(url, headers=tenant.v2_headers).json() == NOT_FOUND
     assert api.delete(url, headers=tenant.v2_headers).status_code == 404
     data = api.get(f"/api/v1/resources/{answer['resource_id']}/data", headers=tenant.headers)

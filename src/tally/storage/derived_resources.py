@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, case, delete, insert, select, update
 
 from tally.storage.engine import backend_of
-from tally.storage.schema import derived_inputs, derived_resources, is_storable_id
+from tally.storage.schema import MAX_ID, derived_inputs, derived_resources, is_storable_id
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,17 @@ def find_derived_by_output(conn: Connection, resource_id: int) -> DerivedRecord 
     return DerivedRecord.from_row(row) if row else None
 
 
-def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
+def list_derived(
+    conn: Connection, workspace_id: int, kind: str, *, after_id: int = 0, limit: int | None = None
+) -> list[DerivedRecord]:
+    """The workspace's derived resources of this kind with ids above `after_id`, oldest
+    first (at most `limit`)."""
     rows = conn.execute(
         select(derived_resources)
         .where(derived_resources.c.workspace_id == workspace_id, derived_resources.c.kind == kind)
+        .where(derived_resources.c.id > min(after_id, MAX_ID))
         .order_by(derived_resources.c.id)
+        .limit(limit)
     )
     return [DerivedRecord.from_row(r) for r in rows]
 

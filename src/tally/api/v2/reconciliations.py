@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -22,6 +22,7 @@ from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.core import errors
+from tally.core.columns import INT64_MAX
 from tally.core.reconciliation_actions import ActionRecord
 from tally.core.shapes import WHOLE_NUMBER, Strict
 from tally.services.reconciliation.shape import DefinitionBody
@@ -30,6 +31,7 @@ router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 
 MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_ROWS_PER_SIDE = 10_000
+MAX_PAGE = 1000
 NOTE_MAX_CHARS = 10_000
 BASE = "/reconciliations"
 ONE = BASE + "/{reconciliation_id}"
@@ -40,7 +42,7 @@ DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
 
 ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
 MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
-Row = Annotated[int, Field(ge=1), WHOLE_NUMBER]
+Row = Annotated[int, Field(ge=1, le=INT64_MAX), WHOLE_NUMBER]
 
 
 class ReconciliationCreatedResponse(BaseModel):
@@ -67,6 +69,9 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
 
 class ReconciliationListResponse(BaseModel):
     data: list[ReconciliationResponse]
+    next_after: int | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
 
 
 class RunQueuedResponse(BaseModel):
@@ -161,13 +166,21 @@ async def create_reconciliation(
 
 @router.get(
     BASE,
-    summary="The workspace's reconciliations",
+    summary="The workspace's reconciliations, oldest first",
     response_model=ReconciliationListResponse,
-    responses=v2_responses(*AUTH),
+    responses=v2_responses(*AUTH, RequestValidationError),
 )
-async def list_reconciliations(workspace: KeyedWorkspace, service: ReconciliationsDep) -> Response:
-    found = await run_in_threadpool(service.list_reconciliations, workspace_id=workspace.id)
-    return json_response({"data": [r.to_json() for r in found]})
+async def list_reconciliations(
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+    after: Annotated[int, Query(ge=0, description="Reconciliations with a larger id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+) -> Response:
+    found = await run_in_threadpool(
+        service.list_reconciliations, workspace_id=workspace.id, after_id=after, limit=limit
+    )
+    next_after = found[-1].id if len(found) == limit else None
+    return json_response({"data": [r.to_json() for r in found], "next_after": next_after})
 
 
 @router.get(

@@ -113,10 +113,15 @@ class ReconciliationService:
             )
             return Reconciliation.of(_owned(conn, workspace_id, derived_id))
 
-    def list_reconciliations(self, *, workspace_id: int) -> list[Reconciliation]:
+    def list_reconciliations(
+        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
+    ) -> list[Reconciliation]:
+        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
         with self._engine.connect() as conn:
             accounts.get_workspace(conn, workspace_id)
-            records = derived_resources.list_derived(conn, workspace_id, KIND)
+            records = derived_resources.list_derived(
+                conn, workspace_id, KIND, after_id=after_id, limit=limit
+            )
         return [Reconciliation.of(r) for r in records]
 
     def get(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
