@@ -49,6 +49,7 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
     SealError: "a stored secret that cannot be opened; the worker's notifications",
+    errors.RunFailedError: "a derived resource's run; recorded on it, the CLI reports it",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PROVOKED_ELSEWHERE = {

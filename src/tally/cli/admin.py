@@ -4,6 +4,8 @@ onboarding contract)."""
 from __future__ import annotations
 
 import getpass
+import os
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -175,6 +177,21 @@ def load(
             encoding=encoding,
         )
     emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
+
+
+@app.command("run-reconciliation")
+def run_reconciliation(
+    reconciliation: Annotated[int, typer.Option("--id", help="Reconciliation id.")],
+) -> None:
+    """Run a reconciliation now, in this process; returns once its output is readable
+    and prints its last run (a run another worker holds is waited for)."""
+    with _runtime() as runtime:
+        record = runtime.derived.run_now(
+            reconciliation,
+            kind="reconciliation",
+            worker=f"cli:{socket.gethostname()}:{os.getpid()}",
+        )
+    emit(record.last_run or {})
 
 
 @app.command("create-reconciliation")

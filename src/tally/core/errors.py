@@ -25,6 +25,7 @@
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
     ├── SealError                            (core/sealing.py: a secret that cannot be opened)
+    ├── RunFailedError                       (a derived resource's run: recorded on it)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
@@ -226,6 +227,10 @@ class FetchError(TallyError):
         self.transient = transient
         self.retry_after_seconds = retry_after_seconds
         super().__init__(message)
+
+
+class RunFailedError(TallyError):
+    """The derived resource's run failed."""
 
 
 class StorageError(TallyError):

@@ -19,7 +19,7 @@ from tally.core.errors import (
 )
 from tally.core.names import name_problem
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
-from tally.storage import accounts, resources
+from tally.storage import accounts, outbox, resources
 from tally.storage.engine import write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource
@@ -29,6 +29,7 @@ log = logging.getLogger("tally.catalogue")
 # Spec (ingestion, part 1): a webhook-fed source starts with a placeholder column.
 PLACEHOLDER_COLUMNS = (Column("placeholder", "c0", ColumnType.TEXT),)
 SOURCE_KIND = "source"
+ROWS_APPENDED = "rows.appended"  # outbox event: a local file's rows added to a source
 
 
 def check_source_definition(
@@ -136,9 +137,19 @@ class SourceCatalogue:
     def append_file(
         self, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
     ) -> LoadResult:
-        """The file's rows added to the source, then finished as a worker would."""
+        """The file's rows added to the source, then finished as a worker would; the
+        derived resources reading it are told, as after a delivery."""
         with write_connection(self._engine) as conn, conn.begin():
             result = load_into(conn, resource_id, path, on_progress)
+            outbox.add_event(
+                conn,
+                topic=outbox.RECONCILIATION,
+                type=ROWS_APPENDED,
+                resource_id=resource_id,
+                file_id=None,
+                payload={"rows": result.rows, "data_version": result.resource.data_version},
+                now=utc_now(),
+            )
         self.finish_resource(resource_id)
         return result
 
