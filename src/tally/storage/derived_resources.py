@@ -164,17 +164,6 @@ def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
     )
 
 
-def request_run_now(conn: Connection, derived_id: int, now: dt.datetime) -> None:
-    """A run someone asked for (the API, the CLI, a new definition, a manual action):
-    due now, and a derived resource that had failed for good gets its attempts back."""
-    request_run(conn, derived_id, now)
-    conn.execute(
-        update(derived_resources)
-        .where(derived_resources.c.id == derived_id, derived_resources.c.state == "failed")
-        .values(state="queued", attempts=0)
-    )
-
-
 def replace_definition(
     conn: Connection,
     derived_id: int,

@@ -33,7 +33,7 @@ from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_resources, outbox, resources
+from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -67,15 +67,12 @@ class Reconciliation:
 
     @classmethod
     def of(cls, record: DerivedRecord) -> Reconciliation:
-        state = record.state
-        if state != "running" and record.run_due_at is not None:
-            state = "queued"  # a run is wanted: what the caller asked for is on its way
         return cls(
             record.id,
             record.resource_id,
             record.name,
             record.definition,
-            state,
+            record.state,
             record.error,
             record.last_run,
         )
@@ -153,7 +150,7 @@ class ReconciliationService:
             )
             if definition.name != record.name:
                 resources.rename_resource(conn, record.resource_id, definition.name, now)
-            derived_resources.request_run_now(conn, record.id, now)
+            derived_resources.request_run(conn, record.id, now)
             return Reconciliation.of(_owned(conn, workspace_id, record.id))
 
     def delete(self, *, workspace_id: int, reconciliation_id: int) -> None:
@@ -177,15 +174,18 @@ class ReconciliationService:
             actions.delete_actions(conn, record.id)
             derived_resources.delete_derived(conn, record.id)
             outbox.delete_events_of(conn, record.resource_id)
-            table = resources.table_name_for(record.resource_id)
-            ddl.drop_table(conn, table)
-            ddl.drop_table(conn, f"{table}_next")  # a run's table in the making, if any
+            for table in (  # the output, and a run's tables in the making, if any
+                resources.table_name_for(record.resource_id),
+                derived_outputs.next_table(record.resource_id),
+                derived_outputs.plan_table(record.resource_id),
+            ):
+                ddl.drop_table(conn, table)
             resources.delete_resource(conn, record.resource_id)
 
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            derived_resources.request_run_now(conn, record.id, utc_now())
+            derived_resources.request_run(conn, record.id, utc_now())
             return Reconciliation.of(_owned(conn, workspace_id, record.id))
 
     def match(
@@ -234,7 +234,7 @@ class ReconciliationService:
             for action in in_force:
                 if action.makes_manual_match and action.match_id == match_id:
                     actions.undo_action(conn, action.id, now)
-                    derived_resources.request_run_now(conn, record.id, now)
+                    derived_resources.request_run(conn, record.id, now)
                     return "dissolved"
             output = resources.get_resource(conn, record.resource_id)
             pairs = [
@@ -298,7 +298,7 @@ class ReconciliationService:
             note=note,
             now=now,
         )
-        derived_resources.request_run_now(conn, derived_id, now)
+        derived_resources.request_run(conn, derived_id, now)
 
 
 def _owned(
