@@ -23,11 +23,10 @@ from tally.core.errors import (
     ConflictError,
     DefinitionRejectedError,
     FieldProblem,
-    MatchNotFoundError,
     ReconciliationNotFoundError,
     StorageProvisioningError,
 )
-from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
@@ -40,7 +39,6 @@ from tally.storage.engine import write_connection
 from tally.storage.resource_tables import ddl
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource
-AUTOMATIC = (MatchStatus.MATCHED, MatchStatus.MATCHED_WITH_DIFFERENCE, MatchStatus.SUGGESTED)
 
 
 @dataclass(frozen=True)
@@ -207,19 +205,7 @@ class ReconciliationService:
         with self._engine.connect() as conn:
             record = _owned(conn, workspace_id, reconciliation_id)
             output = resources.get_resource(conn, record.resource_id)
-            pairs = manual.match_in_output(conn, output, match_id)
-        statuses = sorted({p.status for p in pairs})
-        if statuses != [MatchStatus.SUGGESTED]:
-            raise ConflictError(
-                [
-                    FieldProblem(
-                        "match_id",
-                        f"match {match_id} is {', '.join(statuses)}: only a suggested match "
-                        "can be confirmed",
-                    )
-                ]
-            )
-        rows = manual.rows_of(pairs)
+            rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
         return self._record(
             workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, None, field="match_id"
         )
@@ -227,32 +213,9 @@ class ReconciliationService:
     def undo(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> str:
         """A manual match dissolved (`dissolved`), or an automatic or suggested match of the
         current output rejected (`rejected`): no later run pairs its rows again."""
-        now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            in_force = actions.list_actions(conn, record.id, in_force=True)
-            for action in in_force:
-                if action.makes_manual_match and action.match_id == match_id:
-                    actions.undo_action(conn, action.id, now)
-                    derived_resources.request_run(conn, record.id, now)
-                    return "dissolved"
-            output = resources.get_resource(conn, record.resource_id)
-            pairs = [
-                p for p in manual.match_in_output(conn, output, match_id) if p.status in AUTOMATIC
-            ]
-            if not pairs:
-                raise MatchNotFoundError()
-            rows = manual.rows_of(pairs)
-            already = any(
-                a.kind == ActionKind.REJECT
-                and list(a.left_rows) == rows[SideName.LEFT]
-                and list(a.right_rows) == rows[SideName.RIGHT]
-                for a in in_force
-            )
-            if not already:  # the output still shows it until the next run publishes
-                definition = ReconciliationDefinition.from_json(record.definition)
-                self._insert(conn, record.id, definition, ActionKind.REJECT, rows, None, now)
-            return "rejected"
+            return manual.undo(conn, record, match_id, utc_now())
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
@@ -270,35 +233,12 @@ class ReconciliationService:
         *,
         field: str = "{side}_rows[{index}]",
     ) -> int:
-        now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
             definition = ReconciliationDefinition.from_json(record.definition)
             manual.check_rows(conn, record.id, definition, rows, field=field)
-            self._insert(conn, record.id, definition, kind, rows, note, now)
+            manual.record_action(conn, record, kind, rows, note, utc_now())
         return min(rows[SideName.LEFT])
-
-    @staticmethod
-    def _insert(
-        conn: Connection,
-        derived_id: int,
-        definition: ReconciliationDefinition,
-        kind: ActionKind,
-        rows: Mapping[SideName, Sequence[int]],
-        note: str | None,
-        now: dt.datetime,
-    ) -> None:
-        actions.insert_action(
-            conn,
-            derived_id=derived_id,
-            kind=kind,
-            left_rows=rows[SideName.LEFT],
-            right_rows=rows[SideName.RIGHT],
-            fingerprint=manual.fingerprint(conn, definition, rows),
-            note=note,
-            now=now,
-        )
-        derived_resources.request_run(conn, derived_id, now)
 
 
 def _owned(
