@@ -132,7 +132,8 @@ def test_get_and_list_show_the_canonical_definition_and_a_queued_run(
         "date_window": [0, 0],
         "auto_confirm": True,
     }
-    assert second["amount_tolerance"] == "0.05" and second["date_window"] == [-3, 3]
+    assert second["amount_tolerance"] == "0.05"
+    assert second["date_window"] == [-3, 3]
     assert split["keys"] == [{"left": "reference", "right": "reference", "normalize": []}]
     assert loose["auto_confirm"] is False
     assert shown["definition"]["left"] == {
@@ -146,6 +147,11 @@ def test_get_and_list_show_the_canonical_definition_and_a_queued_run(
     assert listed.status_code == 200
     assert [r["id"] for r in listed.json()["data"]] == [answer["id"], other["id"]]
     assert listed.json()["data"][0] == shown
+    assert listed.json()["next_after"] is None
+    page = api.get(BASE, headers=tenant.v2_headers, params={"limit": 1}).json()
+    assert ([r["id"] for r in page["data"]], page["next_after"]) == ([answer["id"]], answer["id"])
+    rest = api.get(BASE, headers=tenant.v2_headers, params={"after": answer["id"]}).json()
+    assert [r["id"] for r in rest["data"]] == [other["id"]]
 
 
 def test_a_workspace_needs_no_ingestion_switch(
@@ -411,7 +417,8 @@ def test_put_replaces_the_definition_and_renames_the_output(
     replaced = api.put(url, json=body, headers=tenant.v2_headers)
     assert replaced.status_code == 200, replaced.text
     shown = replaced.json()
-    assert shown["name"] == "Renamed" and shown["state"] == "queued"
+    assert shown["name"] == "Renamed"
+    assert shown["state"] == "queued"
     assert [p["name"] for p in shown["definition"]["passes"]] == ["same reference"]
     assert api.get(url, headers=tenant.v2_headers).json() == shown
     with runtime.engine.connect() as conn:
@@ -467,7 +474,8 @@ def test_delete_removes_the_reconciliation_its_actions_and_its_output(
     match = {"left_rows": [1], "right_rows": [1]}
     assert api.post(f"{url}/matches", json=match, headers=tenant.v2_headers).status_code == 201
     deleted = api.delete(url, headers=tenant.v2_headers)
-    assert deleted.status_code == 204 and deleted.content == b""
+    assert deleted.status_code == 204
+    assert deleted.content == b""
     assert api.get(url, headers=tenant.v2_headers).json() == NOT_FOUND
     assert api.delete(url, headers=tenant.v2_headers).status_code == 404
     data = api.get(f"/api/v1/resources/{answer['resource_id']}/data", headers=tenant.headers)
@@ -745,3 +753,70 @@ def _idle(runtime: Runtime, rid: int) -> None:
 
 def _count(conn: sa.Connection, table: sa.Table) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+# --- manual work through real runs ------------------------------------------------------
+
+
+def _run(runtime: Runtime, rid: int) -> None:
+    runtime.derived.run_now(rid, kind="reconciliation", worker="test-worker")
+
+
+def _output(api: httpx.Client, tenant: Tenant, resource_id: int) -> list[tuple[Any, ...]]:
+    response = api.get(
+        f"/api/v1/resources/{resource_id}/data",
+        headers=tenant.headers,
+        params={"fields": "match_id,status,pass,bank._row,ledger._row"},
+    )
+    assert response.status_code == 200, response.text
+    return [tuple(row.values()) for row in response.json()["data"]]
+
+
+def test_manual_work_holds_through_runs(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    answer = created(api, tenant, definition(pair))
+    rid, output, url = answer["id"], answer["resource_id"], f"{BASE}/{answer['id']}/matches"
+    headers = tenant.v2_headers
+    _run(runtime, rid)
+    shown = api.get(f"{BASE}/{rid}", headers=headers).json()
+    assert shown["state"] == "idle"
+    assert shown["last_run"]["counts"]["matched"] == 3
+    assert _output(api, tenant, output) == [
+        (1, "matched", "same reference", 1, 1),
+        (2, "matched", "reference, small differences", 2, 2),
+        (3, "matched", "split payments", 3, 3),
+        (3, "matched", "split payments", 3, 4),
+    ]
+    assert (
+        api.post(url, json={"left_rows": [2], "right_rows": [2]}, headers=headers).status_code
+        == 201
+    )
+    assert api.delete(f"{url}/3", headers=headers).json()["outcome"] == "rejected"
+    _run(runtime, rid)
+    assert _output(api, tenant, output) == [
+        (1, "matched", "same reference", 1, 1),
+        (2, "manual", "manual", 2, 2),
+        (None, "unmatched", None, 3, None),
+        (None, "unmatched", None, None, 3),
+        (None, "unmatched", None, None, 4),
+    ]
+    assert api.delete(f"{url}/2", headers=headers).json()["outcome"] == "dissolved"
+    _run(runtime, rid)
+    assert _output(api, tenant, output)[1] == (2, "matched", "reference, small differences", 2, 2)
+    assert api.post(f"{url}/2/confirm", headers=headers).status_code == 409  # not suggested
+
+
+def test_a_confirmed_suggestion_becomes_manual(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    loose = {"name": "loose", "type": "one_to_one", "keys": [], "date_window": [-1, 1]}
+    answer = created(api, tenant, definition(pair, passes=[{**loose, "auto_confirm": False}]))
+    rid, output, url = answer["id"], answer["resource_id"], f"{BASE}/{answer['id']}/matches"
+    _run(runtime, rid)
+    assert _output(api, tenant, output)[0] == (1, "suggested", "loose", 1, 1)
+    confirmed = api.post(f"{url}/1/confirm", headers=tenant.v2_headers)
+    assert confirmed.json() == {"match_id": 1}
+    _run(runtime, rid)
+    assert _output(api, tenant, output)[0] == (1, "manual", "manual", 1, 1)
+    assert [a["kind"] for a in _actions(api, tenant, rid)] == ["confirm"]

@@ -53,5 +53,6 @@ def test_common_scale_takes_amount_columns_and_tolerances() -> None:
     assert common_scale(definition("0"), BANK, LEDGER) == 2
     assert common_scale(definition("0.005"), BANK, LEDGER) == 3
     assert common_scale(definition("1E+1"), BANK, LEDGER) == 2
+    assert common_scale(definition("0.0050"), BANK, LEDGER) == 3
     no_amounts = ReconciliationDefinition("r", Side("a", 1), Side("b", 2), ())
     assert common_scale(no_amounts, BANK, LEDGER) == 0

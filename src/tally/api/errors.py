@@ -16,10 +16,15 @@ from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tally.core import errors
 from tally.core.errors import FieldProblem
@@ -241,6 +246,22 @@ def v1_error_response(error: Exception) -> Response:
     return json_response({"detail": error.message}, status_code=status)
 
 
+def allowed_methods(request: Request) -> str:
+    """The methods some route of the app answers at this path: FastAPI makes a route of
+    each method, and a 405 from one route names only its own."""
+    path = request.url.path
+    return ", ".join(
+        sorted(
+            {
+                method
+                for route in request.app.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(path)
+                for method in route.methods or ()
+            }
+        )
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> Response:
         if request.url.path.startswith(V2_PREFIX):
@@ -249,6 +270,15 @@ def install_error_handlers(app: FastAPI) -> None:
             return await request_validation_exception_handler(request, exc)
         return v1_error_response(exc)
 
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:  # every method of the path, not the first route's
+            exc = StarletteHTTPException(
+                405, exc.detail, {**(exc.headers or {}), "Allow": allowed_methods(request)}
+            )
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(errors.TallyError, on_error)
     app.add_exception_handler(RequestValidationError, on_error)
     app.add_exception_handler(Exception, on_error)

@@ -28,8 +28,5 @@ def reported_errors() -> Iterator[None]:
         for attribute in ("line", "column"):
             if getattr(error, attribute, None) is not None:
                 payload[attribute] = getattr(error, attribute)
-        problems = getattr(error, "problems", None)  # a definition's faults, each named
-        if problems:
-            payload["errors"] = [{"field": p.field, "message": p.message} for p in problems]
         emit(payload)
         raise typer.Exit(1) from None

@@ -252,9 +252,12 @@ class InvalidNotificationError(InvalidRequestError):
 class InvalidBodyError(InvalidRequestError):
     """A body that is not JSON, or does not match its model; each problem names its field."""
 
-    def __init__(self, problems: list[FieldProblem]) -> None:
+    def __init__(self, problems: list[FieldProblem], message: str | None = None) -> None:
         self.problems = problems
-        super().__init__("; ".join(p.message for p in problems))
+        super().__init__(
+            message
+            or "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in problems)
+        )
 
 
 class InvalidUploadError(InvalidBodyError):
@@ -262,7 +265,7 @@ class InvalidUploadError(InvalidBodyError):
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
-        super().__init__([FieldProblem(field, message)])
+        super().__init__([FieldProblem(field, message)], message)
 
 
 class JsonRowsError(InvalidUploadError):

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, case, delete, insert, select, update
 
 from tally.core.clock import as_utc
 from tally.storage.engine import backend_of
-from tally.storage.schema import derived_inputs, derived_resources, is_storable_id
+from tally.storage.schema import MAX_ID, derived_inputs, derived_resources, is_storable_id
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,17 @@ def find_derived_by_output(conn: Connection, resource_id: int) -> DerivedRecord 
     return DerivedRecord.from_row(row) if row else None
 
 
-def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
+def list_derived(
+    conn: Connection, workspace_id: int, kind: str, *, after_id: int = 0, limit: int | None = None
+) -> list[DerivedRecord]:
+    """The workspace's derived resources of this kind with ids above `after_id`, oldest
+    first (at most `limit`)."""
     rows = conn.execute(
         select(derived_resources)
         .where(derived_resources.c.workspace_id == workspace_id, derived_resources.c.kind == kind)
+        .where(derived_resources.c.id > min(after_id, MAX_ID))
         .order_by(derived_resources.c.id)
+        .limit(limit)
     )
     return [DerivedRecord.from_row(r) for r in rows]
 
@@ -155,17 +161,6 @@ def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
             ),
             updated_at=due_at,
         )
-    )
-
-
-def request_run_now(conn: Connection, derived_id: int, now: dt.datetime) -> None:
-    """A run someone asked for (the API, the CLI, a new definition, a manual action):
-    due now, and a derived resource that had failed for good gets its attempts back."""
-    request_run(conn, derived_id, now)
-    conn.execute(
-        update(derived_resources)
-        .where(derived_resources.c.id == derived_id, derived_resources.c.state == "failed")
-        .values(state="queued", attempts=0)
     )
 
 

@@ -8,29 +8,35 @@ workspace's ingestion switch. The output is read through the Data API
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, field_validator
 
 from tally.api.deps import ReconciliationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.reconciliation_bodies import (
+    ActionListResponse,
+    MatchBody,
+    MatchResponse,
+    ReconciliationCreatedResponse,
+    ReconciliationListResponse,
+    ReconciliationResponse,
+    RunQueuedResponse,
+    UndoneResponse,
+)
 from tally.core import errors
 from tally.core.reconciliation_actions import ActionRecord
-from tally.core.shapes import WHOLE_NUMBER, Strict
 from tally.services.reconciliation.shape import DefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 
 MAX_DEFINITION_BYTES = 1024 * 1024
-MAX_ROWS_PER_SIDE = 10_000
-NOTE_MAX_CHARS = 10_000
+MAX_PAGE = 1000
 BASE = "/reconciliations"
 ONE = BASE + "/{reconciliation_id}"
 MATCH = ONE + "/matches/{match_id}"
@@ -40,91 +46,6 @@ DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
 
 ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
 MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
-Row = Annotated[int, Field(ge=1), WHOLE_NUMBER]
-
-
-class ReconciliationCreatedResponse(BaseModel):
-    id: int = Field(description="The reconciliation's id.")
-    name: str
-    resource_id: int = Field(description="The output: read it at /api/v1/resources/{id}/data.")
-
-
-class ReconciliationResponse(ReconciliationCreatedResponse):
-    definition: DefinitionBody = Field(description="As stored: every default spelled out.")
-    state: Literal["queued", "running", "idle", "failed"] = Field(
-        description="`queued`: a run is due; `failed`: the last run failed for good "
-        "(`error` says why; a new run is queued by a change or POST .../runs)."
-    )
-    error: str | None
-    last_run: dict[str, Any] | None = Field(
-        description="The last successful run: started_at, finished_at, inputs (each "
-        "side's resource_id and data_version), counts (matched, matched_with_difference, "
-        "suggested and manual per match; unmatched_left and unmatched_right per row) and "
-        "amounts (each side's matched and unmatched totals, decimal strings); null "
-        "before the first run."
-    )
-
-
-class ReconciliationListResponse(BaseModel):
-    data: list[ReconciliationResponse]
-
-
-class RunQueuedResponse(BaseModel):
-    id: int
-    state: Literal["queued", "running"] = Field(
-        description="`running`: a run already under way; the queued one follows it."
-    )
-
-
-class MatchBody(Strict):
-    left_rows: list[Row] = Field(
-        min_length=1,
-        max_length=MAX_ROWS_PER_SIDE,
-        description="Positions of left rows (their `<left>._row`).",
-        json_schema_extra={"uniqueItems": True},
-    )
-    right_rows: list[Row] = Field(
-        min_length=1,
-        max_length=MAX_ROWS_PER_SIDE,
-        description="Positions of right rows (their `<right>._row`).",
-        json_schema_extra={"uniqueItems": True},
-    )
-    note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="Why, for the audit.")
-
-    @field_validator("left_rows", "right_rows")
-    @classmethod
-    def _unique(cls, rows: list[int]) -> list[int]:
-        if len(set(rows)) != len(rows):
-            twice = sorted({r for r in rows if rows.count(r) > 1})
-            raise ValueError(f"rows given twice: {twice}")
-        return rows
-
-
-class MatchResponse(BaseModel):
-    match_id: int = Field(description="The match's id in the output: its smallest left row.")
-
-
-class UndoneResponse(MatchResponse):
-    outcome: Literal["dissolved", "rejected"] = Field(
-        description="`dissolved`: a manual match undone; `rejected`: an automatic or "
-        "suggested match undone, whose rows no later run pairs again."
-    )
-
-
-class ActionResponse(BaseModel):
-    id: int
-    kind: Literal["match", "confirm", "reject"]
-    match_id: int
-    left_rows: list[int]
-    right_rows: list[int]
-    fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")
-    note: str | None
-    created_at: dt.datetime
-    undone_at: dt.datetime | None
-
-
-class ActionListResponse(BaseModel):
-    data: list[ActionResponse]
 
 
 def _action(action: ActionRecord) -> dict[str, Any]:
@@ -161,13 +82,21 @@ async def create_reconciliation(
 
 @router.get(
     BASE,
-    summary="The workspace's reconciliations",
+    summary="The workspace's reconciliations, oldest first",
     response_model=ReconciliationListResponse,
-    responses=v2_responses(*AUTH),
+    responses=v2_responses(*AUTH, RequestValidationError),
 )
-async def list_reconciliations(workspace: KeyedWorkspace, service: ReconciliationsDep) -> Response:
-    found = await run_in_threadpool(service.list_reconciliations, workspace_id=workspace.id)
-    return json_response({"data": [r.to_json() for r in found]})
+async def list_reconciliations(
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+    after: Annotated[int, Query(ge=0, description="Reconciliations with a larger id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+) -> Response:
+    found = await run_in_threadpool(
+        service.list_reconciliations, workspace_id=workspace.id, after_id=after, limit=limit
+    )
+    next_after = found[-1].id if len(found) == limit else None
+    return json_response({"data": [r.to_json() for r in found], "next_after": next_after})
 
 
 @router.get(

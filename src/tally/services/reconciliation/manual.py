@@ -1,6 +1,6 @@
-"""The checks and reads behind the analysts' actions, inside the caller's transaction:
-which rows are already in a manual match, what a match of the current output holds, and
-the fingerprint of the rows an action names.
+"""The analysts' actions, inside the caller's transaction: which rows are already in a
+manual match, what a match of the current output holds, the fingerprint of the rows an
+action names, and the actions recorded (each queues a run).
 
 Rows are 1-based positions in their input (`bank._row`); a match's id is its smallest
 left row. The output is read by its columns' places, which output_columns.py fixes:
@@ -9,6 +9,7 @@ the match's own columns, then `<left>._row` and the left columns, then `<right>.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Mapping, Sequence
 
@@ -17,14 +18,17 @@ from sqlalchemy import Connection
 
 from tally.core.columns import INT64_MAX
 from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError
-from tally.core.reconciliation import ReconciliationDefinition, SideName
+from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation_actions import ActionKind
 from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
+from tally.storage import derived_resources, resources
 from tally.storage import reconciliation_actions as actions
-from tally.storage import resources
+from tally.storage.derived_resources import DerivedRecord
 from tally.storage.reconciliation_actions import OutputPair
 from tally.storage.resources import Resource
 
 LEFT_ROW_PLACE = 5  # after match_id, status, pass, difference, reason
+AUTOMATIC = (MatchStatus.MATCHED, MatchStatus.MATCHED_WITH_DIFFERENCE, MatchStatus.SUGGESTED)
 
 
 def check_rows(
@@ -106,3 +110,67 @@ def fingerprint(
         found = actions.rows_at(conn, source.table_name, source.columns, positions)
         content[str(side)] = [[p, list(found.get(p, ()))] for p in sorted(positions)]
     return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def suggested_rows(pairs: Sequence[OutputPair], match_id: int) -> dict[SideName, list[int]]:
+    """The rows of a suggested match; ConflictError for a match of another status."""
+    statuses = sorted({p.status for p in pairs})
+    if statuses != [MatchStatus.SUGGESTED]:
+        raise ConflictError(
+            [
+                FieldProblem(
+                    "match_id",
+                    f"match {match_id} is {', '.join(statuses)}: only a suggested match can "
+                    "be confirmed",
+                )
+            ]
+        )
+    return rows_of(pairs)
+
+
+def undo(conn: Connection, record: DerivedRecord, match_id: int, now: dt.datetime) -> str:
+    """Dissolve the manual match `match_id`, or else reject the automatic or suggested
+    match `match_id` of the current output (once: the output shows it until the next
+    run); MatchNotFoundError when there is neither."""
+    in_force = actions.list_actions(conn, record.id, in_force=True)
+    for action in in_force:
+        if action.makes_manual_match and action.match_id == match_id:
+            actions.undo_action(conn, action.id, now)
+            derived_resources.request_run(conn, record.id, now)
+            return "dissolved"
+    output = resources.get_resource(conn, record.resource_id)
+    pairs = [p for p in match_in_output(conn, output, match_id) if p.status in AUTOMATIC]
+    if not pairs:
+        raise MatchNotFoundError()
+    rows = rows_of(pairs)
+    if not any(
+        a.kind is ActionKind.REJECT
+        and list(a.left_rows) == rows[SideName.LEFT]
+        and list(a.right_rows) == rows[SideName.RIGHT]
+        for a in in_force
+    ):
+        record_action(conn, record, ActionKind.REJECT, rows, None, now)
+    return "rejected"
+
+
+def record_action(
+    conn: Connection,
+    record: DerivedRecord,
+    kind: ActionKind,
+    rows: Mapping[SideName, Sequence[int]],
+    note: str | None,
+    now: dt.datetime,
+) -> None:
+    """The action kept with its rows' fingerprint, and a run queued to apply it."""
+    definition = ReconciliationDefinition.from_json(record.definition)
+    actions.insert_action(
+        conn,
+        derived_id=record.id,
+        kind=kind,
+        left_rows=rows[SideName.LEFT],
+        right_rows=rows[SideName.RIGHT],
+        fingerprint=fingerprint(conn, definition, rows),
+        note=note,
+        now=now,
+    )
+    derived_resources.request_run(conn, record.id, now)

@@ -64,5 +64,6 @@ def common_scale(
 
 
 def _fraction_digits(value: Decimal) -> int:
-    exponent = value.as_tuple().exponent
+    """The fractional digits the value needs: 0.050 -> 2, 10 -> 0."""
+    exponent = value.normalize().as_tuple().exponent
     return -exponent if isinstance(exponent, int) and exponent < 0 else 0

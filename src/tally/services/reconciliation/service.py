@@ -23,24 +23,22 @@ from tally.core.errors import (
     ConflictError,
     DefinitionRejectedError,
     FieldProblem,
-    MatchNotFoundError,
     ReconciliationNotFoundError,
     StorageProvisioningError,
 )
-from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_resources, outbox, resources
+from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.resource_tables import ddl
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource
-AUTOMATIC = (MatchStatus.MATCHED, MatchStatus.MATCHED_WITH_DIFFERENCE, MatchStatus.SUGGESTED)
 
 
 @dataclass(frozen=True)
@@ -67,15 +65,12 @@ class Reconciliation:
 
     @classmethod
     def of(cls, record: DerivedRecord) -> Reconciliation:
-        state = record.state
-        if state != "running" and record.run_due_at is not None:
-            state = "queued"  # a run is wanted: what the caller asked for is on its way
         return cls(
             record.id,
             record.resource_id,
             record.name,
             record.definition,
-            state,
+            record.state,
             record.error,
             record.last_run,
         )
@@ -113,10 +108,15 @@ class ReconciliationService:
             )
             return Reconciliation.of(_owned(conn, workspace_id, derived_id))
 
-    def list_reconciliations(self, *, workspace_id: int) -> list[Reconciliation]:
+    def list_reconciliations(
+        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
+    ) -> list[Reconciliation]:
+        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
         with self._engine.connect() as conn:
             accounts.get_workspace(conn, workspace_id)
-            records = derived_resources.list_derived(conn, workspace_id, KIND)
+            records = derived_resources.list_derived(
+                conn, workspace_id, KIND, after_id=after_id, limit=limit
+            )
         return [Reconciliation.of(r) for r in records]
 
     def get(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
@@ -148,7 +148,7 @@ class ReconciliationService:
             )
             if definition.name != record.name:
                 resources.rename_resource(conn, record.resource_id, definition.name, now)
-            derived_resources.request_run_now(conn, record.id, now)
+            derived_resources.request_run(conn, record.id, now)
             return Reconciliation.of(_owned(conn, workspace_id, record.id))
 
     def delete(self, *, workspace_id: int, reconciliation_id: int) -> None:
@@ -172,15 +172,18 @@ class ReconciliationService:
             actions.delete_actions(conn, record.id)
             derived_resources.delete_derived(conn, record.id)
             outbox.delete_events_of(conn, record.resource_id)
-            table = resources.table_name_for(record.resource_id)
-            ddl.drop_table(conn, table)
-            ddl.drop_table(conn, f"{table}_next")  # a run's table in the making, if any
+            for table in (  # the output, and a run's tables in the making, if any
+                resources.table_name_for(record.resource_id),
+                derived_outputs.next_table(record.resource_id),
+                derived_outputs.plan_table(record.resource_id),
+            ):
+                ddl.drop_table(conn, table)
             resources.delete_resource(conn, record.resource_id)
 
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            derived_resources.request_run_now(conn, record.id, utc_now())
+            derived_resources.request_run(conn, record.id, utc_now())
             return Reconciliation.of(_owned(conn, workspace_id, record.id))
 
     def match(
@@ -202,19 +205,7 @@ class ReconciliationService:
         with self._engine.connect() as conn:
             record = _owned(conn, workspace_id, reconciliation_id)
             output = resources.get_resource(conn, record.resource_id)
-            pairs = manual.match_in_output(conn, output, match_id)
-        statuses = sorted({p.status for p in pairs})
-        if statuses != [MatchStatus.SUGGESTED]:
-            raise ConflictError(
-                [
-                    FieldProblem(
-                        "match_id",
-                        f"match {match_id} is {', '.join(statuses)}: only a suggested match "
-                        "can be confirmed",
-                    )
-                ]
-            )
-        rows = manual.rows_of(pairs)
+            rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
         return self._record(
             workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, None, field="match_id"
         )
@@ -222,32 +213,9 @@ class ReconciliationService:
     def undo(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> str:
         """A manual match dissolved (`dissolved`), or an automatic or suggested match of the
         current output rejected (`rejected`): no later run pairs its rows again."""
-        now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            in_force = actions.list_actions(conn, record.id, in_force=True)
-            for action in in_force:
-                if action.makes_manual_match and action.match_id == match_id:
-                    actions.undo_action(conn, action.id, now)
-                    derived_resources.request_run_now(conn, record.id, now)
-                    return "dissolved"
-            output = resources.get_resource(conn, record.resource_id)
-            pairs = [
-                p for p in manual.match_in_output(conn, output, match_id) if p.status in AUTOMATIC
-            ]
-            if not pairs:
-                raise MatchNotFoundError()
-            rows = manual.rows_of(pairs)
-            already = any(
-                a.kind == ActionKind.REJECT
-                and list(a.left_rows) == rows[SideName.LEFT]
-                and list(a.right_rows) == rows[SideName.RIGHT]
-                for a in in_force
-            )
-            if not already:  # the output still shows it until the next run publishes
-                definition = ReconciliationDefinition.from_json(record.definition)
-                self._insert(conn, record.id, definition, ActionKind.REJECT, rows, None, now)
-            return "rejected"
+            return manual.undo(conn, record, match_id, utc_now())
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
@@ -265,35 +233,12 @@ class ReconciliationService:
         *,
         field: str = "{side}_rows[{index}]",
     ) -> int:
-        now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
             definition = ReconciliationDefinition.from_json(record.definition)
             manual.check_rows(conn, record.id, definition, rows, field=field)
-            self._insert(conn, record.id, definition, kind, rows, note, now)
+            manual.record_action(conn, record, kind, rows, note, utc_now())
         return min(rows[SideName.LEFT])
-
-    @staticmethod
-    def _insert(
-        conn: Connection,
-        derived_id: int,
-        definition: ReconciliationDefinition,
-        kind: ActionKind,
-        rows: Mapping[SideName, Sequence[int]],
-        note: str | None,
-        now: dt.datetime,
-    ) -> None:
-        actions.insert_action(
-            conn,
-            derived_id=derived_id,
-            kind=kind,
-            left_rows=rows[SideName.LEFT],
-            right_rows=rows[SideName.RIGHT],
-            fingerprint=manual.fingerprint(conn, definition, rows),
-            note=note,
-            now=now,
-        )
-        derived_resources.request_run_now(conn, derived_id, now)
 
 
 def _owned(
