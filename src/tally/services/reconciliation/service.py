@@ -176,6 +176,7 @@ class ReconciliationService:
                 resources.table_name_for(record.resource_id),
                 derived_outputs.next_table(record.resource_id),
                 derived_outputs.plan_table(record.resource_id),
+                derived_outputs.old_table(record.resource_id),
             ):
                 ddl.drop_table(conn, table)
             resources.delete_resource(conn, record.resource_id)
