@@ -383,8 +383,8 @@ def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant
 def test_stored_text_of_awkward_rows_is_what_a_page_renders(
     runtime: Runtime, tenant: Tenant, long_name: bool
 ) -> None:
-    """Input rows' stored text reused with renamed keys (or, with a name longer than a
-    PostgreSQL identifier, rendered again) is byte for byte a page's rendering."""
+    """Every type and awkward value, a name longer than a PostgreSQL identifier or not:
+    the output rows' stored text is byte for byte a page's rendering."""
     rows = list(csv.reader(io.StringIO(AWKWARD, newline="")))
     rows = [row if long_name else row[:-1] for row in rows]
     bank = make_source(runtime.engine, tenant, _csv(rows), name="awkward bank")

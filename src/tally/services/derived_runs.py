@@ -123,7 +123,9 @@ class DerivedRuns:
             current = self._get(derived_id)
             if _ran_since(current, asked):
                 return current
-            if current.state != "running":  # this wish was run, by whoever, and failed
+            due = current.run_due_at is not None and current.run_due_at <= utc_now()
+            if current.state == "failed" or (current.state != "running" and not due):
+                # this wish was run, by whoever, and failed (a retry may be due later)
                 raise RunFailedError(current.error or "the run did not finish")
             if time.monotonic() > deadline:
                 raise RunFailedError(

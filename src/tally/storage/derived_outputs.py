@@ -64,9 +64,6 @@ class Layout:
     parts: tuple[Part, ...]
     values: tuple[Column, ...]
     inputs: tuple[str, ...]
-    # per input, the prefix of its columns' names where all of them follow each other in
-    # its order (`bank.`): its rows' stored JSON text is reused (row_json.joined_row_text)
-    whole_rows: tuple[str | None, ...] = ()
 
 
 Guard = Callable[[Connection], None]  # raises once the run is no longer this worker's
@@ -196,13 +193,6 @@ def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard
                 for part, column in zip(layout.parts, layout.columns, strict=True)
             ),
         )
-        .add_columns(
-            *(
-                sa.literal_column(f"i{n}.{ddl.ROW_JSON}").label(f"j{n}")
-                for n, keys in enumerate(layout.whole_rows)
-                if keys is not None
-            )
-        )
         .select_from(sa.text(f"{plan} p {joins}"))
         .where(seq >= sa.bindparam("low"), seq < sa.bindparam("high"))
         .subquery("o")
@@ -210,32 +200,13 @@ def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard
     names = [ddl.ROW_ID, *(c.physical for c in layout.columns), ddl.ROW_JSON]
     rendered: sa.Select[Any] = sa.select(  # type: ignore[assignment]
         *(sa.literal_column(f"o.{name}") for name in names[:-1]),
-        row_json.joined_row_text(_segments(layout), "o.", postgresql=postgresql),
+        row_json.row_text(layout.columns, "o.", postgresql=postgresql),
     ).select_from(rows)
     insert = sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
     for low in range(1, row_count + 1, BATCH_ROWS):
         with write_connection(engine) as conn, conn.begin():
             guard(conn)
             conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
-
-
-def _segments(layout: Layout) -> list[row_json.Segment]:
-    """The output's columns in runs: its own values, and each input row whose stored
-    text it reuses."""
-    runs: list[tuple[int | None, list[Column]]] = []
-    for part, column in zip(layout.parts, layout.columns, strict=True):
-        whole = part.ref is not None and layout.whole_rows[part.ref] is not None
-        key = part.ref if whole else None
-        if runs and runs[-1][0] == key:
-            runs[-1][1].append(column)
-        else:
-            runs.append((key, [column]))
-    return [
-        row_json.Segment(tuple(columns))
-        if ref is None
-        else row_json.Segment(tuple(columns), f"o.j{ref}", layout.whole_rows[ref] or "")
-        for ref, columns in runs
-    ]
 
 
 def _part_sql(part: Part, column: Column, postgresql: bool) -> str:

@@ -92,9 +92,7 @@ class ReconciliationBuilder:
             right_resource.columns,
             scale,
         )
-        layout = _layout(
-            columns, left_resource, right_resource, definition.left.name, definition.right.name
-        )
+        layout = _layout(columns, left_resource, right_resource)
         inputs = {
             "left": {"resource_id": left_resource.id, "data_version": left_resource.data_version},
             "right": {
@@ -165,9 +163,7 @@ def _content_lookup(conn: Connection, left: _Input, right: _Input) -> Any:
     return lookup
 
 
-def _layout(
-    columns: tuple[Column, ...], left: Resource, right: Resource, left_name: str, right_name: str
-) -> Layout:
+def _layout(columns: tuple[Column, ...], left: Resource, right: Resource) -> Layout:
     """Output columns in order: the plan's five match values, then each side's `_row`
     (a plan value) and its columns (from the input row the plan names)."""
     parts = [Part(value=i) for i in range(5)]
@@ -175,13 +171,7 @@ def _layout(
         parts.append(Part(value=5 + n))
         parts.extend(Part(ref=n, physical=c.physical) for c in resource.columns)
     values = (*columns[:6], columns[6 + len(left.columns)])
-    return Layout(
-        columns,
-        tuple(parts),
-        values,
-        (left.table_name, right.table_name),
-        whole_rows=(f"{left_name}.", f"{right_name}."),
-    )
+    return Layout(columns, tuple(parts), values, (left.table_name, right.table_name))
 
 
 def _plan_rows(outcome: Outcome, left: _Input, right: _Input) -> Iterator[tuple[Any, ...]]:

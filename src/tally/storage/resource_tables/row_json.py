@@ -4,7 +4,6 @@ backfill use), and `store_row_json`, the worker's backfill of each row's `_json`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -147,48 +146,6 @@ def row_text(columns: Sequence[Column], prefix: str, *, postgresql: bool) -> sa.
         return _json_object(columns, prefix, postgresql)
     values = labelled.subquery("row_values")
     return sa.select(sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)).scalar_subquery()
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Consecutive columns of a row being rendered: their values are `{prefix}{physical}`;
-    when they are the whole of another table's row, in its order, named `{keys}{name}`,
-    `stored` is the SQL of that row's stored JSON text, reused with its keys renamed."""
-
-    columns: tuple[Column, ...]
-    stored: str | None = None
-    keys: str = ""
-
-
-def joined_row_text(
-    segments: Sequence[Segment], prefix: str, *, postgresql: bool
-) -> sa.ColumnElement[Any]:
-    """The JSON text stored for a row made of `segments` (a derived output's row: its own
-    values, then whole input rows), byte for byte what `row_text` renders for it, but
-    taking each input row's stored text where it has one, instead of rendering every
-    value again (~1 µs each on SQLite). That text is compact JSON whose values are
-    scalars, so `,"` occurs only where a key starts: renaming the keys is one replace.
-    Rows whose rendering is not compact (PostgreSQL, a name longer than an identifier)
-    are rendered whole."""
-    columns = [c for segment in segments for c in segment.columns]
-    if postgresql and _labelled_values(columns, prefix) is None:
-        return row_text(columns, prefix, postgresql=postgresql)
-    parts: list[sa.ColumnElement[Any]] = []
-    for segment in segments:
-        rendered = sa.func.trim(row_text(segment.columns, prefix, postgresql=postgresql), "{}")
-        if segment.stored is not None:
-            stored: sa.ColumnElement[Any] = sa.literal_column(segment.stored)
-            renamed = sa.literal('"' + segment.keys, sa.Text).concat(
-                sa.func.substr(
-                    sa.func.replace(sa.func.trim(stored, "{}"), ',"', ',"' + segment.keys), 2
-                )
-            )
-            rendered = sa.func.coalesce(renamed, rendered)
-        parts.append(rendered)
-    joined = sa.literal("{", sa.Text).concat(parts[0])
-    for part in parts[1:]:
-        joined = joined.concat(",").concat(part)
-    return joined.concat("}")
 
 
 def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int:
