@@ -25,9 +25,12 @@ from tally.services.authentication import AuthenticationService
 from tally.services.catalogue import SourceCatalogue
 from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy, DeliveryService
+from tally.services.derived_runs import DerivedRuns, RunPolicy
 from tally.services.file_loading import FileLoading
 from tally.services.files import FileService
 from tally.services.notification_intake import NotificationIntake
+from tally.services.reconciliation.runs import ReconciliationBuilder
+from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
 from tally.services.uploads import UploadService
@@ -50,9 +53,11 @@ class Runtime:
     catalogue: SourceCatalogue
     data_query: DataQueryService
     delivery: DeliveryService
+    derived: DerivedRuns
     files: FileService
     intake: NotificationIntake
     notifications: NotificationSender
+    reconciliations: ReconciliationService
     sources: SourceService
     uploads: UploadService
     webhooks: WebhookService
@@ -94,6 +99,11 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         catalogue=catalogue,
         data_query=_data_query_service(settings, engine),
         delivery=DeliveryService(engine, box, blobs, policy, catalogue, loading),
+        derived=DerivedRuns(
+            engine,
+            run_policy(settings),
+            {"reconciliation": ReconciliationBuilder(engine)},
+        ),
         files=FileService(engine),
         intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
         notifications=NotificationSender(
@@ -104,6 +114,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
         uploads=UploadService(
             engine,
@@ -193,4 +204,15 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
         retry_max_seconds=settings.retry_max_seconds,
         lease_seconds=settings.lease_seconds,
         max_attempts=settings.delivery_max_attempts,
+    )
+
+
+def run_policy(settings: Settings) -> RunPolicy:
+    return RunPolicy(
+        lease_seconds=settings.lease_seconds,
+        max_attempts=settings.derived_max_attempts,
+        retry_base_seconds=settings.retry_base_seconds,
+        retry_max_seconds=settings.retry_max_seconds,
+        burst_seconds=settings.derived_burst_seconds,
+        wait_seconds=settings.derived_wait_seconds,
     )

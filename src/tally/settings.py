@@ -119,6 +119,22 @@ class Settings(BaseSettings):
     serve_worker: bool = Field(
         True, description="`tally serve` also runs a worker in the same process."
     )
+    derived_burst_seconds: float = Field(
+        1.0,
+        description="A delivery to a reconciliation's input queues its run this much later, "
+        "so a burst of deliveries runs it once.",
+    )
+    derived_max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Runs of a reconciliation that fail in a row (retried after "
+        "TALLY_RETRY_BASE_SECONDS, doubling) before its state is `failed`.",
+    )
+    derived_wait_seconds: float = Field(
+        600.0,
+        description="Longest `tally admin run-reconciliation` waits for a run another "
+        "worker is doing.",
+    )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",
         description="Seconds between status-notification attempts (comma-separated): "

@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import text
 
 from support.factories import Tenant, make_source, make_tenant
+from support.reconciliations import Pair, definition, make_pair, write_output
 from tally.api.errors import V1_ERRORS, V2_ERRORS, row_for
 from tally.core import errors
 from tally.core.sealing import SealError
@@ -33,6 +34,13 @@ SOURCES = "/api/v2/sources"
 FEED = "/api/v2/sources/{source_id}/feed-source"
 FILES = "/api/v2/sources/{source_id}/files"
 FILE = "/api/v2/sources/{source_id}/files/{file_id}"
+RECS = "/api/v2/reconciliations"
+REC = RECS + "/{reconciliation_id}"
+RUNS = REC + "/runs"
+MATCHES = REC + "/matches"
+MATCH = MATCHES + "/{match_id}"
+CONFIRM = MATCH + "/confirm"
+ACTIONS = REC + "/actions"
 UNKNOWN_ID = 987654
 # Classes no route raises as themselves: families, and errors of the worker.
 NOT_ANSWERED_BY_ANY_ROUTE = {
@@ -41,6 +49,7 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
     SealError: "a stored secret that cannot be opened; the worker's notifications",
+    errors.RunFailedError: "a derived resource's run; recorded on it, the CLI reports it",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PROVOKED_ELSEWHERE = {
@@ -55,6 +64,8 @@ class World:
     foreign_id: int  # another workspace's resource
     source_id: int  # an ingestion source of the tenant's
     webhook_id: str
+    pair: Pair  # a bank and a ledger source of the tenant's
+    reconciliation_id: int  # of the pair, its match 1 `matched` in its output
 
     @property
     def credentials(self) -> dict[str, str]:
@@ -109,12 +120,30 @@ def _create(api: httpx.Client, world: World, path: str, body: Any, *, signed: bo
 
 
 def _provision_fails(api: httpx.Client, world: World, runtime: Runtime, path: str) -> Any:
-    # The next sources' tables exist already: creating the table really fails.
+    # The next resources' tables exist already: creating the table really fails.
     with runtime.engine.begin() as conn:
         for n in range(1, 100):
             conn.execute(text(f"CREATE TABLE IF NOT EXISTS r_{n} (x INTEGER)"))
+    if path == RECS:
+        return _create(api, world, path, definition(world.pair, name=f"unlucky {path}"))
     body = {"name": f"unlucky {path}", **({"webhook": {}} if path == WEBHOOKS else {})}
     return _create(api, world, path, body)
+
+
+def _rec(api: httpx.Client, world: World, method: str, suffix: str = "", **kwargs: Any) -> Any:
+    url = f"{RECS}/{world.reconciliation_id}{suffix}"
+    return api.request(method, url, headers=world.credentials, **kwargs)
+
+
+def _read_by_another(api: httpx.Client, world: World) -> Any:
+    """DELETE of a reconciliation whose output another one reads."""
+    read = _create(api, world, RECS, definition(world.pair, name="read")).json()
+    reader = definition(world.pair, name="reader")
+    reader["left"] = {"name": "bank", "resource_id": world.pair.bank}
+    reader["right"] = {"name": "read", "resource_id": read["resource_id"]}
+    reader["passes"] = [{"name": "p", "type": "one_to_one", "keys": []}]
+    assert _create(api, world, RECS, reader).status_code == 201
+    return api.delete(f"{RECS}/{read['id']}", headers=world.credentials)
 
 
 def _crashes(api: httpx.Client, world: World, runtime: Runtime) -> Any:
@@ -154,12 +183,56 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("get", FILE, 403): lambda a, w: a.get(f"/api/v2/sources/{w.source_id}/files/1"),
     ("get", FILE, 404): lambda a, w: _files(a, w, f"/{UNKNOWN_ID}"),
     ("get", FILE, 422): lambda a, w: _files(a, w, "/one"),
+    ("post", RECS, 400): lambda a, w: _create(a, w, RECS, definition(w.pair, name="bank")),
+    ("post", RECS, 403): lambda a, w: _create(a, w, RECS, {}, signed=False),
+    ("post", RECS, 422): lambda a, w: _create(a, w, RECS, {"name": 3}),
+    ("get", RECS, 403): lambda a, w: a.get(RECS),
+    ("get", RECS, 422): lambda a, w: a.get(RECS, headers=w.credentials, params={"limit": "0"}),
+    ("get", REC, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}"),
+    ("get", REC, 404): lambda a, w: a.get(f"{RECS}/{UNKNOWN_ID}", headers=w.credentials),
+    ("get", REC, 422): lambda a, w: a.get(f"{RECS}/one", headers=w.credentials),
+    ("put", REC, 400): lambda a, w: _rec(a, w, "PUT", json=definition(w.pair, name="ledger")),
+    ("put", REC, 403): lambda a, w: a.put(f"{RECS}/{w.reconciliation_id}", json={}),
+    ("put", REC, 404): lambda a, w: a.put(
+        f"{RECS}/{UNKNOWN_ID}", headers=w.credentials, json=definition(w.pair)
+    ),
+    ("put", REC, 422): lambda a, w: _rec(a, w, "PUT", json={"name": "x"}),
+    ("delete", REC, 403): lambda a, w: a.delete(f"{RECS}/{w.reconciliation_id}"),
+    ("delete", REC, 404): lambda a, w: a.delete(f"{RECS}/{UNKNOWN_ID}", headers=w.credentials),
+    ("delete", REC, 409): _read_by_another,
+    ("delete", REC, 422): lambda a, w: a.delete(f"{RECS}/one", headers=w.credentials),
+    ("post", RUNS, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/runs"),
+    ("post", RUNS, 404): lambda a, w: a.post(f"{RECS}/{UNKNOWN_ID}/runs", headers=w.credentials),
+    ("post", RUNS, 422): lambda a, w: a.post(f"{RECS}/one/runs", headers=w.credentials),
+    ("post", MATCHES, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/matches"),
+    ("post", MATCHES, 404): lambda a, w: a.post(
+        f"{RECS}/{UNKNOWN_ID}/matches",
+        headers=w.credentials,
+        json={"left_rows": [1], "right_rows": [1]},
+    ),
+    ("post", MATCHES, 409): lambda a, w: _rec(
+        a, w, "POST", "/matches", json={"left_rows": [99], "right_rows": [1]}
+    ),
+    ("post", MATCHES, 422): lambda a, w: _rec(a, w, "POST", "/matches", json={"left_rows": []}),
+    ("post", CONFIRM, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/matches/1/confirm"),
+    ("post", CONFIRM, 404): lambda a, w: _rec(a, w, "POST", "/matches/7/confirm"),
+    ("post", CONFIRM, 409): lambda a, w: _rec(a, w, "POST", "/matches/1/confirm"),
+    ("post", CONFIRM, 422): lambda a, w: _rec(a, w, "POST", "/matches/one/confirm"),
+    ("delete", MATCH, 403): lambda a, w: a.delete(f"{RECS}/{w.reconciliation_id}/matches/1"),
+    ("delete", MATCH, 404): lambda a, w: _rec(a, w, "DELETE", "/matches/7"),
+    ("delete", MATCH, 422): lambda a, w: _rec(a, w, "DELETE", "/matches/one"),
+    ("get", ACTIONS, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}/actions"),
+    ("get", ACTIONS, 404): lambda a, w: a.get(
+        f"{RECS}/{UNKNOWN_ID}/actions", headers=w.credentials
+    ),
+    ("get", ACTIONS, 422): lambda a, w: a.get(f"{RECS}/one/actions", headers=w.credentials),
 }
 # These change the database for good: run after every other request, in this order.
 DESTRUCTIVE: dict[tuple[str, str, int], Callable[[httpx.Client, World, Runtime], Any]] = {
     ("post", WEBHOOKS, 500): _crashes,
     ("post", SOURCES, 502): lambda a, w, r: _provision_fails(a, w, r, SOURCES),
     ("post", WEBHOOKS, 502): lambda a, w, r: _provision_fails(a, w, r, WEBHOOKS),
+    ("post", RECS, 502): lambda a, w, r: _provision_fails(a, w, r, RECS),
 }
 
 
@@ -169,11 +242,25 @@ def world(runtime: Runtime, api: httpx.Client) -> World:
     other = make_tenant(runtime.engine)
     resource = make_source(runtime.engine, tenant, "id,amount\n1,10.00\n")
     foreign = make_source(runtime.engine, other, "id,amount\n1,10.00\n")
-    world = World(tenant, resource.id, foreign.id, 0, "")
+    pair = make_pair(runtime.engine, tenant)
+    world = World(tenant, resource.id, foreign.id, 0, "", pair, 0)
     hook = _create(api, world, WEBHOOKS, {"name": "fed", "webhook": {}})
     assert hook.status_code == 201, hook.text
     created = hook.json()
-    return World(tenant, resource.id, foreign.id, created["id"], created["webhook_id"])
+    reconciliation = _create(api, world, RECS, definition(pair))
+    assert reconciliation.status_code == 201, reconciliation.text
+    output = reconciliation.json()["resource_id"]
+    row = {"match_id": 1, "status": "matched", "bank._row": 1, "ledger._row": 1}
+    write_output(runtime.engine, output, [row])
+    return World(
+        tenant,
+        resource.id,
+        foreign.id,
+        created["id"],
+        created["webhook_id"],
+        pair,
+        reconciliation.json()["id"],
+    )
 
 
 def documented_errors(document: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:

@@ -10,12 +10,14 @@ Credentials and the ids of real things are given as parameter overrides, so requ
 get past authentication and reach the rules of each route. Some rules depend on the
 database, not on the request, so no schema can state them; they are the documented 400
 of their routes, and those routes' positive-data check expects it too (RULES_OF_DATA).
-One rule of a body no JSON Schema can state is kept out by a hook (support/
-schemathesis_hooks.py).
+Rules of a body no JSON Schema can state are kept out by hooks (support/
+schemathesis_hooks.py), which also point positive reconciliation definitions at a real
+bank and ledger, so that some of them create reconciliations.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,11 +26,14 @@ from pathlib import Path
 import httpx
 
 from support.factories import make_source, make_tenant
+from support.reconciliations import definition, make_pair
 from tally.runtime import Runtime
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("TALLY_SCHEMATHESIS_EXAMPLES", "15"))
 SEED = 20261125
 RUN_TIMEOUT_SECONDS = 600
+RECONCILIATIONS = "/api/v2/reconciliations"
+PAIR_VARIABLE = "TALLY_SCHEMATHESIS_PAIR"  # read by the hooks, in the schemathesis process
 ACCEPTED_BY_DEFAULT = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 # Operation -> why a schema-valid request may still be a 400.
 RULES_OF_DATA = {
@@ -38,10 +43,15 @@ RULES_OF_DATA = {
     "/api/v2/sources": "a source name must be unique in its workspace",
     "/api/v2/webhooks/{webhook_id}/feed-source": "the file URL sits at the path the "
     "webhook was registered with",
+    "/api/v2/reconciliations": "a definition names resources of the workspace and their "
+    "columns, and a name no resource has",
+    "/api/v2/reconciliations/{reconciliation_id}": "a definition names resources of the "
+    "workspace and their columns, and a name no other resource has",
 }
 
 
-def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> Path:
+def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> tuple[Path, str]:
+    """The config file, and the pair positive reconciliation definitions are pointed at."""
     tenant = make_tenant(runtime.engine, ingestion=True)
     resource = make_source(runtime.engine, tenant, "id,amount,memo\n1,10.00,a\n2,20.50,b\n")
     credentials = {
@@ -51,6 +61,12 @@ def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> Path:
     }
     hook = api.post("/api/v2/webhooks", headers=credentials, json={"name": "fed", "webhook": {}})
     assert hook.status_code == 201, hook.text
+    pair = make_pair(runtime.engine, tenant)
+    kept, deleted = (
+        api.post(RECONCILIATIONS, headers=credentials, json=definition(pair, name=name))
+        for name in ("kept", "deleted")
+    )
+    assert (kept.status_code, deleted.status_code) == (201, 201), kept.text + deleted.text
     overrides = {
         "header.X-API-Key": tenant.key,
         "header.workspace_id": str(tenant.workspace_id),
@@ -58,6 +74,7 @@ def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> Path:
         "path.resource_id": resource.id,
         "path.source_id": hook.json()["id"],
         "path.webhook_id": hook.json()["webhook_id"],
+        "path.reconciliation_id": kept.json()["id"],
     }
     lines = [
         f"seed = {SEED}",
@@ -75,9 +92,16 @@ def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> Path:
             "[operations.checks.positive_data_acceptance]",
             f"expected-statuses = {[*ACCEPTED_BY_DEFAULT, '400']}".replace("'", '"'),
         ]
+    lines += [  # DELETE removes one of its own: the other operations keep reaching theirs
+        "[[operations]]",
+        f'include-path = "{RECONCILIATIONS}/{{reconciliation_id}}"',
+        'include-method = "DELETE"',
+        "[operations.parameters]",
+        f'"path.reconciliation_id" = {deleted.json()["id"]}',
+    ]
     config = directory / "schemathesis.toml"
     config.write_text("\n".join(lines) + "\n")
-    return config
+    return config, json.dumps({"bank": pair.bank, "ledger": pair.ledger})
 
 
 def _toml(value: object) -> str:
@@ -85,7 +109,7 @@ def _toml(value: object) -> str:
 
 
 def test_schemathesis_finds_nothing(runtime: Runtime, api: httpx.Client, tmp_path: Path) -> None:
-    config = _config(runtime, api, tmp_path)
+    config, pair = _config(runtime, api, tmp_path)
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
         "--config-file",
@@ -102,7 +126,7 @@ def test_schemathesis_finds_nothing(runtime: Runtime, api: httpx.Client, tmp_pat
     run = subprocess.run(
         command,
         cwd=tmp_path,
-        env={**os.environ, "SCHEMATHESIS_HOOKS": str(hooks)},
+        env={**os.environ, "SCHEMATHESIS_HOOKS": str(hooks), PAIR_VARIABLE: pair},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_SECONDS,

@@ -14,7 +14,7 @@ from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
-from tally.api.v2 import files, sources, webhooks
+from tally.api.v2 import files, reconciliations, sources, webhooks
 from tally.core.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -35,7 +35,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app = FastAPI(
         title="tally",
         version=__version__,
-        description="tally's Data API (/api/v1, read-only) and ingestion API (/api/v2).",
+        description="tally's Data API (/api/v1, read-only), ingestion API and reconciliation "
+        "API (/api/v2).",
         openapi_url="/api/v1/openapi.json",
         docs_url="/api/v1/docs",
         redoc_url=None,
@@ -55,4 +56,5 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(files.router)
     app.include_router(sources.router)
+    app.include_router(reconciliations.router)
     return app

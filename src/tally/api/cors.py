@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tally.api.errors import V2_PREFIX
 from tally.services.admin import AdminService
 
-ALLOWED_METHODS = "GET, POST, OPTIONS"
+ALLOWED_METHODS = "GET, POST, PUT, DELETE, OPTIONS"  # PUT, DELETE: reconciliations
 ALLOWED_HEADERS = "content-type, x-api-key, x-svc-workspace, x-svc-account, idempotency-key"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
 

@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from tally.runtime import Runtime
 from tally.services.authentication import AuthenticationService
 from tally.services.files import FileService
+from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.uploads import UploadService
 from tally.services.webhooks import WebhookService
@@ -34,6 +35,10 @@ async def _files(request: Request) -> FileService:
     return runtime_of(request).files
 
 
+async def _reconciliations(request: Request) -> ReconciliationService:
+    return runtime_of(request).reconciliations
+
+
 async def _sources(request: Request) -> SourceService:
     return runtime_of(request).sources
 
@@ -48,6 +53,7 @@ async def _webhooks(request: Request) -> WebhookService:
 
 AuthenticationDep = Annotated[AuthenticationService, Depends(_authentication)]
 FilesDep = Annotated[FileService, Depends(_files)]
+ReconciliationsDep = Annotated[ReconciliationService, Depends(_reconciliations)]
 SourcesDep = Annotated[SourceService, Depends(_sources)]
 UploadsDep = Annotated[UploadService, Depends(_uploads)]
 WebhooksDep = Annotated[WebhookService, Depends(_webhooks)]

@@ -16,10 +16,15 @@ from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tally.core import errors
 from tally.core.errors import FieldProblem
@@ -113,7 +118,12 @@ V2_ERRORS: ErrorTable = {
     ),
     errors.IncompleteBodyError: ErrorRow(400, _V2),
     errors.LoadError: ErrorRow(400, _V2),
-    errors.NotFoundError: ErrorRow(404, _V2, "Not Found: no such source, file or webhook here."),
+    errors.NotFoundError: ErrorRow(
+        404, _V2, "Not Found: no such source, file, webhook, reconciliation or match here."
+    ),
+    errors.ConflictError: ErrorRow(
+        409, _V2, "In conflict with what is there now; `errors` names each row or field."
+    ),
     errors.UploadTooLargeError: ErrorRow(
         413, _V2, "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept."
     ),
@@ -186,7 +196,9 @@ def validation_problems(exc_errors: Any) -> list[FieldProblem]:
 def _v2_problems(error: Exception) -> list[FieldProblem]:
     if isinstance(error, RequestValidationError):
         return validation_problems(error.errors())
-    if isinstance(error, errors.DefinitionRejectedError | errors.InvalidBodyError):
+    if isinstance(
+        error, errors.DefinitionRejectedError | errors.InvalidBodyError | errors.ConflictError
+    ):
         return error.problems
     if isinstance(error, errors.IngestionForbiddenError):
         return [FieldProblem(None, FORBIDDEN_MESSAGE)]  # no hint of which check failed
@@ -234,6 +246,22 @@ def v1_error_response(error: Exception) -> Response:
     return json_response({"detail": error.message}, status_code=status)
 
 
+def allowed_methods(request: Request) -> str:
+    """The methods some route of the app answers at this path: FastAPI makes a route of
+    each method, and a 405 from one route names only its own."""
+    path = request.url.path
+    return ", ".join(
+        sorted(
+            {
+                method
+                for route in request.app.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(path)
+                for method in route.methods or ()
+            }
+        )
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> Response:
         if request.url.path.startswith(V2_PREFIX):
@@ -242,6 +270,15 @@ def install_error_handlers(app: FastAPI) -> None:
             return await request_validation_exception_handler(request, exc)
         return v1_error_response(exc)
 
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:  # every method of the path, not the first route's
+            exc = StarletteHTTPException(
+                405, exc.detail, {**(exc.headers or {}), "Allow": allowed_methods(request)}
+            )
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(errors.TallyError, on_error)
     app.add_exception_handler(RequestValidationError, on_error)
     app.add_exception_handler(Exception, on_error)

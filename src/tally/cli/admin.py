@@ -1,14 +1,18 @@
-"""`tally admin ...`: accounts, workspaces, keys and local loads (the onboarding contract)."""
+"""`tally admin ...`: accounts, workspaces, keys, local loads and reconciliations (the
+onboarding contract)."""
 
 from __future__ import annotations
 
 import getpass
+import os
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import orjson
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -23,14 +27,15 @@ from rich.progress import (
 from tally.cli.output import emit, reported_errors
 from tally.core.collector import settle_garbage_collector
 from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.errors import LoadError
+from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
 from tally.runtime import Runtime, build_runtime
 from tally.services.admin import KeyInfo
 from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
 app = typer.Typer(
-    help="Onboarding: accounts, workspaces, API keys, local loads.", no_args_is_help=True
+    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations.",
+    no_args_is_help=True,
 )
 
 # Files smaller than this load without a progress bar.
@@ -172,6 +177,57 @@ def load(
             encoding=encoding,
         )
     emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
+
+
+@app.command("run-reconciliation")
+def run_reconciliation(
+    reconciliation: Annotated[int, typer.Option("--id", help="Reconciliation id.")],
+) -> None:
+    """Run a reconciliation now, in this process; returns once its output is readable
+    and prints its last run (a run another worker holds is waited for)."""
+    with _runtime() as runtime:
+        record = runtime.derived.run_now(
+            reconciliation,
+            kind="reconciliation",
+            worker=f"cli:{socket.gethostname()}:{os.getpid()}",
+        )
+    emit(record.last_run or {})
+
+
+@app.command("create-reconciliation")
+def create_reconciliation(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    file: Annotated[
+        Path, typer.Option(help="The definition, a JSON file (as POST /api/v2/reconciliations).")
+    ],
+) -> None:
+    """Define a reconciliation of two resources of the workspace; its first run is queued
+    at once (a worker runs it: tally serve, tally worker)."""
+    with _runtime() as runtime:
+        created = runtime.reconciliations.create(
+            workspace_id=workspace, body=_definition_file(file)
+        )
+    emit({"id": created.id, "name": created.name, "resource_id": created.resource_id})
+
+
+@app.command("list-reconciliations")
+def list_reconciliations(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
+    """The workspace's reconciliations: definition, state and last run of each."""
+    with _runtime() as runtime:
+        found = runtime.reconciliations.list_reconciliations(workspace_id=workspace)
+    emit({"workspace_id": workspace, "reconciliations": [r.to_json() for r in found]})
+
+
+def _definition_file(file: Path) -> Any:
+    """The file's JSON; one that cannot be read or parsed is the same error as such a
+    body sent to the API (InvalidBodyError), in the command's JSON."""
+    try:
+        return orjson.loads(file.read_bytes())
+    except OSError as error:
+        problem = f"cannot read {str(file)!r}: {error.strerror or error}"
+    except orjson.JSONDecodeError as error:
+        problem = f"{str(file)!r} is not valid JSON: {error}"
+    raise InvalidBodyError([FieldProblem(None, problem)])
 
 
 def _readable_size(file: Path) -> int:

@@ -4,6 +4,7 @@
     ├── NotFoundError
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
+    │   └── ReconciliationNotFoundError, MatchNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
@@ -16,6 +17,7 @@
     │   ├── InvalidBodyError                 (ingestion 422: a body that is not its model)
     │   │   └── InvalidUploadError           (an upload that is not its Content-Type)
     │   │       └── JsonRowsError            (JSON rows that cannot become CSV)
+    │   ├── ConflictError                    (409: rows already in a manual match, ...)
     │   ├── IncompleteBodyError              (ingestion 400: the client left mid-body)
     │   ├── UnsupportedMediaTypeError        (ingestion 415)
     │   └── UploadTooLargeError              (ingestion 413)
@@ -23,6 +25,7 @@
     │   └── SchemaMismatchError
     ├── FetchError(transient)                (a download that failed)
     ├── SealError                            (core/sealing.py: a secret that cannot be opened)
+    ├── RunFailedError                       (a derived resource's run: recorded on it)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
@@ -87,6 +90,14 @@ class FileNotFoundInSourceError(NotFoundError):
 
 class ApiKeyNotFoundError(NotFoundError):
     """API key not found"""
+
+
+class ReconciliationNotFoundError(NotFoundError):
+    """Reconciliation not found"""
+
+
+class MatchNotFoundError(NotFoundError):
+    """Match not found"""
 
 
 class AuthError(TallyError):
@@ -165,6 +176,14 @@ class DefinitionRejectedError(InvalidRequestError):
         super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
 
 
+class ConflictError(InvalidRequestError):
+    """The request conflicts with what is there now; each problem names the row or field."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
+
+
 class LoadError(TallyError):
     """The file could not be loaded."""
 
@@ -210,6 +229,10 @@ class FetchError(TallyError):
         super().__init__(message)
 
 
+class RunFailedError(TallyError):
+    """The derived resource's run failed."""
+
+
 class StorageError(TallyError):
     """Data platform is temporarily unavailable. Please try again later."""
 
@@ -229,9 +252,12 @@ class InvalidNotificationError(InvalidRequestError):
 class InvalidBodyError(InvalidRequestError):
     """A body that is not JSON, or does not match its model; each problem names its field."""
 
-    def __init__(self, problems: list[FieldProblem]) -> None:
+    def __init__(self, problems: list[FieldProblem], message: str | None = None) -> None:
         self.problems = problems
-        super().__init__("; ".join(p.message for p in problems))
+        super().__init__(
+            message
+            or "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in problems)
+        )
 
 
 class InvalidUploadError(InvalidBodyError):
@@ -239,7 +265,7 @@ class InvalidUploadError(InvalidBodyError):
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
-        super().__init__([FieldProblem(field, message)])
+        super().__init__([FieldProblem(field, message)], message)
 
 
 class JsonRowsError(InvalidUploadError):

@@ -15,9 +15,15 @@ class AuthenticationService:
         self._engine = engine
 
     def authenticate(
-        self, *, api_key: str | None, workspace: str | None, account: str | None
+        self,
+        *,
+        api_key: str | None,
+        workspace: str | None,
+        account: str | None,
+        require_ingestion: bool = True,
     ) -> Workspace:
-        """All three headers together, or the same 403 whatever was wrong (spec part 5)."""
+        """All three headers together, or the same 403 whatever was wrong (spec part 5).
+        Ingestion needs the workspace's switch; reconciliations (issue #11) do not."""
         try:
             workspace_id, account_id = int(workspace or ""), int(account or "")
         except ValueError:
@@ -32,7 +38,7 @@ class AuthenticationService:
             or not secret_matches(api_key, stored.key_hash)
             or found is None
             or stored.workspace_id != workspace_id
-            or not found.ingestion_enabled
+            or (require_ingestion and not found.ingestion_enabled)
             or found.account_id != account_id
         ):
             raise IngestionForbiddenError()

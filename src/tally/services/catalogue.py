@@ -21,7 +21,7 @@ from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.core.names import name_problem
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
-from tally.storage import accounts, resources, staging
+from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource
@@ -31,6 +31,7 @@ log = logging.getLogger("tally.catalogue")
 # Spec (ingestion, part 1): a webhook-fed source starts with a placeholder column.
 PLACEHOLDER_COLUMNS = (Column("placeholder", "c0", ColumnType.TEXT),)
 SOURCE_KIND = "source"
+ROWS_APPENDED = "rows.appended"  # outbox event: a local file's rows added to a source
 
 
 def check_source_definition(
@@ -178,9 +179,19 @@ class SourceCatalogue:
     def append_file(
         self, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
     ) -> LoadResult:
-        """The file's rows added to the source, then finished as a worker would."""
+        """The file's rows added to the source, then finished as a worker would; the
+        derived resources reading it are told, as after a delivery."""
         with write_connection(self._engine) as conn, conn.begin():
             result = load_into(conn, resource_id, path, on_progress, limits=self.limits)
+            outbox.add_event(
+                conn,
+                topic=outbox.RECONCILIATION,
+                type=ROWS_APPENDED,
+                resource_id=resource_id,
+                file_id=None,
+                payload={"rows": result.rows, "data_version": result.resource.data_version},
+                now=utc_now(),
+            )
         self.finish_resource(resource_id)
         return result
 
@@ -215,7 +226,7 @@ class SourceCatalogue:
                 resource = resources.get_resource(conn, resource_id)
             built = resource.indexed_version == 0
             if built:
-                ddl.build_indexes(engine, resource.table_name, resource.columns)
+                ddl.build_indexes_in_steps(engine, resource.table_name, resource.columns)
             with write_connection(engine) as conn, conn.begin():
                 current = resources.lock_resource(conn, resource_id)
                 resources.record_indexed(conn, resource_id, current.data_version)
@@ -224,7 +235,7 @@ class SourceCatalogue:
                 resource = resources.lock_resource(conn, resource_id)
                 built = resource.indexed_version == 0  # later loads maintain them as they go
                 if built:
-                    ddl.build_indexes(engine, resource.table_name, resource.columns)
+                    ddl.build_indexes_in_steps(engine, resource.table_name, resource.columns)
                 resources.record_indexed(conn, resource_id, resource.data_version)
         if built:
             ddl.vacuum(self._engine, resource.table_name)

@@ -13,7 +13,9 @@ from typing import Any
 
 from sqlalchemy import Connection, case, delete, insert, select, update
 
-from tally.storage.schema import derived_inputs, derived_resources, is_storable_id
+from tally.core.clock import as_utc
+from tally.storage.engine import backend_of
+from tally.storage.schema import MAX_ID, derived_inputs, derived_resources, is_storable_id
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class DerivedRecord:
             definition=row.definition,
             state=row.state,
             error=row.error,
-            run_due_at=row.run_due_at,
+            run_due_at=as_utc(row.run_due_at) if row.run_due_at else None,
             attempts=int(row.attempts),
             last_run=row.last_run,
             output_digest=row.output_digest,
@@ -100,11 +102,39 @@ def find_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord 
     return DerivedRecord.from_row(row) if row else None
 
 
-def list_derived(conn: Connection, workspace_id: int, kind: str) -> list[DerivedRecord]:
+def lock_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord | None:
+    """`find_derived`, holding the row's lock until commit on PostgreSQL (SQLite's one
+    writer already serialises): two manual actions on the same rows never both pass
+    their checks."""
+    if not is_storable_id(derived_id):
+        return None
+    stmt = select(derived_resources).where(
+        derived_resources.c.id == derived_id, derived_resources.c.kind == kind
+    )
+    if backend_of(conn).is_postgresql:
+        stmt = stmt.with_for_update()
+    row = conn.execute(stmt).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def find_derived_by_output(conn: Connection, resource_id: int) -> DerivedRecord | None:
+    row = conn.execute(
+        select(derived_resources).where(derived_resources.c.resource_id == resource_id)
+    ).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def list_derived(
+    conn: Connection, workspace_id: int, kind: str, *, after_id: int = 0, limit: int | None = None
+) -> list[DerivedRecord]:
+    """The workspace's derived resources of this kind with ids above `after_id`, oldest
+    first (at most `limit`)."""
     rows = conn.execute(
         select(derived_resources)
         .where(derived_resources.c.workspace_id == workspace_id, derived_resources.c.kind == kind)
+        .where(derived_resources.c.id > min(after_id, MAX_ID))
         .order_by(derived_resources.c.id)
+        .limit(limit)
     )
     return [DerivedRecord.from_row(r) for r in rows]
 
@@ -124,9 +154,48 @@ def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
                 ),
                 else_=derived_resources.c.run_due_at,
             ),
+            # a wish after a run that failed for good starts a new series of attempts
+            state=case((derived_resources.c.state == "running", "running"), else_="queued"),
+            attempts=case(
+                (derived_resources.c.state == "failed", 0), else_=derived_resources.c.attempts
+            ),
             updated_at=due_at,
         )
     )
+
+
+def replace_definition(
+    conn: Connection,
+    derived_id: int,
+    *,
+    name: str,
+    definition: dict[str, Any],
+    inputs: Sequence[int],
+    now: dt.datetime,
+) -> None:
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(name=name, definition=definition, updated_at=now)
+    )
+    set_inputs(conn, derived_id, inputs)
+
+
+def delete_derived(conn: Connection, derived_id: int) -> None:
+    """The derived resource and its inputs (its output is the caller's to delete)."""
+    conn.execute(delete(derived_inputs).where(derived_inputs.c.derived_id == derived_id))
+    conn.execute(delete(derived_resources).where(derived_resources.c.id == derived_id))
+
+
+def inputs_of_output(conn: Connection, resource_id: int) -> list[int]:
+    """The resources the derived resource whose output this is reads (none for a source)."""
+    rows = conn.execute(
+        select(derived_inputs.c.resource_id)
+        .join(derived_resources, derived_resources.c.id == derived_inputs.c.derived_id)
+        .where(derived_resources.c.resource_id == resource_id)
+        .order_by(derived_inputs.c.resource_id)
+    )
+    return [int(r) for r in rows.scalars()]
 
 
 def readers_of(conn: Connection, resource_id: int) -> list[int]:
@@ -137,3 +206,147 @@ def readers_of(conn: Connection, resource_id: int) -> list[int]:
         .order_by(derived_inputs.c.derived_id)
     )
     return [int(r) for r in rows.scalars()]
+
+
+# --- runs: claimed with a lease, as files are (decision 0003) ------------------------------
+
+
+def _claimable(now: dt.datetime) -> Any:
+    """Due (a wish whose time has come), or running under a lease that expired (its
+    worker died: the run is taken up again)."""
+    lease_free = (derived_resources.c.lease_expires_at.is_(None)) | (
+        derived_resources.c.lease_expires_at < now
+    )
+    wanted = (derived_resources.c.run_due_at <= now) | (derived_resources.c.state == "running")
+    return wanted & lease_free
+
+
+def claim_due(
+    conn: Connection,
+    *,
+    worker: str,
+    now: dt.datetime,
+    lease_seconds: float,
+    only: int | None = None,
+) -> DerivedRecord | None:
+    """Lease the derived resource whose run is due soonest (or `only` that one), if any.
+
+    The claim clears the wish (`run_due_at`), so a delivery during the run queues the
+    next one; it counts an attempt (a run whose worker dies counts too: a run that kills
+    its worker every time ends `failed`, not in a loop). PostgreSQL skips rows other workers hold
+    (FOR UPDATE SKIP LOCKED); SQLite's one writer serialises claims."""
+    pick = select(derived_resources.c.id).where(_claimable(now))
+    if only is not None:
+        pick = pick.where(derived_resources.c.id == only)
+    pick = pick.order_by(derived_resources.c.run_due_at, derived_resources.c.id).limit(1)
+    if backend_of(conn).supports_skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    derived_id = conn.execute(pick).scalar()
+    if derived_id is None:
+        return None
+    row = conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id, _claimable(now))
+        .values(
+            state="running",
+            run_due_at=None,
+            lease_owner=worker,
+            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
+            attempts=derived_resources.c.attempts + 1,
+            updated_at=now,
+        )
+        .returning(derived_resources)
+    ).first()
+    return DerivedRecord.from_row(row) if row else None
+
+
+def extend_lease(
+    conn: Connection, derived_id: int, worker: str, now: dt.datetime, lease_seconds: float
+) -> bool:
+    result = conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id, derived_resources.c.lease_owner == worker)
+        .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds))
+    )
+    return result.rowcount == 1
+
+
+def _after_run(now: dt.datetime) -> dict[str, Any]:
+    """The lease given back; queued again if a run was wished for meanwhile."""
+    return dict(
+        state=case((derived_resources.c.run_due_at.is_(None), "idle"), else_="queued"),
+        lease_owner=None,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+
+
+def record_success(
+    conn: Connection,
+    derived_id: int,
+    *,
+    now: dt.datetime,
+    last_run: dict[str, Any],
+    output_digest: str,
+) -> None:
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(
+            **_after_run(now),
+            attempts=0,
+            error=None,
+            last_run=last_run,
+            output_digest=output_digest,
+        )
+    )
+
+
+def record_output(conn: Connection, derived_id: int, output_digest: str) -> None:
+    """The digest of the output just published (its run may still be indexing it)."""
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(output_digest=output_digest)
+    )
+
+
+def record_failure(
+    conn: Connection,
+    derived_id: int,
+    worker: str,
+    *,
+    now: dt.datetime,
+    error: str,
+    retry_at: dt.datetime | None,
+) -> bool:
+    """A run that raised, if `worker` still held it: due again at `retry_at` (or at an
+    earlier wish), or `failed` with its error when `retry_at` is None (the limit)."""
+    values: dict[str, Any] = dict(lease_owner=None, lease_expires_at=None, error=error)
+    if retry_at is None:
+        values.update(state="failed", run_due_at=None)
+    else:
+        values.update(
+            state="queued",
+            run_due_at=case(
+                (
+                    derived_resources.c.run_due_at.is_not(None)
+                    & (derived_resources.c.run_due_at < retry_at),
+                    derived_resources.c.run_due_at,
+                ),
+                else_=retry_at,
+            ),
+        )
+    result = conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id, derived_resources.c.lease_owner == worker)
+        .values(**values, updated_at=now)
+    )
+    return result.rowcount == 1
+
+
+def get_derived(conn: Connection, derived_id: int) -> DerivedRecord | None:
+    row = conn.execute(
+        select(derived_resources).where(derived_resources.c.id == derived_id)
+    ).first()
+    return DerivedRecord.from_row(row) if row else None

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
-from tally.storage.schema import outbox_events
+from tally.storage.schema import notification_attempts, notification_deliveries, outbox_events
 
 RECONCILIATION = "reconciliation"
 NOTIFICATION = "notification"
@@ -91,3 +91,18 @@ def add_events(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     """Record many events (the columns of `add_event`) in one statement."""
     if events:
         conn.execute(_INSERT_EVENTS, list(events))
+
+
+def delete_events_of(conn: Connection, resource_id: int) -> None:
+    """Every event about a resource being deleted, with its deliveries and their attempts."""
+    events = select(outbox_events.c.id).where(outbox_events.c.resource_id == resource_id)
+    deliveries = select(notification_deliveries.c.id).where(
+        notification_deliveries.c.event_id.in_(events)
+    )
+    conn.execute(
+        delete(notification_attempts).where(notification_attempts.c.delivery_id.in_(deliveries))
+    )
+    conn.execute(
+        delete(notification_deliveries).where(notification_deliveries.c.event_id.in_(events))
+    )
+    conn.execute(delete(outbox_events).where(outbox_events.c.resource_id == resource_id))

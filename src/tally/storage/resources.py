@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
@@ -135,6 +135,17 @@ def find_resource_by_name(conn: Connection, workspace_id: int, name: str) -> Res
     return Resource.from_row(row) if row else None
 
 
+def rename_resource(conn: Connection, resource_id: int, name: str, now: dt.datetime) -> None:
+    conn.execute(
+        update(resources).where(resources.c.id == resource_id).values(name=name, updated_at=now)
+    )
+
+
+def delete_resource(conn: Connection, resource_id: int) -> None:
+    """The catalogue's row (its table and its events are the caller's to drop first)."""
+    conn.execute(delete(resources).where(resources.c.id == resource_id))
+
+
 def record_load(
     conn: Connection,
     resource: Resource,
@@ -172,11 +183,13 @@ def record_load(
 
 
 def next_unfinished(conn: Connection) -> int | None:
-    """A resource with rows whose indexes were never built, or whose latest rows have
-    no stored JSON text yet, if any (the oldest first)."""
+    """A source with rows whose indexes were never built, or whose latest rows have
+    no stored JSON text yet, if any (the oldest first). A derived output's run stores
+    and indexes its own (storage/derived_outputs.py)."""
     stmt = (
         select(resources.c.id)
         .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))
+        .where(resources.c.kind == "source")
         .where(
             (resources.c.indexed_version == 0)
             | (resources.c.rendered_version != resources.c.data_version)

@@ -1,12 +1,13 @@
 """The worker loop: N threads, each claiming the next due job from the database.
 
-Jobs are file deliveries, status notifications, and what loads leave to the workers
-(rows' stored JSON text, a new source's indexes). A thread holding a file renews its
-lease in the background, so a slow download is not taken over by another worker; a
-killed worker stops renewing and its file is taken up again when the lease expires.
-Graceful stop: the threads finish the job in hand, then exit. Idle threads poll, and on
-PostgreSQL a listener wakes them as soon as files are queued.
-"""
+Jobs are file deliveries, status notifications, what loads leave to the workers (rows'
+stored JSON text, a new source's indexes), and runs of derived resources (reconciliations)
+queued by deliveries to their inputs (the run's service renews its lease itself). A
+thread holding a file renews its lease in the background, so a slow download is not
+taken over by another worker; a killed worker stops renewing and its file is taken up
+again when the lease expires. Graceful stop: the threads finish the job in hand, then
+exit. Idle threads poll, and on PostgreSQL a listener wakes them as soon as files are
+queued."""
 
 from __future__ import annotations
 
@@ -36,10 +37,13 @@ class Worker:
     def _jobs(self, worker: str) -> list[Job]:
         """One thread's jobs, in the order it tries them; `worker` names its leases."""
         notifications = self._runtime.notifications
+        derived = self._runtime.derived
         return [
             lambda: self._deliver_one(worker),
             notifications.fan_out,
             lambda: notifications.send_one(worker=worker),
+            derived.queue_changed_inputs,
+            lambda: derived.run_one(worker=worker),
             self._runtime.catalogue.finish_one_unfinished,
         ]
 

@@ -10,72 +10,27 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
 from fastapi import Request
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-)
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, field_validator
 
 from tally.api.errors import validation_problems
 from tally.core.encodings import DEFAULT_ENCODING, FILE_ENCODINGS, canonical_encoding
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
-from tally.core.names import NAME_MAX_CHARS, name_problem
+from tally.core.shapes import SPACE_CLASS, Name, Strict, WholeNumber
 
 T = TypeVar("T")
 
-
-def _valid_name(value: str) -> str:
-    problem = name_problem(value)
-    if problem is not None:
-        raise ValueError(f"name {problem}")
-    return value
-
-
-def _whole_number(value: object) -> object:
-    """2.0 as 2: JSON Schema (and so the OpenAPI document) calls it an integer."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _regex_class(characters: str) -> str:
-    return "".join(f"\\u{ord(ch):04x}" for ch in characters)
-
-
-# The characters str.strip() removes, and the control characters names may not hold:
-# the schema's patterns state exactly the rules the validators below apply.
-_SPACE = _regex_class("".join(chr(c) for c in range(0x10000) if chr(c).isspace()))
-_CONTROL = "\\u0000-\\u001f\\u007f"
-NAME_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"
-_KEY, _KEY_END = "[^.\\[\\]]", f"[^.\\[\\]{_SPACE}]"
+_KEY, _KEY_END = "[^.\\[\\]]", f"[^.\\[\\]{SPACE_CLASS}]"
 _INDEX = "\\[[0-9]+\\]"
 PATH_PATTERN = (  # json_paths.parse_path's grammar, with no space at either end
     f"^(?:{_INDEX}|{_KEY_END}|{_KEY_END}{_KEY}*{_KEY_END}"
     f"|(?:{_INDEX}|{_KEY_END}{_KEY}*)(?:\\.?(?:{_INDEX}|{_KEY}+))*\\.?(?:{_INDEX}|{_KEY}*{_KEY_END}))$"
 )
 
-# An integer of a body is a whole number however the JSON spells it (never true or "1").
-# Put constraints (Field(ge=...)) before it in an Annotated: pydantic then documents them.
-WHOLE_NUMBER = BeforeValidator(_whole_number)
-WholeNumber = Annotated[int, WHOLE_NUMBER]
-
 # A source's name, refused here (422) for the reasons the catalogue would refuse it.
 SourceName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=NAME_MAX_CHARS,
-        description="The source name: not blank, no control characters.",
-        json_schema_extra={"pattern": NAME_PATTERN},
-    ),
-    AfterValidator(_valid_name),
+    Name, Field(description="The source name: not blank, no control characters.")
 ]
 
 
@@ -99,14 +54,6 @@ SourceEncoding = Annotated[
     ),
     AfterValidator(canonical_encoding),
 ]
-
-
-class Strict(BaseModel):
-    """A request body's model: no unknown fields, and JSON types as declared (pydantic's
-    lax mode would take `true` or "1" for an integer; WholeNumber takes 1.0, as JSON
-    Schema does)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FileMapping(Strict):

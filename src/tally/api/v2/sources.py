@@ -23,12 +23,9 @@ from tally.api.deps import SourcesDep, UploadsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace
 from tally.api.v2.bodies import (
-    WHOLE_NUMBER,
     NotificationConfigBody,
     SourceEncoding,
     SourceName,
-    Strict,
-    WholeNumber,
     json_request_body,
     read_json,
     validate_body,
@@ -37,6 +34,7 @@ from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
 from tally.core.columns import ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
+from tally.core.shapes import WHOLE_NUMBER, Strict, WholeNumber
 from tally.services import json_rows, uploads
 from tally.services.notification_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column

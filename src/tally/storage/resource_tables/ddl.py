@@ -3,7 +3,7 @@ the table as the queries of the sibling modules see it (see the package docstrin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
@@ -42,16 +42,23 @@ def sql_type(column: Column, *, postgresql: bool) -> str:
 
 
 def create_table(
-    conn: Connection, table: str, columns: Sequence[Column], *, primary_key: bool = True
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    *,
+    primary_key: bool = True,
+    generated_ids: bool = True,
 ) -> None:
     """Without `primary_key` (PostgreSQL, for a bulk load), the row id's index is
     added afterwards by `add_primary_key`: building it once is cheaper than keeping
-    it row by row."""
+    it row by row. Without `generated_ids` (a derived output, written whole with its
+    row ids) PostgreSQL's row id is a plain column: no identity sequence to rename when
+    the table replaces another."""
     postgresql = backend_of(conn).is_postgresql
     if not postgresql:
         row_id = f"{ROW_ID} INTEGER PRIMARY KEY"
     else:
-        row_id = f"{ROW_ID} BIGINT GENERATED ALWAYS AS IDENTITY"
+        row_id = f"{ROW_ID} BIGINT" + (" GENERATED ALWAYS AS IDENTITY" if generated_ids else "")
         row_id += " PRIMARY KEY" if primary_key else ""
     typed = (f"{c.physical} {sql_type(c, postgresql=postgresql)}" for c in columns)
     body = ", ".join([row_id, *typed, f"{ROW_JSON} TEXT"])
@@ -92,40 +99,82 @@ def stored_range(conn: Connection, table: str, column: Column) -> tuple[int | No
     return row[0], row[1]
 
 
-def build_indexes(engine: Engine, table: str, columns: Sequence[Column]) -> None:
+def build_indexes(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    *,
+    names: str | None = None,
+    analyze: bool = True,
+) -> None:
     """One index per column, shaped like the ORDER BY the Data API emits (NULL first,
     ties on the row id), then fresh planner statistics. Idempotent: an index a crash
-    left behind is kept. On SQLite each index is a transaction of its own: the write
-    lock is held for one index at a time, never for all (decision 0013)."""
-    if backend_of(engine).is_postgresql:
-        _build_postgresql_indexes(engine, table, columns)
+    left behind is kept. Index `ix_{names}_{physical}`, `names` being the table's name
+    unless told: a table renamed later keeps its indexes' names (SQLite cannot rename
+    an index), so a table built to replace another names them apart. Without
+    `analyze` the caller refreshes the statistics once it has built them all."""
+    prefix = f"ix_{names or table}"
+    if backend_of(conn).is_postgresql:
+        _build_postgresql_indexes(conn.engine, table, columns, prefix)
     else:
-        for column in columns:
-            with write_connection(engine) as conn, conn.begin():
-                _build_sqlite_index(conn, table, column)
-    with write_connection(engine) as conn, conn.begin():
+        _build_sqlite_indexes(conn, table, columns, prefix)
+    if analyze:
         conn.exec_driver_sql(f"ANALYZE {table}")
 
 
-def _create_index(conn: Connection, table: str, column: Column) -> None:
+def build_indexes_in_steps(
+    engine: Engine,
+    table: str,
+    columns: Sequence[Column],
+    *,
+    names: str | None = None,
+    guard: Callable[[Connection], None] | None = None,
+) -> None:
+    """`build_indexes` for a committed table readers already use. On SQLite each index is
+    a transaction of its own: the write lock is held for one index at a time, never for
+    all (decision 0013), and the statistics come at the end. `guard` runs first in each
+    transaction (a derived run checks there that it still holds its lease)."""
+    if backend_of(engine).is_postgresql:
+        with engine.begin() as conn:
+            if guard is not None:
+                guard(conn)
+            build_indexes(conn, table, columns, names=names)
+        return
+    for column in columns:
+        with write_connection(engine) as conn, conn.begin():
+            if guard is not None:
+                guard(conn)
+            build_indexes(conn, table, [column], names=names, analyze=False)
+    with write_connection(engine) as conn, conn.begin():
+        if guard is not None:
+            guard(conn)
+        conn.exec_driver_sql(f"ANALYZE {table}")
+
+
+def _create_index(conn: Connection, table: str, column: Column, prefix: str) -> None:
     conn.exec_driver_sql(
-        f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} ({column.physical})"
+        f"CREATE INDEX IF NOT EXISTS {prefix}_{column.physical} ON {table} ({column.physical})"
     )
 
 
-def _build_sqlite_index(conn: Connection, table: str, column: Column) -> None:
+def _build_sqlite_indexes(
+    conn: Connection, table: str, columns: Sequence[Column], prefix: str
+) -> None:
     # SQLite's sorter takes as much memory as the page cache allows; one big in-memory
     # sort per index is slower than sorting runs of ~2 MB and merging them (measured on
     # 1M rows, ten indexes: 4.7 s with the 64 MiB cache, 3.4 s).
     cache = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
     conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_INDEX_SORT_KIB}")
     try:
-        _create_index(conn, table, column)
+        for column in columns:
+            _create_index(conn, table, column, prefix)
     finally:
         conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
 
 
-def _build_postgresql_indexes(engine: Engine, table: str, columns: Sequence[Column]) -> None:
+def _build_postgresql_indexes(
+    engine: Engine, table: str, columns: Sequence[Column], prefix: str
+) -> None:
     """The indexes are shared among a few sessions, each building its share in its own
     transaction (CREATE INDEX takes a SHARE lock: builds of one table run side by side).
     Measured on 1M rows, ten indexes, two cores: one session with parallel workers and
@@ -138,7 +187,7 @@ def _build_postgresql_indexes(engine: Engine, table: str, columns: Sequence[Colu
             conn.exec_driver_sql("SET LOCAL max_parallel_maintenance_workers = 0")
             for column in share:
                 conn.exec_driver_sql(
-                    f"CREATE INDEX IF NOT EXISTS ix_{table}_{column.physical} ON {table} "
+                    f"CREATE INDEX IF NOT EXISTS {prefix}_{column.physical} ON {table} "
                     f"({column.physical} NULLS FIRST, {ROW_ID})"
                 )
 

@@ -28,19 +28,43 @@ def _json_value_sql(column: Column, ref: str, postgresql: bool) -> str:
             return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"
         return ref  # JSON renders a TIMESTAMP as 'YYYY-MM-DDTHH:MM:SS[.ffffff]'
     if column.type is ColumnType.DECIMAL and column.scale:
-        unit = 10**column.scale
-        # printf on integers: exact, and twice as fast as string arithmetic.
-        digits = f"%d.%0{column.scale}d"
-        return (
-            f"json(CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < 0"
-            f" THEN printf('-{digits}', -{ref} / {unit}, -{ref} % {unit})"
-            f" ELSE printf('{digits}', {ref} / {unit}, {ref} % {unit}) END)"
-        )
+        return f"json({_sqlite_decimal_text(column, ref)})"
     if column.type is ColumnType.BOOLEAN:
         return f"json(CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END)"
     if column.type is ColumnType.TIMESTAMP and column.timezone:
         return f"({ref} || 'Z')"
     return ref
+
+
+def _sqlite_decimal_text(column: Column, ref: str) -> str:
+    """SQLite: a scaled integer as its decimal text, with the column's digits."""
+    unit = 10**column.scale
+    # printf on integers: exact, and twice as fast as string arithmetic.
+    digits = f"%d.%0{column.scale}d"
+    return (
+        f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} < 0"
+        f" THEN printf('-{digits}', -{ref} / {unit}, -{ref} % {unit})"
+        f" ELSE printf('{digits}', {ref} / {unit}, {ref} % {unit}) END"
+    )
+
+
+def text_value_sql(column: Column, ref: str, *, postgresql: bool) -> str:
+    """SQL text giving a stored value as the text the Data API shows for it (a
+    decimal with its column's digits, a timestamp in ISO form); NULL stays NULL."""
+    kind = column.type
+    if kind is ColumnType.TEXT or kind is ColumnType.DATE:
+        return ref
+    if kind is ColumnType.BOOLEAN:
+        return f"CASE WHEN {ref} THEN 'true' WHEN NOT {ref} THEN 'false' END"
+    if kind is ColumnType.DECIMAL and column.scale and not postgresql:
+        return _sqlite_decimal_text(column, ref)
+    if kind is ColumnType.TIMESTAMP:
+        if not postgresql:
+            return f"({ref} || 'Z')" if column.timezone else ref
+        if column.timezone:
+            return f"(replace(({ref} AT TIME ZONE 'UTC')::text, ' ', 'T') || 'Z')"
+        return f"replace({ref}::text, ' ', 'T')"
+    return f"CAST({ref} AS TEXT)"
 
 
 def _json_object(
@@ -113,6 +137,17 @@ def rendered_rows(
     return rendered, rows_from
 
 
+def row_text(columns: Sequence[Column], prefix: str, *, postgresql: bool) -> sa.ColumnElement[Any]:
+    """The JSON text stored for a row whose stored values are `{prefix}{physical}`: what
+    `store_row_json` writes, and what a table written whole (a derived output) stores
+    as it inserts its rows."""
+    labelled = _labelled_values(columns, prefix) if postgresql else None
+    if labelled is None:
+        return _json_object(columns, prefix, postgresql)
+    values = labelled.subquery("row_values")
+    return sa.select(sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)).scalar_subquery()
+
+
 def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int:
     """Give every row without stored JSON text its text, as a page would render it; the
     number of rows given one. Runs in transactions of `ROW_JSON_BATCH_ROWS` rows, so a
@@ -120,16 +155,7 @@ def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int
     batch renders the values the row has when it is written (a row whose values change
     meanwhile has its text cleared by that change, or, on PostgreSQL, is rendered again
     from its new version by the UPDATE itself)."""
-    postgresql = engine.dialect.name == "postgresql"
-    prefix = f"{table}."
-    labelled = _labelled_values(columns, prefix) if postgresql else None
-    if labelled is None:
-        text: sa.ColumnElement[Any] = _json_object(columns, prefix, postgresql)
-    else:
-        values = labelled.subquery("row_values")
-        text = sa.select(
-            sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)
-        ).scalar_subquery()
+    text = row_text(columns, f"{table}.", postgresql=engine.dialect.name == "postgresql")
     row_id: sa.ColumnClause[Any] = sa.column(ROW_ID)
     row_json: sa.ColumnClause[Any] = sa.column(ROW_JSON)
     source = sa.table(table, row_id, row_json)

@@ -1,0 +1,134 @@
+"""A reconciliation's whole run on a gen_transactions.py --pair folder: time by phase and
+peak memory, on the database TALLY_HOME / TALLY_DATABASE_URL name.
+
+  .venv/bin/python bench/reconciliation_run.py setup --dir /tmp/pair1m
+  .venv/bin/python bench/reconciliation_run.py run --id ID [--profile out.prof]
+
+`setup` loads bank.csv and ledger.csv as two sources (as `tally admin load` does),
+finishes them as a worker would (rows' JSON text, indexes), creates the reconciliation
+with the issue's first three passes, and prints its id. `run` (a fresh process, so its
+peak RSS is the run's own) forgets the output's digest, so the run builds and publishes
+the output whether or not it changed, runs it now, as `tally admin run-reconciliation` does, and
+prints one JSON object: seconds until the run ended and until its output was readable
+(swapped in; the run then indexes it), the seconds of each phase (from the run's log),
+peak RSS, the output's rows and last_run's counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import logging
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests")]
+
+from support.factories import Tenant  # noqa: E402
+from support.reconciliation_pairs import PEER_DEFINITION  # noqa: E402
+from support.reconciliation_runs import make_reconciliation  # noqa: E402
+from tally.runtime import build_runtime  # noqa: E402
+from tally.settings import load_settings  # noqa: E402
+
+
+class _Phases(logging.Handler):
+    """Keeps the `seconds` of the run's `derived_run_finished` log record, and when its
+    output became readable (`derived_output_readable`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: dict[str, float] = {}
+        self.readable_at = 0.0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "derived_output_readable":
+            self.readable_at = time.perf_counter()
+        if record.getMessage() == "derived_run_finished":
+            self.seconds = dict(record.__dict__.get("seconds", {}))
+
+
+def setup(folder: Path) -> None:
+    runtime = build_runtime(load_settings())
+    account = runtime.admin.create_account(name="bench", allowed_origins=[])
+    workspace = runtime.admin.create_workspace(
+        account_id=account.id, name="bench", ingestion_enabled=False
+    )
+    ids = []
+    for name in ("bank", "ledger"):
+        started = time.perf_counter()
+        loaded = runtime.catalogue.create_source_from_file(
+            workspace_id=workspace.id, name=name, path=folder / f"{name}.csv"
+        )
+        runtime.catalogue.finish_resource(loaded.resource.id)
+        ids.append(loaded.resource.id)
+        print(
+            f"{name}: {loaded.rows} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
+    definition = PEER_DEFINITION.to_json()
+    definition["left"]["resource_id"], definition["right"]["resource_id"] = ids
+    tenant = Tenant(account.id, workspace.id, key="")
+    record = make_reconciliation(runtime.engine, tenant, definition)
+    print(json.dumps({"id": record.id, "sources": ids}))
+    runtime.close()
+
+
+def run(derived_id: int, profile: str | None) -> None:
+    runtime = build_runtime(load_settings())
+    phases = _Phases()
+    logging.getLogger("tally.derived").addHandler(phases)
+    logging.getLogger("tally.derived").setLevel(logging.INFO)
+    with runtime.engine.begin() as conn:  # as if the output had changed: a full build
+        conn.exec_driver_sql(
+            f"UPDATE derived_resources SET output_digest = NULL WHERE id = {derived_id}"
+        )
+    profiler = cProfile.Profile() if profile else None
+    started = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    record = runtime.derived.run_now(derived_id, kind="reconciliation", worker="bench")
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    seconds = time.perf_counter() - started
+    last_run: dict[str, Any] = record.last_run or {}
+    with runtime.engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            f"SELECT row_count, data_version FROM resources WHERE id = {record.resource_id}"
+        ).one()
+    print(
+        json.dumps(
+            {
+                "backend": runtime.backend_name,
+                "seconds": round(seconds, 2),
+                "readable_after": round(phases.readable_at - started, 2),
+                "phases": phases.seconds,
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "output_rows": rows[0],
+                "data_version": rows[1],
+                "counts": last_run.get("counts"),
+            }
+        )
+    )
+    runtime.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=["setup", "run"])
+    parser.add_argument("--dir", type=Path)
+    parser.add_argument("--id", type=int)
+    parser.add_argument("--profile")
+    args = parser.parse_args()
+    if args.mode == "setup":
+        setup(args.dir)
+    else:
+        run(args.id, args.profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Request and response models of the reconciliation API (api/v2/reconciliations.py);
+the definition's own shape is services/reconciliation/shape.py, which the CLI reads too."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from tally.core.columns import INT64_MAX
+from tally.core.shapes import WHOLE_NUMBER, Strict
+from tally.services.reconciliation.shape import DefinitionBody
+
+MAX_ROWS_PER_SIDE = 10_000
+NOTE_MAX_CHARS = 10_000
+Row = Annotated[int, Field(ge=1, le=INT64_MAX), WHOLE_NUMBER]
+
+
+class ReconciliationCreatedResponse(BaseModel):
+    id: int = Field(description="The reconciliation's id.")
+    name: str
+    resource_id: int = Field(description="The output: read it at /api/v1/resources/{id}/data.")
+
+
+class ReconciliationResponse(ReconciliationCreatedResponse):
+    definition: DefinitionBody = Field(description="As stored: every default spelled out.")
+    state: Literal["queued", "running", "idle", "failed"] = Field(
+        description="`queued`: a run is due; `failed`: the last run failed for good "
+        "(`error` says why; a new run is queued by a change or POST .../runs)."
+    )
+    error: str | None
+    last_run: dict[str, Any] | None = Field(
+        description="The last successful run: started_at, finished_at, inputs (each "
+        "side's resource_id and data_version), counts (matched, matched_with_difference, "
+        "suggested and manual per match; unmatched_left and unmatched_right per row) and "
+        "amounts (each side's matched and unmatched totals, decimal strings); null "
+        "before the first run."
+    )
+
+
+class ReconciliationListResponse(BaseModel):
+    data: list[ReconciliationResponse]
+    next_after: int | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
+
+
+class RunQueuedResponse(BaseModel):
+    id: int
+    state: Literal["queued", "running"] = Field(
+        description="`running`: a run already under way; the queued one follows it."
+    )
+
+
+class MatchBody(Strict):
+    left_rows: list[Row] = Field(
+        min_length=1,
+        max_length=MAX_ROWS_PER_SIDE,
+        description="Positions of left rows (their `<left>._row`).",
+        json_schema_extra={"uniqueItems": True},
+    )
+    right_rows: list[Row] = Field(
+        min_length=1,
+        max_length=MAX_ROWS_PER_SIDE,
+        description="Positions of right rows (their `<right>._row`).",
+        json_schema_extra={"uniqueItems": True},
+    )
+    note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="Why, for the audit.")
+
+    @field_validator("left_rows", "right_rows")
+    @classmethod
+    def _unique(cls, rows: list[int]) -> list[int]:
+        if len(set(rows)) != len(rows):
+            twice = sorted({r for r in rows if rows.count(r) > 1})
+            raise ValueError(f"rows given twice: {twice}")
+        return rows
+
+
+class MatchResponse(BaseModel):
+    match_id: int = Field(description="The match's id in the output: its smallest left row.")
+
+
+class UndoneResponse(MatchResponse):
+    outcome: Literal["dissolved", "rejected"] = Field(
+        description="`dissolved`: a manual match undone; `rejected`: an automatic or "
+        "suggested match undone, whose rows no later run pairs again."
+    )
+
+
+class ActionResponse(BaseModel):
+    id: int
+    kind: Literal["match", "confirm", "reject"]
+    match_id: int
+    left_rows: list[int]
+    right_rows: list[int]
+    fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")
+    note: str | None
+    created_at: dt.datetime
+    undone_at: dt.datetime | None
+
+
+class ActionListResponse(BaseModel):
+    data: list[ActionResponse]

@@ -1,0 +1,253 @@
+"""/api/v2/reconciliations (issue #11): define, list, replace and delete reconciliations,
+queue their runs, and the analysts' manual work on their matches.
+
+The same three headers and the same uniform 403 as the ingestion routes, without the
+workspace's ingestion switch. The output is read through the Data API
+(`GET /api/v1/resources/{resource_id}/data`) like any resource.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+
+from tally.api.deps import ReconciliationsDep
+from tally.api.errors import json_response, v2_responses
+from tally.api.v2.auth import KeyedWorkspace
+from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.reconciliation_bodies import (
+    ActionListResponse,
+    MatchBody,
+    MatchResponse,
+    ReconciliationCreatedResponse,
+    ReconciliationListResponse,
+    ReconciliationResponse,
+    RunQueuedResponse,
+    UndoneResponse,
+)
+from tally.core import errors
+from tally.core.reconciliation_actions import ActionRecord
+from tally.services.reconciliation.shape import DefinitionBody
+
+router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
+
+MAX_DEFINITION_BYTES = 1024 * 1024
+MAX_PAGE = 1000
+BASE = "/reconciliations"
+ONE = BASE + "/{reconciliation_id}"
+MATCH = ONE + "/matches/{match_id}"
+AUTH = (errors.IngestionForbiddenError,)
+FOUND = (*AUTH, errors.ReconciliationNotFoundError, RequestValidationError)
+DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
+
+ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
+MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
+
+
+def _action(action: ActionRecord) -> dict[str, Any]:
+    return {
+        "id": action.id,
+        "kind": str(action.kind),
+        "match_id": action.match_id,
+        "left_rows": list(action.left_rows),
+        "right_rows": list(action.right_rows),
+        "fingerprint": action.fingerprint,
+        "note": action.note,
+        "created_at": action.created_at.isoformat(),
+        "undone_at": action.undone_at.isoformat() if action.undone_at else None,
+    }
+
+
+@router.post(
+    BASE,
+    status_code=201,
+    summary="Define a reconciliation; its first run is queued at once",
+    response_model=ReconciliationCreatedResponse,
+    responses=v2_responses(*AUTH, *DEFINED, errors.StorageProvisioningError),
+    openapi_extra=json_request_body(DefinitionBody),
+)
+async def create_reconciliation(
+    request: Request, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    created = await run_in_threadpool(service.create, workspace_id=workspace.id, body=body)
+    return json_response(
+        {"id": created.id, "name": created.name, "resource_id": created.resource_id}, 201
+    )
+
+
+@router.get(
+    BASE,
+    summary="The workspace's reconciliations, oldest first",
+    response_model=ReconciliationListResponse,
+    responses=v2_responses(*AUTH, RequestValidationError),
+)
+async def list_reconciliations(
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+    after: Annotated[int, Query(ge=0, description="Reconciliations with a larger id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+) -> Response:
+    found = await run_in_threadpool(
+        service.list_reconciliations, workspace_id=workspace.id, after_id=after, limit=limit
+    )
+    next_after = found[-1].id if len(found) == limit else None
+    return json_response({"data": [r.to_json() for r in found], "next_after": next_after})
+
+
+@router.get(
+    ONE,
+    summary="A reconciliation: its definition, state and last run",
+    response_model=ReconciliationResponse,
+    responses=v2_responses(*FOUND),
+)
+async def get_reconciliation(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    found = await run_in_threadpool(
+        service.get, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response(found.to_json())
+
+
+@router.put(
+    ONE,
+    summary="Replace the definition; a run is queued at once",
+    description="Manual work names rows by position in the inputs: when a side reads "
+    "another resource, every manual action is retired (kept, with `undone_at`).",
+    response_model=ReconciliationResponse,
+    responses=v2_responses(*FOUND, *DEFINED),
+    openapi_extra=json_request_body(DefinitionBody),
+)
+async def replace_reconciliation(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    replaced = await run_in_threadpool(
+        service.replace, workspace_id=workspace.id, reconciliation_id=reconciliation_id, body=body
+    )
+    return json_response(replaced.to_json())
+
+
+@router.delete(
+    ONE,
+    status_code=204,
+    summary="Delete the reconciliation, its manual work and its output resource",
+    responses=v2_responses(*FOUND, errors.ConflictError),
+)
+async def delete_reconciliation(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    await run_in_threadpool(
+        service.delete, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return Response(status_code=204)
+
+
+@router.post(
+    ONE + "/runs",
+    status_code=202,
+    summary="Queue a run now",
+    response_model=RunQueuedResponse,
+    responses=v2_responses(*FOUND),
+)
+async def queue_run(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    queued = await run_in_threadpool(
+        service.queue_run, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response({"id": queued.id, "state": queued.state}, 202)
+
+
+@router.post(
+    ONE + "/matches",
+    status_code=201,
+    summary="Match rows by hand (status `manual`); no run takes them apart",
+    description="Rows are positions (`<side>._row`). Rows in an automatic or suggested "
+    "match are released from it. 409 names each row not in its input or already in a "
+    "manual match.",
+    response_model=MatchResponse,
+    responses=v2_responses(*FOUND, errors.InvalidBodyError, errors.ConflictError),
+    openapi_extra=json_request_body(MatchBody),
+)
+async def match_rows(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    body = validate_body(MatchBody, await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
+    match_id = await run_in_threadpool(
+        service.match,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        left_rows=body.left_rows,
+        right_rows=body.right_rows,
+        note=body.note,
+    )
+    return json_response({"match_id": match_id}, 201)
+
+
+@router.post(
+    MATCH + "/confirm",
+    summary="Confirm a suggested match: it becomes manual",
+    response_model=MatchResponse,
+    responses=v2_responses(*FOUND, errors.MatchNotFoundError, errors.ConflictError),
+)
+async def confirm_match(
+    reconciliation_id: ReconciliationId,
+    match_id: MatchId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    confirmed = await run_in_threadpool(
+        service.confirm,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        match_id=match_id,
+    )
+    return json_response({"match_id": confirmed})
+
+
+@router.delete(
+    MATCH,
+    summary="Undo a match: a manual one is dissolved, an automatic or suggested one rejected",
+    response_model=UndoneResponse,
+    responses=v2_responses(*FOUND, errors.MatchNotFoundError),
+)
+async def undo_match(
+    reconciliation_id: ReconciliationId,
+    match_id: MatchId,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    outcome = await run_in_threadpool(
+        service.undo,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        match_id=match_id,
+    )
+    return json_response({"match_id": match_id, "outcome": outcome})
+
+
+@router.get(
+    ONE + "/actions",
+    summary="Every manual action taken, in order, undone ones included",
+    response_model=ActionListResponse,
+    responses=v2_responses(*FOUND),
+)
+async def list_actions(
+    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+) -> Response:
+    taken = await run_in_threadpool(
+        service.actions, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+    )
+    return json_response({"data": [_action(a) for a in taken]})

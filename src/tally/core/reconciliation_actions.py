@@ -1,0 +1,58 @@
+"""An analyst's action on a reconciliation, as stored and as the API shows it.
+
+A frozen dataclass read from storage (`from_row`) and handed up to the API, so entry
+points never import storage to name it (as core/files.py does for files)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from tally.core.clock import as_utc
+
+
+class ActionKind(StrEnum):
+    MATCH = "match"  # rows matched by hand
+    CONFIRM = "confirm"  # a suggested match made manual
+    REJECT = "reject"  # an automatic or suggested match undone: never paired again
+
+
+MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a manual match
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """`match_id` is the smallest left row; rows are 1-based positions in their input;
+    `fingerprint` is the sha256 of the rows' content when the action was taken."""
+
+    id: int
+    derived_id: int
+    kind: ActionKind
+    match_id: int
+    left_rows: tuple[int, ...]
+    right_rows: tuple[int, ...]
+    fingerprint: str
+    note: str | None
+    created_at: dt.datetime
+    undone_at: dt.datetime | None
+
+    @property
+    def makes_manual_match(self) -> bool:
+        return self.kind in MANUAL_KINDS
+
+    @classmethod
+    def from_row(cls, row: Any) -> ActionRecord:
+        return cls(
+            id=row.id,
+            derived_id=row.derived_id,
+            kind=ActionKind(row.kind),
+            match_id=row.match_id,
+            left_rows=tuple(row.left_rows),
+            right_rows=tuple(row.right_rows),
+            fingerprint=row.fingerprint,
+            note=row.note,
+            created_at=as_utc(row.created_at),
+            undone_at=as_utc(row.undone_at) if row.undone_at is not None else None,
+        )

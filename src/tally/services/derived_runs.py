@@ -1,0 +1,306 @@
+"""Runs of derived resources (reconciliations, transformations): queued when an input
+changes, claimed by a worker with a lease, built beside the published output and
+swapped in (decision 0016).
+
+The kind-specific part is a `Builder`: it reads one consistent snapshot of the inputs
+and says what the output holds (`Output`). Everything else is here and shared: the
+queue (`run_due_at`, one run per burst of changes), the lease and its heartbeat, the
+bounded attempts, the staged output and its publication, and queueing the readers of
+an output that changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column
+from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
+from tally.storage import derived_outputs, derived_resources, outbox, resources
+from tally.storage.derived_outputs import Layout
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import write_connection
+
+log = logging.getLogger("tally.derived")
+
+EVENTS_PER_ROUND = 500  # outbox events turned into queued runs per transaction
+WAIT_POLL_SECONDS = 0.2  # how often `run_now` looks at a run another worker holds
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    lease_seconds: float
+    max_attempts: int  # failed runs in a row before the state is `failed`
+    retry_base_seconds: float  # first retry's delay; doubles each failed run
+    retry_max_seconds: float
+    burst_seconds: float  # a change queues a run this much later: one run per burst
+    wait_seconds: float  # longest `run_now` waits for a run another worker holds
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a run's builder made of its inputs. `rows()` yields the plan's rows, in
+    output order: (row id from 1, *values, *input row ids) (storage/derived_outputs.py);
+    `digest` names the content (equal digests, equal outputs: nothing is published);
+    `inputs` are the columns of each input as read, which must still hold when the
+    output is published; `summary` is the kind's part of `last_run`."""
+
+    layout: Layout
+    rows: Callable[[], Iterable[Sequence[Any]]]
+    row_count: int
+    digest: str
+    inputs: Mapping[int, tuple[Column, ...]]
+    summary: dict[str, Any]
+
+
+class Builder(Protocol):
+    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output:
+        """The output of `record` now; adds the seconds each step took to `timings`."""
+        ...
+
+
+class LeaseLostError(Exception):
+    """Another worker holds the run now (this one's lease expired): stop writing."""
+
+
+class DerivedRuns:
+    def __init__(self, engine: Engine, policy: RunPolicy, builders: Mapping[str, Builder]):
+        self._engine = engine
+        self.policy = policy
+        self._builders = builders
+
+    # --- the queue ------------------------------------------------------------------
+
+    def queue_changed_inputs(self) -> bool:
+        """Turn pending outbox events of the `reconciliation` topic (an input's rows
+        changed: a file delivered, an output republished) into one queued run of each
+        derived resource reading that input, due after the burst; False when none."""
+        now = utc_now()
+        due = now + dt.timedelta(seconds=self.policy.burst_seconds)
+        with write_connection(self._engine) as conn, conn.begin():
+            events = outbox.list_pending(conn, outbox.RECONCILIATION, limit=EVENTS_PER_ROUND)
+            for resource_id in sorted({event.resource_id for event in events}):
+                for reader in derived_resources.readers_of(conn, resource_id):
+                    derived_resources.request_run(conn, reader, due)
+            for event in events:
+                outbox.mark_processed(conn, event.id, now)
+        return bool(events)
+
+    # --- runs -----------------------------------------------------------------------
+
+    def run_one(self, *, worker: str) -> bool:
+        """Claim the derived resource whose run is due soonest and run it; False when
+        none is due."""
+        record = self._claim(worker, only=None)
+        if record is None:
+            return False
+        self._run(record, worker)
+        return True
+
+    def run_now(self, derived_id: int, *, kind: str, worker: str) -> DerivedRecord:
+        """Run it now in this process and return it once its output is readable; when
+        another worker is running it, wait for that run (at most `wait_seconds`), then
+        run it if it is still wanted. A run that fails raises RunFailedError."""
+        asked = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            if derived_resources.find_derived(conn, derived_id, kind) is None:
+                raise ResourceNotFoundError()
+            derived_resources.request_run(conn, derived_id, asked)
+        deadline = time.monotonic() + self.policy.wait_seconds
+        while True:
+            record = self._claim(worker, only=derived_id)
+            if record is not None:
+                self._run(record, worker)
+            current = self._get(derived_id)
+            if _ran_since(current, asked):
+                return current
+            due = current.run_due_at is not None and current.run_due_at <= utc_now()
+            if current.state == "failed" or (current.state != "running" and not due):
+                # this wish was run, by whoever, and failed (a retry may be due later)
+                raise RunFailedError(current.error or "the run did not finish")
+            if time.monotonic() > deadline:
+                raise RunFailedError(
+                    f"another worker still runs it after {self.policy.wait_seconds:g} s"
+                )
+            time.sleep(WAIT_POLL_SECONDS)
+
+    def _get(self, derived_id: int) -> DerivedRecord:
+        with self._engine.connect() as conn:
+            record = derived_resources.get_derived(conn, derived_id)
+        if record is None:
+            raise ResourceNotFoundError()
+        return record
+
+    def _claim(self, worker: str, only: int | None) -> DerivedRecord | None:
+        with write_connection(self._engine) as conn, conn.begin():
+            return derived_resources.claim_due(
+                conn,
+                worker=worker,
+                now=utc_now(),
+                lease_seconds=self.policy.lease_seconds,
+                only=only,
+            )
+
+    def _run(self, record: DerivedRecord, worker: str) -> None:
+        started = utc_now()
+        if record.attempts > self.policy.max_attempts:  # its workers died every time
+            self._fail(record, worker, "the run's worker stopped before it finished")
+            return
+        log.info("derived_run_started", extra={"derived_id": record.id, "worker": worker})
+        with self._heartbeat(record.id, worker):
+            try:
+                self._build_and_publish(record, worker, started)
+            except LeaseLostError:
+                log.warning("derived_lease_lost", extra={"derived_id": record.id})
+            except Exception as error:
+                log.exception("derived_run_failed", extra={"derived_id": record.id})
+                message = error.message if isinstance(error, TallyError) else repr(error)
+                self._fail(record, worker, message)
+
+    def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
+        """Build the output beside the published one and swap it in (unless its digest
+        says nothing changed), then index it, then discard what it replaced: readable
+        from the swap on, answered by scans until its indexes are there (decision 0010's
+        trade for sources). The lease is held throughout, so no other run can swap the
+        table while it is indexed; a run taken over after the swap only finishes it."""
+        timings: dict[str, float] = {}
+        output = self._builders[record.kind].build(record, timings)
+        guard = self._guard(record.id, worker)
+        resource_id = record.resource_id
+        published = output.digest != record.output_digest
+        if published:
+            clock = time.perf_counter()
+            derived_outputs.clear(self._engine, resource_id, guard)
+            derived_outputs.write_plan(
+                self._engine, resource_id, output.layout, output.rows(), guard
+            )
+            clock = _lap(timings, "stage", clock)
+            derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
+            derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
+            clock = _lap(timings, "build", clock)
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                now = utc_now()
+                _check_inputs(conn, output.inputs)
+                resource = resources.lock_resource(conn, resource_id)
+                derived_outputs.publish(
+                    conn, resource, output.layout.columns, output.row_count, now
+                )
+                derived_resources.record_output(conn, record.id, output.digest)
+                self._queue_readers(conn, resource_id, now)
+            _lap(timings, "publish", clock)
+            log.info("derived_output_readable", extra={"derived_id": record.id})
+        clock = time.perf_counter()
+        derived_outputs.index(self._engine, resource_id, guard)
+        clock = _lap(timings, "index", clock)
+        derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
+        clock = _lap(timings, "discard", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            now = utc_now()
+            if not published:
+                _check_inputs(conn, output.inputs)
+            last_run = {
+                "started_at": started.isoformat(),
+                "finished_at": now.isoformat(),
+                **output.summary,
+            }
+            derived_resources.record_success(
+                conn, record.id, now=now, last_run=last_run, output_digest=output.digest
+            )
+        log.info(
+            "derived_run_finished",
+            extra={
+                "derived_id": record.id,
+                "rows": output.row_count,
+                "published": published,
+                "seconds": {k: round(v, 3) for k, v in timings.items()},
+            },
+        )
+
+    def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
+        due = now + dt.timedelta(seconds=self.policy.burst_seconds)
+        for reader in derived_resources.readers_of(conn, resource_id):
+            derived_resources.request_run(conn, reader, due)
+
+    def _guard(self, derived_id: int, worker: str) -> Callable[[Connection], None]:
+        """Run first in each transaction that writes the run's tables: renews the lease
+        while it is still this worker's (a lease that expired while a batch waited for
+        SQLite's write lock is still its own until another worker claims it; on
+        PostgreSQL the renewal locks the row until commit, so none can meanwhile). Once
+        another worker has taken the run over, this one writes nothing more."""
+
+        def guard(conn: Connection) -> None:
+            lease = self.policy.lease_seconds
+            if not derived_resources.extend_lease(conn, derived_id, worker, utc_now(), lease):
+                raise LeaseLostError()
+
+        return guard
+
+    def _fail(self, record: DerivedRecord, worker: str, message: str) -> None:
+        now = utc_now()
+        retry_at = None
+        if record.attempts < self.policy.max_attempts:
+            delay = min(
+                self.policy.retry_max_seconds,
+                self.policy.retry_base_seconds * 2 ** (record.attempts - 1),
+            )
+            retry_at = now + dt.timedelta(seconds=delay)
+        with write_connection(self._engine) as conn, conn.begin():
+            derived_resources.record_failure(
+                conn, record.id, worker, now=now, error=message, retry_at=retry_at
+            )
+
+    @contextmanager
+    def _heartbeat(self, derived_id: int, worker: str) -> Iterator[None]:
+        """Renew the lease in the background while the run works (a killed worker
+        stops renewing: its run is taken up again when the lease expires)."""
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(self.policy.lease_seconds / 3):
+                try:
+                    with write_connection(self._engine) as conn, conn.begin():
+                        lease = self.policy.lease_seconds
+                        if not derived_resources.extend_lease(
+                            conn, derived_id, worker, utc_now(), lease
+                        ):
+                            return
+                except Exception:  # keep trying: a missed renewal only risks a retry
+                    log.exception("derived_lease_renewal_failed")
+
+        thread = threading.Thread(target=renew, name="tally-derived-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+
+def _lap(timings: dict[str, float], phase: str, since: float) -> float:
+    now = time.perf_counter()
+    timings[phase] = timings.get(phase, 0.0) + now - since
+    return now
+
+
+def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:
+    started = (record.last_run or {}).get("started_at")
+    return started is not None and dt.datetime.fromisoformat(started) >= asked
+
+
+def _check_inputs(conn: Connection, inputs: Mapping[int, tuple[Column, ...]]) -> None:
+    """The inputs' columns are still those the run read (a file that brought more
+    fractional digits rescales a column's stored values): else the run is redone."""
+    for resource_id, columns in inputs.items():
+        if resources.get_resource(conn, resource_id).columns != columns:
+            raise RunFailedError(f"resource {resource_id} changed its columns during the run")

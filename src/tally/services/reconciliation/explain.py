@@ -1,0 +1,218 @@
+"""Why a row is in no match: the pass that explains it, its nearest candidate, what failed.
+
+Which pass explains an unmatched row: the last pass with keys under which some row of the
+other side (matched or not) has equal keys, since the later passes are the more lenient
+ones; a row that no keyed pass finds a candidate for is explained by the last pass without
+keys if there is one (its nearest row by amount, else by date), else as having no
+candidate under the first pass where its keys are not empty (`no ledger row with
+reference 'INV-9'`), or as having empty keys.
+
+Within the explaining pass:
+- a group pass that tried the row and failed gives its own words (several rows of the one
+  side sharing the keys, a group sum out of tolerance, a rejected group);
+- else the nearest free candidate (smallest amount difference, then date difference, then
+  position) and every condition it fails (`nearest ledger row 812 (reference REF-7):
+  amount differs by 0.07, tolerance 0.05`);
+- else, every candidate being taken, the nearest one and the match that took it
+  (`ledger row 812 (reference REF-7) was matched to bank row 77 by pass 'same reference'`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import compress, count
+
+from tally.core.reconciliation import MatchPass, MatchStatus, PassType
+from tally.services.reconciliation import reasons
+from tally.services.reconciliation.state import FREE, Run, Side
+
+Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]]]
+Sorted = tuple[list[int], list[int]]  # rows' amounts (or days) ascending, and the rows
+MANY = 64  # candidates beyond which the nearest is found by bisection
+
+
+def unmatched(run: Run) -> tuple[dict[int, str], dict[int, str]]:
+    """A reason for every row in no match, per side: position -> text, ascending."""
+    return _Explainer(run, run.left).reasons(), _Explainer(run, run.right).reasons()
+
+
+class _Explainer:
+    def __init__(self, run: Run, side: Side) -> None:
+        self.run = run
+        self.side = side
+        self.other = run.opposite(side)
+        self.rows = side.free()
+        passes = run.definition.passes
+        self.keyed = [i for i, p in enumerate(passes) if p.keys]
+        self.keyless = [i for i, p in enumerate(passes) if not p.keys]
+        self._sorted_free: Sorted | None = None
+        self._many: dict[int, Sorted] = {}  # id(candidates) -> those rows sorted
+
+    def reasons(self) -> dict[int, str]:
+        if not self.rows:
+            return {}
+        indexes: list[tuple[int, Index]] = []
+        built: dict[object, Index] = {}
+        for pass_index in reversed(self.keyed):
+            match_pass = self.run.definition.passes[pass_index]
+            specs = (self.run.spec(match_pass, self.side.which), self._other_spec(match_pass))
+            if specs not in built:
+                built[specs] = self._index(match_pass)
+            indexes.append((pass_index, built[specs]))
+        return {self.side.positions[i]: self._explain(i, indexes) for i in self.rows}
+
+    def _other_spec(self, match_pass: MatchPass) -> object:
+        return self.run.spec(match_pass, self.other.which)
+
+    def _index(self, match_pass: MatchPass) -> Index:
+        """This side's keys, and the other side's rows (any state) under the keys needed."""
+        own = self.side.keys(self.run.spec(match_pass, self.side.which))
+        theirs = self.other.keys(self.run.spec(match_pass, self.other.which))
+        needed = {own[i] for i in self.rows}
+        needed.discard(None)
+        found: dict[Hashable | None, list[int]] = {}
+        if needed:
+            for j in compress(count(), map(needed.__contains__, theirs)):
+                found.setdefault(theirs[j], []).append(j)
+        return own, found
+
+    def _explain(self, i: int, indexes: list[tuple[int, Index]]) -> str:
+        for pass_index, (own, found) in indexes:
+            key = own[i]
+            candidates = found.get(key) if key is not None else None
+            if candidates:
+                return self._nearest(pass_index, i, candidates)
+        if self.keyless:
+            return self._keyless(self.keyless[-1], i)
+        return self._no_candidate(i)
+
+    def _nearest(self, pass_index: int, i: int, candidates: list[int]) -> str:
+        failure = self.run.failures.get((self.side.which, i))
+        if failure is not None and failure[0] == pass_index:
+            return failure[1]
+        if len(candidates) > MANY:
+            return self._describe(pass_index, i, self._nearest_of_many(i, candidates))
+        taken = self.other.taken
+        free = [j for j in candidates if taken[j] == FREE]
+        j = min(free or candidates, key=lambda j: self._distance(i, j))
+        return self._describe(pass_index, i, j)
+
+    def _nearest_of_many(self, i: int, candidates: list[int]) -> int:
+        """Among many candidates (a key most rows share), the nearest by amount (by date
+        without amounts) by bisection, free rows first, then the lowest position."""
+        cached = self._many.get(id(candidates))
+        if cached is None:
+            taken = self.other.taken
+            free = self._sorted(j for j in candidates if taken[j] == FREE)
+            cached = self._many[id(candidates)] = free if free[1] else self._sorted(candidates)
+        value = (self.side.amounts if self.run.amounts else self.side.days)[i]
+        found = _closest(cached, value) if value is not None else None
+        return candidates[0] if found is None else found
+
+    def _describe(self, pass_index: int, i: int, j: int) -> str:
+        """What fails between row i and its nearest row j of the other side, or, j being
+        taken, which match took it."""
+        match_pass = self.run.definition.passes[pass_index]
+        row = reasons.rows(self.other, [j])
+        if match_pass.keys:
+            row += f" ({reasons.key_values(self.run, self.other, j, match_pass)})"
+        taken = self.other.taken[j]
+        if taken == FREE:
+            return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
+        match = self.run.match(taken)
+        mine = match.left if self.side is self.run.left else match.right
+        rows = f"{self.side.label} row{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine))}"
+        manual = match.status is MatchStatus.MANUAL
+        how = "by an analyst" if manual else f"by pass '{match.pass_name}'"
+        return f"{match_pass.name}: {row} was matched to {rows} {how}"
+
+    def _distance(self, i: int, j: int) -> tuple[bool, int, bool, int, int]:
+        run, mine, theirs = self.run, self.side, self.other
+        a, b = mine.amounts[i], theirs.amounts[j]
+        x, y = mine.days[i], theirs.days[j]
+        gap = abs(a - b) if run.amounts and a is not None and b is not None else None
+        shift = abs(x - y) if run.dates and x is not None and y is not None else None
+        return (gap is None, gap or 0, shift is None, shift or 0, j)
+
+    def _failed(self, match_pass: MatchPass, i: int, j: int) -> str:
+        """Every condition of the pass the pair (row i of this side, row j of the other)
+        fails."""
+        run = self.run
+        left, right = run.left, run.right
+        li, ri = (i, j) if self.side is left else (j, i)
+        problems = []
+        if run.amounts:
+            a, b = left.amounts[li], right.amounts[ri]
+            problems += [
+                f"{s.label} amount is empty" for s, v in ((left, a), (right, b)) if v is None
+            ]
+            if a is not None and b is not None and match_pass.type is PassType.ONE_TO_ONE:
+                tolerance = run.tolerance(match_pass)
+                if abs(a - b) > tolerance:
+                    problems.append(
+                        f"amount differs by {reasons.money(abs(a - b), run.scale)}, "
+                        f"tolerance {reasons.money(tolerance, run.scale)}"
+                    )
+        if run.dates:
+            x, y = left.days[li], right.days[ri]
+            problems += [
+                f"{s.label} date is empty" for s, v in ((left, x), (right, y)) if v is None
+            ]
+            before, after = match_pass.date_window
+            if x is not None and y is not None and not before <= y - x <= after:
+                window = reasons.window(match_pass.date_window)
+                problems.append(f"{right.label} date {reasons.days(y - x)}, {window}")
+        if (left.positions[li], right.positions[ri]) in run.rejected:
+            problems.append("an analyst rejected this pair")
+        return "; ".join(problems) or "not taken"
+
+    def _keyless(self, pass_index: int, i: int) -> str:
+        """The nearest row of the other side by amount (by date without amounts), free
+        rows first."""
+        match_pass = self.run.definition.passes[pass_index]
+        compared = self.run.amounts or self.run.dates
+        value = (self.side.amounts if self.run.amounts else self.side.days)[i]
+        if compared and value is None:
+            what = "amount" if self.run.amounts else "date"
+            return f"{match_pass.name}: {self.side.label} {what} is empty"
+        if self._sorted_free is None:
+            self._sorted_free = self._sorted(self.other.free())
+        values, rows = self._sorted_free
+        if not rows:
+            values, rows = self._sorted(range(len(self.other.positions)))
+        if not rows:
+            return f"{match_pass.name}: no {self.other.label} row"
+        found = _closest((values, rows), value) if compared and value is not None else None
+        return self._describe(pass_index, i, rows[0] if found is None else found)
+
+    def _sorted(self, rows: Iterable[int]) -> Sorted:
+        """The other side's rows with an amount (or date), by it then by position."""
+        theirs = self.other.amounts if self.run.amounts else self.other.days
+        if not (self.run.amounts or self.run.dates):
+            return [0 for _ in rows], list(rows)
+        ordered = sorted((v, j) for j in rows if (v := theirs[j]) is not None)
+        return [v for v, _ in ordered], [j for _, j in ordered]
+
+    def _no_candidate(self, i: int) -> str:
+        for pass_index in self.keyed:
+            match_pass = self.run.definition.passes[pass_index]
+            own = self.side.keys(self.run.spec(match_pass, self.side.which))
+            if own[i] is not None:
+                keys = reasons.key_quoted(self.run, self.side, i, match_pass)
+                steps = {str(n): None for pair in match_pass.keys for n in pair.normalize}
+                after = f" (after {', '.join(steps)})" if steps else ""
+                return f"no {self.other.label} row with {keys}{after}"
+        return f"{self.side.label} keys are empty: no pass can match this row"
+
+
+def _closest(ordered: Sorted, value: int) -> int | None:
+    """The row whose value is nearest to `value` (the lowest position among equals)."""
+    values, rows = ordered
+    if not rows:
+        return None
+    at = bisect_left(values, value)
+    near = [bisect_left(values, values[at - 1])] if at > 0 else []
+    near += [at] if at < len(values) else []
+    k = min(near, key=lambda k: (abs(values[k] - value), rows[k]))
+    return rows[k]

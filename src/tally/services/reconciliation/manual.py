@@ -1,0 +1,176 @@
+"""The analysts' actions, inside the caller's transaction: which rows are already in a
+manual match, what a match of the current output holds, the fingerprint of the rows an
+action names, and the actions recorded (each queues a run).
+
+Rows are 1-based positions in their input (`bank._row`); a match's id is its smallest
+left row. The output is read by its columns' places, which output_columns.py fixes:
+the match's own columns, then `<left>._row` and the left columns, then `<right>._row`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import orjson
+from sqlalchemy import Connection
+
+from tally.core.columns import INT64_MAX
+from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError
+from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation_actions import ActionKind
+from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
+from tally.storage import derived_resources, resources
+from tally.storage import reconciliation_actions as actions
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.reconciliation_actions import OutputPair
+from tally.storage.resources import Resource
+
+LEFT_ROW_PLACE = 5  # after match_id, status, pass, difference, reason
+AUTOMATIC = (MatchStatus.MATCHED, MatchStatus.MATCHED_WITH_DIFFERENCE, MatchStatus.SUGGESTED)
+
+
+def check_rows(
+    conn: Connection,
+    derived_id: int,
+    definition: ReconciliationDefinition,
+    rows: Mapping[SideName, Sequence[int]],
+    *,
+    field: str = "{side}_rows[{index}]",
+) -> None:
+    """ConflictError naming every row that is not in its input, or is in a manual match
+    already (`field` names where each row was given)."""
+    taken: dict[SideName, dict[int, int]] = {SideName.LEFT: {}, SideName.RIGHT: {}}
+    for action in actions.list_actions(conn, derived_id, in_force=True):
+        if action.makes_manual_match:
+            taken[SideName.LEFT].update(dict.fromkeys(action.left_rows, action.match_id))
+            taken[SideName.RIGHT].update(dict.fromkeys(action.right_rows, action.match_id))
+    problems = []
+    for side, positions in rows.items():
+        named = definition.side(side)
+        count = resources.get_resource(conn, named.resource_id).row_count
+        for index, row in enumerate(positions):
+            where = field.format(side=side, index=index)
+            if not 1 <= row <= count:
+                problems.append(
+                    FieldProblem(
+                        where, f"{side} row {row} does not exist: {named.name} has {count} rows"
+                    )
+                )
+            elif row in taken[side]:
+                problems.append(
+                    FieldProblem(
+                        where, f"{side} row {row} is already in manual match {taken[side][row]}"
+                    )
+                )
+    if problems:
+        raise ConflictError(problems)
+
+
+def match_in_output(conn: Connection, output: Resource, match_id: int) -> list[OutputPair]:
+    """The current output's rows of this match; MatchNotFoundError when it has none."""
+    columns = output.columns
+    by_name = {c.name: c for c in columns}
+    if not 1 <= match_id <= INT64_MAX or MATCH_ID not in by_name or len(columns) <= LEFT_ROW_PLACE:
+        raise MatchNotFoundError()
+    left_row = columns[LEFT_ROW_PLACE]
+    prefix = left_row.name.removesuffix("_row")  # 'bank.'; side names hold no dot
+    right_row = next(c for c in columns[LEFT_ROW_PLACE:] if not c.name.startswith(prefix))
+    pairs = actions.match_in_output(
+        conn,
+        output.table_name,
+        match_id=by_name[MATCH_ID],
+        status=by_name[STATUS],
+        left_row=left_row,
+        right_row=right_row,
+        value=match_id,
+    )
+    if not pairs:
+        raise MatchNotFoundError()
+    return pairs
+
+
+def rows_of(pairs: Sequence[OutputPair]) -> dict[SideName, list[int]]:
+    return {
+        SideName.LEFT: sorted({p.left_row for p in pairs if p.left_row is not None}),
+        SideName.RIGHT: sorted({p.right_row for p in pairs if p.right_row is not None}),
+    }
+
+
+def fingerprint(
+    conn: Connection, definition: ReconciliationDefinition, rows: Mapping[SideName, Sequence[int]]
+) -> str:
+    """sha256 of the named rows' content, each side's rows in position order with their
+    values in their stored form (the same on both backends): it shows later whether the
+    rows an action named still hold what the analyst saw."""
+    content = {}
+    for side, positions in rows.items():
+        source = resources.get_resource(conn, definition.side(side).resource_id)
+        found = actions.rows_at(conn, source.table_name, source.columns, positions)
+        content[str(side)] = [[p, list(found.get(p, ()))] for p in sorted(positions)]
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def suggested_rows(pairs: Sequence[OutputPair], match_id: int) -> dict[SideName, list[int]]:
+    """The rows of a suggested match; ConflictError for a match of another status."""
+    statuses = sorted({p.status for p in pairs})
+    if statuses != [MatchStatus.SUGGESTED]:
+        raise ConflictError(
+            [
+                FieldProblem(
+                    "match_id",
+                    f"match {match_id} is {', '.join(statuses)}: only a suggested match can "
+                    "be confirmed",
+                )
+            ]
+        )
+    return rows_of(pairs)
+
+
+def undo(conn: Connection, record: DerivedRecord, match_id: int, now: dt.datetime) -> str:
+    """Dissolve the manual match `match_id`, or else reject the automatic or suggested
+    match `match_id` of the current output (once: the output shows it until the next
+    run); MatchNotFoundError when there is neither."""
+    in_force = actions.list_actions(conn, record.id, in_force=True)
+    for action in in_force:
+        if action.makes_manual_match and action.match_id == match_id:
+            actions.undo_action(conn, action.id, now)
+            derived_resources.request_run(conn, record.id, now)
+            return "dissolved"
+    output = resources.get_resource(conn, record.resource_id)
+    pairs = [p for p in match_in_output(conn, output, match_id) if p.status in AUTOMATIC]
+    if not pairs:
+        raise MatchNotFoundError()
+    rows = rows_of(pairs)
+    if not any(
+        a.kind is ActionKind.REJECT
+        and list(a.left_rows) == rows[SideName.LEFT]
+        and list(a.right_rows) == rows[SideName.RIGHT]
+        for a in in_force
+    ):
+        record_action(conn, record, ActionKind.REJECT, rows, None, now)
+    return "rejected"
+
+
+def record_action(
+    conn: Connection,
+    record: DerivedRecord,
+    kind: ActionKind,
+    rows: Mapping[SideName, Sequence[int]],
+    note: str | None,
+    now: dt.datetime,
+) -> None:
+    """The action kept with its rows' fingerprint, and a run queued to apply it."""
+    definition = ReconciliationDefinition.from_json(record.definition)
+    actions.insert_action(
+        conn,
+        derived_id=record.id,
+        kind=kind,
+        left_rows=rows[SideName.LEFT],
+        right_rows=rows[SideName.RIGHT],
+        fingerprint=fingerprint(conn, definition, rows),
+        note=note,
+        now=now,
+    )
+    derived_resources.request_run(conn, record.id, now)

@@ -1,0 +1,204 @@
+"""The matching engine: two sides' rows and a definition in, matches and reasons out.
+
+A pure function (no database, no I/O), so the runs, the incremental path and the tests
+all call the same code. `reconcile` takes each side's rows as `SideRow`s (position, key
+values, amount as an integer at the run's common scale, date as a day ordinal), the
+analysts' manual work, and a `content` lookup that gives a row's own typed values; it
+returns every match and a reason for every unmatched row.
+
+The rules (issue #11, section 1), in the order they apply:
+
+1. Manual matches first: their rows are taken out of every pass (status `manual`,
+   pass `manual`). A rejection means the engine never pairs any of its left rows with
+   any of its right rows again.
+2. Passes in order; a row matched in one pass is taken by no later pass. Keys must be
+   equal after the pass's normalisers (normalizers.py); an empty key equals nothing.
+   When both sides name an amount, a pass compares amounts: |left - right| (a group's
+   sum) <= tolerance, and a row with an empty amount matches nothing there. When both
+   sides name a date, right day - left day must lie in the window [before, after] for
+   every member of a group, and a row with an empty date matches nothing there.
+3. `one_to_one`: among the candidate pairs of a key (equal keys, within tolerance and
+   window, not rejected) the greedy global order decides: smallest |amount difference|,
+   then smallest |date difference|, then the left row's content, then the right row's
+   (typed values in column order, empty first), then (for rows whose content is
+   identical, hence interchangeable) their positions. Never arrival order.
+4. `one_to_many`: a left row that is the only still-unmatched left row with its keys takes
+   every still-unmatched right row with those keys whose date fits, as one group, when the
+   group's sum is within tolerance: all of them or none. Two left rows sharing the keys:
+   neither matches in that pass. `many_to_one` mirrors it.
+5. Status: `suggested` when the pass does not auto-confirm, else `matched_with_difference`
+   when the difference (left amount or sum minus right amount or sum) is not zero, else
+   `matched`. The match's id is its smallest left position.
+
+The outcome does not depend on the order of the input sequences (rows are put in position
+order first, and every choice is made by the rules above). explain.py says which pass and
+which candidate explain an unmatched row; reasons.py words every reason.
+
+A million matches is the usual case, so the outcome's `matches` are built as they are read
+(`Matches`), and `output_rows` gives the output's rows in its order without building them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import ge
+from typing import overload
+
+from tally.core.reconciliation import (
+    ManualWork,
+    MatchStatus,
+    PassType,
+    ReconciliationDefinition,
+    SideName,
+)
+from tally.services.reconciliation.explain import unmatched
+from tally.services.reconciliation.grouped import grouped
+from tally.services.reconciliation.passes import apply_manual, one_to_one
+from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow
+from tally.services.reconciliation.state import Run, Side
+
+__all__ = [
+    "ContentLookup",
+    "Match",
+    "Outcome",
+    "OutputRow",
+    "SideRow",
+    "key_columns",
+    "output_rows",
+    "reconcile",
+]
+
+
+def key_columns(definition: ReconciliationDefinition, side: SideName) -> tuple[str, ...]:
+    """The distinct columns the passes use as keys on one side, in order of first use:
+    the order of `SideRow.keys`."""
+    seen: dict[str, None] = {}
+    for match_pass in definition.passes:
+        for pair in match_pass.keys:
+            seen.setdefault(pair.left if side is SideName.LEFT else pair.right, None)
+    return tuple(seen)
+
+
+def reconcile(
+    definition: ReconciliationDefinition,
+    left: Sequence[SideRow],
+    right: Sequence[SideRow],
+    manual: ManualWork,
+    *,
+    scale: int,
+    content: ContentLookup,
+) -> Outcome:
+    """Match `left` against `right` by the definition's passes, after the manual work."""
+    rejected = {
+        (left_row, right_row)
+        for rejection in manual.rejections
+        for left_row in rejection.left_rows
+        for right_row in rejection.right_rows
+    }
+    run = Run(
+        definition,
+        Side(SideName.LEFT, definition.left.name, left, key_columns(definition, SideName.LEFT)),
+        Side(SideName.RIGHT, definition.right.name, right, key_columns(definition, SideName.RIGHT)),
+        scale=scale,
+        content=content,
+        rejected=rejected,
+    )
+    apply_manual(run, manual)
+    for index, match_pass in enumerate(definition.passes):
+        if match_pass.type is PassType.ONE_TO_ONE:
+            one_to_one(run, index)
+        else:
+            grouped(run, index)
+    unmatched_left, unmatched_right = unmatched(run)
+    matches = Matches(run)
+    run.release()
+    return Outcome(matches, unmatched_left, unmatched_right)
+
+
+OutputRow = tuple[int | None, MatchStatus, str | None, int | None, str, int | None, int | None]
+"""match_id, status, pass name, difference, reason, left position, right position."""
+
+UNMATCHED = MatchStatus.UNMATCHED
+
+
+def output_rows(outcome: Outcome) -> Iterator[OutputRow]:
+    """The output's rows in its order, as the issue lays them out: one row per (left row,
+    right row) pair of a match and one per unmatched row; left positions ascending (a
+    match's right rows ascending within), then the unmatched right rows by position. The
+    fast way to write the output: no `Match` object is built."""
+    if not isinstance(outcome.matches, Matches):
+        raise TypeError("output_rows takes an Outcome that reconcile returned")
+    return outcome.matches.output_rows(outcome.unmatched_left, outcome.unmatched_right)
+
+
+class Matches(Sequence[Match]):
+    """The run's matches by match_id, each `Match` built when read: the run keeps them as
+    integer arrays, so a million matches cost tens of megabytes, not hundreds."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        taken = run.left.taken  # left rows in position order: matches in match_id order
+        order: Iterable[int] = compress(taken, map(ge, taken, repeat(0)))
+        if any(len(lefts) > 1 for lefts, _ in run.groups.values()):  # once per match
+            first_left = run.match_left
+            order = (m for i, m in enumerate(taken) if m >= 0 and first_left[m] == i)
+        self._order = array("q", order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> Match: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Match]: ...
+
+    def __getitem__(self, index: int | slice) -> Match | Sequence[Match]:
+        if isinstance(index, slice):
+            return [self._match(m) for m in self._order[index]]
+        return self._match(self._order[index])
+
+    def __iter__(self) -> Iterator[Match]:
+        return map(self._match, self._order)
+
+    def _match(self, m: int) -> Match:
+        run = self._run
+        if m in run.groups:
+            return run.match(m)
+        name, status, difference, reason = run.entries[run.match_entry[m]]
+        left = run.left.positions[run.match_left[m]]
+        right = (run.right.positions[run.match_right[m]],)
+        return tuple.__new__(Match, (left, status, name, difference, reason, (left,), right))
+
+    def output_rows(
+        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
+    ) -> Iterator[OutputRow]:
+        """See `output_rows`: one pass over the left rows, no `Match` built."""
+        run = self._run
+        entries, groups, entry_of = run.entries, run.groups, run.match_entry
+        first_left, first_right = run.match_left, run.match_right
+        left_positions, right_positions = run.left.positions, run.right.positions
+        for i, m in enumerate(run.left.taken):
+            position = left_positions[i]
+            if m < 0:
+                yield (None, UNMATCHED, None, None, unmatched_left[position], position, None)
+                continue
+            name, status, difference, reason = entries[entry_of[m]]
+            match_id = left_positions[first_left[m]]
+            group = groups.get(m)
+            for j in group[1] if group else (first_right[m],):
+                yield (match_id, status, name, difference, reason, position, right_positions[j])
+        for position, reason in unmatched_right.items():
+            yield (None, UNMATCHED, None, None, reason, None, position)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Matches({list(self)!r})"

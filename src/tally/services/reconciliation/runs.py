@@ -1,0 +1,265 @@
+"""A reconciliation's run: both inputs read in one snapshot, matched by the engine, and
+its output described for the derived runs' machinery (services/derived_runs.py), which
+stages, publishes and schedules it.
+
+The output's rows are assembled by the database: the run writes one plan row per
+output row (the match's own values, the two rows' positions and row ids) and the output
+table joins each to its left and right rows by row id (storage/derived_outputs.py), so
+no input value travels through Python but the keys, amounts and dates the engine
+compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.columns import Column
+from tally.core.errors import RunFailedError
+from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
+from tally.services.derived_runs import Output
+from tally.services.reconciliation.matching import (
+    Match,
+    Outcome,
+    SideRow,
+    key_columns,
+    reconcile,
+)
+from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.services.reconciliation.reasons import money
+from tally.storage import reconciliation_actions, reconciliation_inputs, resources
+from tally.storage.derived_outputs import Layout, Part
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import snapshot_connection
+from tally.storage.reconciliation_inputs import SideColumns
+from tally.storage.resources import Resource
+
+# The plan's values, before the row ids of the left and right rows.
+PLAN_VALUES = ("match_id", "status", "pass", "difference", "reason", "left._row", "right._row")
+DIGEST_CHUNK = 50_000  # matches hashed per update
+UNMATCHED = str(MatchStatus.UNMATCHED)
+
+
+@dataclass(frozen=True)
+class _Input:
+    """One side as read: its resource, its rows for the engine, their row ids."""
+
+    resource: Resource
+    rows: list[SideRow]
+    row_ids: array[int]
+
+
+class ReconciliationBuilder:
+    """The `Builder` of kind `reconciliation`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output:
+        definition = ReconciliationDefinition.from_json(record.definition)
+        clock = time.perf_counter()
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            left_resource = resources.get_resource(conn, definition.left.resource_id)
+            right_resource = resources.get_resource(conn, definition.right.resource_id)
+            scale = common_scale(definition, left_resource.columns, right_resource.columns)
+            left = _read(conn, left_resource, definition, SideName.LEFT, scale)
+            right = _read(conn, right_resource, definition, SideName.RIGHT, scale)
+            manual = reconciliation_actions.manual_work(conn, record.id)
+            now = time.perf_counter()
+            timings["read"] = now - clock
+            clock = now
+            outcome = reconcile(
+                definition,
+                left.rows,
+                right.rows,
+                manual,
+                scale=scale,
+                content=_content_lookup(conn, left, right),
+            )
+            now = time.perf_counter()
+            timings["match"] = now - clock
+            clock = now
+        columns = output_columns(
+            definition.left.name,
+            definition.right.name,
+            left_resource.columns,
+            right_resource.columns,
+            scale,
+        )
+        layout = _layout(columns, left_resource, right_resource)
+        inputs = {
+            "left": {"resource_id": left_resource.id, "data_version": left_resource.data_version},
+            "right": {
+                "resource_id": right_resource.id,
+                "data_version": right_resource.data_version,
+            },
+        }
+        tally = _tally(outcome, columns, inputs)
+        timings["digest"] = time.perf_counter() - clock
+        return Output(
+            layout=layout,
+            rows=lambda: _plan_rows(outcome, left, right),
+            row_count=tally.rows,
+            digest=tally.digest,
+            inputs={
+                left_resource.id: left_resource.columns,
+                right_resource.id: right_resource.columns,
+            },
+            summary={
+                "inputs": inputs,
+                **_summary(definition, outcome, tally, (left, right), scale),
+            },
+        )
+
+
+def _read(
+    conn: Connection,
+    resource: Resource,
+    definition: ReconciliationDefinition,
+    which: SideName,
+    scale: int,
+) -> _Input:
+    side = definition.side(which)
+    wanted = SideColumns(
+        keys=tuple(_column(resource, side, name) for name in key_columns(definition, which)),
+        amount=_column(resource, side, side.amount) if side.amount else None,
+        date=_column(resource, side, side.date) if side.date else None,
+    )
+    rows: list[SideRow] = []
+    row_ids: array[int] = array("q")
+    for position, (row_id, keys, amount, day) in enumerate(
+        reconciliation_inputs.read_side(conn, resource.table_name, wanted, scale), start=1
+    ):
+        rows.append(SideRow(position, keys, amount, day))
+        row_ids.append(row_id)
+    return _Input(resource, rows, row_ids)
+
+
+def _column(resource: Resource, side: Side, name: str) -> Column:
+    for column in resource.columns:
+        if column.name == name:
+            return column
+    raise RunFailedError(f"{side.name}: resource {resource.id} has no column {name!r}")
+
+
+def _content_lookup(conn: Connection, left: _Input, right: _Input) -> Any:
+    """The engine's `ContentLookup`: rows' own values by position, read in the run's
+    snapshot, only for the rows a tie needs."""
+
+    def lookup(which: SideName, positions: Sequence[int]) -> Mapping[int, tuple[Any, ...]]:
+        side = left if which is SideName.LEFT else right
+        by_id = {side.row_ids[p - 1]: p for p in positions}
+        found = reconciliation_inputs.read_rows(
+            conn, side.resource.table_name, side.resource.columns, list(by_id)
+        )
+        return {by_id[row_id]: values for row_id, values in found.items()}
+
+    return lookup
+
+
+def _layout(columns: tuple[Column, ...], left: Resource, right: Resource) -> Layout:
+    """Output columns in order: the plan's five match values, then each side's `_row`
+    (a plan value) and its columns (from the input row the plan names)."""
+    parts = [Part(value=i) for i in range(5)]
+    for n, resource in enumerate((left, right)):
+        parts.append(Part(value=5 + n))
+        parts.extend(Part(ref=n, physical=c.physical) for c in resource.columns)
+    values = (*columns[:6], columns[6 + len(left.columns)])
+    return Layout(columns, tuple(parts), values, (left.table_name, right.table_name))
+
+
+def _plan_rows(outcome: Outcome, left: _Input, right: _Input) -> Iterator[tuple[Any, ...]]:
+    """One plan row per output row, in output order: left positions ascending (a match's
+    right rows ascending within), then the right rows in no match. Matches come in
+    match id order, which is their first left row's order: one pass over them."""
+    matches = iter(outcome.matches)
+    later: dict[int, Match] = {}  # a match's left rows after its first
+    seq = 0
+    left_ids, right_ids = left.row_ids, right.row_ids
+    for position in range(1, len(left.rows) + 1):
+        reason = outcome.unmatched_left.get(position)
+        if reason is not None:
+            seq += 1
+            yield (seq, None, UNMATCHED, None, None, reason, position, None,
+                   left_ids[position - 1], None)  # fmt: skip
+            continue
+        m = later.pop(position, None)
+        if m is None:
+            m = next(matches)
+            later.update((p, m) for p in m.left[1:])
+        status = str(m.status)
+        for other in m.right:
+            seq += 1
+            yield (seq, m.match_id, status, m.pass_name, m.difference, m.reason, position,
+                   other, left_ids[position - 1], right_ids[other - 1])  # fmt: skip
+    for position, reason in outcome.unmatched_right.items():
+        seq += 1
+        yield (seq, None, UNMATCHED, None, None, reason, None, position, None,
+               right_ids[position - 1])  # fmt: skip
+
+
+@dataclass
+class _Tally:
+    """One pass over the matches: the output's row count and content digest, and the
+    matches per status."""
+
+    rows: int
+    digest: str
+    counts: dict[str, int]
+
+
+def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:
+    """Equal digests, equal outputs (its columns, the inputs' versions, hence their
+    rows, and every match and reason): a run whose digest is the published output's
+    publishes nothing."""
+    digest = hashlib.sha256(repr(([c.to_json() for c in columns], inputs)).encode())
+    counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
+    rows = 0
+    chunk: list[tuple[Any, ...]] = []
+    for m in outcome.matches:
+        counts[m.status] += 1
+        rows += len(m.left) * len(m.right)
+        chunk.append(tuple(m))
+        if len(chunk) == DIGEST_CHUNK:
+            digest.update(repr(chunk).encode())
+            chunk = []
+    digest.update(repr(chunk).encode())
+    digest.update(repr(list(outcome.unmatched_left.items())).encode())
+    digest.update(repr(list(outcome.unmatched_right.items())).encode())
+    rows += len(outcome.unmatched_left) + len(outcome.unmatched_right)
+    return _Tally(rows, digest.hexdigest(), counts)
+
+
+def _summary(
+    definition: ReconciliationDefinition,
+    outcome: Outcome,
+    tally: _Tally,
+    sides: tuple[_Input, _Input],
+    scale: int,
+) -> dict[str, Any]:
+    """last_run's counts (matches per status; unmatched rows per side) and amount
+    totals per side, matched (in any match) and unmatched, as exact decimal text."""
+    counts: dict[str, int] = {
+        **tally.counts,
+        "unmatched_left": len(outcome.unmatched_left),
+        "unmatched_right": len(outcome.unmatched_right),
+    }
+    amounts: dict[str, Any] = {}
+    unmatched_rows = (outcome.unmatched_left, outcome.unmatched_right)
+    for name, side, unmatched in zip(("left", "right"), sides, unmatched_rows, strict=True):
+        if definition.side(SideName(name)).amount is None:
+            amounts[name] = None
+            continue
+        total = sum(row.amount or 0 for row in side.rows)
+        apart = sum(side.rows[p - 1].amount or 0 for p in unmatched)  # every other is matched
+        amounts[name] = {
+            "matched": money(total - apart, scale),
+            "unmatched": money(apart, scale),
+        }
+    return {"counts": counts, "amounts": amounts}

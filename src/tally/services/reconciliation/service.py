@@ -1,0 +1,280 @@
+"""Reconciliations as the API and the CLI use them: defined, listed, replaced, deleted,
+run on request, and the analysts' manual work (match, confirm, undo).
+
+Each use case is one transaction. A reconciliation is a derived resource (its
+definition, inputs and run queue) plus its output, an ordinary resource of kind
+`reconciliation` named after it: created with the output's columns and no rows, so the
+Data API reads it at once; runs (runs.py, in the workers) replace its table. Another
+workspace's reconciliation does not exist (404); every change queues a run due now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column
+from tally.core.errors import (
+    ConflictError,
+    DefinitionRejectedError,
+    FieldProblem,
+    ReconciliationNotFoundError,
+    StorageProvisioningError,
+)
+from tally.core.reconciliation import ReconciliationDefinition, SideName
+from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.services.reconciliation import manual
+from tally.services.reconciliation.inputs import checked_definition
+from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.services.reconciliation.shape import parse_definition
+from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
+from tally.storage import reconciliation_actions as actions
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import write_connection
+from tally.storage.resource_tables import ddl
+
+KIND = "reconciliation"  # of the derived resource, and of its output resource
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    id: int
+    resource_id: int  # the output
+    name: str
+    definition: dict[str, Any]  # canonical: every default spelled out
+    state: str  # queued | running | idle | failed
+    error: str | None
+    last_run: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "resource_id": self.resource_id,
+            "definition": self.definition,
+            "state": self.state,
+            "error": self.error,
+            "last_run": self.last_run,
+        }
+
+    @classmethod
+    def of(cls, record: DerivedRecord) -> Reconciliation:
+        return cls(
+            record.id,
+            record.resource_id,
+            record.name,
+            record.definition,
+            record.state,
+            record.error,
+            record.last_run,
+        )
+
+
+class ReconciliationService:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def create(self, *, workspace_id: int, body: Any) -> Reconciliation:
+        """The reconciliation, its empty output and its first run, due now."""
+        shape = parse_definition(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            accounts.get_workspace(conn, workspace_id)
+            definition, readable = checked_definition(conn, workspace_id, shape, own_output=None)
+            left, right = (readable[definition.side(s).resource_id] for s in SideName)
+            columns = output_columns(
+                definition.left.name,
+                definition.right.name,
+                left,
+                right,
+                common_scale(definition, left, right),
+            )
+            output = _create_output(conn, workspace_id, definition.name, columns, now)
+            derived_id = derived_resources.insert_derived(
+                conn,
+                workspace_id=workspace_id,
+                resource_id=output,
+                kind=KIND,
+                name=definition.name,
+                definition=definition.to_json(),
+                inputs=(definition.left.resource_id, definition.right.resource_id),
+                now=now,
+            )
+            return Reconciliation.of(_owned(conn, workspace_id, derived_id))
+
+    def list_reconciliations(
+        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
+    ) -> list[Reconciliation]:
+        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
+        with self._engine.connect() as conn:
+            accounts.get_workspace(conn, workspace_id)
+            records = derived_resources.list_derived(
+                conn, workspace_id, KIND, after_id=after_id, limit=limit
+            )
+        return [Reconciliation.of(r) for r in records]
+
+    def get(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
+        with self._engine.connect() as conn:
+            return Reconciliation.of(_owned(conn, workspace_id, reconciliation_id))
+
+    def replace(self, *, workspace_id: int, reconciliation_id: int, body: Any) -> Reconciliation:
+        """A new definition, run at once. Manual work names rows by their positions in
+        the inputs: when a side reads another resource, every action is retired (kept,
+        undone) rather than applied to rows nobody chose."""
+        shape = parse_definition(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            definition, _ = checked_definition(
+                conn, workspace_id, shape, own_output=record.resource_id
+            )
+            old = ReconciliationDefinition.from_json(record.definition)
+            inputs = (definition.left.resource_id, definition.right.resource_id)
+            if inputs != (old.left.resource_id, old.right.resource_id):
+                actions.retire_actions(conn, record.id, now)
+            derived_resources.replace_definition(
+                conn,
+                record.id,
+                name=definition.name,
+                definition=definition.to_json(),
+                inputs=inputs,
+                now=now,
+            )
+            if definition.name != record.name:
+                resources.rename_resource(conn, record.resource_id, definition.name, now)
+            derived_resources.request_run(conn, record.id, now)
+            return Reconciliation.of(_owned(conn, workspace_id, record.id))
+
+    def delete(self, *, workspace_id: int, reconciliation_id: int) -> None:
+        """The reconciliation, its actions, its output resource and table; refused while
+        another derived resource reads the output."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            readers = derived_resources.readers_of(conn, record.resource_id)
+            if readers:
+                raise ConflictError(
+                    [
+                        FieldProblem(
+                            None,
+                            f"reconciliation {reader} reads this reconciliation's output "
+                            f"(resource {record.resource_id}): delete it or change its "
+                            "definition first",
+                        )
+                        for reader in readers
+                    ]
+                )
+            actions.delete_actions(conn, record.id)
+            derived_resources.delete_derived(conn, record.id)
+            outbox.delete_events_of(conn, record.resource_id)
+            for table in (  # the output, and a run's tables in the making, if any
+                resources.table_name_for(record.resource_id),
+                derived_outputs.next_table(record.resource_id),
+                derived_outputs.plan_table(record.resource_id),
+                derived_outputs.old_table(record.resource_id),
+            ):
+                ddl.drop_table(conn, table)
+            resources.delete_resource(conn, record.resource_id)
+
+    def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            derived_resources.request_run(conn, record.id, utc_now())
+            return Reconciliation.of(_owned(conn, workspace_id, record.id))
+
+    def match(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        left_rows: Sequence[int],
+        right_rows: Sequence[int],
+        note: str | None,
+    ) -> int:
+        """A manual match of these rows (taken from any automatic match they are in);
+        its match id, the smallest left row."""
+        rows = {SideName.LEFT: left_rows, SideName.RIGHT: right_rows}
+        return self._record(workspace_id, reconciliation_id, ActionKind.MATCH, rows, note)
+
+    def confirm(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> int:
+        """The suggested match of the current output made manual; its match id."""
+        with self._engine.connect() as conn:
+            record = _owned(conn, workspace_id, reconciliation_id)
+            output = resources.get_resource(conn, record.resource_id)
+            rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
+        return self._record(
+            workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, None, field="match_id"
+        )
+
+    def undo(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> str:
+        """A manual match dissolved (`dissolved`), or an automatic or suggested match of the
+        current output rejected (`rejected`): no later run pairs its rows again."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            return manual.undo(conn, record, match_id, utc_now())
+
+    def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
+        """Every manual action taken, in order, undone ones included."""
+        with self._engine.connect() as conn:
+            record = _owned(conn, workspace_id, reconciliation_id)
+            return actions.list_actions(conn, record.id)
+
+    def _record(
+        self,
+        workspace_id: int,
+        reconciliation_id: int,
+        kind: ActionKind,
+        rows: Mapping[SideName, Sequence[int]],
+        note: str | None,
+        *,
+        field: str = "{side}_rows[{index}]",
+    ) -> int:
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            definition = ReconciliationDefinition.from_json(record.definition)
+            manual.check_rows(conn, record.id, definition, rows, field=field)
+            manual.record_action(conn, record, kind, rows, note, utc_now())
+        return min(rows[SideName.LEFT])
+
+
+def _owned(
+    conn: Connection, workspace_id: int, reconciliation_id: int, *, lock: bool = False
+) -> DerivedRecord:
+    """The reconciliation, if this workspace owns it; otherwise it does not exist."""
+    find = derived_resources.lock_derived if lock else derived_resources.find_derived
+    record = find(conn, reconciliation_id, KIND)
+    if record is None or record.workspace_id != workspace_id:
+        raise ReconciliationNotFoundError()
+    return record
+
+
+def _create_output(
+    conn: Connection, workspace_id: int, name: str, columns: tuple[Column, ...], now: dt.datetime
+) -> int:
+    """The output resource and its empty table; a concurrent taker of the name is the
+    same 400 as one found first, a table that cannot be made the 502."""
+    try:
+        with conn.begin_nested():
+            output = resources.insert_resource(
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind=KIND,
+                columns=columns,
+                is_placeholder=False,
+                folder_id=None,
+                now=now,
+            )
+            ddl.create_table(conn, output.table_name, columns)
+    except exc.IntegrityError as error:
+        raise DefinitionRejectedError(
+            [FieldProblem("name", f"a resource named {name!r} already exists")]
+        ) from error
+    except exc.DBAPIError as error:
+        raise StorageProvisioningError() from error
+    return output.id

@@ -1,0 +1,313 @@
+"""One run of the engine: both sides as columns, what is taken, the matches so far.
+
+Rows are held in position order and named inside the engine by their index in that order
+(so index order is position order). Matches are kept compact (a million of them is the
+usual case): three integer arrays (first left row, first right row, entry), where an entry
+is one distinct (pass, status, difference, reason) shared by every match it describes, and
+the rows of the few matches with more than one row on a side in `groups`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Hashable, Iterator, Sequence
+from itertools import compress, count, islice, pairwise, repeat
+from operator import eq, itemgetter, lt
+from typing import Any
+
+from tally.core.reconciliation import (
+    MANUAL_PASS_NAME,
+    MatchPass,
+    MatchStatus,
+    Normalizer,
+    ReconciliationDefinition,
+    SideName,
+)
+from tally.services.reconciliation import reasons
+from tally.services.reconciliation.normalizers import normalized_column
+from tally.services.reconciliation.rows import ContentLookup, Match, SideRow
+
+FREE = -1
+
+
+KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideRow.keys, normalisers)
+Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
+
+
+def consume(iterator: Iterator[object]) -> None:
+    """Run an iterator to its end at C speed (`map` over a setter, a million items)."""
+    deque(iterator, maxlen=0)
+
+
+class Side:
+    """One side's rows as columns, and which of them are taken (`taken[i]`: match or -1)."""
+
+    __slots__ = (
+        "_keys",
+        "amounts",
+        "days",
+        "key_columns",
+        "label",
+        "open",
+        "positions",
+        "row_keys",
+        "taken",
+        "which",
+    )
+
+    def __init__(
+        self, which: SideName, label: str, rows: Sequence[SideRow], key_columns: tuple[str, ...]
+    ) -> None:
+        self.which = which
+        self.label = label  # the definition's side name (`bank`)
+        self.key_columns = key_columns
+        columns = _columns_in_position_order(rows, label)
+        self.positions: Sequence[int] = columns[0]
+        self.row_keys: Sequence[tuple[str | None, ...]] = columns[1]
+        self.amounts: Sequence[int | None] = columns[2]
+        self.days: Sequence[int | None] = columns[3]
+        self.taken = array("q", [FREE]) * len(self.positions)
+        # The free rows a pass may still take (see Run.__init__); shrinks after each pass.
+        # One int object per row index, made once and shared by every list of rows.
+        self.open: Sequence[int] = list(range(len(self.positions)))
+        self._keys: dict[KeySpec, Sequence[Hashable | None]] = {}
+
+    def keys(self, spec: KeySpec) -> Sequence[Hashable | None]:
+        """Each row's key under `spec` (None: empty, equals nothing), computed once per spec."""
+        cached = self._keys.get(spec)
+        if cached is not None:
+            return cached
+        column: Sequence[Hashable | None]
+        if not spec:  # no keys: every row is in one group
+            column = [()] * len(self.positions)
+        else:
+            parts = [normalized_column(list(map(itemgetter(i), self.row_keys)), n) for i, n in spec]
+            if len(parts) == 1:
+                column = parts[0]
+            else:
+                column = [None if None in values else values for values in zip(*parts, strict=True)]
+        self._keys[spec] = column
+        return column
+
+    def free(self) -> list[int]:
+        """Every row in no match."""
+        return list(compress(count(), map(eq, self.taken, repeat(FREE))))
+
+    def release(self) -> None:
+        """Keep only the positions and the taken marks (see Run.release)."""
+        self.row_keys = self.amounts = self.days = self.open = ()
+        self._keys.clear()
+
+    def close_taken(self) -> None:
+        still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
+        self.open = list(compress(self.open, still_free))
+
+
+def _columns_in_position_order(rows: Sequence[SideRow], label: str) -> list[Sequence[Any]]:
+    """positions, keys, amounts, days: one sequence each, in position order."""
+    positions = list(map(itemgetter(0), rows))
+    if not all(map(lt, positions, islice(positions, 1, None))):
+        rows = sorted(rows, key=itemgetter(0))
+        positions = list(map(itemgetter(0), rows))
+        for before, after in pairwise(positions):
+            if before == after:
+                raise ValueError(f"{label}: position {after} appears twice")
+    return [positions, *(list(map(itemgetter(field), rows)) for field in (1, 2, 3))]
+
+
+class Run:
+    """The state one `reconcile` call works on."""
+
+    def __init__(
+        self,
+        definition: ReconciliationDefinition,
+        left: Side,
+        right: Side,
+        *,
+        scale: int,
+        content: ContentLookup,
+        rejected: set[tuple[int, int]],
+    ) -> None:
+        self.definition = definition
+        self.left = left
+        self.right = right
+        self.scale = scale
+        self.content = content
+        self.rejected = rejected  # (left position, right position) pairs never to be matched
+        self.amounts = definition.left.amount is not None and definition.right.amount is not None
+        self.dates = definition.left.date is not None and definition.right.date is not None
+        self.match_left = array("q")  # per match: its first (smallest) left row
+        self.match_right = array("q")
+        self.match_entry = array("q")
+        self.groups: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.entries: list[Entry] = []
+        self._entry_ids: dict[tuple[object, ...], int] = {}
+        # (side, row index) -> (pass index, why a group pass did not take the row)
+        self.failures: dict[tuple[SideName, int], tuple[int, str]] = {}
+        for side in (left, right):  # a row with an empty compared value matches in no pass
+            if self.amounts and None in side.amounts:
+                side.open = [i for i in side.open if side.amounts[i] is not None]
+            if self.dates and None in side.days:
+                side.open = [i for i in side.open if side.days[i] is not None]
+
+    def release(self) -> None:
+        """Drop what only matching and explaining needed (key columns, amounts, dates):
+        the outcome keeps the run for its matches while the output is written."""
+        self.left.release()
+        self.right.release()
+        self.failures.clear()
+
+    def side(self, which: SideName) -> Side:
+        return self.left if which is SideName.LEFT else self.right
+
+    def opposite(self, side: Side) -> Side:
+        return self.right if side is self.left else self.left
+
+    def spec(self, match_pass: MatchPass, which: SideName) -> KeySpec:
+        columns = self.side(which).key_columns
+        return tuple(
+            (columns.index(pair.left if which is SideName.LEFT else pair.right), pair.normalize)
+            for pair in match_pass.keys
+        )
+
+    def tolerance(self, match_pass: MatchPass) -> int:
+        scaled = match_pass.amount_tolerance.scaleb(self.scale)
+        if scaled != scaled.to_integral_value():
+            raise ValueError(
+                f"tolerance {match_pass.amount_tolerance} has more digits than scale {self.scale}"
+            )
+        return int(scaled)
+
+    def eligible(self, side: Side, keys: Sequence[Hashable | None]) -> Sequence[int]:
+        """The rows a pass may take on a side: open (free, and with an amount and a date
+        where compared) and with a key."""
+        if len(side.open) == len(keys) and None not in keys:
+            return side.open
+        return [i for i in side.open if keys[i] is not None]
+
+    def pairs(
+        self,
+        pass_index: int,
+        lefts: Sequence[int],
+        rights: Sequence[int],
+        differences: Sequence[int | None],
+        shifts: Sequence[int | None],
+    ) -> None:
+        """Record one-to-one matches: lefts[k] with rights[k], whose amount difference and
+        date shift (right minus left; None where not compared) are given."""
+        if not lefts:
+            return
+        entries = array("q")
+        same = differences.count(differences[0]) == shifts.count(shifts[0]) == len(lefts)
+        for difference, shift in (
+            [(differences[0], shifts[0])] if same else zip(differences, shifts, strict=True)
+        ):
+            entry = self._entry_ids.get((pass_index, difference, shift))
+            if entry is None:
+                both = None if shift is None else (shift, shift)
+                entry = self._entry(pass_index, difference, both, (1, 1), None)
+                self._entry_ids[pass_index, difference, shift] = entry
+            entries.append(entry)
+        if same:  # the usual first pass: every pair equal in amount and date
+            entries *= len(lefts)
+        start = len(self.match_entry)
+        self.match_left.extend(lefts)
+        self.match_right.extend(rights)
+        self.match_entry.extend(entries)
+        consume(map(self.left.taken.__setitem__, lefts, count(start)))
+        consume(map(self.right.taken.__setitem__, rights, count(start)))
+
+    def add_match(
+        self,
+        pass_index: int,
+        lefts: Sequence[int],
+        rights: Sequence[int],
+        note: str | None = None,
+    ) -> None:
+        """Record a match of rows (indices, ascending) by a pass (-1: manual, with its note)."""
+        difference = self._difference(lefts, rights)
+        shifts = self._shifts(lefts, rights)
+        counts = (len(lefts), len(rights))
+        entry = self._entry(pass_index, difference, shifts, counts, note)
+        match = len(self.match_entry)
+        self.match_left.append(lefts[0])
+        self.match_right.append(rights[0])
+        self.match_entry.append(entry)
+        if counts != (1, 1):
+            self.groups[match] = (tuple(lefts), tuple(rights))
+        for i in lefts:
+            self.left.taken[i] = match
+        for j in rights:
+            self.right.taken[j] = match
+
+    def _entry(
+        self,
+        pass_index: int,
+        difference: int | None,
+        shifts: tuple[int, int] | None,
+        counts: tuple[int, int],
+        note: str | None,
+    ) -> int:
+        key = (pass_index, difference, shifts, counts, note)
+        entry = self._entry_ids.get(key)
+        if entry is not None:
+            return entry
+        reason = reasons.matched(self, pass_index, difference, shifts, counts, note)
+        if pass_index < 0:
+            name, status = MANUAL_PASS_NAME, MatchStatus.MANUAL
+        else:
+            match_pass = self.definition.passes[pass_index]
+            name = match_pass.name
+            if not match_pass.auto_confirm:
+                status = MatchStatus.SUGGESTED
+            elif difference:
+                status = MatchStatus.MATCHED_WITH_DIFFERENCE
+            else:
+                status = MatchStatus.MATCHED
+        self.entries.append((name, status, difference, reason))
+        entry = self._entry_ids[key] = len(self.entries) - 1
+        return entry
+
+    def _difference(self, lefts: Sequence[int], rights: Sequence[int]) -> int | None:
+        if not self.amounts:
+            return None
+        left_amounts = [self.left.amounts[i] for i in lefts]
+        right_amounts = [self.right.amounts[i] for i in rights]
+        if None in left_amounts or None in right_amounts:
+            return None
+        return sum(left_amounts) - sum(right_amounts)  # type: ignore[arg-type]
+
+    def _shifts(self, lefts: Sequence[int], rights: Sequence[int]) -> tuple[int, int] | None:
+        """The smallest and largest right day minus left day over the match's pairs."""
+        if not self.dates:
+            return None
+        shifts = [
+            right_day - left_day
+            for left_day in (self.left.days[i] for i in lefts)
+            for right_day in (self.right.days[i] for i in rights)
+            if left_day is not None and right_day is not None
+        ]
+        return (min(shifts), max(shifts)) if shifts else None
+
+    def match(self, match: int) -> Match:
+        """Match number `match` (in the order made) as the outcome gives it."""
+        name, status, difference, reason = self.entries[self.match_entry[match]]
+        group = self.groups.get(match)
+        lefts, rights = group or ((self.match_left[match],), (self.match_right[match],))
+        left_positions = tuple(self.left.positions[i] for i in lefts)
+        right_positions = tuple(self.right.positions[j] for j in rights)
+        return Match(
+            left_positions[0], status, name, difference, reason, left_positions, right_positions
+        )
+
+    def content_keys(self, side: Side, indices: set[int]) -> dict[int, tuple[object, ...]]:
+        """Each row's content as a sort key: typed values in column order, empty first."""
+        if not indices:
+            return {}
+        ordered = sorted(indices)
+        found = self.content(side.which, [side.positions[i] for i in ordered])
+        return {
+            i: tuple((value is not None, value) for value in found[side.positions[i]])
+            for i in ordered
+        }

@@ -1,0 +1,273 @@
+"""A derived resource's output, rebuilt whole beside the published one and swapped in.
+
+A run writes two tables of its own, neither read by anyone else: `r_{id}_plan`, one
+row per output row (its row id `seq`, the values the run computed, and the row ids of
+the input rows it shows), written in batches; and `r_{id}_next`, the output itself,
+filled from the plan by INSERT ... SELECT joins in short transactions, each row given
+its stored JSON text as it is inserted (decision 0011) and its columns indexed like a
+source's (decision 0010), all before anyone can read it. `publish` then replaces the
+output in one short transaction. SQLite has one writer: every step is a transaction of
+at most `BATCH_ROWS` rows or one index, so deliveries wait a fraction of a second at
+most (decision 0016). A worker killed half-way leaves only the two tables, dropped by
+the next run: the published output is never half-written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, cast
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, update
+
+from tally.core.columns import Column, ColumnType
+from tally.storage import resources
+from tally.storage.engine import backend_of, write_connection
+from tally.storage.resource_tables import ddl, row_json
+from tally.storage.resources import Resource, table_name_for
+from tally.storage.schema import resources as resources_table
+
+BATCH_ROWS = 50_000  # output rows written per transaction
+SQLITE_FILL_CACHE_KIB = 16384  # page cache while filling (as a load's: few pages needed)
+
+
+def next_table(resource_id: int) -> str:
+    return f"{table_name_for(resource_id)}_next"
+
+
+def plan_table(resource_id: int) -> str:
+    return f"{table_name_for(resource_id)}_plan"
+
+
+@dataclass(frozen=True)
+class Part:
+    """Where one output column's values come from: the plan's own value column `value`
+    (its index among the plan's values), or column `physical` of the input row joined
+    by the plan's row id `ref` (its index among the plan's references)."""
+
+    value: int | None = None
+    ref: int | None = None
+    physical: str | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """An output: its columns, each with its `Part`; the plan's value columns (types as
+    stored: a decimal is an integer at its column's scale); the tables its references
+    point into."""
+
+    columns: tuple[Column, ...]
+    parts: tuple[Part, ...]
+    values: tuple[Column, ...]
+    inputs: tuple[str, ...]
+
+
+Guard = Callable[[Connection], None]  # raises once the run is no longer this worker's
+
+
+def old_table(resource_id: int) -> str:
+    return f"{table_name_for(resource_id)}_old"
+
+
+def clear(engine: Engine, resource_id: int, guard: Guard) -> None:
+    """Discard what an earlier run of this output left (a killed worker's tables)."""
+    for table in (old_table(resource_id), plan_table(resource_id), next_table(resource_id)):
+        discard(engine, table, guard)
+
+
+def _garbage(conn: Connection) -> None:
+    """The guard of a table nobody writes any more (an output replaced): none needed."""
+
+
+def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
+    """Drop a table. SQLite frees a dropped table's pages one by one while it holds the
+    one write lock (a 1M-row output with its indexes: ~25 s): there its indexes are
+    dropped one per transaction, then its rows deleted `BATCH_ROWS` at a time, then the
+    empty table. PostgreSQL drops it at once. `guard` runs first in each transaction."""
+    if backend_of(engine).is_postgresql:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            ddl.drop_table(conn, table)
+        return
+    with engine.connect() as conn:
+        indexes = (
+            conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (table,),
+            )
+            .scalars()
+            .all()
+        )
+        exists = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).first()
+    if exists is None:
+        return
+    steps = [f"DROP INDEX IF EXISTS {index}" for index in indexes]
+    for sql in steps:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            conn.exec_driver_sql(sql)
+    batch = (
+        f"DELETE FROM {table} WHERE rowid IN "
+        f"(SELECT rowid FROM {table} ORDER BY rowid LIMIT {BATCH_ROWS})"
+    )
+    deleted = True
+    while deleted:
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            deleted = conn.exec_driver_sql(batch).rowcount > 0
+    with write_connection(engine) as conn, conn.begin():
+        guard(conn)
+        ddl.drop_table(conn, table)
+
+
+def write_plan(
+    engine: Engine, resource_id: int, layout: Layout, rows: Iterable[Sequence[Any]], guard: Guard
+) -> int:
+    """The plan's rows, (seq, *values, *refs) each, in batches; how many were written."""
+    table = plan_table(resource_id)
+    postgresql = backend_of(engine).is_postgresql
+    values = [
+        f"v{i} {ddl.sql_type(_stored(c), postgresql=postgresql)}"
+        for i, c in enumerate(layout.values)
+    ]
+    refs = [f"ref{i} BIGINT" for i in range(len(layout.inputs))]
+    seq = "seq BIGINT PRIMARY KEY" if postgresql else "seq INTEGER PRIMARY KEY"
+    with write_connection(engine) as conn, conn.begin():
+        guard(conn)
+        conn.exec_driver_sql(f"CREATE TABLE {table} ({', '.join([seq, *values, *refs])})")
+    width = 1 + len(values) + len(refs)
+    written = 0
+    iterator = iter(rows)
+    while batch := list(islice(iterator, BATCH_ROWS)):
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            if postgresql:
+                _copy_rows(conn, table, batch)
+            else:
+                driver = conn.connection.dbapi_connection
+                assert driver is not None
+                marks = ", ".join("?" * width)
+                driver.cursor().executemany(f"INSERT INTO {table} VALUES ({marks})", batch)
+        written += len(batch)
+    return written
+
+
+def _stored(column: Column) -> Column:
+    """A plan value's column as the plan stores it: a decimal as its scaled integer."""
+    if column.type is ColumnType.DECIMAL:
+        return Column(column.name, column.physical, ColumnType.INTEGER)
+    return column
+
+
+def _copy_rows(conn: Connection, table: str, batch: list[Sequence[Any]]) -> None:
+    driver = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    with driver.cursor() as cursor, cursor.copy(f"COPY {table} FROM STDIN") as copy:
+        for row in batch:
+            copy.write_row(row)
+
+
+def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard) -> None:
+    """`r_{id}_next` filled from the plan, each row with its JSON text, in batches."""
+    table, plan = next_table(resource_id), plan_table(resource_id)
+    postgresql = backend_of(engine).is_postgresql
+    with write_connection(engine) as conn, conn.begin():
+        guard(conn)
+        ddl.create_table(conn, table, layout.columns, generated_ids=False)
+    joins = " ".join(
+        f"LEFT JOIN {name} i{n} ON i{n}.{ddl.ROW_ID} = p.ref{n}"
+        for n, name in enumerate(layout.inputs)
+    )
+    seq: sa.ColumnClause[Any] = sa.literal_column("p.seq")
+    rows = (
+        sa.select(
+            seq.label(ddl.ROW_ID),
+            *(
+                sa.literal_column(_part_sql(part, column, postgresql)).label(column.physical)
+                for part, column in zip(layout.parts, layout.columns, strict=True)
+            ),
+        )
+        .select_from(sa.text(f"{plan} p {joins}"))
+        .where(seq >= sa.bindparam("low"), seq < sa.bindparam("high"))
+        .subquery("o")
+    )
+    names = [ddl.ROW_ID, *(c.physical for c in layout.columns), ddl.ROW_JSON]
+    rendered: sa.Select[Any] = sa.select(  # type: ignore[assignment]
+        *(sa.literal_column(f"o.{name}") for name in names[:-1]),
+        row_json.row_text(layout.columns, "o.", postgresql=postgresql),
+    ).select_from(rows)
+    insert = sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
+    for low in range(1, row_count + 1, BATCH_ROWS):
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
+
+
+def _part_sql(part: Part, column: Column, postgresql: bool) -> str:
+    if part.ref is not None:
+        return f"i{part.ref}.{part.physical}"
+    assert part.value is not None
+    ref = f"p.v{part.value}"
+    if postgresql and column.type is ColumnType.DECIMAL:
+        exact = f"CAST({ref} AS NUMERIC) / 1{'0' * column.scale}"
+        return f"CAST({exact} AS {ddl.sql_type(column, postgresql=True)})"
+    return ref
+
+
+def index(engine: Engine, resource_id: int, guard: Guard) -> None:
+    """Index the published output as a source is indexed, if it is not yet (a run taken
+    over after its swap resumes here: `CREATE INDEX IF NOT EXISTS`); on SQLite one
+    index per transaction (each holds the one write lock), statistics at the end."""
+    with engine.connect() as conn:
+        resource = resources.get_resource(conn, resource_id)
+    if resource.indexed_version == resource.data_version:
+        return
+    table, columns = resource.table_name, resource.columns
+    names = f"{table}_v{resource.data_version}"  # apart from the names of the table it replaced
+    ddl.build_indexes_in_steps(engine, table, columns, names=names, guard=guard)
+    ddl.vacuum(engine, table)
+    with write_connection(engine) as conn, conn.begin():
+        guard(conn)
+        resources.record_indexed(conn, resource_id, resource.data_version)
+
+
+def publish(
+    conn: Connection,
+    resource: Resource,
+    columns: Sequence[Column],
+    row_count: int,
+    now: dt.datetime,
+) -> int:
+    """In the caller's (short) transaction: the staged output replaces the published
+    one and the resource says so, with a new data version (returned): readers see the
+    old output or the new, whole. PostgreSQL drops the old table at once; SQLite keeps
+    it as `r_{id}_old`, which the caller then `discard`s in short transactions."""
+    table, staged = resource.table_name, next_table(resource.id)
+    if backend_of(conn).is_postgresql:
+        ddl.drop_table(conn, table)
+    else:
+        ddl.drop_table(conn, old_table(resource.id))  # none, but for a run racing this
+        conn.exec_driver_sql(f"ALTER TABLE {table} RENAME TO {old_table(resource.id)}")
+    conn.exec_driver_sql(f"ALTER TABLE {staged} RENAME TO {table}")
+    if backend_of(conn).is_postgresql:  # the primary key's index is named after the table
+        conn.exec_driver_sql(f"ALTER INDEX {staged}_pkey RENAME TO {table}_pkey")
+    version = resource.data_version + 1
+    conn.execute(
+        update(resources_table)
+        .where(resources_table.c.id == resource.id)
+        .values(
+            columns=[c.to_json() for c in columns],
+            is_placeholder=False,
+            row_count=row_count,
+            data_version=version,
+            rendered_version=version,
+            updated_at=now,
+        )
+    )
+    return version

@@ -1,0 +1,139 @@
+"""Queries for the analysts' actions on a reconciliation (manual matches, confirmations,
+rejections), and the two reads of row tables they need: input rows by position, and the
+rows of one match in the current output.
+
+An action is never deleted while its reconciliation lives: undoing a manual match, or
+retiring every action when a side's resource changes, sets `undone_at`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from tally.core.columns import Column
+from tally.core.reconciliation import ManualMatch, ManualWork, Rejection
+from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.storage.resource_tables.ddl import ROW_ID, row_table
+from tally.storage.schema import reconciliation_actions as actions
+
+
+def insert_action(
+    conn: Connection,
+    *,
+    derived_id: int,
+    kind: ActionKind,
+    left_rows: Sequence[int],
+    right_rows: Sequence[int],
+    fingerprint: str,
+    note: str | None,
+    now: dt.datetime,
+) -> int:
+    """Record an action; its match id is its smallest left row (as in the output)."""
+    action_id = conn.execute(
+        sa.insert(actions)
+        .values(
+            derived_id=derived_id,
+            kind=str(kind),
+            match_id=min(left_rows),
+            left_rows=sorted(left_rows),
+            right_rows=sorted(right_rows),
+            fingerprint=fingerprint,
+            note=note,
+            created_at=now,
+        )
+        .returning(actions.c.id)
+    ).scalar_one()
+    return int(action_id)
+
+
+def list_actions(
+    conn: Connection, derived_id: int, *, in_force: bool = False
+) -> list[ActionRecord]:
+    """The actions in the order they were taken (`in_force`: only those not undone)."""
+    stmt = sa.select(actions).where(actions.c.derived_id == derived_id)
+    if in_force:
+        stmt = stmt.where(actions.c.undone_at.is_(None))
+    return [ActionRecord.from_row(r) for r in conn.execute(stmt.order_by(actions.c.id))]
+
+
+def manual_work(conn: Connection, derived_id: int) -> ManualWork:
+    """What a run must respect: the manual matches and the rejections in force."""
+    in_force = list_actions(conn, derived_id, in_force=True)
+    return ManualWork(
+        matches=tuple(
+            ManualMatch(a.match_id, a.left_rows, a.right_rows, a.note)
+            for a in in_force
+            if a.makes_manual_match
+        ),
+        rejections=tuple(
+            Rejection(a.left_rows, a.right_rows) for a in in_force if a.kind is ActionKind.REJECT
+        ),
+    )
+
+
+def undo_action(conn: Connection, action_id: int, now: dt.datetime) -> None:
+    conn.execute(sa.update(actions).where(actions.c.id == action_id).values(undone_at=now))
+
+
+def retire_actions(conn: Connection, derived_id: int, now: dt.datetime) -> int:
+    """Every action in force set undone (its rows named positions of inputs no longer
+    read); how many."""
+    result = conn.execute(
+        sa.update(actions)
+        .where(actions.c.derived_id == derived_id, actions.c.undone_at.is_(None))
+        .values(undone_at=now)
+    )
+    return int(result.rowcount)
+
+
+def delete_actions(conn: Connection, derived_id: int) -> None:
+    conn.execute(sa.delete(actions).where(actions.c.derived_id == derived_id))
+
+
+def rows_at(
+    conn: Connection, table: str, columns: Sequence[Column], positions: Sequence[int]
+) -> dict[int, tuple[Any, ...]]:
+    """The rows at these 1-based positions (load order: `_row_id` order, whose values may
+    have gaps), each as its values in column order, in their stored form (the same on
+    both backends)."""
+    source = row_table(table, columns)
+    numbered = sa.select(
+        sa.func.row_number().over(order_by=source.c[ROW_ID]).label("position"),
+        *(source.c[c.physical] for c in columns),
+    ).subquery()
+    wanted = sorted(set(positions))
+    stmt = sa.select(numbered).where(numbered.c.position.in_(wanted)).order_by("position")
+    return {int(row[0]): tuple(row[1:]) for row in conn.execute(stmt)}
+
+
+@dataclass(frozen=True)
+class OutputPair:
+    """One row of a match in an output: its status and the two positions it pairs."""
+
+    status: str
+    left_row: int | None
+    right_row: int | None
+
+
+def match_in_output(
+    conn: Connection,
+    table: str,
+    *,
+    match_id: Column,
+    status: Column,
+    left_row: Column,
+    right_row: Column,
+    value: int,
+) -> list[OutputPair]:
+    """The output's rows whose match id is `value` (none: no such match)."""
+    source = row_table(table, [match_id, status, left_row, right_row])
+    stmt = sa.select(
+        source.c[status.physical], source.c[left_row.physical], source.c[right_row.physical]
+    ).where(source.c[match_id.physical] == value)
+    return [OutputPair(r[0], r[1], r[2]) for r in conn.execute(stmt.order_by(source.c[ROW_ID]))]

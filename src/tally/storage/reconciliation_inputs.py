@@ -1,0 +1,93 @@
+"""What a reconciliation's run reads, inside one snapshot: each side's rows as the
+matching engine wants them (keys as text, amounts as integers at the run's one scale,
+dates as day ordinals, all converted by the database), and rows' own values by row id to
+break ties."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from tally.core.columns import Column, ColumnType
+from tally.storage.engine import backend_of
+from tally.storage.resource_tables import ddl, row_json
+
+READ_BATCH_ROWS = 100_000
+IDS_PER_QUERY = 500  # row ids per IN list when rows are fetched by position
+# date.toordinal() of a Julian day number's date: 0001-01-01 is ordinal 1, Julian day
+# 1721425.5 (SQLite's julianday() of a date is the day's noon-less start, x.5).
+JULIAN_DAY_OF_ORDINAL_ZERO = 1721424.5
+
+
+@dataclass(frozen=True)
+class SideColumns:
+    """What the engine reads of one side: its key columns, its amount, its date."""
+
+    keys: tuple[Column, ...]
+    amount: Column | None
+    date: Column | None
+
+
+def read_side(
+    conn: Connection, table: str, wanted: SideColumns, scale: int
+) -> Iterator[tuple[int, tuple[str | None, ...], int | None, int | None]]:
+    """(row id, keys, amount, day) of every row in load order (row id order, so the
+    n-th row is position n), converted by the database."""
+    postgresql = backend_of(conn).is_postgresql
+    select_list = [ddl.ROW_ID]
+    select_list += [
+        f"NULLIF({row_json.text_value_sql(c, c.physical, postgresql=postgresql)}, '')"
+        for c in wanted.keys
+    ]
+    select_list.append(_scaled_sql(wanted.amount, scale, postgresql))
+    select_list.append(_day_sql(wanted.date, postgresql))
+    n_keys = len(wanted.keys)
+    driver = conn.connection.dbapi_connection  # plain tuples: ~2x faster than Rows
+    assert driver is not None
+    cursor = driver.cursor()
+    try:
+        cursor.execute(f"SELECT {', '.join(select_list)} FROM {table} ORDER BY {ddl.ROW_ID}")
+        while batch := cursor.fetchmany(READ_BATCH_ROWS):
+            for row in batch:
+                yield row[0], row[1 : 1 + n_keys], row[1 + n_keys], row[2 + n_keys]
+    finally:
+        cursor.close()
+
+
+def _scaled_sql(column: Column | None, scale: int, postgresql: bool) -> str:
+    """An amount as an integer at `scale` (>= the column's own: exact)."""
+    if column is None:
+        return "NULL"
+    factor = "1" + "0" * (scale - column.scale if not postgresql else scale)
+    if postgresql:
+        return f"CAST({column.physical} * {factor} AS BIGINT)"
+    return f"({column.physical} * {factor})"
+
+
+def _day_sql(column: Column | None, postgresql: bool) -> str:
+    """A date (a timestamp's date part, in UTC) as its ordinal: 0001-01-01 is 1."""
+    if column is None:
+        return "NULL"
+    ref = column.physical
+    if postgresql:
+        value = ref if column.type is ColumnType.TIMESTAMP else f"CAST({ref} AS DATE)"
+        return f"(CAST({value} AS DATE) - DATE '0001-01-01' + 1)"
+    return f"CAST(julianday(substr({ref}, 1, 10)) - {JULIAN_DAY_OF_ORDINAL_ZERO} AS INTEGER)"
+
+
+def read_rows(
+    conn: Connection, table: str, columns: Sequence[Column], row_ids: Sequence[int]
+) -> dict[int, tuple[Any, ...]]:
+    """{row id: its values in the stored forms, in column order} of the given rows."""
+    source = ddl.row_table(table, columns)
+    row_id = source.c[ddl.ROW_ID]
+    found: dict[int, tuple[Any, ...]] = {}
+    for start in range(0, len(row_ids), IDS_PER_QUERY):
+        chunk = list(row_ids[start : start + IDS_PER_QUERY])
+        stmt = select(row_id, *(source.c[c.physical] for c in columns)).where(row_id.in_(chunk))
+        for row in conn.execute(stmt):
+            found[int(row[0])] = tuple(row[1:])
+    return found

@@ -1,0 +1,445 @@
+"""Runs of derived resources (decision 0016), on both backends, through a
+reconciliation: the output published whole and read through the Data API like a
+source, its data version kept when nothing changed, runs queued by the rows reaching
+an input (once per burst) and run by a real worker, bounded attempts, leases, and the
+same output whatever order the files came in."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from support.awkward import AWKWARD
+from support.databases import make_settings
+from support.factories import Tenant, make_source, read_body, write_file
+from support.reconciliation_runs import (
+    BANK_CSV,
+    LEDGER_CSV,
+    bank_and_ledger,
+    definition_json,
+    derived,
+    make_reconciliation,
+    output_resource,
+    output_rows,
+)
+from support.waiting import eventually
+from tally.core.clock import utc_now
+from tally.core.errors import RunFailedError
+from tally.runtime import Runtime
+from tally.services.reconciliation.service import ReconciliationService
+from tally.settings import Settings
+from tally.storage import derived_resources
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import write_connection
+from tally.storage.schema import derived_resources as derived_resources_table
+from tally.worker.runner import Worker
+
+RECONCILIATION = "reconciliation"
+OUTPUT_QUERIES: tuple[dict[str, Any], ...] = (
+    {},
+    {"ordering": "-bank.amount"},
+    {"ordering": "ledger.at", "page": 2, "page_size": 2},
+    {"filters": [("bank.flag", "true")]},
+    {"filters": [("status", "unmatched")]},
+)
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
+    return make_settings(
+        request,
+        backend,
+        tmp_path / "home",
+        response_cache=False,
+        derived_burst_seconds=0.2,
+        derived_max_attempts=2,
+        retry_base_seconds=0.05,
+        retry_max_seconds=0.1,
+        lease_seconds=3.0,
+    )
+
+
+@pytest.fixture
+def worker(runtime: Runtime) -> Iterator[Worker]:
+    running = Worker(runtime, concurrency=2, poll_seconds=0.05)
+    yield running
+    running.stop()
+
+
+def run_now(runtime: Runtime, record: DerivedRecord) -> DerivedRecord:
+    return runtime.derived.run_now(record.id, kind=RECONCILIATION, worker="test")
+
+
+def append(runtime: Runtime, source_id: int, content: str) -> None:
+    path = write_file(content)
+    try:
+        runtime.catalogue.append_file(source_id, path)
+    finally:
+        path.unlink()
+
+
+def reconciled(runtime: Runtime, tenant: Tenant) -> DerivedRecord:
+    left, right = bank_and_ledger(runtime, tenant)
+    return make_reconciliation(runtime.engine, tenant, definition_json(left, right))
+
+
+# --- the output ---------------------------------------------------------------------------
+
+
+def test_a_run_publishes_the_output_the_data_api_reads(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    last_run = run_now(runtime, record).last_run
+    assert last_run is not None
+
+    rows = output_rows(runtime, tenant, record)
+    assert list(rows[0]) == [
+        "match_id", "status", "pass", "difference", "reason",
+        "bank._row", "bank.reference", "bank.amount", "bank.txn_date", "bank.memo",
+        "ledger._row", "ledger.reference", "ledger.amount", "ledger.txn_date", "ledger.account",
+    ]  # fmt: skip
+    pairs = [(r["bank._row"], r["ledger._row"], r["status"]) for r in rows]
+    assert pairs == [
+        (1, 2, "matched"),
+        (2, 1, "matched"),
+        (3, 3, "matched"),  # one bank row, two ledger rows: one row per pair
+        (3, 4, "matched"),
+        (4, None, "unmatched"),
+        (None, 5, "unmatched"),
+    ]
+    assert [r["match_id"] for r in rows] == [1, 2, 3, 3, None, None]
+    assert rows[0]["bank.amount"] == Decimal("100.00")
+    assert rows[2]["pass"] == "split payments"
+    assert last_run["counts"] == {
+        "matched": 3,
+        "matched_with_difference": 0,
+        "suggested": 0,
+        "manual": 0,
+        "unmatched_left": 1,
+        "unmatched_right": 1,
+    }
+    assert last_run["amounts"] == {
+        "left": {"matched": "135.50", "unmatched": "99.99"},
+        "right": {"matched": "135.50", "unmatched": "1.00"},
+    }
+    assert output_resource(runtime, record).row_count == 6
+
+
+def test_the_output_answers_dotted_filters_status_and_ordering(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    bank = BANK_CSV + "REF-5,100.07,2024-01-09,near\n"
+    ledger = LEDGER_CSV + "REF-5,100.00,2024-01-09,5000\n"
+    left, right = bank_and_ledger(runtime, tenant, bank, ledger)
+    passes = [
+        {
+            "name": "near",
+            "type": "one_to_one",
+            "keys": [{"left": "reference", "right": "reference"}],
+            "amount_tolerance": "0.10",
+        }
+    ]
+    record = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, passes=passes)
+    )
+    run_now(runtime, record)
+
+    big = output_rows(runtime, tenant, record, filters=[("bank.amount__gte", "100")])
+    assert sorted(r["bank.amount"] for r in big) == [Decimal("100.00"), Decimal("100.07")]
+    unmatched = output_rows(runtime, tenant, record, filters=[("status", "unmatched")])
+    assert {r["status"] for r in unmatched} == {"unmatched"}
+    assert len(unmatched) == 5  # REF-3 (the split is not this pass's), REF-4, REF-9
+    ordered = output_rows(runtime, tenant, record, ordering="-difference")
+    differences = [r["difference"] for r in ordered if r["difference"] is not None]
+    assert differences[0] == Decimal("0.07")  # exact, at the run's scale
+    assert str(differences[0]) == "0.07"
+    [near] = [r for r in ordered if r["bank.reference"] == "REF-5"]
+    assert (near["status"], near["ledger._row"]) == ("matched_with_difference", 6)
+
+
+def test_stored_row_text_is_what_a_page_renders(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    output = output_resource(runtime, record)
+    stored = read_body(runtime, tenant, output.id)
+    with runtime.engine.begin() as conn:
+        assert (
+            conn.exec_driver_sql(
+                f"SELECT count(*) FROM {output.table_name} WHERE _json IS NULL"
+            ).scalar_one()
+            == 0
+        )
+        conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
+    assert read_body(runtime, tenant, output.id) == stored
+    assert (output.rendered_version, output.indexed_version) == (output.data_version,) * 2
+
+
+def test_a_run_that_changes_nothing_keeps_the_data_version(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    first = output_resource(runtime, record).data_version
+    again = run_now(runtime, record)
+    assert output_resource(runtime, record).data_version == first
+    assert again.last_run is not None
+    assert again.state == "idle"
+    append(
+        runtime, record_left(record), "reference,amount,txn_date,memo\nREF-9,1.00,2024-01-09,x\n"
+    )
+    changed = run_now(runtime, record)
+    assert output_resource(runtime, record).data_version == first + 1
+    assert changed.last_run is not None
+    assert changed.last_run["counts"]["unmatched_right"] == 0
+
+
+def record_left(record: DerivedRecord) -> int:
+    return int(record.definition["left"]["resource_id"])
+
+
+def test_files_in_either_order_or_in_one_give_the_same_rows(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    header, *lines = LEDGER_CSV.splitlines()
+    first, second = "\n".join([header, *lines[:2]]) + "\n", "\n".join([header, *lines[2:]]) + "\n"
+    outputs = []
+    for n, parts in enumerate(([first, second], [second, first], [LEDGER_CSV])):
+        bank = make_source_named(runtime, tenant, BANK_CSV)
+        ledger = make_source_named(runtime, tenant, parts[0])
+        for part in parts[1:]:
+            append(runtime, ledger, part)
+        definition = definition_json(bank, ledger, name=f"order {n}")
+        record = make_reconciliation(runtime.engine, tenant, definition)
+        run_now(runtime, record)
+        outputs.append(Counter(_without_positions(r) for r in output_rows(runtime, tenant, record)))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def make_source_named(runtime: Runtime, tenant: Tenant, content: str) -> int:
+    return make_source(runtime.engine, tenant, content).id
+
+
+def _without_positions(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        (k, str(v)) for k, v in row.items() if k not in ("match_id", "bank._row", "ledger._row")
+    )
+
+
+def test_manual_work_survives_runs(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    service = ReconciliationService(runtime.engine)
+    ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
+    assert service.match(**ids, left_rows=[4], right_rows=[5], note="by hand") == 4
+    assert service.undo(**ids, match_id=1) == "rejected"  # bank 1 with ledger 2
+    for n in range(2):
+        run_now(runtime, record)
+        rows = output_rows(runtime, tenant, record)
+        by_left = {r["bank._row"]: r for r in rows if r["bank._row"] is not None}
+        assert (by_left[4]["status"], by_left[4]["ledger._row"]) == ("manual", 5)
+        assert by_left[4]["pass"] == "manual"
+        assert by_left[1]["status"] == "unmatched"  # never paired with ledger row 2 again
+        append(
+            runtime,
+            record_left(record),
+            f"reference,amount,txn_date,memo\nREF-{n},7.00,2024-02-01,x\n",
+        )
+
+
+# --- the queue, the lease, the attempts ----------------------------------------------------
+
+
+def test_a_failing_run_ends_failed_after_bounded_attempts(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    definition = {**record.definition, "left": {**record.definition["left"], "amount": "gone"}}
+    with runtime.engine.begin() as conn:  # a definition this version cannot run
+        conn.execute(
+            sa.update(derived_resources_table)
+            .where(derived_resources_table.c.id == record.id)
+            .values(definition=definition)
+        )
+    runs = 0
+    deadline = utc_now() + dt.timedelta(seconds=30)
+    while derived(runtime, record.id).state != "failed" and utc_now() < deadline:
+        runs += runtime.derived.run_one(worker="test")
+    failed = derived(runtime, record.id)
+    assert (failed.state, runs, failed.run_due_at) == ("failed", 2, None)
+    assert failed.error is not None
+    assert "'gone'" in failed.error
+    assert not runtime.derived.run_one(worker="test")  # no loop
+    with pytest.raises(RunFailedError, match="'gone'"):
+        run_now(runtime, record)  # a new wish: a new series of attempts, failing alike
+
+
+def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    now = utc_now()
+    with write_connection(runtime.engine) as conn, conn.begin():
+        first = derived_resources.claim_due(conn, worker="a", now=now, lease_seconds=3)
+    with write_connection(runtime.engine) as conn, conn.begin():
+        second = derived_resources.claim_due(conn, worker="b", now=now, lease_seconds=3)
+        assert not derived_resources.extend_lease(conn, record.id, "b", now, 3)
+    assert first is not None
+    assert first.id == record.id
+    assert second is None
+    later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
+    with write_connection(runtime.engine) as conn, conn.begin():
+        taken = derived_resources.claim_due(conn, worker="b", now=later, lease_seconds=3)
+        assert taken is not None
+        assert taken.attempts == 2
+        assert not derived_resources.extend_lease(conn, record.id, "a", later, 3)
+
+
+def test_a_worker_whose_lease_passed_on_writes_nothing(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    version = output_resource(runtime, record).data_version
+    with write_connection(runtime.engine) as conn, conn.begin():
+        derived_resources.request_run(conn, record.id, utc_now())
+        claimed = derived_resources.claim_due(conn, worker="gone", now=utc_now(), lease_seconds=3)
+        assert claimed is not None
+        conn.exec_driver_sql(  # another worker took it over meanwhile
+            f"UPDATE derived_resources SET lease_owner = 'other' WHERE id = {record.id}"
+        )
+    append(
+        runtime, record_left(record), "reference,amount,txn_date,memo\nREF-8,8.00,2024-02-01,x\n"
+    )
+    runtime.derived._run(claimed, "gone")
+    assert output_resource(runtime, record).data_version == version
+    with runtime.engine.connect() as conn:
+        owner = conn.exec_driver_sql(
+            f"SELECT lease_owner FROM derived_resources WHERE id = {record.id}"
+        ).scalar_one()
+    assert owner == "other"
+
+
+def test_rows_reaching_an_input_rerun_it_once_per_burst_in_a_worker(
+    runtime: Runtime, tenant: Tenant, worker: Worker
+) -> None:
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    version = output_resource(runtime, record).data_version
+    for n in range(3):  # a burst: three files before any worker looks
+        append(
+            runtime,
+            record_left(record),
+            f"reference,amount,txn_date,memo\nNEW-{n},1.00,2024-03-01,x\n",
+        )
+    worker.start()
+
+    def rerun() -> DerivedRecord | None:
+        current = derived(runtime, record.id)
+        done = current.last_run and current.last_run["counts"]["unmatched_left"] == 4
+        return current if done and current.state == "idle" else None
+
+    eventually(rerun, timeout=60, what="the reconciliation to re-run by itself")
+    assert output_resource(runtime, record).data_version == version + 1  # once
+    append(
+        runtime,
+        int(record.definition["right"]["resource_id"]),
+        "reference,amount,txn_date,account\nNEW-0,1.00,2024-03-01,1\n",
+    )
+    eventually(
+        lambda: derived(runtime, record.id).last_run["counts"]["unmatched_left"] == 3,  # type: ignore[index]
+        timeout=60,
+        what="a delivery to the right side to re-run it",
+    )
+    assert output_resource(runtime, record).data_version == version + 2
+
+
+def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:
+    record = reconciled(runtime, tenant)
+    with write_connection(runtime.engine) as conn, conn.begin():
+        held = derived_resources.claim_due(conn, worker="other", now=utc_now(), lease_seconds=30)
+    assert held is not None
+    waiting = ThreadPoolExecutor(1).submit(run_now, runtime, record)
+    eventually(
+        lambda: derived(runtime, record.id).run_due_at is not None,
+        timeout=30,
+        what="run_now's wish",
+    )
+    assert not waiting.done()  # the other worker still holds it
+    with write_connection(runtime.engine) as conn, conn.begin():  # it finishes, unpublished
+        derived_resources.record_success(
+            conn, record.id, now=utc_now(), last_run={}, output_digest="other"
+        )
+    done = waiting.result(timeout=60)  # then the wish is run here
+
+    assert done.last_run is not None
+    assert done.last_run["counts"]["unmatched_left"] == 1
+    assert output_resource(runtime, record).row_count == 6
+
+
+@pytest.mark.parametrize("long_name", [False, True])
+def test_stored_text_of_awkward_rows_is_what_a_page_renders(
+    runtime: Runtime, tenant: Tenant, long_name: bool
+) -> None:
+    """Every type and awkward value, a name longer than a PostgreSQL identifier or not:
+    the output rows' stored text is byte for byte a page's rendering."""
+    rows = list(csv.reader(io.StringIO(AWKWARD, newline="")))
+    rows = [row if long_name else row[:-1] for row in rows]
+    bank = make_source(runtime.engine, tenant, _csv(rows), name="awkward bank")
+    ledger = make_source(runtime.engine, tenant, _csv(rows[:3]), name="awkward ledger")
+    definition = definition_json(
+        bank.id,
+        ledger.id,
+        passes=[{"name": "same id", "type": "one_to_one", "keys": [{"left": "id", "right": "id"}]}],
+    )
+    definition["left"].update(amount="amount", date="on_day")
+    definition["right"].update(amount="amount", date="on_day")
+    record = make_reconciliation(runtime.engine, tenant, definition)
+    run_now(runtime, record)
+    output = output_resource(runtime, record)
+    stored = [read_body(runtime, tenant, output.id, **q) for q in OUTPUT_QUERIES]
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
+    assert [read_body(runtime, tenant, output.id, **q) for q in OUTPUT_QUERIES] == stored
+
+
+def _csv(rows: list[list[str]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def test_a_match_of_several_left_rows_gives_a_row_at_each_of_their_positions(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    bank = (
+        "reference,amount,txn_date,memo\n"
+        "REF-A,4.00,2024-01-05,part\nREF-B,5.00,2024-01-05,whole\nREF-A,6.00,2024-01-05,part\n"
+    )
+    ledger = (
+        "reference,amount,txn_date,account\nREF-B,5.00,2024-01-05,1\nREF-A,10.00,2024-01-05,2\n"
+    )
+    left, right = bank_and_ledger(runtime, tenant, bank, ledger)
+    passes = [
+        {
+            "name": "sums",
+            "type": "many_to_one",
+            "keys": [{"left": "reference", "right": "reference"}],
+        }
+    ]
+    record = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, passes=passes)
+    )
+    last_run = run_now(runtime, record).last_run
+
+    rows = output_rows(runtime, tenant, record)
+    assert [(r["match_id"], r["bank._row"], r["ledger._row"]) for r in rows] == [
+        (1, 1, 2),
+        (2, 2, 1),
+        (1, 3, 2),  # the match's second left row, at its own position
+    ]
+    assert last_run is not None
+    assert last_run["counts"]["matched"] == 2
+    assert last_run["amounts"]["left"] == {"matched": "15.00", "unmatched": "0.00"}

@@ -1,0 +1,109 @@
+"""Small reconciliation inputs for the engine's unit and property tests: rows written as
+dicts, turned into the engine's SideRows and into the model's rows alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from support.reconciliation_model import Model, ModelMatch, ModelRow
+from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
+from tally.services.reconciliation.matching import Outcome, SideRow, key_columns, reconcile
+
+COLUMNS = ("ref", "code", "amount", "day", "note")  # every test row's columns, in order
+SCALE = 2
+
+
+def definition(
+    passes: list[dict[str, Any]], *, amount: bool = True, date: bool = True
+) -> ReconciliationDefinition:
+    def side(name: str, resource_id: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "resource_id": resource_id,
+            "amount": "amount" if amount else None,
+            "date": "day" if date else None,
+        }
+
+    return ReconciliationDefinition.from_json(
+        {"name": "test", "left": side("bank", 1), "right": side("ledger", 2), "passes": passes}
+    )
+
+
+def row(
+    ref: str | None = None, amount: int | None = 0, day: int | None = 0, **more: Any
+) -> dict[str, Any]:
+    """A test row; amounts are cents (scale 2), days are ordinals."""
+    return {
+        "ref": ref,
+        "code": more.get("code"),
+        "amount": amount,
+        "day": day,
+        "note": more.get("note"),
+    }
+
+
+def side_rows(
+    d: ReconciliationDefinition, which: SideName, rows: Sequence[Mapping[str, Any]]
+) -> list[SideRow]:
+    columns = key_columns(d, which)
+    return [
+        SideRow(p, tuple(r[c] for c in columns), r["amount"], r["day"])
+        for p, r in enumerate(rows, start=1)
+    ]
+
+
+def content(left: Sequence[Mapping[str, Any]], right: Sequence[Mapping[str, Any]]):  # type: ignore[no-untyped-def]
+    def lookup(which: SideName, positions: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        rows = left if which is SideName.LEFT else right
+        return {p: tuple(rows[p - 1][c] for c in COLUMNS) for p in positions}
+
+    return lookup
+
+
+def run_engine(
+    d: ReconciliationDefinition,
+    left: Sequence[Mapping[str, Any]],
+    right: Sequence[Mapping[str, Any]],
+    manual: ManualWork = ManualWork(),
+) -> Outcome:
+    return reconcile(
+        d,
+        side_rows(d, SideName.LEFT, left),
+        side_rows(d, SideName.RIGHT, right),
+        manual,
+        scale=SCALE,
+        content=content(left, right),
+    )
+
+
+def run_model(
+    d: ReconciliationDefinition,
+    left: Sequence[Mapping[str, Any]],
+    right: Sequence[Mapping[str, Any]],
+    manual: ManualWork = ManualWork(),
+) -> tuple[list[ModelMatch], set[int], set[int]]:
+    def model_rows(rows: Sequence[Mapping[str, Any]]) -> list[ModelRow]:
+        return [
+            ModelRow(p, dict(r), tuple(r[c] for c in COLUMNS)) for p, r in enumerate(rows, start=1)
+        ]
+
+    matches = sorted(manual.matches, key=lambda m: min(m.left_rows))
+    model = Model(
+        d,
+        model_rows(left),
+        model_rows(right),
+        SCALE,
+        [(m.left_rows, m.right_rows) for m in matches],
+        [(r.left_rows, r.right_rows) for r in manual.rejections],
+    )
+    return model.run().outcome()
+
+
+def as_model(outcome: Outcome) -> tuple[list[ModelMatch], set[int], set[int]]:
+    """The engine's outcome in the model's terms (reasons aside)."""
+    matches = [
+        ModelMatch(m.match_id, m.status, m.pass_name, m.difference, m.left, m.right)
+        for m in outcome.matches
+    ]
+    return matches, set(outcome.unmatched_left), set(outcome.unmatched_right)
