@@ -1,4 +1,5 @@
-"""`tally serve --demo`: a demo account, workspace, key and sample source, ready to curl."""
+"""`tally serve --demo`: a demo account, workspace and key; a sample source; a bank
+statement and a ledger reconciled against each other; ready to curl."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from tally.cli.demo_pair import BANK_ROWS, LEDGER_ROWS, definition, write_side
 from tally.runtime import Runtime
 
 SAMPLE_ROWS = 500
@@ -27,12 +29,18 @@ class Demo:
     workspace_id: int
     key: str
     resource_id: int
+    bank_id: int
+    ledger_id: int
+    reconciliation_id: int
+    reconciliation_resource_id: int  # its output
 
     def shell_exports(self, base_url: str) -> str:
         """For `source .tally/demo.env`: the README's curl examples read these."""
         return (
             f"export BASE={base_url} KEY={self.key} WS={self.workspace_id} "
-            f"ACCOUNT={self.account_id} RID={self.resource_id}\n"
+            f"ACCOUNT={self.account_id} RID={self.resource_id} BANK={self.bank_id} "
+            f"LEDGER={self.ledger_id} REC={self.reconciliation_id} "
+            f"OUT={self.reconciliation_resource_id}\n"
         )
 
 
@@ -60,10 +68,34 @@ def create_demo(runtime: Runtime) -> Demo:
     account = admin.create_account(name="demo", allowed_origins=[])
     workspace = admin.create_workspace(account_id=account.id, name="demo", ingestion_enabled=True)
     key = admin.create_api_key(workspace.id)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "payments.csv"
-        _write_sample(path)
-        result = runtime.catalogue.create_source_from_file(
-            workspace_id=workspace.id, name=f"demo payments {workspace.id}", path=path
+    catalogue = runtime.catalogue
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        _write_sample(folder / "payments.csv")
+        write_side(folder / "bank.csv", BANK_ROWS)
+        write_side(folder / "ledger.csv", LEDGER_ROWS)
+        payments, bank, ledger = (
+            catalogue.create_source_from_file(
+                workspace_id=workspace.id, name=f"demo {what} {workspace.id}", path=folder / file
+            ).resource.id
+            for what, file in (
+                ("payments", "payments.csv"),
+                ("bank", "bank.csv"),
+                ("ledger", "ledger.csv"),
+            )
         )
-    return Demo(account.id, workspace.id, key.key, result.resource.id)
+    reconciliation = runtime.reconciliations.create(
+        workspace_id=workspace.id, body=definition(bank, ledger)
+    )
+    # Run now, so its output is there to read before the server answers.
+    runtime.derived.run_now(reconciliation.id, kind="reconciliation", worker="demo")
+    return Demo(
+        account.id,
+        workspace.id,
+        key.key,
+        payments,
+        bank,
+        ledger,
+        reconciliation.id,
+        reconciliation.resource_id,
+    )

@@ -365,7 +365,13 @@ def test_a_manual_match_keeps_the_rows_still_in_the_inputs() -> None:
 def test_an_empty_side_leaves_the_other_unmatched() -> None:
     d = definition([EXACT, split(), {**EXACT, "name": "loose", "keys": []}])
     outcome = run_engine(d, [row("R", 5)], [])
-    assert (list(outcome.matches), outcome.unmatched_left) == ([], {1: "loose: no ledger row"})
+    assert (list(outcome.matches), outcome.unmatched_left) == (
+        [],
+        {1: "no ledger row with ref 'R'; loose: no ledger row"},
+    )
     outcome = run_engine(d, [], [row("R", 5)])
-    assert (list(outcome.matches), outcome.unmatched_right) == ([], {1: "loose: no bank row"})
+    assert (list(outcome.matches), outcome.unmatched_right) == (
+        [],
+        {1: "no bank row with ref 'R'; loose: no bank row"},
+    )
     assert run_engine(d, [], []) == ([], {}, {})

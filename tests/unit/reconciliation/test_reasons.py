@@ -52,6 +52,37 @@ def test_the_last_pass_with_candidates_explains_with_numbers() -> None:
     }
 
 
+def test_a_split_pass_of_one_row_a_side_leaves_the_words_to_the_one_to_one_pass() -> None:
+    """A group of one row a side fails the split pass on its exact sum; the near pass's
+    tolerance is the yardstick the analyst needs (issue #11: `amount differs by 0.07,
+    tolerance 0.05`)."""
+    split = {**EXACT, "name": "split", "type": "one_to_many"}
+    outcome = run_engine(definition([EXACT, NEAR, split]), [row("R", 4200)], [row("R", 4207)])
+    assert outcome.unmatched_left == {
+        1: "near: nearest ledger row 1 (ref R): amount differs by 0.07, tolerance 0.05"
+    }
+    assert outcome.unmatched_right == {
+        1: "near: nearest bank row 1 (ref R): amount differs by 0.07, tolerance 0.05"
+    }
+
+
+def test_a_real_split_explains_with_its_sum() -> None:
+    split = {**EXACT, "name": "split", "type": "one_to_many"}
+    right = [row("R", 4000), row("R", 207)]
+    outcome = run_engine(definition([EXACT, NEAR, split]), [row("R", 4200)], right)
+    assert outcome.unmatched_left[1].startswith("split: ")
+    assert "42.07" in outcome.unmatched_left[1]
+
+
+def test_a_row_no_key_finds_is_said_so_before_its_nearest_by_amount() -> None:
+    loose = {"name": "loose", "type": "one_to_one", "keys": [], "date_window": [-1, 1]}
+    outcome = run_engine(definition([EXACT, loose]), [row("FEE", 1500, 10)], [row("X", 1840, 12)])
+    assert outcome.unmatched_left == {
+        1: "no ledger row with ref 'FEE'; loose: nearest ledger row 1: amount differs by 3.40, "
+        "tolerance 0.00; ledger date 2 days later, window -1..1"
+    }
+
+
 def test_the_nearest_of_several_candidates_is_named() -> None:
     left = [row("R", 1000, 10)]
     right = [row("R", 1100, 10), row("R", 1009, 20), row("R", 1009, 11)]

@@ -20,6 +20,7 @@ Within the explaining pass:
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from itertools import compress, count
 
@@ -48,6 +49,7 @@ class _Explainer:
         self.keyless = [i for i, p in enumerate(passes) if not p.keys]
         self._sorted_free: Sorted | None = None
         self._many: dict[int, Sorted] = {}  # id(candidates) -> those rows sorted
+        self._own_counts: dict[int, Counter[Hashable | None]] = {}  # id(keys) -> rows a key
 
     def reasons(self) -> dict[int, str]:
         if not self.rows:
@@ -78,14 +80,38 @@ class _Explainer:
         return own, found
 
     def _explain(self, i: int, indexes: list[tuple[int, Index]]) -> str:
+        chosen: tuple[int, list[int]] | None = None
         for pass_index, (own, found) in indexes:
             key = own[i]
             candidates = found.get(key) if key is not None else None
-            if candidates:
-                return self._nearest(pass_index, i, candidates)
+            if not candidates:
+                continue
+            one_to_one = self.run.definition.passes[pass_index].type is PassType.ONE_TO_ONE
+            if chosen is None or one_to_one:
+                chosen = pass_index, candidates
+            if not self._one_to_one_inside_group(pass_index, own, key, candidates):
+                break
+        if chosen is not None:
+            return self._nearest(chosen[0], i, chosen[1])
         if self.keyless:
-            return self._keyless(self.keyless[-1], i)
+            nearest = self._keyless(self.keyless[-1], i)
+            return f"{self._no_candidate(i)}; {nearest}" if self.keyed else nearest
         return self._no_candidate(i)
+
+    def _one_to_one_inside_group(
+        self, pass_index: int, own: Sequence[Hashable | None], key: Hashable, theirs: list[int]
+    ) -> bool:
+        """A group pass whose group would hold one row a side says less than a one-to-one
+        pass before it, whose tolerance and window are the row's real yardstick
+        (`amount differs by 0.07, tolerance 0.05`): the explanation moves there."""
+        if self.run.definition.passes[pass_index].type is PassType.ONE_TO_ONE:
+            return False
+        if len(theirs) > 1:
+            return False
+        counts = self._own_counts.get(id(own))
+        if counts is None:
+            counts = self._own_counts[id(own)] = Counter(own)
+        return counts[key] == 1
 
     def _nearest(self, pass_index: int, i: int, candidates: list[int]) -> str:
         failure = self.run.failures.get((self.side.which, i))
