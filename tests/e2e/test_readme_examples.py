@@ -25,11 +25,22 @@ TALLY = [sys.executable, "-m", "tally"]
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The demo without a worker: the webhook example's file is never fetched."""
+    yield from _serve_demo(tmp_path, worker=False)
+
+
+@pytest.fixture
+def demo_with_worker(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The demo as README runs it: reconciliations re-run by its worker."""
+    yield from _serve_demo(tmp_path, worker=True)
+
+
+def _serve_demo(tmp_path: Path, *, worker: bool) -> Iterator[tuple[Path, dict[str, str]]]:
     port = free_port()
     env = {
         **os.environ,
         "TALLY_HOME": str(tmp_path / ".tally"),
-        "TALLY_SERVE_WORKER": "false",
+        "TALLY_SERVE_WORKER": str(worker).lower(),
         "TALLY_LOG_LEVEL": "WARNING",
     }
     env.pop("TALLY_DATABASE_URL", None)
@@ -110,3 +121,31 @@ def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) 
     assert accepted == {"status": "accepted"}
     assert [f["status"] for f in listing["data"]] == ["queued"]
     assert listing["data"][0]["url"] == "https://files.example.com/stmt-2026-11-21.csv"
+
+
+def test_reconciliation_examples_explain_and_keep_manual_work(
+    demo_with_worker: tuple[Path, dict[str, str]],
+) -> None:
+    folder, _ = demo_with_worker
+    status, unmatched = (json.loads(line) for line in _bash(_blocks("Reconcile")[0], folder))
+    assert status["state"] == "idle"
+    counts = status["last_run"]["counts"]
+    assert (counts["matched"], counts["matched_with_difference"], counts["suggested"]) == (4, 1, 1)
+    assert (counts["unmatched_left"], counts["unmatched_right"]) == (3, 2)
+    reasons = {row["bank.reference"]: row["reason"] for row in unmatched["data"]}
+    assert reasons["INV-1005"] == (
+        "reference, small differences: nearest ledger row 7 (reference INV-1005): "
+        "amount differs by 0.07, tolerance 0.05"
+    )
+    created, unmatched_fee = (json.loads(line) for line in _bash(_blocks("Reconcile")[1], folder))
+    assert created["id"] == 2
+    assert created["name"] == "Bank vs ledger, references"
+    assert unmatched_fee["data"] == [
+        {"bank._row": 7, "reason": "no ledger row with reference 'FEE-03' (after trim, casefold)"}
+    ]
+    matched, confirmed, actions = (
+        json.loads(line) for line in _bash(_blocks("Reconcile")[2], folder)
+    )
+    assert matched == {"match_id": 6}
+    assert confirmed["match_id"] == 8
+    assert [a["kind"] for a in actions["data"]] == ["match", "confirm"]
