@@ -1,0 +1,422 @@
+"""The type rule and the rewrite of each allowed expression, applied children first: a
+node's children already carry their types (`node.meta[TYPE]`) and their backend's form.
+A division (or AVG) carries its operands instead of a type until a ROUND or a CAST to
+DECIMAL states its scale; anywhere else it is rejected."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from tally.core.columns import ColumnType, canonical_timestamp
+from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
+from tally.services.transformations.casts import QUOTIENT, TYPE, Casts
+from tally.services.transformations.dialect import SqlText
+from tally.services.transformations.forms import Forms
+from tally.services.transformations.sql_types import (
+    BOOLEAN,
+    DATE,
+    INTEGER,
+    MAX_SCALE,
+    NULL,
+    TEXT,
+    SqlType,
+    decimal_of,
+    unify,
+)
+
+if TYPE_CHECKING:
+    from tally.services.transformations.translate import Translator
+
+
+@dataclass(frozen=True)
+class Quotient:
+    """A division waiting for its scale."""
+
+    num: exp.Expr
+    num_type: SqlType
+    den: exp.Expr
+    den_type: SqlType
+    avg: bool = False
+
+
+class ExpressionRules(Casts):
+    def __init__(self, text: SqlText, forms: Forms, translator: Translator) -> None:
+        super().__init__(text, forms)
+        self.translator = translator
+        same: Callable[[exp.Expr], None] = self._same_as_first
+        self._rules: dict[type[exp.Expr], Callable[[exp.Expr], None]] = {
+            exp.Literal: self._literal,
+            exp.Boolean: lambda n: self.set(n, n, BOOLEAN),
+            exp.Null: lambda n: self.set(n, n, NULL),
+            exp.Paren: self._paren,
+            exp.Alias: lambda n: self.set(n, n, self.kind(n.this)),
+            exp.Distinct: self._distinct,
+            exp.Neg: self._numeric_same,
+            exp.Abs: self._numeric_same,
+            exp.Add: self._add,
+            exp.Sub: self._sub,
+            exp.Mul: self._mul,
+            exp.Div: self._div,
+            exp.Avg: self._avg,
+            exp.Round: self._round,
+            exp.Cast: self._cast,
+            **dict.fromkeys((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), self._compare),
+            exp.Is: lambda n: self.set(n, n, BOOLEAN),
+            exp.Exists: lambda n: self.set(n, n, BOOLEAN),
+            **dict.fromkeys((exp.And, exp.Or, exp.Not), self._logical),
+            exp.In: self._in,
+            exp.Between: self._between,
+            exp.Like: self._like,
+            exp.Case: self._case,
+            exp.Coalesce: self._coalesce,
+            exp.Nullif: self._coalesce,
+            exp.Lower: lambda n: self._text_function(n, self.forms.lower),
+            exp.Upper: lambda n: self._text_function(n, self.forms.upper),
+            exp.Trim: self._trim,
+            exp.Substring: self._substring,
+            exp.Replace: self._replace,
+            exp.Length: self._length,
+            exp.Concat: self._concat,
+            exp.DPipe: self._dpipe,
+            exp.RegexpLike: self._regexp,
+            exp.RegexpReplace: self._regexp,
+            exp.RegexpSubstr: self._regexp,
+            exp.Extract: self._extract,
+            exp.TimestampTrunc: self._truncate,
+            exp.Count: lambda n: self.set(n, n, INTEGER),
+            exp.Sum: self._sum,
+            exp.Min: self._min_max,
+            exp.Max: self._min_max,
+            **dict.fromkeys((exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile), self._integer),
+            exp.Lag: self._lag_lead,
+            exp.Lead: self._lag_lead,
+            exp.FirstValue: same,
+            exp.LastValue: same,
+            exp.Window: self._window,
+        }
+
+    def visit(self, node: exp.Expr) -> None:
+        rule = self._rules.get(type(node))
+        if rule is not None:
+            rule(node)
+
+    def scalar_subquery(self, node: exp.Expr, outputs: Sequence[tuple[str, SqlType]]) -> None:
+        if len(outputs) != 1:
+            raise self.text.reject("a subquery used as a value must return one column", node)
+        self.set(node, node, outputs[0][1])
+
+    # -- literals and plain pass-through ---------------------------------------------
+
+    def _literal(self, node: exp.Expr) -> None:
+        assert isinstance(node, exp.Literal)  # noqa: S101 - the rules table's key
+        if node.is_string:
+            self.set(node, node, TEXT)
+            return
+        digits = node.this
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?", digits):
+            raise self.text.reject(
+                f"the number {digits} is a float: write it with its digits (1000 or 0.001)", node
+            )
+        scale = len(digits.partition(".")[2])
+        if scale > MAX_SCALE:
+            raise self.text.reject(f"the number {digits} has more than {MAX_SCALE} decimals", node)
+        self.set(node, self.forms.decimal_literal(digits, scale), decimal_of(scale))
+
+    def _paren(self, node: exp.Expr) -> None:
+        if QUOTIENT in node.this.meta:
+            node.meta[QUOTIENT] = node.this.meta[QUOTIENT]
+            return
+        self.set(node, node, self.kind(node.this))
+
+    def _distinct(self, node: exp.Expr) -> None:
+        if len(node.expressions) == 1:  # COUNT(DISTINCT x), SUM(DISTINCT x)
+            self.set(node, node, self.kind(node.expressions[0]))
+
+    def _same_as_first(self, node: exp.Expr) -> None:
+        self.set(node, node, self.kind(node.this))
+
+    def _integer(self, node: exp.Expr) -> None:
+        if node.this is not None:
+            self.expect(node.this, "an integer", lambda k: k.kind is ColumnType.INTEGER)
+        self.set(node, node, INTEGER)
+
+    def _numeric_same(self, node: exp.Expr) -> None:
+        self.set(node, node, self.expect(node.this, "a number", _numeric))
+
+    # -- arithmetic ------------------------------------------------------------------
+
+    def _add(self, node: exp.Expr) -> None:
+        left, right = self.kind(node.this), self.kind(node.expression)
+        if left.kind is ColumnType.DATE and right.kind is ColumnType.INTEGER:
+            self.set(node, self.forms.add_days(node.this, node.expression), DATE)
+        elif left.kind is ColumnType.INTEGER and right.kind is ColumnType.DATE:
+            self.set(node, self.forms.add_days(node.expression, node.this), DATE)
+        else:
+            self._additive(node, "+", left, right)
+
+    def _sub(self, node: exp.Expr) -> None:
+        left, right = self.kind(node.this), self.kind(node.expression)
+        if left.kind is ColumnType.DATE and right.kind is ColumnType.INTEGER:
+            days = exp.Neg(this=self.forms.template(":x", x=node.expression))
+            self.set(node, self.forms.add_days(node.this, days), DATE)
+        elif left.kind is ColumnType.DATE and right.kind is ColumnType.DATE:
+            self.set(node, self.forms.days_between(node.this, node.expression), INTEGER)
+        else:
+            self._additive(node, "-", left, right)
+
+    def _additive(self, node: exp.Expr, sign: str, left: SqlType, right: SqlType) -> None:
+        common = unify(left, right)
+        if common is None or not (common.is_numeric or common.is_null):
+            raise self.text.reject(
+                f"{sign} needs numbers (or a date and a number of days), "
+                f"found {left.describe()} and {right.describe()}",
+                node,
+            )
+        self.convert(node.this, common)
+        self.convert(node.expression, common)
+        self.set(node, node, common)
+
+    def _mul(self, node: exp.Expr) -> None:
+        left = self.expect(node.this, "a number", _numeric)
+        right = self.expect(node.expression, "a number", _numeric)
+        scale = left.scale + right.scale
+        if scale > MAX_SCALE:
+            raise self.text.reject(f"a product with more than {MAX_SCALE} decimals", node)
+        self.set(node, node, decimal_of(scale) if not (left.is_null and right.is_null) else NULL)
+
+    def _div(self, node: exp.Expr) -> None:
+        num = self.expect(node.this, "a number", _numeric)
+        den = self.expect(node.expression, "a number", _numeric)
+        node.meta[QUOTIENT] = Quotient(node.this, num, node.expression, den)
+
+    def _avg(self, node: exp.Expr) -> None:
+        kind = self.expect(node.this, "a number", _numeric)
+        total, count = exp.Sum(this=node.this.copy()), exp.Count(this=node.this.copy())
+        node.meta[QUOTIENT] = Quotient(total, kind, count, INTEGER, avg=True)
+
+    def _window(self, node: exp.Expr) -> None:
+        quotient = node.this.meta.get(QUOTIENT)
+        if quotient is None:
+            self.set(node, node, self.kind(node.this))
+            return
+        over = [node.copy(), node.copy()]
+        over[0].set("this", quotient.num)
+        over[1].set("this", quotient.den)
+        node.meta[QUOTIENT] = Quotient(over[0], quotient.num_type, over[1], INTEGER, avg=True)
+
+    def _round(self, node: exp.Expr) -> None:
+        decimals = node.args.get("decimals")
+        scale = 0
+        if decimals is not None:
+            if not (isinstance(decimals, exp.Literal) and decimals.this.isdigit()):
+                raise self.text.reject(
+                    "ROUND's scale must be a whole number, as in ROUND(x, 2)", node
+                )
+            scale = int(decimals.this)
+            # The literal was rewritten as a scaled integer: its digits are its text.
+        if scale > MAX_SCALE:
+            raise self.text.reject(f"ROUND's scale must be at most {MAX_SCALE}", node)
+        self.set(node, self.to_scale(node.this, decimal_of(scale), "ROUND"), decimal_of(scale))
+
+    # -- comparisons and logic -------------------------------------------------------
+
+    def _compare(self, node: exp.Expr) -> None:
+        self.common([node.this, node.expression], node)
+        self.set(node, node, BOOLEAN)
+
+    def _logical(self, node: exp.Expr) -> None:
+        for operand in (node.this, node.args.get("expression")):
+            if operand is not None:
+                self.expect(operand, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
+        self.set(node, node, BOOLEAN)
+
+    def _between(self, node: exp.Expr) -> None:
+        self.common([node.this, node.args["low"], node.args["high"]], node)
+        self.set(node, node, BOOLEAN)
+
+    def _in(self, node: exp.Expr) -> None:
+        query = node.args.get("query")
+        if query is None:
+            self.common([node.this, *node.expressions], node)
+        else:
+            outputs = self.translator.outputs_of(query)
+            if len(outputs) != 1:
+                raise self.text.reject("a subquery after IN must return one column", node)
+            common = self.unify_or_reject(self.kind(node.this), outputs[0][1], node)
+            self.convert(node.this, common)
+            self.translator.conform(query, [common])
+        self.set(node, node, BOOLEAN)
+
+    def _like(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", _textual)
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise self.text.reject("LIKE needs a quoted pattern, as in x LIKE 'AB%'", node)
+        self.set(node, self.forms.like(node.this, pattern.this), BOOLEAN)
+
+    def _case(self, node: exp.Expr) -> None:
+        branches = node.args.get("ifs") or []
+        if node.this is not None:
+            self.common([node.this, *(b.this for b in branches)], node)
+        else:
+            for branch in branches:
+                self.expect(branch.this, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
+        results = [b.args["true"] for b in branches]
+        if node.args.get("default") is not None:
+            results.append(node.args["default"])
+        self.set(node, node, self.common(results, node))
+
+    def _coalesce(self, node: exp.Expr) -> None:
+        self.set(node, node, self.common([node.this, *node.expressions], node))
+
+    # -- text ------------------------------------------------------------------------
+
+    def _text_function(self, node: exp.Expr, form: Callable[[exp.Expr], exp.Expr]) -> None:
+        self.expect(node.this, "text", _textual)
+        self.set(node, form(node.this), TEXT)
+
+    def _trim(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", _textual)
+        chars = node.expression
+        if chars is not None:
+            self.expect(chars, "text", _textual)
+        side = str(node.args.get("position") or "BOTH").upper()
+        self.set(node, self.forms.trim(node.this, chars, side), TEXT)
+
+    def _substring(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", _textual)
+        start, length = node.args.get("start"), node.args.get("length")
+        if start is None or self.kind(start).kind is ColumnType.TEXT:
+            raise self.text.reject(
+                "SUBSTRING needs a start position; for a pattern use REGEXP_SUBSTR(x, pattern)",
+                node,
+            )
+        for number in (start, length):
+            if number is not None:
+                self.expect(number, "an integer", lambda k: k.kind is ColumnType.INTEGER)
+        self.set(node, self.forms.substring(node.this, start, length), TEXT)
+
+    def _replace(self, node: exp.Expr) -> None:
+        for part in (node.this, node.expression, node.args["replacement"]):
+            self.expect(part, "text", _textual)
+        self.set(node, node, TEXT)
+
+    def _length(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", _textual)
+        self.set(node, node, INTEGER)
+
+    def _concat(self, node: exp.Expr) -> None:
+        parts = [self.forms.to_text(p, self.kind(p)) for p in node.expressions]
+        self.set(node, self.forms.concat(parts), TEXT)
+
+    def _dpipe(self, node: exp.Expr) -> None:
+        left = self.forms.to_text(node.this, self.kind(node.this))
+        right = self.forms.to_text(node.expression, self.kind(node.expression))
+        self.set(node, exp.Paren(this=exp.DPipe(this=left, expression=right)), TEXT)
+
+    def _regexp(self, node: exp.Expr) -> None:
+        name = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}.get(type(node), "substr")
+        extra = set(node.args) - {"this", "expression", "replacement"}
+        if any(node.args.get(key) is not None for key in extra):
+            raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)
+        args = [node.this, node.expression]
+        if name == "replace":
+            args.append(node.args["replacement"])
+        for arg in args:
+            self.expect(arg, "text", _textual)
+        pattern = node.expression
+        if isinstance(pattern, exp.Literal):
+            try:
+                re.compile(pattern.this)
+            except re.error as error:
+                raise self.text.reject(f"invalid regular expression: {error}", node) from None
+        self.set(node, self.forms.regexp(name, *args), BOOLEAN if name == "like" else TEXT)
+
+    # -- dates -----------------------------------------------------------------------
+
+    def _extract(self, node: exp.Expr) -> None:
+        part = node.this.name.upper()
+        kind = self.expect(node.expression, "a date or a timestamp", _temporal)
+        if part not in DATE_PARTS or (kind.kind is ColumnType.DATE and part in ("HOUR", "MINUTE")):
+            raise self.text.reject(f"EXTRACT({part} FROM {kind.describe()}) is not supported", node)
+        self.set(node, self.forms.extract(part, node.expression, kind), INTEGER)
+
+    def _truncate(self, node: exp.Expr) -> None:
+        unit = node.args["unit"].name.upper()
+        if unit not in TRUNC_UNITS:
+            raise self.text.reject(f"DATE_TRUNC to '{unit.lower()}' is not supported", node)
+        kind = self.expect(node.this, "a date or a timestamp", _temporal)
+        self.set(node, self.forms.truncate(unit, node.this, kind), kind)
+
+    # -- aggregates and windows ------------------------------------------------------
+
+    def _sum(self, node: exp.Expr) -> None:
+        self.set(node, node, self.expect(node.this, "a number", _numeric))
+
+    def _min_max(self, node: exp.Expr) -> None:
+        kind = self.kind(node.this)
+        if kind.kind is ColumnType.BOOLEAN:
+            raise self.text.reject(f"{node.key.upper()} of a boolean is not supported", node)
+        self.set(node, node, kind)
+
+    def _lag_lead(self, node: exp.Expr) -> None:
+        offset, default = node.args.get("offset"), node.args.get("default")
+        if offset is not None:
+            self.expect(offset, "an integer", lambda k: k.kind is ColumnType.INTEGER)
+        kind = self.kind(node.this)
+        if default is not None:
+            kind = self.common([node.this, default], node)
+        self.set(node, node, kind)
+
+    # -- shared helpers --------------------------------------------------------------
+
+    def common(self, nodes: Sequence[exp.Expr], at: exp.Expr) -> SqlType:
+        """The type the nodes share (text literals read as the dates or timestamps they
+        meet), each node converted to it; rejected when there is none."""
+        kinds = [self.kind(n) for n in nodes]
+        temporal = next((k for k in kinds if _temporal(k) and not k.is_null), None)
+        if temporal is not None:
+            nodes = [
+                self._temporal_literal(n, temporal)
+                if k.kind is ColumnType.TEXT and isinstance(n, exp.Literal)
+                else n
+                for n, k in zip(nodes, kinds, strict=True)
+            ]
+            kinds = [self.kind(n) for n in nodes]
+        common = NULL
+        for kind in kinds:
+            common = self.unify_or_reject(common, kind, at)
+        for node in nodes:
+            self.convert(node, common)
+        return common
+
+    def _temporal_literal(self, node: exp.Literal, kind: SqlType) -> exp.Expr:
+        try:
+            canonical, aware = canonical_timestamp(node.this)
+        except ValueError:
+            canonical, aware = "", False
+        if kind.kind is ColumnType.DATE:
+            if canonical != f"{node.this}T00:00:00":
+                raise self.text.reject(f"'{node.this}' is not a date (YYYY-MM-DD)", node)
+            return self.set(node, node, DATE)
+        if not canonical or (aware and not kind.timezone):
+            raise self.text.reject(f"'{node.this}' is not a timestamp of this column", node)
+        literal = self.forms.timestamp_literal(canonical, timezone=kind.timezone)
+        return self.set(node, literal, kind)
+
+
+def _numeric(kind: SqlType) -> bool:
+    return kind.is_numeric
+
+
+def _textual(kind: SqlType) -> bool:
+    return kind.kind is ColumnType.TEXT
+
+
+def _temporal(kind: SqlType) -> bool:
+    return kind.kind in (ColumnType.DATE, ColumnType.TIMESTAMP)

@@ -1,0 +1,263 @@
+"""The checks of a transformation's SQL, without a database: every rejection names the
+line and column, or the name, at fault; every output column gets its type."""
+
+from __future__ import annotations
+
+import pytest
+
+from tally.core.columns import Column, ColumnType
+from tally.core.errors import DefinitionRejectedError
+from tally.services.transformations.dialect import Input
+from tally.services.transformations.query import OutputColumn, check_sql
+
+T = ColumnType
+SETTLEMENTS = Input(
+    4,
+    (
+        Column("payout_id", "c0", T.TEXT),
+        Column("amount", "c1", T.DECIMAL, scale=2),
+        Column("status", "c2", T.TEXT),
+        Column("txn_date", "c3", T.DATE),
+        Column("bank.amount", "c4", T.DECIMAL, scale=3),
+        Column("at", "c5", T.TIMESTAMP, timezone=True),
+        Column("n", "c6", T.INTEGER),
+        Column("flag", "c7", T.BOOLEAN),
+        Column("Amount", "c8", T.INTEGER),
+        Column("local", "c9", T.TIMESTAMP),
+    ),
+)
+RATES = Input(9, (Column("payout_id", "c0", T.TEXT), Column("rate", "c1", T.DECIMAL, scale=4)))
+INPUTS = {"s": SETTLEMENTS, "fx": RATES}
+
+
+def rejection(sql: str) -> str:
+    with pytest.raises(DefinitionRejectedError) as caught:
+        check_sql(sql, INPUTS)
+    [problem] = caught.value.problems
+    assert problem.field == "sql"
+    return problem.message
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELEC 1",
+            "the SQL does not parse: Invalid expression / Unexpected token (line 1, column 7)",
+        ),
+        ("SELECT s.amount +\nFROM s", "the SQL does not parse"),
+        ("SELECT 'open", "the SQL does not parse"),
+        ("", "the SQL must be one SELECT statement, found no statement"),
+        ("SELECT 1 AS a; SELECT 2 AS b", "found 2 statements"),
+        ("INSERT INTO s VALUES (1)", "found INSERT"),
+        ("UPDATE s SET n = 1", "found UPDATE"),
+        ("DELETE FROM s", "found DELETE"),
+        ("DROP TABLE s", "found DROP"),
+        ("CREATE TABLE x (a int)", "found CREATE"),
+        ("PRAGMA table_info(s)", "found PRAGMA"),
+        ("ATTACH 'x.db' AS y", "the SQL does not parse"),
+        ("COPY s TO '/tmp/x'", "found COPY"),
+        ("SET search_path = x", "found SET"),
+        ("EXPLAIN SELECT 1", "found a command"),
+        ("WITH x AS (DELETE FROM s RETURNING *) SELECT * FROM x", "DELETE is not allowed"),
+        ("SELECT * INTO y FROM s", "INTO is not allowed"),
+        ("SELECT * FROM s FOR UPDATE", "LOCK is not allowed"),
+        (
+            "SELECT * FROM sqlite_master",
+            "no input named 'sqlite_master' (inputs: fx, s) (line 1, column 15)",
+        ),
+        ("SELECT * FROM pg_catalog.pg_class", "no input named 'pg_catalog.pg_class'"),
+        ("SELECT * FROM information_schema.tables", "no input named 'information_schema.tables'"),
+        ("SELECT * FROM api_keys", "no input named 'api_keys'"),
+        ("SELECT * FROM r_4", "no input named 'r_4'"),
+        ("SELECT * FROM main.r_4", "no input named 'main.r_4'"),
+        ("SELECT s.n FROM s JOIN resources ON true", "no input named 'resources'"),
+        ("SELECT * FROM generate_series(1, 3)", "is not allowed"),
+        ("SELECT load_extension('x') AS a", "the function LOAD_EXTENSION is not allowed"),
+        ("SELECT pg_read_file('/etc/passwd') AS a", "the function PG_READ_FILE is not allowed"),
+        ("SELECT pg_sleep(10) AS a", "the function PG_SLEEP is not allowed (line 1, column 8)"),
+        ("SELECT randomblob(3) AS a", "the function RANDOMBLOB is not allowed"),
+        ("SELECT current_setting('x') AS a", "the function CURRENT_SETTING is not allowed"),
+        ("SELECT random() AS a", "the function RAND is not allowed"),
+        ("SELECT now() AS a", "is not allowed"),
+        ("WITH RECURSIVE t AS (SELECT 1 AS a) SELECT t.a FROM t", "WITH RECURSIVE is not allowed"),
+        ("SELECT s.nope FROM s", "unknown column 'nope'"),
+        ("SELECT nope FROM s", "unknown column 'nope' (line 1, column 8)"),
+        ("SELECT s.Amount FROM s WHERE s.amount > 0 AND s.x = 1", "unknown column"),
+        ("SELECT s.n + 1 FROM s", "output column 1 needs a name: write `s.n + 1 AS name`"),
+        ('SELECT s.n AS "" FROM s', "output column 1 has an empty name"),
+        ("SELECT s.n, s.n FROM s", "two output columns are named 'n'"),
+        ("SELECT s.payout_id, fx.payout_id FROM s JOIN fx ON true", "two output columns are named"),
+        (
+            "SELECT s.amount / s.n AS share FROM s",
+            "a division must state its scale, as in ROUND(a / b, 2) or CAST(a / b AS DECIMAL(18, 4)) (output column 'share')",
+        ),
+        ("SELECT SUM(s.amount / 2) AS t FROM s", "output column 't'"),
+        ("SELECT s.n FROM s WHERE s.amount / 2 > 1", "a division must state its scale"),
+        (
+            "SELECT AVG(s.amount) AS mean FROM s",
+            "AVG must state its scale, as in ROUND(AVG(x), 2) (output column 'mean')",
+        ),
+        ("SELECT CAST(s.amount / s.n AS DECIMAL) AS a FROM s", "DECIMAL needs a scale"),
+        ("SELECT s.amount * 1e3 AS a FROM s", "the number 1e3 is a float"),
+        ("SELECT CAST(s.amount AS FLOAT) AS a FROM s", "CAST to DOUBLE PRECISION is not supported"),
+        ("SELECT CAST(s.amount AS REAL) AS a FROM s", "is not supported"),
+        (
+            "SELECT CAST(s.payout_id AS DECIMAL(18, 2)) AS a FROM s",
+            "CAST from text to decimal(2) is not supported",
+        ),
+        (
+            "SELECT s.payout_id + 1 AS a FROM s",
+            "+ needs numbers (or a date and a number of days), found text and integer",
+        ),
+        (
+            "SELECT s.n FROM s WHERE s.payout_id = 1",
+            "text and integer cannot be compared or combined",
+        ),
+        ("SELECT s.n FROM s WHERE s.txn_date = '2024-02-30'", "'2024-02-30' is not a date"),
+        (
+            "SELECT s.n FROM s WHERE s.local > '2024-01-01T00:00:00Z'",
+            "is not a timestamp of this column",
+        ),
+        ("SELECT s.n FROM s WHERE s.n", "expected a condition, found integer"),
+        (
+            "SELECT s.n FROM s UNION ALL SELECT s.payout_id FROM s",
+            "column 'n' is integer on one side of UNION ALL and text on the other",
+        ),
+        ("SELECT s.n FROM s UNION ALL SELECT s.n, s.n FROM s", "have 1 and 2 columns"),
+        ("SELECT s.n FROM s WHERE s.payout_id LIKE s.status", "LIKE needs a quoted pattern"),
+        ("SELECT s.n FROM s WHERE s.payout_id ~ '('", "invalid regular expression"),
+        (
+            "SELECT EXTRACT(HOUR FROM s.txn_date) AS h FROM s",
+            "EXTRACT(HOUR FROM date) is not supported",
+        ),
+        (
+            "SELECT date_trunc('week', s.txn_date) AS w FROM s",
+            "DATE_TRUNC to 'week' is not supported",
+        ),
+        ("SELECT ROUND(s.amount, s.n) AS r FROM s", "ROUND's scale must be a whole number"),
+        (
+            "SELECT (SELECT fx.payout_id, fx.rate FROM fx LIMIT 1) AS x FROM s",
+            "a subquery used as a value must return one column",
+        ),
+        ("SELECT MAX(s.flag) AS m FROM s", "MAX of a boolean is not supported"),
+        ("SELECT SUM(s.payout_id) AS m FROM s", "expected a number, found text"),
+        ("SELECT s.at + 1 AS t FROM s", "+ needs numbers"),
+    ],
+)
+def test_rejections_name_what_is_at_fault(sql: str, message: str) -> None:
+    assert message in rejection(sql)
+
+
+def test_control_plane_and_catalogs_get_the_same_answer_as_any_unknown_name() -> None:
+    answers = {
+        rejection(f"SELECT * FROM {name}").split(" (inputs")[0].replace(name, "X")
+        for name in ("sqlite_master", "pg_catalog.pg_tables", "api_keys", "r_9", "nothing")
+    }
+    assert answers == {"no input named 'X'"}
+
+
+def columns(sql: str) -> list[tuple[str, str, int]]:
+    return [(c.name, c.type.value, c.scale) for c in check_sql(sql, INPUTS).columns]
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT s.amount, s.n, s.payout_id FROM s",
+            [("amount", "decimal", 2), ("n", "integer", 0), ("payout_id", "text", 0)],
+        ),
+        ('SELECT s.amount + s."bank.amount" AS x FROM s', [("x", "decimal", 3)]),
+        ("SELECT s.amount - 1 AS x FROM s", [("x", "decimal", 2)]),
+        ("SELECT s.amount * fx.rate AS x FROM s JOIN fx USING (payout_id)", [("x", "decimal", 6)]),
+        (
+            "SELECT s.n * 2 AS x, -s.n AS y, ABS(s.amount) AS z FROM s",
+            [("x", "integer", 0), ("y", "integer", 0), ("z", "decimal", 2)],
+        ),
+        (
+            "SELECT SUM(s.amount) AS t, SUM(s.n) AS u, COUNT(*) AS c FROM s",
+            [("t", "decimal", 2), ("u", "integer", 0), ("c", "integer", 0)],
+        ),
+        ("SELECT ROUND(s.amount / s.n, 4) AS x FROM s", [("x", "decimal", 4)]),
+        ("SELECT ROUND(s.amount / s.n) AS x FROM s", [("x", "integer", 0)]),
+        ("SELECT CAST(s.amount / 3 AS DECIMAL(18, 5)) AS x FROM s", [("x", "decimal", 5)]),
+        ("SELECT ROUND(AVG(s.amount), 3) AS x FROM s", [("x", "decimal", 3)]),
+        (
+            "SELECT ROUND(s.amount, 1) AS x, CAST(s.amount AS INTEGER) AS y FROM s",
+            [("x", "decimal", 1), ("y", "integer", 0)],
+        ),
+        (
+            "SELECT 1.50 AS a, 2 AS b, 'x' AS c, TRUE AS d, NULL AS e",
+            [
+                ("a", "decimal", 2),
+                ("b", "integer", 0),
+                ("c", "text", 0),
+                ("d", "boolean", 0),
+                ("e", "text", 0),
+            ],
+        ),
+        (
+            "SELECT s.txn_date + 7 AS d, s.txn_date - s.txn_date AS n FROM s",
+            [("d", "date", 0), ("n", "integer", 0)],
+        ),
+        (
+            "SELECT EXTRACT(MONTH FROM s.txn_date) AS m, date_trunc('month', s.at) AS t FROM s",
+            [("m", "integer", 0), ("t", "timestamp", 0)],
+        ),
+        (
+            "SELECT s.amount > 1 AS big, s.payout_id || s.amount AS ref FROM s",
+            [("big", "boolean", 0), ("ref", "text", 0)],
+        ),
+        (
+            'SELECT CASE WHEN s.flag THEN s.amount ELSE s."bank.amount" END AS x FROM s',
+            [("x", "decimal", 3)],
+        ),
+        (
+            "SELECT COALESCE(s.amount, 0) AS x, NULLIF(s.n, 0) AS y FROM s",
+            [("x", "decimal", 2), ("y", "integer", 0)],
+        ),
+        ("SELECT s.amount FROM s UNION ALL SELECT fx.rate FROM fx", [("amount", "decimal", 4)]),
+        (
+            "SELECT ROW_NUMBER() OVER (ORDER BY s.n) AS r, LAG(s.amount, 1, 0) OVER (ORDER BY s.n) AS p FROM s",
+            [("r", "integer", 0), ("p", "decimal", 2)],
+        ),
+        (
+            "SELECT lower(s.payout_id) AS a, length(s.status) AS b, substr(s.status, 2) AS c FROM s",
+            [("a", "text", 0), ("b", "integer", 0), ("c", "text", 0)],
+        ),
+        (
+            "SELECT regexp_substr(s.payout_id, '[0-9]+') AS a, s.payout_id ~ 'P' AS b FROM s",
+            [("a", "text", 0), ("b", "boolean", 0)],
+        ),
+        (
+            "WITH t AS (SELECT s.payout_id, SUM(s.amount) AS total FROM s GROUP BY s.payout_id) SELECT * FROM t",
+            [("payout_id", "text", 0), ("total", "decimal", 2)],
+        ),
+        ("SELECT (SELECT MAX(fx.rate) FROM fx) AS top FROM s", [("top", "decimal", 4)]),
+        (
+            'SELECT s."Amount", s."bank.amount" FROM s',
+            [("Amount", "integer", 0), ("bank.amount", "decimal", 3)],
+        ),
+    ],
+)
+def test_every_output_column_is_typed(sql: str, expected: list[tuple[str, str, int]]) -> None:
+    assert columns(sql) == expected
+
+
+def test_timestamps_keep_their_offset_flag_and_physical_names_are_assigned() -> None:
+    query = check_sql("SELECT s.at, s.local, s.payout_id AS p FROM s", INPUTS)
+    assert query.columns[0] == OutputColumn("at", T.TIMESTAMP, timezone=True)
+    assert [c.physical for c in query.as_columns()] == ["c0", "c1", "c2"]
+    assert query.as_columns()[1] == Column("local", "c1", T.TIMESTAMP)
+
+
+def test_backend_sql_reads_only_the_physical_tables() -> None:
+    query = check_sql(
+        'SELECT s."bank.amount" AS b FROM s JOIN fx ON fx.payout_id = s.payout_id', INPUTS
+    )
+    for postgresql in (False, True):
+        sql = query.backend_sql(postgresql=postgresql)
+        assert "r_4 AS s" in sql
+        assert "r_9 AS fx" in sql
+        assert "bank" not in sql.replace('AS "bank.amount"', "").replace("AS b", "")
