@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from tally.core.columns import ColumnType
+from tally.core.columns import ColumnType, canonical_timestamp
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.forms import Forms
@@ -29,6 +29,7 @@ TYPE = "tally_type"
 QUOTIENT = "tally_quotient"
 _INTEGER_TYPES = {exp.DType.BIGINT, exp.DType.INT, exp.DType.SMALLINT}
 _DECIMAL_TYPES = {exp.DType.DECIMAL}
+_TEMPORAL = (ColumnType.DATE, ColumnType.TIMESTAMP)
 _SIMPLE_TYPES = {
     exp.DType.TEXT: TEXT,
     exp.DType.VARCHAR: TEXT,
@@ -111,6 +112,8 @@ class Casts:
     def _cast(self, node: exp.Expr) -> None:
         target = self._target(node)
         inner = node.this
+        if isinstance(inner, exp.Literal) and inner.is_string and target.kind in _TEMPORAL:
+            inner = self.temporal_literal(inner, target)  # CAST('2024-01-31' AS DATE)
         if target.is_numeric and (QUOTIENT in inner.meta or self.kind(inner).is_numeric):
             self.set(node, self.to_scale(inner, target, "CAST"), target)
             return
@@ -133,6 +136,20 @@ class Casts:
             raise self.text.reject(
                 f"CAST from {kind.describe()} to {target.describe()} is not supported", node
             )
+
+    def temporal_literal(self, node: exp.Literal, kind: SqlType) -> exp.Expr:
+        try:
+            canonical, aware = canonical_timestamp(node.this)
+        except ValueError:
+            canonical, aware = "", False
+        if kind.kind is ColumnType.DATE:
+            if canonical != f"{node.this}T00:00:00":
+                raise self.text.reject(f"'{node.this}' is not a date (YYYY-MM-DD)", node)
+            return self.set(node, node, DATE)
+        if not canonical or (aware and not kind.timezone):
+            raise self.text.reject(f"'{node.this}' is not a timestamp of this column", node)
+        literal = self.forms.timestamp_literal(canonical, timezone=kind.timezone)
+        return self.set(node, literal, kind)
 
     def _target(self, node: exp.Expr) -> SqlType:
         to = node.args["to"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from tally.core.columns import ColumnType, canonical_timestamp
+from tally.core.columns import ColumnType
 from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
 from tally.services.transformations.casts import QUOTIENT, TYPE, Casts
 from tally.services.transformations.dialect import SqlText
@@ -321,7 +321,7 @@ class ExpressionRules(Casts):
 
     def _regexp(self, node: exp.Expr) -> None:
         name = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}.get(type(node), "substr")
-        extra = set(node.args) - {"this", "expression", "replacement"}
+        extra = set(node.args) - {"this", "expression", "replacement", "single_replace"}
         if any(node.args.get(key) is not None for key in extra):
             raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)
         args = [node.this, node.expression]
@@ -382,7 +382,7 @@ class ExpressionRules(Casts):
         temporal = next((k for k in kinds if _temporal(k) and not k.is_null), None)
         if temporal is not None:
             nodes = [
-                self._temporal_literal(n, temporal)
+                self.temporal_literal(n, temporal)
                 if k.kind is ColumnType.TEXT and isinstance(n, exp.Literal)
                 else n
                 for n, k in zip(nodes, kinds, strict=True)
@@ -394,20 +394,6 @@ class ExpressionRules(Casts):
         for node in nodes:
             self.convert(node, common)
         return common
-
-    def _temporal_literal(self, node: exp.Literal, kind: SqlType) -> exp.Expr:
-        try:
-            canonical, aware = canonical_timestamp(node.this)
-        except ValueError:
-            canonical, aware = "", False
-        if kind.kind is ColumnType.DATE:
-            if canonical != f"{node.this}T00:00:00":
-                raise self.text.reject(f"'{node.this}' is not a date (YYYY-MM-DD)", node)
-            return self.set(node, node, DATE)
-        if not canonical or (aware and not kind.timezone):
-            raise self.text.reject(f"'{node.this}' is not a timestamp of this column", node)
-        literal = self.forms.timestamp_literal(canonical, timezone=kind.timezone)
-        return self.set(node, literal, kind)
 
 
 def _numeric(kind: SqlType) -> bool:
