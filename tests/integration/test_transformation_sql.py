@@ -101,7 +101,8 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # ROUND and AVG with a stated scale
-        "SELECT ROUND(AVG(p.amount), 3) AS mean, ROUND(p2.x, 1) AS r FROM p, (SELECT -0.25 AS x) p2 GROUP BY p2.x",
+        "SELECT ROUND(AVG(p.amount), 3) AS mean, ROUND(p2.x, 1) AS r FROM p, (SELECT -0.25 "
+        "AS x) p2 GROUP BY p2.x",
         [(D("8.952"), D("-0.3"))],
     ),
     (  # CTE, join, decimal of different scales compared
@@ -111,7 +112,8 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         [(1, D("15.000000")), (6, D("40.502025"))],
     ),
     (  # outer joins
-        "SELECT p.id, fx.rate FROM p LEFT JOIN fx ON fx.memo = p.memo WHERE p.id <= 3 ORDER BY p.id",
+        "SELECT p.id, fx.rate FROM p LEFT JOIN fx ON fx.memo = p.memo WHERE p.id <= 3 ORDER "
+        "BY p.id",
         [(1, D("1.5000")), (2, D("0.9999")), (3, None)],
     ),
     (
@@ -132,11 +134,13 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         [(D("3.0000"),), (D("10.0000"),)],
     ),
     (
-        "SELECT DISTINCT p.amount FROM p WHERE p.amount IS NOT NULL ORDER BY p.amount DESC LIMIT 2 OFFSET 1",
+        "SELECT DISTINCT p.amount FROM p WHERE p.amount IS NOT NULL ORDER BY p.amount DESC "
+        "LIMIT 2 OFFSET 1",
         [(D("10.01"),), (D("10.00"),)],
     ),
     (  # HAVING, IN list and subquery, EXISTS, scalar subquery, BETWEEN
-        "SELECT p.memo, COUNT(*) AS n FROM p WHERE p.id IN (1, 2, 6) GROUP BY p.memo HAVING COUNT(*) >= 1 ORDER BY p.memo",
+        "SELECT p.memo, COUNT(*) AS n FROM p WHERE p.id IN (1, 2, 6) GROUP BY p.memo HAVING "
+        "COUNT(*) >= 1 ORDER BY p.memo",
         [("Alpha-1", 1), ("alpha", 1), ("beta-22", 1)],
     ),
     (
@@ -150,8 +154,10 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         [(1, D("1.5000")), (2, D("0.9999")), (4, None)],
     ),
     (  # CASE, COALESCE, NULLIF, ABS
-        "SELECT p.id, CASE WHEN p.amount < 0 THEN 'refund' WHEN p.amount > 15 THEN 'large' ELSE 'normal' END AS k, "
-        "COALESCE(p.amount, p.fee) AS a, NULLIF(p.memo, 'gamma') AS m, ABS(p.amount) AS b FROM p ORDER BY p.id",
+        "SELECT p.id, CASE WHEN p.amount < 0 THEN 'refund' WHEN p.amount > 15 THEN 'large' "
+        "ELSE 'normal' END AS k, "
+        "COALESCE(p.amount, p.fee) AS a, NULLIF(p.memo, 'gamma') AS m, ABS(p.amount) AS b "
+        "FROM p ORDER BY p.id",
         [
             (1, "normal", D("10.000"), "Alpha-1", D("10.00")),
             (2, "normal", D("10.010"), "beta-22", D("10.01")),
@@ -162,8 +168,10 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # text functions: ASCII case folding on both, PostgreSQL's substring positions
-        "SELECT p.id, lower(p.memo) AS l, upper(p.memo) AS u, length(p.memo) AS n, substr(p.memo, 0, 3) AS s, "
-        "substring(p.memo, 2) AS t, replace(p.memo, 'a', '4') AS r, trim(' ' || p.memo || ' ') AS w "
+        "SELECT p.id, lower(p.memo) AS l, upper(p.memo) AS u, length(p.memo) AS n, "
+        "substr(p.memo, 0, 3) AS s, "
+        "substring(p.memo, 2) AS t, replace(p.memo, 'a', '4') AS r, trim(' ' || p.memo || ' "
+        "') AS w "
         "FROM p WHERE p.id IN (1, 5) ORDER BY p.id",
         [
             (1, "alpha-1", "ALPHA-1", 7, "Al", "lpha-1", "Alph4-1", "Alpha-1"),
@@ -171,8 +179,10 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # concatenation: || propagates NULL, CONCAT skips it; numbers as their exact text
-        "SELECT p.id, p.memo || '/' || p.amount AS a, CONCAT(p.memo, '/', p.amount, '/', p.flag) AS b, "
-        "CAST(p.fee AS TEXT) AS c, CAST(p.at AS TEXT) AS d FROM p WHERE p.id IN (3, 4) ORDER BY p.id",
+        "SELECT p.id, p.memo || '/' || p.amount AS a, CONCAT(p.memo, '/', p.amount, '/', "
+        "p.flag) AS b, "
+        "CAST(p.fee AS TEXT) AS c, CAST(p.at AS TEXT) AS d FROM p WHERE p.id IN (3, 4) ORDER "
+        "BY p.id",
         [
             (3, None, "/-5.50/true", "0.333", "2024-01-07T09:00:00Z"),
             (4, "gamma/10.00", "gamma/10.00/", "1.000", None),
@@ -180,7 +190,8 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
     ),
     (  # regular expressions: match, extraction, first-match replacement; LIKE is case-sensitive
         "SELECT p.id, p.memo ~ '^[a-z]+-[0-9]+$' AS m, regexp_substr(p.memo, '[0-9]+') AS d, "
-        "regexp_replace(p.memo, '[aeiou]', '_') AS r, p.memo LIKE 'a%' AS k FROM p WHERE p.id IN (1, 2, 6) ORDER BY p.id",
+        "regexp_replace(p.memo, '[aeiou]', '_') AS r, p.memo LIKE 'a%' AS k FROM p WHERE "
+        "p.id IN (1, 2, 6) ORDER BY p.id",
         [
             (1, False, "1", "Alph_-1", False),
             (2, True, "22", "b_ta-22", False),
@@ -188,10 +199,13 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # dates: parts, truncation, arithmetic in days; timestamps: parts, truncation, comparison
-        "SELECT p.id, EXTRACT(YEAR FROM p.day) AS y, EXTRACT(MONTH FROM p.day) AS m, EXTRACT(DOW FROM p.day) AS w, "
+        "SELECT p.id, EXTRACT(YEAR FROM p.day) AS y, EXTRACT(MONTH FROM p.day) AS m, "
+        "EXTRACT(DOW FROM p.day) AS w, "
         "EXTRACT(QUARTER FROM p.day) AS q, date_trunc('month', p.day) AS f, p.day + 30 AS later, "
-        "p.day - 1 AS before, p.day - CAST('2024-01-01' AS DATE) AS since, EXTRACT(HOUR FROM p.at) AS h, "
-        "date_trunc('day', p.at) AS dd, p.at >= '2024-01-06T11:30:00Z' AS late, CAST(p.at AS DATE) AS on_day "
+        "p.day - 1 AS before, p.day - CAST('2024-01-01' AS DATE) AS since, EXTRACT(HOUR FROM "
+        "p.at) AS h, "
+        "date_trunc('day', p.at) AS dd, p.at >= '2024-01-06T11:30:00Z' AS late, CAST(p.at AS "
+        "DATE) AS on_day "
         "FROM p WHERE p.id IN (2, 6) ORDER BY p.id",
         [
             (
@@ -227,10 +241,13 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # window functions
-        "SELECT p.id, ROW_NUMBER() OVER (ORDER BY p.amount DESC, p.id) AS rn, RANK() OVER (ORDER BY p.amount) AS rk, "
-        "DENSE_RANK() OVER (ORDER BY p.amount) AS dr, LAG(p.amount, 1, 0) OVER (ORDER BY p.id) AS prev, "
+        "SELECT p.id, ROW_NUMBER() OVER (ORDER BY p.amount DESC, p.id) AS rn, RANK() OVER "
+        "(ORDER BY p.amount) AS rk, "
+        "DENSE_RANK() OVER (ORDER BY p.amount) AS dr, LAG(p.amount, 1, 0) OVER (ORDER BY "
+        "p.id) AS prev, "
         "LEAD(p.id) OVER (ORDER BY p.id) AS nxt, SUM(p.amount) OVER (ORDER BY p.id) AS running, "
-        "FIRST_VALUE(p.memo) OVER (PARTITION BY p.flag ORDER BY p.id) AS fv, NTILE(2) OVER (ORDER BY p.id) AS half, "
+        "FIRST_VALUE(p.memo) OVER (PARTITION BY p.flag ORDER BY p.id) AS fv, NTILE(2) OVER "
+        "(ORDER BY p.id) AS half, "
         "ROUND(AVG(p.fee) OVER (PARTITION BY p.flag), 4) AS mean FROM p ORDER BY p.id",
         [
             (1, 4, 2, 2, D("0.00"), 2, D("10.00"), "Alpha-1", 1, D("0.1510")),
@@ -242,8 +259,10 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
         ],
     ),
     (  # casts between the types; booleans; quoted names with a dot
-        "SELECT p.id, CAST(p.flag AS INTEGER) AS f, CAST(p.id AS BOOLEAN) AS b, CAST(p.amount AS INTEGER) AS i, "
-        'CAST(p.day AS TIMESTAMP) AS t, p."bank.amount" * 2 AS x, NOT p.flag AS nf FROM p WHERE p.id IN (3, 4) ORDER BY p.id',
+        "SELECT p.id, CAST(p.flag AS INTEGER) AS f, CAST(p.id AS BOOLEAN) AS b, "
+        "CAST(p.amount AS INTEGER) AS i, "
+        'CAST(p.day AS TIMESTAMP) AS t, p."bank.amount" * 2 AS x, NOT p.flag AS nf '
+        "FROM p WHERE p.id IN (3, 4) ORDER BY p.id",
         [(3, 1, True, -6, None, 6, False), (4, None, True, 10, "2024-02-01T00:00:00", 8, None)],
     ),
 ]

@@ -90,7 +90,8 @@ def rejection(sql: str) -> str:
         ("SELECT s.payout_id, fx.payout_id FROM s JOIN fx ON true", "two output columns are named"),
         (
             "SELECT s.amount / s.n AS share FROM s",
-            "a division must state its scale, as in ROUND(a / b, 2) or CAST(a / b AS DECIMAL(18, 4)) (output column 'share')",
+            "a division must state its scale, as in ROUND(a / b, 2) or CAST(a / b AS "
+            "DECIMAL(18, 4)) (output column 'share')",
         ),
         ("SELECT SUM(s.amount / 2) AS t FROM s", "output column 't'"),
         ("SELECT s.n FROM s WHERE s.amount / 2 > 1", "a division must state its scale"),
@@ -219,11 +220,13 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
         ),
         ("SELECT s.amount FROM s UNION ALL SELECT fx.rate FROM fx", [("amount", "decimal", 4)]),
         (
-            "SELECT ROW_NUMBER() OVER (ORDER BY s.n) AS r, LAG(s.amount, 1, 0) OVER (ORDER BY s.n) AS p FROM s",
+            "SELECT ROW_NUMBER() OVER (ORDER BY s.n) AS r, LAG(s.amount, 1, 0) OVER (ORDER "
+            "BY s.n) AS p FROM s",
             [("r", "integer", 0), ("p", "decimal", 2)],
         ),
         (
-            "SELECT lower(s.payout_id) AS a, length(s.status) AS b, substr(s.status, 2) AS c FROM s",
+            "SELECT lower(s.payout_id) AS a, length(s.status) AS b, substr(s.status, 2) AS c "
+            "FROM s",
             [("a", "text", 0), ("b", "integer", 0), ("c", "text", 0)],
         ),
         (
@@ -231,7 +234,8 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
             [("a", "text", 0), ("b", "boolean", 0)],
         ),
         (
-            "WITH t AS (SELECT s.payout_id, SUM(s.amount) AS total FROM s GROUP BY s.payout_id) SELECT * FROM t",
+            "WITH t AS (SELECT s.payout_id, SUM(s.amount) AS total FROM s GROUP BY "
+            "s.payout_id) SELECT * FROM t",
             [("payout_id", "text", 0), ("total", "decimal", 2)],
         ),
         ("SELECT (SELECT MAX(fx.rate) FROM fx) AS top FROM s", [("top", "decimal", 4)]),

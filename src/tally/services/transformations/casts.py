@@ -79,7 +79,8 @@ class Casts:
         larger scale on SQLite; anything else is already of that type)."""
         kind = self.kind(node)
         if kind.is_numeric and target.is_numeric and target.scale > kind.scale:
-            return self.set(node, self.forms.rescale(node, target.scale - kind.scale), target)
+            rescaled = self.forms.rescale(node, target.scale - kind.scale)
+            return self.set(node, rescaled, target)
         return node
 
     def to_scale(self, node: exp.Expr, target: SqlType, where: str) -> exp.Expr:

@@ -126,7 +126,7 @@ def check_output_names(text: SqlText, tree: exp.Query) -> None:
 def _leftmost(tree: exp.Query) -> exp.Select:
     while isinstance(tree, exp.SetOperation):
         tree = tree.left
-    assert isinstance(tree, exp.Select)  # noqa: S101 - parse_select admits nothing else
+    assert isinstance(tree, exp.Select)
     return tree
 
 

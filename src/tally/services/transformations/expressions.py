@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from tally.core.columns import ColumnType
 from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
-from tally.services.transformations.casts import QUOTIENT, TYPE, Casts
+from tally.services.transformations.casts import QUOTIENT, Casts
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.forms import Forms
 from tally.services.transformations.sql_types import (
@@ -49,7 +49,7 @@ class ExpressionRules(Casts):
         super().__init__(text, forms)
         self.translator = translator
         same: Callable[[exp.Expr], None] = self._same_as_first
-        self._rules: dict[type[exp.Expr], Callable[[exp.Expr], None]] = {
+        self._rules: dict[type[exp.Expr], Callable[[exp.Expr], object]] = {
             exp.Literal: self._literal,
             exp.Boolean: lambda n: self.set(n, n, BOOLEAN),
             exp.Null: lambda n: self.set(n, n, NULL),
@@ -113,7 +113,7 @@ class ExpressionRules(Casts):
     # -- literals and plain pass-through ---------------------------------------------
 
     def _literal(self, node: exp.Expr) -> None:
-        assert isinstance(node, exp.Literal)  # noqa: S101 - the rules table's key
+        assert isinstance(node, exp.Literal)
         if node.is_string:
             self.set(node, node, TEXT)
             return
@@ -320,7 +320,8 @@ class ExpressionRules(Casts):
         self.set(node, exp.Paren(this=exp.DPipe(this=left, expression=right)), TEXT)
 
     def _regexp(self, node: exp.Expr) -> None:
-        name = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}.get(type(node), "substr")
+        names: dict[type[exp.Expr], str] = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}
+        name = names.get(type(node), "substr")
         extra = set(node.args) - {"this", "expression", "replacement", "single_replace"}
         if any(node.args.get(key) is not None for key in extra):
             raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)

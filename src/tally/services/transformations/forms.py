@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from abc import ABC, abstractmethod
 
 import sqlglot
 from sqlglot import exp
@@ -35,7 +36,7 @@ def _parsed(sql: str, dialect: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read=dialect)
 
 
-class Forms:
+class Forms(ABC):
     """The operations both backends write alike; subclasses write the rest."""
 
     dialect = ""
@@ -64,8 +65,47 @@ class Forms:
     def like(self, node: exp.Expr, pattern: str) -> exp.Expr:
         return self.template(":x LIKE :p", x=node, p=exp.Literal.string(pattern))
 
-    def regexp(self, name: str, *args: exp.Expr) -> exp.Expr:
-        raise NotImplementedError
+    # Written by each backend (see the subclasses' docstrings).
+    @abstractmethod
+    def decimal_literal(self, digits: str, scale: int) -> exp.Expr: ...
+    @abstractmethod
+    def rescale(self, node: exp.Expr, by: int) -> exp.Expr: ...
+    @abstractmethod
+    def reduce_scale(self, node: exp.Expr, *, scale: int, to: int) -> exp.Expr: ...
+    @abstractmethod
+    def quotient(
+        self, num: exp.Expr, num_scale: int, den: exp.Expr, den_scale: int, scale: int
+    ) -> exp.Expr: ...
+    @abstractmethod
+    def to_text(self, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
+    @abstractmethod
+    def lower(self, node: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def upper(self, node: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr: ...
+    @abstractmethod
+    def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr: ...
+    @abstractmethod
+    def regexp(self, name: str, *args: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def extract(self, part: str, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
+    @abstractmethod
+    def truncate(self, unit: str, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
+    @abstractmethod
+    def add_days(self, node: exp.Expr, days: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def days_between(self, later: exp.Expr, earlier: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def date_to_timestamp(self, node: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def timestamp_to_date(self, node: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def timestamp_literal(self, canonical: str, *, timezone: bool) -> exp.Expr: ...
+    @abstractmethod
+    def typed_null(self, kind: SqlType) -> exp.Expr: ...
+    @abstractmethod
+    def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
 
 
 class SqliteForms(Forms):

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sqlglot import exp
-
-from tally.core.columns import ColumnType
 from sqlglot.optimizer.scope import Scope, traverse_scope, walk_in_scope
 
-from tally.services.transformations.dialect import Input, SqlText
+from tally.core.columns import ColumnType
 from tally.services.transformations.casts import TYPE
+from tally.services.transformations.dialect import Input, SqlText
 from tally.services.transformations.expressions import ExpressionRules
 from tally.services.transformations.forms import Forms
 from tally.services.transformations.sql_types import TEXT, SqlType, of_column, unify
