@@ -137,7 +137,7 @@ class SqliteForms(Forms):
             unit, digits = 10**kind.scale, f"%d.%0{kind.scale}d"
             return self.template(
                 f"CASE WHEN :x < 0 THEN printf('-{digits}', -:x / {unit}, -:x % {unit})"
-                f" ELSE printf('{digits}', :x / {unit}, :x % {unit}) END",
+                f" WHEN :x >= 0 THEN printf('{digits}', :x / {unit}, :x % {unit}) END",
                 x=node,
             )
         if kind.kind is ColumnType.BOOLEAN:
@@ -191,7 +191,7 @@ class SqliteForms(Forms):
         return self.template(f"strftime('{pattern}', :x)", x=node)
 
     def add_days(self, node: exp.Expr, days: exp.Expr) -> exp.Expr:
-        return self.template("date(:x, printf('%+d days', :n))", x=node, n=days)
+        return self.template("date(:x, :n || ' days')", x=node, n=days)  # NULL days: NULL
 
     def days_between(self, later: exp.Expr, earlier: exp.Expr) -> exp.Expr:
         return self.template("CAST(julianday(:a) - julianday(:b) AS INTEGER)", a=later, b=earlier)
