@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from support.factories import Tenant, make_source
@@ -299,4 +300,77 @@ def test_rounding_edges_are_exact_on_both_backends(runtime: Runtime, tenant: Ten
         (D("0.00"), 0, D("0.00")),
         (D("92233720.37"), 92233720, D("92233720368547.76")),
         (D("1.02"), 1, D("1.02")),
+    ]
+
+
+def test_like_is_case_sensitive_with_backslash_escapes_on_both(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    source = make_source(runtime.engine, tenant, "s\nabc\nABC\na_c\na%c\naxc\n")
+    query = check_sql(
+        "SELECT t.s, t.s LIKE 'a_c' AS one, t.s LIKE 'a\\_c' AS underscore, "
+        "t.s LIKE 'a\\%%' AS percent, t.s LIKE 'A%' AS upper FROM t ORDER BY t.s",
+        {"t": as_input(source)},
+    )
+    assert run(runtime.engine, query) == [
+        ("ABC", False, False, False, True),
+        ("a%c", True, False, True, False),
+        ("a_c", True, True, False, False),
+        ("abc", True, False, False, False),
+        ("axc", True, False, False, False),
+    ]
+
+
+def test_text_orders_by_bytes_on_both(runtime: Runtime, tenant: Tenant) -> None:
+    """Derived text (here from a literal and a number) orders as the columns do."""
+    source = make_source(runtime.engine, tenant, "s,n\nb,1\nB,2\na,3\né,4\nZ,5\n")
+    query = check_sql(
+        "SELECT t.s || '' AS s, MAX(CAST(t.n AS TEXT) || t.s) AS m FROM t "
+        "WHERE t.s || '' > 'A' GROUP BY t.s ORDER BY t.s || ''",
+        {"t": as_input(source)},
+    )
+    assert run(runtime.engine, query) == [
+        ("B", "2B"),
+        ("Z", "5Z"),
+        ("a", "3a"),
+        ("b", "1b"),
+        ("é", "4é"),
+    ]
+
+
+def test_regular_expressions_replace_the_first_match_only(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(runtime.engine, tenant, "s\nINV-001 INV-002\nnone\n")
+    query = check_sql(
+        "SELECT regexp_replace(t.s, 'INV-([0-9]+)', 'n\\1') AS r, "
+        "regexp_replace(t.s, '[0-9]+', '<\\&>') AS w, regexp_substr(t.s, '[0-9]+') AS f "
+        "FROM t ORDER BY t.s",
+        {"t": as_input(source)},
+    )
+    assert run(runtime.engine, query) == [
+        ("n001 INV-002", "INV-<001> INV-002", "001"),
+        ("none", "none", None),
+    ]
+
+
+def test_a_product_past_int64_fails_the_query_on_both(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(runtime.engine, tenant, "a\n92233720368547758.07\n")
+    query = check_sql("SELECT t.a * t.a AS square FROM t", {"t": as_input(source)})
+    # SQLite: "user-defined function raised exception"; PostgreSQL: "bigint out of range"
+    with pytest.raises(sa.exc.DatabaseError, match="user-defined function|out of range"):
+        run(runtime.engine, query)
+
+
+def test_distinct_text_ordered_by_its_expression(
+    runtime: Runtime, inputs: dict[str, Input]
+) -> None:
+    query = check_sql(
+        "SELECT DISTINCT lower(p.memo) AS m FROM p WHERE p.memo IS NOT NULL ORDER BY lower(p.memo)",
+        inputs,
+    )
+    assert run(runtime.engine, query) == [
+        ("alpha",),
+        ("alpha-1",),
+        ("beta-22",),
+        ("delta é",),
+        ("gamma",),
     ]

@@ -1,6 +1,7 @@
 """Functions every SQLite connection gets, for the SQL transformations translate to:
 regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
-REGEXP_SUBSTR), which SQLite lacks. NULL in, NULL out, as on PostgreSQL."""
+REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), and the
+failure of a number that left int64."""
 
 from __future__ import annotations
 
@@ -29,7 +30,17 @@ def _replace(text: str | None, pattern: str | None, replacement: str | None) -> 
     return re.sub(pattern, _REPLACEMENT_WHOLE.sub(r"\\g<0>", replacement), text, count=1)
 
 
+class IntegerOverflowError(ValueError):
+    """A transformation's number exceeds 64-bit integers (SQLite made it a float). Not
+    an OverflowError: sqlite3 reports that one as "string or blob too big"."""
+
+
+def _overflow(value: object) -> None:
+    raise IntegerOverflowError(f"a value exceeds 64-bit integers: {value!r}")
+
+
 def register_sql_functions(connection: sqlite3.Connection) -> None:
     connection.create_function("tally_regexp_like", 2, _like, deterministic=True)
     connection.create_function("tally_regexp_substr", 2, _substr, deterministic=True)
     connection.create_function("tally_regexp_replace", 3, _replace, deterministic=True)
+    connection.create_function("tally_overflow", 1, _overflow)

@@ -98,6 +98,7 @@ class ExpressionRules(Casts):
             exp.FirstValue: same,
             exp.LastValue: same,
             exp.Window: self._window,
+            exp.Ordered: self._ordered,
         }
 
     def visit(self, node: exp.Expr) -> None:
@@ -226,8 +227,19 @@ class ExpressionRules(Casts):
     # -- comparisons and logic -------------------------------------------------------
 
     def _compare(self, node: exp.Expr) -> None:
-        self.common([node.this, node.expression], node)
+        common = self.common([node.this, node.expression], node)
+        if not isinstance(node, exp.EQ | exp.NEQ):
+            self.ordered(node.this, common)
         self.set(node, node, BOOLEAN)
+
+    def _ordered(self, node: exp.Expr) -> None:
+        if isinstance(node.this, exp.Column) and not node.this.table:
+            return  # an output's name: the output is already in order
+        self.ordered(node.this, self.kind(node.this))
+
+    def ordered(self, node: exp.Expr, kind: SqlType) -> None:
+        if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
+            self.set(node, self.forms.ordered_text(node), kind)
 
     def _logical(self, node: exp.Expr) -> None:
         for operand in (node.this, node.args.get("expression")):
@@ -236,7 +248,8 @@ class ExpressionRules(Casts):
         self.set(node, node, BOOLEAN)
 
     def _between(self, node: exp.Expr) -> None:
-        self.common([node.this, node.args["low"], node.args["high"]], node)
+        common = self.common([node.this, node.args["low"], node.args["high"]], node)
+        self.ordered(node.this, common)
         self.set(node, node, BOOLEAN)
 
     def _in(self, node: exp.Expr) -> None:
@@ -363,6 +376,7 @@ class ExpressionRules(Casts):
         kind = self.kind(node.this)
         if kind.kind is ColumnType.BOOLEAN:
             raise self.text.reject(f"{node.key.upper()} of a boolean is not supported", node)
+        self.ordered(node.this, kind)
         self.set(node, node, kind)
 
     def _lag_lead(self, node: exp.Expr) -> None:

@@ -9,13 +9,14 @@ PostgreSQL's ROUND on NUMERIC), so they agree digit for digit; no float holds a 
 from __future__ import annotations
 
 import functools
+from decimal import Decimal
 import re
 from abc import ABC, abstractmethod
 
 import sqlglot
 from sqlglot import exp
 
-from tally.core.columns import ColumnType
+from tally.core.columns import INT64_MAX, ColumnType
 from tally.services.transformations.sql_types import SqlType
 
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -64,6 +65,10 @@ class Forms(ABC):
 
     def like(self, node: exp.Expr, pattern: str) -> exp.Expr:
         return self.template(":x LIKE :p", x=node, p=exp.Literal.string(pattern))
+
+    def ordered_text(self, node: exp.Expr) -> exp.Expr:
+        """Text (or a date) whose order matters: byte order on both backends."""
+        return node
 
     # Written by each backend (see the subclasses' docstrings).
     @abstractmethod
@@ -209,11 +214,22 @@ class SqliteForms(Forms):
         return exp.Null()
 
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:
+        """A number past int64 became a float in SQLite's arithmetic: the run fails
+        (storage/sql_functions.py) rather than store it."""
+        if kind.is_numeric:
+            return self.template(
+                "CASE WHEN typeof(:x) = 'real' THEN tally_overflow(:x) ELSE :x END", x=node
+            )
         return node
 
 
 class PostgresForms(Forms):
     dialect = "postgres"
+
+    def ordered_text(self, node: exp.Expr) -> exp.Expr:
+        """The inputs' text columns are COLLATE "C"; a literal or a text made from
+        another type would otherwise order by the database's collation."""
+        return self.template(':x COLLATE "C"', x=node)
 
     def decimal_literal(self, digits: str, scale: int) -> exp.Expr:
         return exp.Literal.number(digits)
@@ -322,11 +338,18 @@ class PostgresForms(Forms):
         if kind.kind is ColumnType.INTEGER:
             return self.template("CAST(:x AS BIGINT)", x=node)
         if kind.kind is ColumnType.DECIMAL:
-            return self.template(f"CAST(:x AS {PG_NUMERIC.format(scale=kind.scale)})", x=node)
+            # The stored forms' bound (decision 0001): past it the BIGINT cast fails.
+            unit, bound = 10**kind.scale, Decimal(INT64_MAX).scaleb(-kind.scale)
+            numeric = PG_NUMERIC.format(scale=kind.scale)
+            return self.template(
+                f"CAST(CASE WHEN abs(:x) > {bound} THEN CAST(:x * {unit} AS BIGINT) ELSE :x END"
+                f" AS {numeric})",
+                x=node,
+            )
         if kind.kind is None:  # a text cast would drop the inputs' "C" collation
             return self.template("CAST(:x AS TEXT)", x=node)
         if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
-            return node
+            return self.ordered_text(node)  # ORDER BY may name the output
         if kind.kind is ColumnType.BOOLEAN:
             return self.template("CAST(:x AS BOOLEAN)", x=node)
         return self.template(

@@ -153,6 +153,12 @@ class Translator:
             self._store(query.left, outputs)
             self._store(query.right, outputs)
             return
+        order = query.args.get("order")
+        for ordered in order.expressions if order is not None else ():
+            # ORDER BY an output's expression (DISTINCT requires it to stay one) names it.
+            same = [p for p in query.expressions if p.this == ordered.this]
+            if same:
+                ordered.set("this", exp.column(same[0].alias_or_name, quoted=True))
         for projection, (_, kind) in zip(query.expressions, outputs, strict=True):
             inner = projection.this
             inner.replace(self.forms.output(inner.copy(), kind))
