@@ -60,7 +60,7 @@ def csv_of(rows: list[Row]) -> str:
         return f"{value:f}" if isinstance(value, Decimal) else str(value)
 
     lines = ["rid,k,a,b,n,d"] + [
-        ",".join(cell(r[c]) for c in "rid k a b n d".split()) for r in rows
+        ",".join(cell(r[c]) for c in ["rid", "k", "a", "b", "n", "d"]) for r in rows
     ]
     return "\n".join(lines) + "\n"
 

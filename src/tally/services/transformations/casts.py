@@ -4,7 +4,8 @@ CAST, with the rejections these raise."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -38,6 +39,17 @@ _SIMPLE_TYPES = {
     exp.DType.TIMESTAMP: timestamp_of(timezone=False),
     exp.DType.TIMESTAMPTZ: timestamp_of(timezone=True),
 }
+
+
+@dataclass(frozen=True)
+class Quotient:
+    """A division waiting for its scale."""
+
+    num: exp.Expr
+    num_type: SqlType
+    den: exp.Expr
+    den_type: SqlType
+    avg: bool = False
 
 
 class Casts:
@@ -110,6 +122,30 @@ class Casts:
             f"{what} must state its scale, as in {example}{_output_named(node)}", node
         )
 
+    def common(self, nodes: Sequence[exp.Expr], at: exp.Expr) -> SqlType:
+        """The type the nodes share (text literals read as the dates or timestamps they
+        meet), each node converted to it; rejected when there is none."""
+        kinds = [self.kind(n) for n in nodes]
+        meeting = next((k for k in kinds if temporal(k)), None)
+        if meeting is not None:
+            nodes = [
+                self.temporal_literal(n, meeting)
+                if k.kind is ColumnType.TEXT and isinstance(n, exp.Literal)
+                else n
+                for n, k in zip(nodes, kinds, strict=True)
+            ]
+            kinds = [self.kind(n) for n in nodes]
+        common = NULL
+        for kind in kinds:
+            common = self.unify_or_reject(common, kind, at)
+        for node in nodes:
+            self.convert(node, common)
+        return common
+
+    def ordered(self, node: exp.Expr, kind: SqlType) -> None:
+        if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
+            self.set(node, self.forms.ordered_text(node), kind)
+
     def _cast(self, node: exp.Expr) -> None:
         target = self._target(node)
         inner = node.this
@@ -177,3 +213,15 @@ def _output_named(node: exp.Expr) -> str:
             return f" (output column '{current.alias_or_name}')"
         current = current.parent
     return ""
+
+
+def numeric(kind: SqlType) -> bool:
+    return kind.is_numeric
+
+
+def textual(kind: SqlType) -> bool:
+    return kind.kind is ColumnType.TEXT
+
+
+def temporal(kind: SqlType) -> bool:
+    return kind.kind in (ColumnType.DATE, ColumnType.TIMESTAMP)

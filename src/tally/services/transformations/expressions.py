@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
-from tally.services.transformations.casts import QUOTIENT, Casts
+from tally.services.transformations.casts import QUOTIENT, Quotient, numeric, textual
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.forms import Forms
+from tally.services.transformations.functions import FunctionRules
 from tally.services.transformations.sql_types import (
     BOOLEAN,
     DATE,
@@ -33,18 +32,9 @@ if TYPE_CHECKING:
     from tally.services.transformations.translate import Translator
 
 
-@dataclass(frozen=True)
-class Quotient:
-    """A division waiting for its scale."""
+class ExpressionRules(FunctionRules):
+    """The operators' rules, and the table from node class to rule."""
 
-    num: exp.Expr
-    num_type: SqlType
-    den: exp.Expr
-    den_type: SqlType
-    avg: bool = False
-
-
-class ExpressionRules(Casts):
     def __init__(self, text: SqlText, forms: Forms, translator: Translator) -> None:
         super().__init__(text, forms)
         self.translator = translator
@@ -147,7 +137,7 @@ class ExpressionRules(Casts):
         self.set(node, node, INTEGER)
 
     def _numeric_same(self, node: exp.Expr) -> None:
-        self.set(node, node, self.expect(node.this, "a number", _numeric))
+        self.set(node, node, self.expect(node.this, "a number", numeric))
 
     # -- arithmetic ------------------------------------------------------------------
 
@@ -183,20 +173,20 @@ class ExpressionRules(Casts):
         self.set(node, node, common)
 
     def _mul(self, node: exp.Expr) -> None:
-        left = self.expect(node.this, "a number", _numeric)
-        right = self.expect(node.expression, "a number", _numeric)
+        left = self.expect(node.this, "a number", numeric)
+        right = self.expect(node.expression, "a number", numeric)
         scale = left.scale + right.scale
         if scale > MAX_SCALE:
             raise self.text.reject(f"a product with more than {MAX_SCALE} decimals", node)
         self.set(node, node, decimal_of(scale) if not (left.is_null and right.is_null) else NULL)
 
     def _div(self, node: exp.Expr) -> None:
-        num = self.expect(node.this, "a number", _numeric)
-        den = self.expect(node.expression, "a number", _numeric)
+        num = self.expect(node.this, "a number", numeric)
+        den = self.expect(node.expression, "a number", numeric)
         node.meta[QUOTIENT] = Quotient(node.this, num, node.expression, den)
 
     def _avg(self, node: exp.Expr) -> None:
-        kind = self.expect(node.this, "a number", _numeric)
+        kind = self.expect(node.this, "a number", numeric)
         total, count = exp.Sum(this=node.this.copy()), exp.Count(this=node.this.copy())
         node.meta[QUOTIENT] = Quotient(total, kind, count, INTEGER, avg=True)
 
@@ -237,10 +227,6 @@ class ExpressionRules(Casts):
             return  # an output's name: the output is already in order
         self.ordered(node.this, self.kind(node.this))
 
-    def ordered(self, node: exp.Expr, kind: SqlType) -> None:
-        if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
-            self.set(node, self.forms.ordered_text(node), kind)
-
     def _logical(self, node: exp.Expr) -> None:
         for operand in (node.this, node.args.get("expression")):
             if operand is not None:
@@ -266,7 +252,7 @@ class ExpressionRules(Casts):
         self.set(node, node, BOOLEAN)
 
     def _like(self, node: exp.Expr) -> None:
-        self.expect(node.this, "text", _textual)
+        self.expect(node.this, "text", textual)
         pattern = node.expression
         if not (isinstance(pattern, exp.Literal) and pattern.is_string):
             raise self.text.reject("LIKE needs a quoted pattern, as in x LIKE 'AB%'", node)
@@ -287,137 +273,4 @@ class ExpressionRules(Casts):
     def _coalesce(self, node: exp.Expr) -> None:
         self.set(node, node, self.common([node.this, *node.expressions], node))
 
-    # -- text ------------------------------------------------------------------------
-
-    def _text_function(self, node: exp.Expr, form: Callable[[exp.Expr], exp.Expr]) -> None:
-        self.expect(node.this, "text", _textual)
-        self.set(node, form(node.this), TEXT)
-
-    def _trim(self, node: exp.Expr) -> None:
-        self.expect(node.this, "text", _textual)
-        chars = node.expression
-        if chars is not None:
-            self.expect(chars, "text", _textual)
-        side = str(node.args.get("position") or "BOTH").upper()
-        self.set(node, self.forms.trim(node.this, chars, side), TEXT)
-
-    def _substring(self, node: exp.Expr) -> None:
-        self.expect(node.this, "text", _textual)
-        start, length = node.args.get("start"), node.args.get("length")
-        if start is None or self.kind(start).kind is ColumnType.TEXT:
-            raise self.text.reject(
-                "SUBSTRING needs a start position; for a pattern use REGEXP_SUBSTR(x, pattern)",
-                node,
-            )
-        for number in (start, length):
-            if number is not None:
-                self.expect(number, "an integer", lambda k: k.kind is ColumnType.INTEGER)
-        self.set(node, self.forms.substring(node.this, start, length), TEXT)
-
-    def _replace(self, node: exp.Expr) -> None:
-        for part in (node.this, node.expression, node.args["replacement"]):
-            self.expect(part, "text", _textual)
-        self.set(node, node, TEXT)
-
-    def _length(self, node: exp.Expr) -> None:
-        self.expect(node.this, "text", _textual)
-        self.set(node, node, INTEGER)
-
-    def _concat(self, node: exp.Expr) -> None:
-        parts = [self.forms.to_text(p, self.kind(p)) for p in node.expressions]
-        self.set(node, self.forms.concat(parts), TEXT)
-
-    def _dpipe(self, node: exp.Expr) -> None:
-        left = self.forms.to_text(node.this, self.kind(node.this))
-        right = self.forms.to_text(node.expression, self.kind(node.expression))
-        self.set(node, exp.Paren(this=exp.DPipe(this=left, expression=right)), TEXT)
-
-    def _regexp(self, node: exp.Expr) -> None:
-        names: dict[type[exp.Expr], str] = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}
-        name = names.get(type(node), "substr")
-        extra = set(node.args) - {"this", "expression", "replacement", "single_replace"}
-        if any(node.args.get(key) is not None for key in extra):
-            raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)
-        args = [node.this, node.expression]
-        if name == "replace":
-            args.append(node.args["replacement"])
-        for arg in args:
-            self.expect(arg, "text", _textual)
-        pattern = node.expression
-        if isinstance(pattern, exp.Literal):
-            try:
-                re.compile(pattern.this)
-            except re.error as error:
-                raise self.text.reject(f"invalid regular expression: {error}", node) from None
-        self.set(node, self.forms.regexp(name, *args), BOOLEAN if name == "like" else TEXT)
-
-    # -- dates -----------------------------------------------------------------------
-
-    def _extract(self, node: exp.Expr) -> None:
-        part = node.this.name.upper()
-        kind = self.expect(node.expression, "a date or a timestamp", _temporal)
-        if part not in DATE_PARTS or (kind.kind is ColumnType.DATE and part in ("HOUR", "MINUTE")):
-            raise self.text.reject(f"EXTRACT({part} FROM {kind.describe()}) is not supported", node)
-        self.set(node, self.forms.extract(part, node.expression, kind), INTEGER)
-
-    def _truncate(self, node: exp.Expr) -> None:
-        unit = node.args["unit"].name.upper()
-        if unit not in TRUNC_UNITS:
-            raise self.text.reject(f"DATE_TRUNC to '{unit.lower()}' is not supported", node)
-        kind = self.expect(node.this, "a date or a timestamp", _temporal)
-        self.set(node, self.forms.truncate(unit, node.this, kind), kind)
-
-    # -- aggregates and windows ------------------------------------------------------
-
-    def _sum(self, node: exp.Expr) -> None:
-        self.set(node, node, self.expect(node.this, "a number", _numeric))
-
-    def _min_max(self, node: exp.Expr) -> None:
-        kind = self.kind(node.this)
-        if kind.kind is ColumnType.BOOLEAN:
-            raise self.text.reject(f"{node.key.upper()} of a boolean is not supported", node)
-        self.ordered(node.this, kind)
-        self.set(node, node, kind)
-
-    def _lag_lead(self, node: exp.Expr) -> None:
-        offset, default = node.args.get("offset"), node.args.get("default")
-        if offset is not None:
-            self.expect(offset, "an integer", lambda k: k.kind is ColumnType.INTEGER)
-        kind = self.kind(node.this)
-        if default is not None:
-            kind = self.common([node.this, default], node)
-        self.set(node, node, kind)
-
     # -- shared helpers --------------------------------------------------------------
-
-    def common(self, nodes: Sequence[exp.Expr], at: exp.Expr) -> SqlType:
-        """The type the nodes share (text literals read as the dates or timestamps they
-        meet), each node converted to it; rejected when there is none."""
-        kinds = [self.kind(n) for n in nodes]
-        temporal = next((k for k in kinds if _temporal(k) and not k.is_null), None)
-        if temporal is not None:
-            nodes = [
-                self.temporal_literal(n, temporal)
-                if k.kind is ColumnType.TEXT and isinstance(n, exp.Literal)
-                else n
-                for n, k in zip(nodes, kinds, strict=True)
-            ]
-            kinds = [self.kind(n) for n in nodes]
-        common = NULL
-        for kind in kinds:
-            common = self.unify_or_reject(common, kind, at)
-        for node in nodes:
-            self.convert(node, common)
-        return common
-
-
-def _numeric(kind: SqlType) -> bool:
-    return kind.is_numeric
-
-
-def _textual(kind: SqlType) -> bool:
-    return kind.kind is ColumnType.TEXT
-
-
-def _temporal(kind: SqlType) -> bool:
-    return kind.kind in (ColumnType.DATE, ColumnType.TIMESTAMP)

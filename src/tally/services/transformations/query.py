@@ -17,7 +17,9 @@ from tally.services.transformations.dialect import (
     parse_select,
     qualified,
 )
-from tally.services.transformations.forms import Forms, PostgresForms, SqliteForms
+from tally.services.transformations.forms import Forms
+from tally.services.transformations.postgres_forms import PostgresForms
+from tally.services.transformations.sqlite_forms import SqliteForms
 from tally.services.transformations.translate import Translator
 
 
