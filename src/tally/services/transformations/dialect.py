@@ -41,14 +41,13 @@ class SqlText:
         return DefinitionRejectedError([FieldProblem(FIELD, message + self.where(node))])
 
     def where(self, node: exp.Expr | None) -> str:
-        """' (line L, column C)' of the node's first token with a known place, or ''."""
-        for part in node.walk() if node is not None else ():
-            start = part.meta.get("start")
-            if start is not None:
-                line = self.sql.count("\n", 0, start) + 1
-                column = start - self.sql.rfind("\n", 0, start)
-                return f" (line {line}, column {column})"
-        return ""
+        """' (line L, column C)' where the node's text starts, or '' when unknown."""
+        starts = [p.meta["start"] for p in node.walk() if "start" in p.meta] if node else []
+        if not starts:
+            return ""
+        start = min(starts)
+        line = self.sql.count("\n", 0, start) + 1
+        return f" (line {line}, column {start - self.sql.rfind(chr(10), 0, start)})"
 
 
 def parse_select(text: SqlText) -> exp.Query:
