@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from support.factories import Tenant, make_source
+from support.transformation_doc import DOC_EXAMPLES, DOC_INPUTS
 from tally.core.columns import ColumnType
 from tally.runtime import Runtime
 from tally.services.transformations.dialect import Input
@@ -374,3 +375,27 @@ def test_distinct_text_ordered_by_its_expression(
         ("delta é",),
         ("gamma",),
     ]
+
+
+DOC_SETTLEMENTS = (
+    "payout_id,currency,amount,fee,status,txn_date,settled_at,items,captured\n"
+    "PO-1,EUR,10.00,0.125,settled,2024-01-05,2024-01-05T10:00:00Z,2,true\n"
+    "PO-1,EUR,-2.50,0.100,settled,2024-01-06,2024-01-06T11:30:00Z,1,false\n"
+    "0PO-2,USD,7.25,,settled,2024-02-01,,3,\n"
+)
+DOC_BANK = "reference,bank.amount,booked,memo\nPO-1,7.50,2024-01-08,pay  123456 ref\nX,1.00,,\n"
+
+
+@pytest.mark.parametrize("sql", DOC_EXAMPLES)
+def test_every_documented_example_runs_alike_on_both(
+    runtime: Runtime, tenant: Tenant, sql: str
+) -> None:
+    inputs = {
+        "s": as_input(make_source(runtime.engine, tenant, DOC_SETTLEMENTS)),
+        "b": as_input(make_source(runtime.engine, tenant, DOC_BANK)),
+    }
+    query = check_sql(sql, inputs)
+    assert [c.type for c in query.columns] == [c.type for c in check_sql(sql, DOC_INPUTS).columns]
+    rows = run(runtime.engine, query)
+    assert rows == run(runtime.engine, query)  # and each value in its stored form (run checks)
+    assert len(rows) >= 1
