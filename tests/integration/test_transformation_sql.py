@@ -12,12 +12,14 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
-from support.factories import Tenant, make_source
+from support.factories import Tenant, make_source, write_file
 from support.transformation_doc import DOC_EXAMPLES, DOC_INPUTS
 from tally.core.columns import ColumnType
 from tally.runtime import Runtime
+from tally.services.loader.load import load_into
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
+from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 from tally.storage.transformation_sql import fetch_query_rows
 
@@ -399,3 +401,41 @@ def test_every_documented_example_runs_alike_on_both(
     rows = run(runtime.engine, query)
     assert rows == run(runtime.engine, query)  # and each value in its stored form (run checks)
     assert len(rows) >= 1
+
+
+def test_new_rows_alone_appended_equal_a_full_recompute(runtime: Runtime, tenant: Tenant) -> None:
+    first = make_source(runtime.engine, tenant, "ref,amount\nA,1.50\nB,-2.25\n")
+    second = make_source(runtime.engine, tenant, "ref,amount\nC,3.00\n")
+    inputs = {"a": as_input(first), "b": as_input(second)}
+    query = check_sql(
+        "SELECT a.ref, a.amount * 2 AS twice FROM a WHERE a.amount > 0 "
+        "UNION ALL SELECT b.ref, b.amount FROM b",
+        inputs,
+    )
+    assert query.is_incremental
+    before = run(runtime.engine, query)
+    with runtime.engine.connect() as conn:
+        marks = {
+            r.id: conn.exec_driver_sql(f"SELECT MAX(_row_id) FROM {r.table_name}").scalar_one()
+            for r in (first, second)
+        }
+    append(runtime.engine, first, "ref,amount\nD,4.25\nE,-1.00\n")
+    append(runtime.engine, second, "ref,amount\nF,0.10\n")
+    postgresql = runtime.engine.dialect.name == "postgresql"
+    with runtime.engine.connect() as conn:
+        sql = query.backend_sql(postgresql=postgresql, after_row_ids=marks)
+        new = [
+            tuple(value_of(c, v, postgresql) for c, v in zip(query.columns, r, strict=True))
+            for r in fetch_query_rows(conn, sql)
+        ]
+    assert new == [("D", D("8.50")), ("F", D("0.10"))]
+    assert sorted(before + new) == sorted(run(runtime.engine, query))
+
+
+def append(engine: Engine, resource: Resource, content: str) -> None:
+    path = write_file(content)
+    try:
+        with write_connection(engine) as conn, conn.begin():
+            load_into(conn, resource.id, path)
+    finally:
+        path.unlink()

@@ -265,3 +265,34 @@ def test_backend_sql_reads_only_the_physical_tables() -> None:
         assert "r_4 AS s" in sql
         assert "r_9 AS fx" in sql
         assert "bank" not in sql.replace('AS "bank.amount"', "").replace("AS b", "")
+
+
+@pytest.mark.parametrize(
+    ("sql", "incremental"),
+    [
+        ("SELECT s.n, s.amount * 2 AS twice FROM s WHERE s.flag", True),
+        ("SELECT s.payout_id FROM s UNION ALL SELECT fx.payout_id FROM fx", True),
+        ("SELECT s.payout_id FROM s UNION SELECT fx.payout_id FROM fx", False),
+        ("SELECT s.n FROM s UNION ALL SELECT 1 AS n", False),
+        ("SELECT SUM(s.n) AS t FROM s", False),
+        ("SELECT DISTINCT s.n FROM s", False),
+        ("SELECT s.n FROM s JOIN fx ON fx.payout_id = s.payout_id", False),
+        ("SELECT s.n FROM s ORDER BY s.n", False),
+        ("SELECT ROW_NUMBER() OVER (ORDER BY s.n) AS r FROM s", False),
+        ("SELECT s.n FROM s WHERE s.n IN (SELECT fx.rate FROM fx)", False),
+        ("WITH t AS (SELECT s.n FROM s) SELECT t.n FROM t", False),
+    ],
+)
+def test_incremental_queries_are_those_of_one_row_each(sql: str, incremental: bool) -> None:
+    assert check_sql(sql, INPUTS).is_incremental is incremental
+
+
+def test_only_an_incremental_query_reads_new_rows_alone() -> None:
+    query = check_sql("SELECT s.payout_id FROM s UNION ALL SELECT fx.payout_id FROM fx", INPUTS)
+    assert query.resource_ids == {4, 9}
+    assert "r_4 AS s WHERE s._row_id > 10" in query.backend_sql(
+        postgresql=False, after_row_ids={4: 10}
+    )
+    grouped = check_sql("SELECT COUNT(*) AS n FROM s", INPUTS)
+    with pytest.raises(ValueError, match="incremental"):
+        grouped.backend_sql(postgresql=False, after_row_ids={4: 10})

@@ -27,6 +27,12 @@ def atom(node: exp.Expr) -> exp.Expr:
     return node if isinstance(node, _ATOMS) else exp.Paren(this=node)
 
 
+def may_pass_int64(node: exp.Expr) -> bool:
+    """Whether arithmetic could take the value past the stored forms' int64 bound (a
+    column, a literal or a COUNT cannot)."""
+    return node.find(exp.Add, exp.Sub, exp.Mul, exp.Sum, exp.Neg, exp.Abs) is not None
+
+
 @functools.lru_cache(maxsize=256)
 def _parsed(sql: str, dialect: str) -> exp.Expr:
     return sqlglot.parse_one(sql, read=dialect)

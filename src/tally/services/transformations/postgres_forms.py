@@ -9,7 +9,7 @@ from decimal import Decimal
 from sqlglot import exp
 
 from tally.core.columns import INT64_MAX, ColumnType
-from tally.services.transformations.forms import ASCII_UPPER, Forms
+from tally.services.transformations.forms import ASCII_UPPER, Forms, may_pass_int64
 from tally.services.transformations.sql_types import SqlType
 from tally.storage.resource_tables.ddl import PG_NUMERIC_PRECISION
 
@@ -130,6 +130,8 @@ class PostgresForms(Forms):
         a CASE of 1.5 and 2.25 mixes scales)."""
         if kind.kind is ColumnType.INTEGER:
             return self.template("CAST(:x AS BIGINT)", x=node)
+        if kind.kind is ColumnType.DECIMAL and not may_pass_int64(node):
+            return self.template(f"CAST(:x AS {PG_NUMERIC.format(scale=kind.scale)})", x=node)
         if kind.kind is ColumnType.DECIMAL:
             # The stored forms' bound (decision 0001): past it the BIGINT cast fails.
             unit, bound = 10**kind.scale, Decimal(INT64_MAX).scaleb(-kind.scale)

@@ -21,6 +21,7 @@ from tally.services.transformations.forms import Forms
 from tally.services.transformations.postgres_forms import PostgresForms
 from tally.services.transformations.sqlite_forms import SqliteForms
 from tally.services.transformations.translate import Translator
+from tally.storage.resource_tables.ddl import ROW_ID
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,68 @@ class CheckedQuery:
             for i, c in enumerate(self.columns)
         )
 
-    def backend_sql(self, *, postgresql: bool) -> str:
+    @property
+    def resource_ids(self) -> frozenset[int]:
+        return frozenset(i.resource_id for i in self.inputs.values())
+
+    @property
+    def is_incremental(self) -> bool:
+        """Each output row comes from one input row (filters, computed columns, UNION
+        ALL): a run may read only the rows added since the last one and append."""
+        if any(isinstance(node, _WHOLE_TABLE) for node in self._tree.walk()):
+            return False
+        for select in self._tree.find_all(exp.Select):
+            source = select.args.get("from_")
+            if source is None or not isinstance(source.this, exp.Table):
+                return False  # a SELECT of constants would repeat its rows each run
+        return not any(
+            isinstance(node, exp.SetOperation) and node.args.get("distinct")
+            for node in self._tree.walk()
+        )
+
+    def backend_sql(
+        self, *, postgresql: bool, after_row_ids: Mapping[int, int] | None = None
+    ) -> str:
+        """`after_row_ids` (resource id -> row id) reads only later rows of those inputs,
+        for an incremental query."""
         forms: Forms = PostgresForms() if postgresql else SqliteForms()
         tree = self._tree.copy()
         Translator(SqlText(self.sql), self.inputs, forms).translate(tree)
+        if after_row_ids:
+            if not self.is_incremental:
+                raise ValueError("only an incremental query reads the new rows alone")
+            _read_after(tree, after_row_ids)
         return tree.sql(dialect=forms.dialect)
+
+
+# What makes an output row depend on more than one input row, or on rows' order.
+_WHOLE_TABLE = (
+    exp.AggFunc,
+    exp.Window,
+    exp.Distinct,
+    exp.Join,
+    exp.Group,
+    exp.Having,
+    exp.Order,
+    exp.Limit,
+    exp.Offset,
+    exp.With,
+    exp.Subquery,
+    exp.Exists,
+)
+
+
+def _read_after(tree: exp.Query, after_row_ids: Mapping[int, int]) -> None:
+    """`alias._row_id > n` added to each SELECT reading an input's table `r_<id>`."""
+    for select in tree.find_all(exp.Select):
+        source = select.args["from_"].this
+        resource_id = int(source.name.removeprefix("r_"))
+        if resource_id in after_row_ids:
+            newer = exp.GT(
+                this=exp.column(ROW_ID, table=source.alias_or_name),
+                expression=exp.Literal.number(after_row_ids[resource_id]),
+            )
+            select.where(newer, copy=False)
 
 
 def check_sql(sql: str, inputs: Mapping[str, Input]) -> CheckedQuery:

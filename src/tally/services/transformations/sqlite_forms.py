@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.forms import Forms, like_to_regexp
+from tally.services.transformations.forms import Forms, like_to_regexp, may_pass_int64
 from tally.services.transformations.sql_types import SqlType
 
 _PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M", "DOW": "%w"}
@@ -116,7 +116,7 @@ class SqliteForms(Forms):
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:
         """A number past int64 became a float in SQLite's arithmetic: the run fails
         (storage/sql_functions.py) rather than store it."""
-        if kind.is_numeric:
+        if kind.is_numeric and may_pass_int64(node):
             return self.template(
                 "CASE WHEN typeof(:x) = 'real' THEN tally_overflow(:x) ELSE :x END", x=node
             )
