@@ -178,6 +178,52 @@ def _labels(rows: list[Row]) -> list[tuple[Any, ...]]:
     return [(r["rid"], label(r)) for r in rows]
 
 
+def _membership(rows: list[Row]) -> list[tuple[Any, ...]]:
+    def kept(r: Row) -> bool:
+        a, b = r["a"], r["b"]
+        return (a is not None and a in (Decimal("1.5"), Decimal(-2), Decimal("0.25"))) or (
+            b is not None and Decimal("-0.5") <= b <= Decimal("0.5")
+        )
+
+    return [(r["rid"],) for r in rows if kept(r)]
+
+
+def _coalesced(rows: list[Row]) -> list[tuple[Any, ...]]:
+    def first(*values: Any) -> Any:
+        return next((v for v in values if v is not None), None)
+
+    return [(r["rid"], first(r["a"], r["b"], Decimal(0))) for r in rows]
+
+
+def _stacked(rows: list[Row]) -> list[tuple[Any, ...]]:
+    values = [r["a"] for r in rows] + [r["b"] for r in rows]
+    return [(v,) for v in sorted(values, key=lambda v: (v is None, v or 0))]
+
+
+def _text_groups(rows: list[Row]) -> list[tuple[Any, ...]]:
+    counted = [(k, len(m)) for k, m in groups(rows) if k is not None and k > "a"]
+    return sorted(counted, reverse=True)
+
+
+def _pairs(rows: list[Row]) -> list[tuple[Any, ...]]:
+    return [
+        (x["rid"], y["rid"])
+        for x in rows
+        for y in rows
+        if x["k"] is not None and x["k"] == y["k"] and x["rid"] < y["rid"]
+    ]
+
+
+def _scaled_products(rows: list[Row]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            r["rid"],
+            divided(r["a"] * r["b"], 7, 3) if r["a"] is not None and r["b"] is not None else None,
+        )
+        for r in rows
+    ]
+
+
 QUERIES: list[tuple[str, Callable[[list[Row]], list[tuple[Any, ...]]]]] = [
     (
         "SELECT t.k, SUM(t.a) AS s, COUNT(*) AS c, COUNT(t.a) AS ca, MIN(t.b) AS lo, "
@@ -209,6 +255,26 @@ QUERIES: list[tuple[str, Callable[[list[Row]], list[tuple[Any, ...]]]]] = [
         _dates,
     ),
     ("SELECT t.rid, upper(t.k) || '-' || t.a AS label FROM t ORDER BY t.rid", _labels),
+    (
+        "SELECT t.rid FROM t WHERE t.a IN (1.5, -2, 0.25) OR t.b BETWEEN -0.5 AND 0.5 "
+        "ORDER BY t.rid",
+        _membership,
+    ),
+    ("SELECT t.rid, COALESCE(t.a, t.b, 0) AS c FROM t ORDER BY t.rid", _coalesced),
+    (
+        "SELECT u.v FROM (SELECT t.a AS v FROM t UNION ALL SELECT t.b FROM t) u ORDER BY u.v",
+        _stacked,
+    ),
+    (
+        "SELECT t.k, COUNT(*) AS n FROM t WHERE t.k > 'a' GROUP BY t.k ORDER BY t.k DESC",
+        _text_groups,
+    ),
+    (
+        "SELECT x.rid, y.rid AS other FROM t x JOIN t y ON x.k = y.k AND x.rid < y.rid "
+        "ORDER BY x.rid, y.rid",
+        _pairs,
+    ),
+    ("SELECT t.rid, ROUND(t.a * t.b / 7, 3) AS r FROM t ORDER BY t.rid", _scaled_products),
 ]
 
 

@@ -144,6 +144,10 @@ def rejection(sql: str) -> str:
         ("SELECT MAX(s.flag) AS m FROM s", "MAX of a boolean is not supported"),
         ("SELECT SUM(s.payout_id) AS m FROM s", "expected a number, found text"),
         ("SELECT s.at + 1 AS t FROM s", "+ needs numbers"),
+        ("SELECT s._row_id FROM s", "unknown column '_row_id'"),
+        ("SELECT s._json FROM s", "unknown column '_json'"),
+        ("SELECT s.c0 FROM s", "unknown column 'c0'"),
+        ("SELECT r_4.c0 FROM s", "unknown column"),
     ],
 )
 def test_rejections_name_what_is_at_fault(sql: str, message: str) -> None:
@@ -296,3 +300,11 @@ def test_only_an_incremental_query_reads_new_rows_alone() -> None:
     grouped = check_sql("SELECT COUNT(*) AS n FROM s", INPUTS)
     with pytest.raises(ValueError, match="incremental"):
         grouped.backend_sql(postgresql=False, after_row_ids={4: 10})
+
+
+def test_comments_never_reach_the_translated_sql() -> None:
+    query = check_sql("SELECT s.n -- */ DROP TABLE api_keys; /*\nFROM s /* x */", INPUTS)
+    for postgresql in (False, True):
+        sql = query.backend_sql(postgresql=postgresql)
+        assert "DROP" not in sql
+        assert "/*" not in sql

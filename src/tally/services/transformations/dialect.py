@@ -65,6 +65,8 @@ def parse_select(text: SqlText) -> exp.Query:
         found = "no statement" if not statements else f"{len(statements)} statements"
         raise text.reject(f"the SQL must be one SELECT statement, found {found}")
     statement = statements[0]
+    for node in statement.walk():
+        node.comments = None  # sqlglot would carry them into the translated SQL
     if not isinstance(statement, exp.Select | exp.SetOperation):
         kind = statement.key.upper() if not isinstance(statement, exp.Command) else "a command"
         raise text.reject(f"the SQL must be one SELECT statement, found {kind}")
