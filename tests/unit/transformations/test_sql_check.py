@@ -308,3 +308,9 @@ def test_comments_never_reach_the_translated_sql() -> None:
         sql = query.backend_sql(postgresql=postgresql)
         assert "DROP" not in sql
         assert "/*" not in sql
+
+
+def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
+    assert rejection("SELECT " + "(" * 300 + "1" + ")" * 300 + " AS a") == (
+        "the SQL nests too deeply"
+    )

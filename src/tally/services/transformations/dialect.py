@@ -91,6 +91,8 @@ def check_nodes(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> 
 
 
 def _describe(node: exp.Expr) -> str:
+    if isinstance(node, exp.TableColumn):
+        return f"the table '{node.name}' used as a value"
     if isinstance(node, exp.Anonymous):
         return f"the function {str(node.this).upper()}"
     if isinstance(node, exp.Func):
@@ -124,10 +126,13 @@ def check_output_names(text: SqlText, tree: exp.Query) -> None:
             )
 
 
-def _leftmost(tree: exp.Query) -> exp.Select:
-    while isinstance(tree, exp.SetOperation):
-        tree = tree.left
-    assert isinstance(tree, exp.Select)
+def _leftmost(tree: exp.Expr) -> exp.Select:
+    while isinstance(tree, exp.SetOperation | exp.Subquery):
+        tree = tree.left if isinstance(tree, exp.SetOperation) else tree.this
+    if not isinstance(tree, exp.Select):
+        found = tree.key.upper()
+        problem = FieldProblem(FIELD, f"the SQL must be one SELECT statement, found {found}")
+        raise DefinitionRejectedError([problem])
     return tree
 
 
@@ -143,6 +148,12 @@ def qualified(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> ex
         result = qualify(tree, schema=schema, dialect=READ_DIALECT, identify=False)
     except OptimizeError as error:
         raise text.reject(_column_problem(text, str(error), tree)) from None
+    for node in result.walk():  # what qualify made of the names (`ORDER BY s`: a row)
+        if type(node) not in ALLOWED:
+            raise text.reject(f"{_describe(node)} is not allowed", node)
+    for star in result.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Count):  # `*` left unexpanded: nothing to read
+            raise text.reject("* needs a table to expand, or COUNT(*)", star.parent or star)
     names = [s.alias_or_name for s in _leftmost(result).expressions]
     for name in names:
         if names.count(name) > 1:

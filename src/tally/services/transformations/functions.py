@@ -68,7 +68,9 @@ class FunctionRules(Casts):
             raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)
         args = [node.this, node.expression]
         if name == "replace":
-            args.append(node.args["replacement"])
+            args.append(node.args.get("replacement"))
+        if any(arg is None for arg in args):
+            raise self.text.reject(f"REGEXP_{name.upper()} is missing an argument", node)
         for arg in args:
             self.expect(arg, "text", textual)
         pattern = node.expression

@@ -118,11 +118,14 @@ def check_sql(sql: str, inputs: Mapping[str, Input]) -> CheckedQuery:
     """Raises DefinitionRejectedError (field "sql") naming the line and column, or the
     name, at fault."""
     text = SqlText(sql)
-    tree = parse_select(text)
-    check_nodes(text, tree, inputs)
-    check_output_names(text, tree)
-    tree = qualified(text, tree, inputs)
-    outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
+    try:
+        tree = parse_select(text)
+        check_nodes(text, tree, inputs)
+        check_output_names(text, tree)
+        tree = qualified(text, tree, inputs)
+        outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
+    except RecursionError:  # sqlglot's parser recurses ~20 frames per parenthesis
+        raise text.reject("the SQL nests too deeply") from None
     columns = tuple(
         OutputColumn(name, kind.kind or ColumnType.TEXT, kind.scale, kind.timezone)
         for name, kind in outputs
