@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from support.factories import Tenant, make_source, write_file
 from support.transformation_doc import DOC_EXAMPLES, DOC_INPUTS
-from tally.core.columns import ColumnType
+from tally.core.columns import ColumnType, canonical_timestamp
 from tally.runtime import Runtime
 from tally.services.loader.load import load_into
 from tally.services.transformations.dialect import Input
@@ -73,7 +73,7 @@ def value_of(column: Any, value: Any, postgresql: bool) -> Any:
         return bool(value)
     if column.type is ColumnType.TIMESTAMP and isinstance(value, dt.datetime):
         naive = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-        return naive.isoformat()
+        return canonical_timestamp(naive.isoformat())[0]
     return value
 
 
@@ -439,3 +439,31 @@ def append(engine: Engine, resource: Resource, content: str) -> None:
             load_into(conn, resource.id, path)
     finally:
         path.unlink()
+
+
+def test_intervals_shift_timestamps_and_dates_alike(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(
+        runtime.engine, tenant, "at,day\n2024-01-05T23:30:00.25,2024-02-28\n2024-12-31T12:00:00,\n"
+    )
+    query = check_sql(
+        "SELECT t.at + INTERVAL '1 hour' AS a, t.at - INTERVAL '90 minutes' AS b, "
+        "t.at + INTERVAL '2 days' AS c, t.day + INTERVAL '2 days' AS d, "
+        "t.at + INTERVAL '-30 seconds' AS e FROM t ORDER BY t.at",
+        {"t": as_input(source)},
+    )
+    assert run(runtime.engine, query) == [
+        (
+            "2024-01-06T00:30:00.25",
+            "2024-01-05T22:00:00.25",
+            "2024-01-07T23:30:00.25",
+            "2024-03-01",
+            "2024-01-05T23:29:30.25",
+        ),
+        (
+            "2024-12-31T13:00:00",
+            "2024-12-31T10:30:00",
+            "2025-01-02T12:00:00",
+            None,
+            "2024-12-31T11:59:30",
+        ),
+    ]

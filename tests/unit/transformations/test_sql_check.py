@@ -145,6 +145,10 @@ def rejection(sql: str) -> str:
         ("SELECT SUM(s.payout_id) AS m FROM s", "expected a number, found text"),
         ("SELECT s.at + 1 AS t FROM s", "+ needs numbers"),
         ("SELECT s._row_id FROM s", "unknown column '_row_id'"),
+        ("SELECT s.at + INTERVAL '1 month' AS a FROM s", "a whole number of days, hours"),
+        ("SELECT s.txn_date + INTERVAL '3 hours' AS a FROM s", "hours cannot be added to date"),
+        ("SELECT INTERVAL '1 day' AS a", "an INTERVAL is only added to or subtracted from"),
+        ("SELECT s.n + INTERVAL '1 day' AS a FROM s", "days cannot be added to integer"),
         ("SELECT s._json FROM s", "unknown column '_json'"),
         ("SELECT s.c0 FROM s", "unknown column 'c0'"),
         ("SELECT r_4.c0 FROM s", "unknown column"),
@@ -205,6 +209,10 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
         (
             "SELECT s.txn_date + 7 AS d, s.txn_date - s.txn_date AS n FROM s",
             [("d", "date", 0), ("n", "integer", 0)],
+        ),
+        (
+            "SELECT s.local + INTERVAL '1 hour' AS t, s.txn_date - INTERVAL '2 days' AS d FROM s",
+            [("t", "timestamp", 0), ("d", "date", 0)],
         ),
         (
             "SELECT EXTRACT(MONTH FROM s.txn_date) AS m, date_trunc('month', s.at) AS t FROM s",

@@ -73,6 +73,7 @@ OPERATORS: frozenset[type[exp.Expr]] = frozenset(
         exp.DPipe,
         exp.RegexpLike,
         exp.Extract,
+        exp.Interval,
     }
 )
 
@@ -114,3 +115,5 @@ ALLOWED: frozenset[type[exp.Expr]] = STRUCTURE | OPERATORS | FUNCTIONS
 # EXTRACT's parts and DATE_TRUNC's units.
 DATE_PARTS = frozenset({"YEAR", "QUARTER", "MONTH", "DAY", "DOW", "HOUR", "MINUTE"})
 TRUNC_UNITS = frozenset({"YEAR", "MONTH", "DAY"})
+# INTERVAL units, in seconds (months and years: the backends count them differently).
+INTERVAL_SECONDS = {"DAY": 86400, "HOUR": 3600, "MINUTE": 60, "SECOND": 1}

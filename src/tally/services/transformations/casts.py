@@ -28,6 +28,7 @@ from tally.services.transformations.sql_types import (
 
 TYPE = "tally_type"
 QUOTIENT = "tally_quotient"
+INTERVAL = "tally_interval"  # (seconds, unit) of an INTERVAL literal
 _INTEGER_TYPES = {exp.DType.BIGINT, exp.DType.INT, exp.DType.SMALLINT}
 _DECIMAL_TYPES = {exp.DType.DECIMAL}
 _TEMPORAL = (ColumnType.DATE, ColumnType.TIMESTAMP)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.casts import QUOTIENT, Quotient, numeric, textual
+from tally.services.transformations.allow_list import INTERVAL_SECONDS
+from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.forms import Forms
 from tally.services.transformations.functions import FunctionRules
@@ -48,6 +49,7 @@ class ExpressionRules(FunctionRules):
             exp.Distinct: self._distinct,
             exp.Neg: self._numeric_same,
             exp.Abs: self._numeric_same,
+            exp.Interval: self._interval,
             exp.Add: self._add,
             exp.Sub: self._sub,
             exp.Mul: self._mul,
@@ -141,7 +143,41 @@ class ExpressionRules(FunctionRules):
 
     # -- arithmetic ------------------------------------------------------------------
 
+    def _interval(self, node: exp.Expr) -> None:
+        parent = node.parent
+        if not (isinstance(parent, exp.Add | exp.Sub) and parent.expression is node):
+            raise self.text.reject(
+                "an INTERVAL is only added to or subtracted from a date or a timestamp",
+                parent or node,
+            )
+        amount, unit = str(node.name), str(node.args["unit"].name).upper().removesuffix("S")
+        if not re.fullmatch(r"[+-]?[0-9]{1,9}", amount) or unit not in INTERVAL_SECONDS:
+            raise self.text.reject(
+                "an INTERVAL is a whole number of days, hours, minutes or seconds, "
+                "as in INTERVAL '3 days'",
+                node.parent or node,
+            )
+        node.meta[INTERVAL] = (int(amount) * INTERVAL_SECONDS[unit], unit)
+
+    def _shifted(self, node: exp.Expr, sign: int) -> bool:
+        """date or timestamp ± INTERVAL; False when the node is no such thing."""
+        interval = node.expression.meta.get(INTERVAL)
+        if interval is None:
+            return False
+        seconds, unit = interval
+        kind = self.kind(node.this)
+        if kind.kind is ColumnType.TIMESTAMP:
+            self.set(node, self.forms.shift_timestamp(node.this, sign * seconds), kind)
+        elif kind.kind is ColumnType.DATE and unit == "DAY":
+            days = exp.Literal.number(sign * seconds // INTERVAL_SECONDS["DAY"])
+            self.set(node, self.forms.add_days(node.this, days), DATE)
+        else:
+            raise self.text.reject(f"{unit.lower()}s cannot be added to {kind.describe()}", node)
+        return True
+
     def _add(self, node: exp.Expr) -> None:
+        if self._shifted(node, 1):
+            return
         left, right = self.kind(node.this), self.kind(node.expression)
         if left.kind is ColumnType.DATE and right.kind is ColumnType.INTEGER:
             self.set(node, self.forms.add_days(node.this, node.expression), DATE)
@@ -151,6 +187,8 @@ class ExpressionRules(FunctionRules):
             self._additive(node, "+", left, right)
 
     def _sub(self, node: exp.Expr) -> None:
+        if self._shifted(node, -1):
+            return
         left, right = self.kind(node.this), self.kind(node.expression)
         if left.kind is ColumnType.DATE and right.kind is ColumnType.INTEGER:
             days = exp.Neg(this=self.forms.template(":x", x=node.expression))

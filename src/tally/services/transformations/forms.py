@@ -35,7 +35,10 @@ def may_pass_int64(node: exp.Expr) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _parsed(sql: str, dialect: str) -> exp.Expr:
-    return sqlglot.parse_one(sql, read=dialect)
+    tree = sqlglot.parse_one(sql, read=dialect)
+    if isinstance(tree, exp.Command):  # sqlglot gave up on a template: a bug of ours
+        raise ValueError(f"template not parsed: {sql}")
+    return tree
 
 
 class Forms(ABC):
@@ -100,6 +103,8 @@ class Forms(ABC):
     def truncate(self, unit: str, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
     @abstractmethod
     def add_days(self, node: exp.Expr, days: exp.Expr) -> exp.Expr: ...
+    @abstractmethod
+    def shift_timestamp(self, node: exp.Expr, seconds: int) -> exp.Expr: ...
     @abstractmethod
     def days_between(self, later: exp.Expr, earlier: exp.Expr) -> exp.Expr: ...
     @abstractmethod

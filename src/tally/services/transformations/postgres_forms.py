@@ -107,6 +107,9 @@ class PostgresForms(Forms):
             "to_char(CAST(:x AS DATE) + CAST(:n AS INTEGER), 'YYYY-MM-DD')", x=node, n=days
         )
 
+    def shift_timestamp(self, node: exp.Expr, seconds: int) -> exp.Expr:
+        return self.template(f":x + INTERVAL '{seconds} seconds'", x=node)
+
     def days_between(self, later: exp.Expr, earlier: exp.Expr) -> exp.Expr:
         return self.template(
             "CAST(CAST(:a AS DATE) - CAST(:b AS DATE) AS BIGINT)", a=later, b=earlier

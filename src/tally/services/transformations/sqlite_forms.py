@@ -98,6 +98,12 @@ class SqliteForms(Forms):
     def add_days(self, node: exp.Expr, days: exp.Expr) -> exp.Expr:
         return self.template("date(:x, :n || ' days')", x=node, n=days)  # NULL days: NULL
 
+    def shift_timestamp(self, node: exp.Expr, seconds: int) -> exp.Expr:
+        """Whole seconds: the canonical text's fraction (from its 20th character) is kept."""
+        return self.template(
+            f"(replace(datetime(:x, '{seconds:+d} seconds'), ' ', 'T') || substr(:x, 20))", x=node
+        )
+
     def days_between(self, later: exp.Expr, earlier: exp.Expr) -> exp.Expr:
         return self.template("CAST(julianday(:a) - julianday(:b) AS INTEGER)", a=later, b=earlier)
 
