@@ -262,6 +262,12 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
             (6, 2, 5, 4, None, None, D("44.76"), "Alpha-1", 2, D("0.1510")),
         ],
     ),
+    (  # untyped NULLs are text; literals of each type
+        "SELECT NULL AS n, 'x' AS t, 1.50 AS d, 7 AS i, TRUE AS b, CAST(NULL AS DECIMAL(18, "
+        "2)) AS z "
+        "FROM p WHERE p.id = 1 ORDER BY n, t",
+        [(None, "x", D("1.50"), 7, True, None)],
+    ),
     (  # casts between the types; booleans; quoted names with a dot
         "SELECT p.id, CAST(p.flag AS INTEGER) AS f, CAST(p.id AS BOOLEAN) AS b, "
         "CAST(p.amount AS INTEGER) AS i, "
@@ -342,16 +348,17 @@ def test_text_orders_by_bytes_on_both(runtime: Runtime, tenant: Tenant) -> None:
 
 
 def test_regular_expressions_replace_the_first_match_only(runtime: Runtime, tenant: Tenant) -> None:
-    source = make_source(runtime.engine, tenant, "s\nINV-001 INV-002\nnone\n")
+    source = make_source(runtime.engine, tenant, "s,n\nINV-001 INV-002,1\nnone,2\n,3\n")
     query = check_sql(
         "SELECT regexp_replace(t.s, 'INV-([0-9]+)', 'n\\1') AS r, "
-        "regexp_replace(t.s, '[0-9]+', '<\\&>') AS w, regexp_substr(t.s, '[0-9]+') AS f "
-        "FROM t ORDER BY t.s",
+        "regexp_replace(t.s, '[0-9]+', '<\\&>') AS w, regexp_substr(t.s, '[0-9]+') AS f, "
+        "t.s ~ 'o' AS o FROM t ORDER BY t.n",
         {"t": as_input(source)},
     )
     assert run(runtime.engine, query) == [
-        ("n001 INV-002", "INV-<001> INV-002", "001"),
-        ("none", "none", None),
+        ("n001 INV-002", "INV-<001> INV-002", "001", False),
+        ("none", "none", None, True),
+        (None, None, None, None),
     ]
 
 

@@ -39,6 +39,7 @@ TOKENS = (
     "WITH t AS (", "t.", "EXISTS (", "DISTINCT", "LIMIT 3", "s.day", "s.at", "s.flag",
     "EXTRACT(YEAR FROM", "date_trunc('month',", "::text", "::date", "s.*", "IS NULL",
     "coalesce(", "nullif(", "AVG(", "LAG(", "substr(", "~", "regexp_replace(", "'[0-9]'", ";",
+    "INTERVAL '1 day'", "INTERVAL '2 hours'", "s.at",
 )  # fmt: skip
 SEEDS = (
     "SELECT s.n FROM s",

@@ -4,11 +4,13 @@ line and column, or the name, at fault; every output column gets its type."""
 from __future__ import annotations
 
 import pytest
+from sqlglot import exp
 
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import OutputColumn, check_sql
+from tally.services.transformations.sqlite_forms import SqliteForms
 
 T = ColumnType
 SETTLEMENTS = Input(
@@ -145,6 +147,41 @@ def rejection(sql: str) -> str:
         ("SELECT SUM(s.payout_id) AS m FROM s", "expected a number, found text"),
         ("SELECT s.at + 1 AS t FROM s", "+ needs numbers"),
         ("SELECT s._row_id FROM s", "unknown column '_row_id'"),
+        ("SELECT * AS x", "* needs a table to expand, or COUNT(*)"),
+        ("SELECT COUNT(s.*) AS c FROM s", "* needs a table to expand, or COUNT(*)"),
+        ("SELECT s.n FROM s JOIN fx USING (nope)", "Cannot automatically join: nope"),
+        ("SELECT ROUND(s.payout_id, 2) AS r FROM s", "ROUND needs a number, found text"),
+        ("SELECT CAST(s.amount AS DECIMAL(38, 20)) AS r FROM s", "scale must be at most 18"),
+        ("SELECT s.n FROM s ORDER BY s", "the table 's' used as a value is not allowed"),
+        ("+ s.n UNION ALL FROM s", "the SQL must be one SELECT statement, found COLUMN"),
+        (
+            "SELECT payout_id FROM s JOIN fx ON true",
+            "column 'payout_id' is in fx and s: name its table, as in fx.payout_id",
+        ),
+        ("SELECT 1.1234567890123456789 AS x", "has more than 18 decimals"),
+        (
+            "SELECT CAST(s.amount AS DECIMAL(18, 10)) * CAST(s.amount AS DECIMAL(18, 10)) AS x "
+            "FROM s",
+            "a product with more than 18 decimals",
+        ),
+        ("SELECT ROUND(s.amount, 19) AS x FROM s", "ROUND's scale must be at most 18"),
+        (
+            "SELECT s.n FROM s WHERE s.n IN (SELECT fx.rate, fx.payout_id FROM fx)",
+            "a subquery after IN must return one column",
+        ),
+        (
+            "SELECT substring(s.payout_id FROM 'P[0-9]') AS x FROM s",
+            "for a pattern use REGEXP_SUBSTR",
+        ),
+        (
+            "SELECT regexp_replace(s.payout_id, 'a', 'b', 'g') AS x FROM s",
+            "takes no flags or positions",
+        ),
+        (
+            "SELECT regexp_replace(s.payout_id, 'a') AS x FROM s",
+            "REGEXP_REPLACE is missing an argument",
+        ),
+        ("SELECT NULL + 'x' AS a", "found NULL and text"),
         ("SELECT s.at + INTERVAL '1 month' AS a FROM s", "a whole number of days, hours"),
         ("SELECT s.txn_date + INTERVAL '3 hours' AS a FROM s", "hours cannot be added to date"),
         ("SELECT INTERVAL '1 day' AS a", "an INTERVAL is only added to or subtracted from"),
@@ -232,6 +269,28 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
         ),
         ("SELECT s.amount FROM s UNION ALL SELECT fx.rate FROM fx", [("amount", "decimal", 4)]),
         (
+            "SELECT s.n FROM s UNION ALL SELECT s.n FROM s UNION ALL SELECT s.amount FROM s",
+            [("n", "decimal", 2)],
+        ),
+        (
+            "SELECT ROUND((s.amount / s.n), 2) AS a, ROUND(NULL, 2) AS b, ROUND(s.n, 2) AS c "
+            "FROM s",
+            [("a", "decimal", 2), ("b", "decimal", 2), ("c", "decimal", 2)],
+        ),
+        (
+            "SELECT CAST(NULL AS TEXT) AS a, CAST(NULL AS DECIMAL(18, 2)) AS b, NULL AS c",
+            [("a", "text", 0), ("b", "decimal", 2), ("c", "text", 0)],
+        ),
+        (
+            "SELECT SUM(DISTINCT s.amount) AS a, 7 + s.txn_date AS b FROM s GROUP BY s.txn_date",
+            [("a", "decimal", 2), ("b", "date", 0)],
+        ),
+        (
+            "SELECT CASE s.payout_id WHEN 'x' THEN 1.5 END AS a, s.payout_id ~ s.status AS b, "
+            "CAST(s.local AS TEXT) AS c FROM s",
+            [("a", "decimal", 1), ("b", "boolean", 0), ("c", "text", 0)],
+        ),
+        (
             "SELECT ROW_NUMBER() OVER (ORDER BY s.n) AS r, LAG(s.amount, 1, 0) OVER (ORDER "
             "BY s.n) AS p FROM s",
             [("r", "integer", 0), ("p", "decimal", 2)],
@@ -259,6 +318,8 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
 )
 def test_every_output_column_is_typed(sql: str, expected: list[tuple[str, str, int]]) -> None:
     assert columns(sql) == expected
+    for postgresql in (False, True):
+        assert check_sql(sql, INPUTS).backend_sql(postgresql=postgresql).startswith("")
 
 
 def test_timestamps_keep_their_offset_flag_and_physical_names_are_assigned() -> None:
@@ -322,3 +383,13 @@ def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
     assert rejection("SELECT " + "(" * 300 + "1" + ")" * 300 + " AS a") == (
         "the SQL nests too deeply"
     )
+
+
+def test_an_output_name_inside_an_order_by_expression_is_its_expression() -> None:
+    query = check_sql("SELECT s.n AS a FROM s ORDER BY a + 1", INPUTS)
+    assert query.backend_sql(postgresql=True).endswith("ORDER BY s.c6 + 1")
+
+
+def test_a_template_sqlglot_cannot_parse_is_an_error_of_ours() -> None:
+    with pytest.raises(ValueError, match="template not parsed"):
+        SqliteForms().template("replace(:x, 'a', 'b') || 1", x=exp.column("c0"))

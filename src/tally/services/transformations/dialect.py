@@ -107,9 +107,8 @@ def _table_name(table: exp.Table) -> str:
 
 
 def _identifier(node: exp.Expr) -> str:
-    if isinstance(node, exp.Identifier):
-        return node.name if node.quoted else node.name.lower()
-    return node.sql(READ_DIALECT)
+    quoted = isinstance(node, exp.Identifier) and node.quoted
+    return node.name if quoted else node.name.lower()
 
 
 def check_output_names(text: SqlText, tree: exp.Query) -> None:
@@ -147,7 +146,7 @@ def qualified(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> ex
     try:
         result = qualify(tree, schema=schema, dialect=READ_DIALECT, identify=False)
     except OptimizeError as error:
-        raise text.reject(_column_problem(text, str(error), tree)) from None
+        raise text.reject(_column_problem(text, str(error), tree, inputs)) from None
     for node in result.walk():  # what qualify made of the names (`ORDER BY s`: a row)
         if type(node) not in ALLOWED:
             raise text.reject(f"{_describe(node)} is not allowed", node)
@@ -166,10 +165,18 @@ _UNRESOLVED = re.compile(
 )
 
 
-def _column_problem(text: SqlText, message: str, tree: exp.Query) -> str:
+def _column_problem(
+    text: SqlText, message: str, tree: exp.Query, inputs: Mapping[str, Input]
+) -> str:
     match = _UNRESOLVED.search(message)
     if match is None:
         return message.split(". Line")[0]
     name = match.group("name") or match.group("n")
     column = next((c for c in tree.find_all(exp.Column) if c.name.lower() == name.lower()), None)
+    holders = sorted(n for n, i in inputs.items() if any(c.name == name for c in i.columns))
+    if len(holders) > 1 and column is not None and not column.table:
+        return (
+            f"column '{name}' is in {' and '.join(holders)}: name its table, "
+            f"as in {holders[0]}.{name}" + text.where(column)
+        )
     return f"unknown column '{name}'" + text.where(column)

@@ -144,10 +144,9 @@ class PostgresForms(Forms):
                 f" AS {numeric})",
                 x=node,
             )
-        if kind.kind is None:  # a text cast would drop the inputs' "C" collation
-            return self.template("CAST(:x AS TEXT)", x=node)
-        if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
-            return self.ordered_text(node)  # ORDER BY may name the output
+        if kind.kind in (ColumnType.TEXT, ColumnType.DATE):  # a NULL too: TEXT, then
+            # byte order, as ORDER BY may name the output
+            return self.template('CAST(:x AS TEXT) COLLATE "C"', x=node)
         if kind.kind is ColumnType.BOOLEAN:
             return self.template("CAST(:x AS BOOLEAN)", x=node)
         return self.template(

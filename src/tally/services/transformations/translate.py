@@ -20,6 +20,7 @@ from tally.services.transformations.sql_types import TEXT, SqlType, of_column, u
 
 Output = tuple[str, SqlType]
 RENAMED = "tally_renamed"
+_NOT_A_VALUE = (exp.From, exp.Join, exp.In)  # where a subquery is a table or a list
 
 
 class Translator:
@@ -76,7 +77,7 @@ class Translator:
 
     def _visit(self, node: exp.Expr, scope: Scope) -> None:
         if node is scope.expression or isinstance(node, exp.Query | exp.CTE):
-            if isinstance(node, exp.Subquery) and not _in_from(node):
+            if isinstance(node, exp.Subquery) and not isinstance(node.parent, _NOT_A_VALUE):
                 self.rules.scalar_subquery(node, self.outputs_of(node))
             return
         if isinstance(node, exp.Column):
@@ -87,13 +88,14 @@ class Translator:
     def _column(self, column: exp.Column, scope: Scope) -> None:
         if not column.table:  # ORDER BY naming one of the select's outputs
             named = [p for p in scope.expression.expressions if p.alias_or_name == column.name]
-            if not named:
+            if not named:  # pragma: no cover - qualify rejected every other bare name
                 raise self.text.reject(f"unknown column '{column.name}'", column)
-            column.meta[TYPE] = self.rules.kind(named[0])
+            if isinstance(column.parent, exp.Ordered):
+                column.meta[TYPE] = self.rules.kind(named[0])
+            else:  # `ORDER BY a + 1`: PostgreSQL reads a bare output name only alone
+                self.rules.set(column, named[0].this.copy(), self.rules.kind(named[0]))
             return
         source = _source(scope, column.table)
-        if source is None:
-            raise self.text.reject(f"no table named '{column.table}' here", column)
         if isinstance(source, Scope):
             found = dict(self.outputs_of(source.expression))
             column.meta[TYPE] = found[column.name]
@@ -166,16 +168,12 @@ class Translator:
             inner.replace(self.forms.output(inner.copy(), kind))
 
 
-def _in_from(node: exp.Expr) -> bool:
-    return isinstance(node.parent, exp.From | exp.Join)
-
-
-def _source(scope: Scope, alias: str) -> exp.Table | Scope | None:
-    """The table or query an alias names, in this scope or an enclosing one."""
+def _source(scope: Scope, alias: str) -> exp.Table | Scope:
+    """The table or query an alias names, in this scope or an enclosing one (qualify
+    rejected every other alias)."""
     current: Scope | None = scope
-    while current is not None:
-        if alias in current.sources:
-            found: exp.Table | Scope = current.sources[alias]
-            return found
+    while current is not None and alias not in current.sources:
         current = current.parent
-    return None
+    assert current is not None
+    found: exp.Table | Scope = current.sources[alias]
+    return found
