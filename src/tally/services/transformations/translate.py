@@ -60,17 +60,13 @@ class Translator:
             self._visit(node, scope)
         for node in [n for n in reversed(nodes) if id(n) in in_order]:
             self._visit(node, scope)
-        conditions = [select.args.get("where"), select.args.get("having")]
-        conditions += [join.args.get("on") for join in select.args.get("joins") or []]
+        clauses = [select.args.get("where"), select.args.get("having")]
+        conditions = [clause.this for clause in clauses if clause is not None]
+        conditions += [
+            join.args["on"] for join in select.args.get("joins") or [] if join.args.get("on")
+        ]
         for condition in conditions:
-            if condition is not None:
-                test = (
-                    condition
-                    if isinstance(condition, exp.Condition)
-                    and not isinstance(condition, exp.Where | exp.Having)
-                    else condition.this
-                )
-                self.rules.expect(test, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
+            self.rules.expect(condition, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
         self.outputs[id(select)] = [
             (p.alias_or_name, self.rules.kind(p)) for p in select.expressions
         ]
