@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""Reconciliation (issue #11) on tally's backends, beside what an analyst would run
+instead (the kit's `recon_peers.py`: pandas and DuckDB), on the same generated pair.
+
+    .venv/bin/python bench/reconcile.py                          # 1M pair, sqlite+postgresql
+    BENCH_RECON_ROWS=100000 .venv/bin/python bench/reconcile.py  # quick
+    BENCH_RECON_MEMORY=100000,1000000,2000000 BENCH_BACKENDS=sqlite \
+        .venv/bin/python bench/reconcile.py                      # memory against input size
+
+One backend, start to finish (only tally's CLI and HTTP API, plus a read-only look at
+the output's table to count the true pairs it found):
+
+1. the pair (`gen_transactions.py --pair --rows N --seed S`, cached in BENCH_WORK); the
+   ledger's last BENCH_RECON_LATE rows (by date) are held back as the late file;
+2. a fresh home (PostgreSQL: a throwaway cluster with default durability), `tally admin
+   load` of bank.csv and of the rest of ledger.csv;
+3. `tally admin create-reconciliation` with the three passes recon_peers.py runs, then
+   `tally admin run-reconciliation`, timed: wall time (process start-up included: the
+   output is readable when it returns), the run's own started_at..finished_at, the
+   process's peak RSS (wait4);
+4. `tally serve`; the late file uploaded to the ledger source (`feed-source`), timed until
+   the reconciliation's run that read it has finished (the worker ran it by itself);
+5. reads, TALLY_RESPONSE_CACHE=false, sequential, p50 of 30 after 5 warm-ups: the source's
+   first page, the output's first page, the output's `status=unmatched` first page;
+6. the true pairs found: the output's (bank.id, ledger.id) pairs against truth.csv;
+7. the peers on the whole pair, in the same run (`recon_peers.py --dir`).
+
+With BENCH_RECON_MEMORY=sizes, only steps 1-3 for each size (the whole ledger, no late
+file): the run's peak RSS against input size.
+
+Results: BENCH_RESULTS (default bench/results/recon-<UTC time>/): `recon.json`,
+`recon.md`, `logs/`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import http.client
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "bench"), str(REPO / "tests")]
+
+import procs  # noqa: E402
+import run  # noqa: E402
+import tally_target as tt  # noqa: E402
+from durable_pg import postgres_facts, start_durable_postgres, vacuum  # noqa: E402
+from procs import log  # noqa: E402
+
+from support.pg import create_database  # noqa: E402
+
+RUN_TIMEOUT_SECONDS = 1800
+LATE_TIMEOUT_SECONDS = 300
+READ_WARMUP, READ_REPEAT = 5, 30
+PASSES = [  # what recon_peers.py runs: exact, near, split
+    {"name": "exact", "type": "one_to_one", "keys": [{"left": "reference", "right": "reference"}]},
+    {
+        "name": "near",
+        "type": "one_to_one",
+        "keys": [{"left": "reference", "right": "reference"}],
+        "amount_tolerance": "0.01",
+        "date_window": [-3, 3],
+    },
+    {"name": "split", "type": "one_to_many", "keys": [{"left": "reference", "right": "reference"}]},
+]
+
+
+def settings() -> dict[str, Any]:
+    env = os.environ.get
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    memory = env("BENCH_RECON_MEMORY", "")
+    return {
+        "rows": int(env("BENCH_RECON_ROWS", "1000000")),
+        "seed": int(env("BENCH_RECON_SEED", "42")),
+        "late": int(env("BENCH_RECON_LATE", "10000")),
+        "memory": [int(n) for n in memory.split(",") if n.strip()],
+        "peers": [p for p in env("BENCH_RECON_PEERS", "pandas,duckdb").split(",") if p],
+        "results": Path(env("BENCH_RESULTS", str(REPO / "bench" / "results" / f"recon-{stamp}"))),
+    }
+
+
+# --- the pair -----------------------------------------------------------------------------
+
+
+def pair_dir(cfg: run.Config, rows: int, seed: int) -> Path:
+    folder = cfg.work / f"pair_{rows}_s{seed}"
+    if not (folder / "truth.csv").exists():
+        log(f"generating the pair: {rows:,} bank rows, seed {seed}")
+        gen = cfg.kit / "gen_transactions.py"
+        cmd = [sys.executable, str(gen), "--pair", "--rows", str(rows), "--seed", str(seed)]
+        subprocess.run([*cmd, "--out", str(folder)], check=True, capture_output=True)
+    return folder
+
+
+def split_ledger(folder: Path, late: int, into: Path) -> tuple[Path, Path]:
+    """The ledger without its last `late` rows, and those rows as a file of their own."""
+    lines = (folder / "ledger.csv").read_bytes().splitlines(keepends=True)
+    header, body = lines[0], lines[1:]
+    main, tail = into / "ledger_main.csv", into / "ledger_late.csv"
+    main.write_bytes(header + b"".join(body[: len(body) - late]))
+    tail.write_bytes(header + b"".join(body[len(body) - late :]))
+    return main, tail
+
+
+# --- tally ----------------------------------------------------------------------------
+
+
+def tenant(env: dict[str, str], log_path: Path) -> dict[str, Any]:
+    account = tt.tally_cli(["admin", "create-account", "--name", "bench"], env, log_path)
+    args = ["admin", "create-workspace", "--account", str(account["id"]), "--name", "bench"]
+    workspace = tt.tally_cli([*args, "--ingestion"], env, log_path)
+    key = tt.tally_cli(["admin", "create-key", "--workspace", str(workspace["id"])], env, log_path)
+    return {"key": key["key"], "workspace_id": workspace["id"], "account_id": account["id"]}
+
+
+def definition(bank_id: int, ledger_id: int) -> dict[str, Any]:
+    side = {"amount": "amount", "date": "txn_date"}
+    return {
+        "name": "Bank vs ledger",
+        "left": {"name": "bank", "resource_id": bank_id, **side},
+        "right": {"name": "ledger", "resource_id": ledger_id, **side},
+        "passes": PASSES,
+    }
+
+
+def timed_run(env: dict[str, str], recon_id: int, home: Path, log_path: Path) -> dict[str, Any]:
+    """`tally admin run-reconciliation`: wall time, the run's own times, peak RSS."""
+    out = home / "run.json"
+    cmd = [str(tt.TALLY), "admin", "run-reconciliation", "--id", str(recon_id)]
+    t0 = time.perf_counter()
+    proc = procs.spawn(cmd, env=env, cwd=REPO, stdout=out, log_path=log_path)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    procs.forget(proc)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"run-reconciliation failed: {out.read_text()[-500:]}")
+    last_run = json.loads(out.read_text().strip().splitlines()[-1])
+    started = dt.datetime.fromisoformat(last_run["started_at"])
+    finished = dt.datetime.fromisoformat(last_run["finished_at"])
+    return {
+        "wall_s": round(seconds, 3),
+        "run_s": round((finished - started).total_seconds(), 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "last_run": last_run,
+    }
+
+
+def api(
+    server: tt.Server,
+    method: str,
+    path: str,
+    who: dict[str, Any],
+    body: bytes = b"",
+    content_type: str = "application/json",
+) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    headers = {
+        "X-API-Key": who["key"],
+        "X-Svc-Workspace": str(who["workspace_id"]),
+        "X-Svc-Account": str(who["account_id"]),
+        "Content-Type": content_type,
+    }
+    conn.request(method, path, body=body or None, headers=headers)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, json.loads(data) if data else None
+
+
+def late_file(
+    server: tt.Server, who: dict[str, Any], recon_id: int, ledger_id: int, late: Path
+) -> dict[str, Any]:
+    """Upload the late ledger rows; wait until a run that read them has finished."""
+    _, before = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
+    version = before["last_run"]["inputs"]["right"]["data_version"]
+    t0 = time.perf_counter()
+    status, accepted = api(
+        server,
+        "POST",
+        f"/api/v2/sources/{ledger_id}/feed-source",
+        who,
+        late.read_bytes(),
+        "text/csv",
+    )
+    if status != 202:
+        raise RuntimeError(f"upload answered {status}: {accepted}")
+    deadline = time.monotonic() + LATE_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        _, now = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
+        last = now.get("last_run") or {}
+        if last.get("inputs", {}).get("right", {}).get("data_version", 0) > version:
+            if now["state"] in ("idle", "queued"):
+                return {"seconds": round(time.perf_counter() - t0, 3), "last_run": last}
+            if now["state"] == "failed":
+                raise RuntimeError(f"the run failed: {now.get('error')}")
+        time.sleep(tt.POLL_SECONDS)
+    raise RuntimeError("the late file was not reconciled in time")
+
+
+def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict[str, Any]:
+    headers = {
+        "Accept-Encoding": "gzip",
+        "X-API-Key": who["key"],
+        "workspace_id": str(who["workspace_id"]),
+    }
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    out = {}
+    for name, path in paths.items():
+        times = []
+        for n in range(READ_WARMUP + READ_REPEAT):
+            status, body, elapsed = tt._get(conn, path, headers)
+            if status != 200:
+                raise RuntimeError(f"{path} answered {status}: {body[:300]!r}")
+            if n >= READ_WARMUP:
+                times.append(elapsed * 1000)
+        total = json.loads(body)["meta"]["total_count"]
+        out[name] = {"path": path, "p50_ms": round(statistics.median(times), 2), "total": total}
+    conn.close()
+    return out
+
+
+def true_pairs(home: Path, url: str | None, resource_id: int, folder: Path) -> dict[str, Any]:
+    """The output's (bank.id, ledger.id) pairs of matched rows against truth.csv."""
+    conn = tt.catalogue_connection(home, url)
+    cur = conn.execute(f"SELECT columns FROM resources WHERE id = {int(resource_id)}")
+    columns = cur.fetchone()[0]
+    columns = json.loads(columns) if isinstance(columns, str) else columns
+    physical = {c["name"]: c["physical"] for c in columns}
+    sql = (
+        f"SELECT {physical['bank.id']}, {physical['ledger.id']} FROM r_{int(resource_id)}"
+        f" WHERE {physical['match_id']} IS NOT NULL"
+    )
+    pairs = {(int(b), int(g)) for b, g in conn.execute(sql).fetchall()}
+    conn.close()
+    with open(folder / "truth.csv", newline="") as f:
+        truth = {
+            (int(r["bank_id"]), int(r["ledger_id"]))
+            for r in csv.DictReader(f)
+            if r["bank_id"] and r["ledger_id"]
+        }
+    return {
+        "pairs": len(pairs),
+        "truth_pairs": len(truth),
+        "truth_found": len(pairs & truth),
+        "wrong_pairs": len(pairs - truth),
+    }
+
+
+def backend_run(
+    cfg: run.Config, opts: dict[str, Any], backend: str, folder: Path, *, late: int, serve: bool
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {"backend": backend, "label": f"tally-{backend}", "late": late}
+    home = Path(tempfile.mkdtemp(prefix=f"tally-recon-{backend}-"))
+    pg = None
+    try:
+        env = tt.tally_env(cfg, home)
+        db_pids: list[int] = []
+        if backend == "postgresql":
+            pg = start_durable_postgres()
+            env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
+            rec["postgres"] = postgres_facts(pg)
+            db_pids = [rec["postgres"]["postmaster_pid"]]
+        admin_log = cfg.logs / f"tally-{backend}-admin.log"
+        who = tenant(env, admin_log)
+        ledger, late_csv = (
+            split_ledger(folder, late, home) if late else (folder / "ledger.csv", None)
+        )
+        loads = {}
+        for name, path in (("bank", folder / "bank.csv"), ("ledger", ledger)):
+            log(f"{backend}: tally admin load {name}")
+            loads[name] = tt.timed_load(
+                cfg,
+                env,
+                home=home,
+                workspace=who["workspace_id"],
+                name=name,
+                csv=path,
+                db_pids=db_pids,
+            )
+        rec["loads"] = loads
+        if "TALLY_DATABASE_URL" in env:
+            rec["vacuum_s"] = vacuum(env["TALLY_DATABASE_URL"])
+        bank_id, ledger_id = loads["bank"]["resource_id"], loads["ledger"]["resource_id"]
+        spec = home / "recon.json"
+        spec.write_text(json.dumps(definition(bank_id, ledger_id)))
+        args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
+        created = tt.tally_cli([*args, "--file", str(spec)], env, admin_log)
+        rec["created"] = created
+        log(f"{backend}: tally admin run-reconciliation")
+        db_cpu0 = procs.tree_cpu_seconds(db_pids)
+        rec["run"] = timed_run(env, created["id"], home, cfg.logs / f"tally-{backend}-run.log")
+        if db_pids:
+            rec["run"]["db_server_cpu_s"] = round(procs.tree_cpu_seconds(db_pids) - db_cpu0, 3)
+        log(f"{backend}: run {rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB")
+        if not serve:
+            return rec
+        started = time.perf_counter()
+        server = tt.start_server(cfg, env, db_pids)
+        try:
+            rec["worker_finish"] = tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), started)
+            assert late_csv is not None
+            log(f"{backend}: the late ledger file ({late:,} rows)")
+            rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
+            tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), time.perf_counter())
+            out = created["resource_id"]
+            rec["reads"] = reads(
+                server,
+                who,
+                {
+                    "source first page": f"/api/v1/resources/{bank_id}/data",
+                    "output first page": f"/api/v1/resources/{out}/data",
+                    "output status=unmatched": f"/api/v1/resources/{out}/data?status=unmatched",
+                },
+            )
+        finally:
+            procs.stop(server.proc)
+        rec["truth"] = true_pairs(
+            home, env.get("TALLY_DATABASE_URL"), created["resource_id"], folder
+        )
+    except Exception as error:  # recorded; the other targets still run
+        rec["error"] = f"{type(error).__name__}: {error}"
+        log(f"{backend}: FAILED {rec['error']}")
+    finally:
+        if pg is not None:
+            pg.stop()
+            procs.postgres_servers.remove(pg)
+        shutil.rmtree(home, ignore_errors=True)
+    return rec
+
+
+def peers(cfg: run.Config, opts: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
+    if not opts["peers"]:
+        return []
+    log(f"peers: recon_peers.py {','.join(opts['peers'])}")
+    cmd = [str(cfg.venv / "bin" / "python"), str(cfg.kit / "recon_peers.py"), "--dir", str(folder)]
+    out = subprocess.run(
+        [*cmd, "--engines", ",".join(opts["peers"])],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    (cfg.logs / "recon_peers.log").write_text(out.stderr + out.stdout)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+# --- the report ---------------------------------------------------------------------------
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def line(cells: list[Any]) -> str:
+        return "| " + " | ".join("" if c is None else str(c) for c in cells) + " |"
+
+    return [line(header), line(["---"] + ["---:"] * (len(header) - 1)), *map(line, rows), ""]
+
+
+def _found(t: dict[str, Any]) -> str:
+    return f"{t.get('truth_found', 0):,} of {t.get('truth_pairs', 0):,}" if t else ""
+
+
+def report(
+    records: list[dict[str, Any]],
+    peer_records: list[dict[str, Any]],
+    memory: list[dict[str, Any]],
+    opts: dict[str, Any],
+) -> str:
+    lines = [
+        f"Pair: {opts['rows']:,} bank rows, seed {opts['seed']}; late ledger file "
+        f"{opts['late']:,} rows.",
+        "",
+    ]
+    runs, read_rows = [], []
+    for r in records:
+        if "error" in r:
+            runs.append([r["label"], f"failed: {r['error']}"])
+            continue
+        run_, truth = r["run"], r.get("truth", {})
+        late = r.get("late_file", {}).get("seconds")
+        runs.append(
+            [
+                r["label"],
+                run_["wall_s"],
+                run_["run_s"],
+                run_["cpu_s"],
+                run_.get("db_server_cpu_s"),
+                run_["peak_rss_mb"],
+                late,
+                _found(truth),
+                truth.get("wrong_pairs"),
+            ]
+        )
+        for name, read in r.get("reads", {}).items():
+            read_rows.append([r["label"], name, read["p50_ms"], f"{read['total']:,}"])
+    for p in peer_records:
+        runs.append(
+            [
+                p.get("engine"),
+                p.get("seconds"),
+                p.get("match_seconds"),
+                None,
+                None,
+                p.get("peak_rss_mb_process"),
+                None,
+                _found(p),
+                p.get("wrong_pairs"),
+            ]
+        )
+    if runs:
+        header = [
+            "target",
+            "wall s",
+            "run s (matching, for peers)",
+            "CPU s",
+            "DB CPU s",
+            "peak RSS MB",
+            "late file s",
+            "true pairs found",
+            "wrong pairs",
+        ]
+        lines += _table(header, runs)
+    if read_rows:
+        lines += _table(["target", "read", "p50 ms", "rows"], read_rows)
+    sizes = []
+    for m in memory:
+        if "error" in m:
+            sizes.append([m["label"], f"{m['rows']:,}", f"failed: {m['error']}"])
+            continue
+        loads = m["loads"]
+        sizes.append(
+            [
+                m["label"],
+                f"{loads['bank']['rows']:,}",
+                f"{loads['ledger']['rows']:,}",
+                m["run"]["run_s"],
+                m["run"]["peak_rss_mb"],
+            ]
+        )
+    if sizes:
+        lines += _table(["target", "bank rows", "ledger rows", "run s", "peak RSS MB"], sizes)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    cfg = run.load_config()
+    opts = settings()
+    cfg.results = opts["results"].resolve()
+    cfg.logs.mkdir(parents=True, exist_ok=True)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, procs.raise_on_signal)
+    records, peer_records, memory = [], [], []
+    try:
+        run.kit_step(cfg, "setup")
+        if opts["memory"]:
+            for rows in opts["memory"]:
+                folder = pair_dir(cfg, rows, opts["seed"])
+                for backend in cfg.backends:
+                    rec = backend_run(cfg, opts, backend, folder, late=0, serve=False)
+                    rec["rows"] = rows
+                    memory.append(rec)
+        else:
+            folder = pair_dir(cfg, opts["rows"], opts["seed"])
+            for backend in cfg.backends:
+                records.append(
+                    backend_run(cfg, opts, backend, folder, late=opts["late"], serve=True)
+                )
+            peer_records = peers(cfg, opts, folder)
+    finally:
+        procs.stop_everything()
+    everything = {"records": records, "peers": peer_records, "memory": memory, "settings": opts}
+    (cfg.results / "recon.json").write_text(json.dumps(everything, indent=1, default=str))
+    text = report(records, peer_records, memory, opts)
+    (cfg.results / "recon.md").write_text(text)
+    print(text)
+    return 0 if all("error" not in r for r in records + memory) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
