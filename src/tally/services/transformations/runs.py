@@ -3,8 +3,8 @@ SELECT into the staged output (services/derived_runs.py swaps it in), within the
 and row limits. Incremental when the query allows it (query.is_incremental) and every
 input is a source, which only ever appends rows: the published rows are copied and the
 output of the input rows added since the last run appended, which equals a full
-recompute. What the last run read is kept in the output's digest, written in the same
-transaction as the output it describes."""
+recompute. What the last run read is kept in `last_run`, checked against the output's
+digest, which is written in the same transaction as the output it describes."""
 
 from __future__ import annotations
 
@@ -38,25 +38,30 @@ class RunLimits:
 
 
 @dataclass(frozen=True)
-class _Digest:
-    """The output's digest: the definition and inputs' columns it was made for, its
-    content (its rows' stored text), and the last row id read of each input."""
+class _Published:
+    """What the published output holds, kept in `last_run`: its rows' content digest and
+    the last row id read of each input (by its name in the SQL). `last_run` is written
+    after the publish; it describes the published output only when its digest, written
+    with the output, is `digest(key)` (a run whose worker died in between: full run)."""
 
-    key: str
     content: str
-    read: dict[int, int]
+    read: dict[str, int]
 
-    def text(self) -> str:
-        read = orjson.dumps({str(k): v for k, v in sorted(self.read.items())}).decode()
-        return f"{self.key}.{self.content}.{read}"
+    def digest(self, key: str) -> str:
+        described = orjson.dumps([key, self.content, sorted(self.read.items())])
+        return hashlib.sha256(described).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content_digest": self.content, "read_through": dict(self.read)}
 
     @classmethod
-    def parse(cls, text: str | None) -> _Digest | None:
-        parts = (text or "").split(".", 2)
-        if len(parts) != 3:
+    def of(cls, record: DerivedRecord, key: str) -> _Published | None:
+        last_run = record.last_run or {}
+        content, read = last_run.get("content_digest"), last_run.get("read_through")
+        if not isinstance(content, str) or not isinstance(read, dict):
             return None
-        read = orjson.loads(parts[2])
-        return cls(parts[0], parts[1], {int(k): int(v) for k, v in read.items()})
+        published = cls(content, {str(k): int(v) for k, v in read.items()})
+        return published if published.digest(key) == record.output_digest else None
 
 
 class TransformationBuilder:
@@ -80,27 +85,27 @@ class TransformationBuilder:
             query = check_sql(definition.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
             columns = query.as_columns()
             key = _key(definition, found)
-            read = transformation_sql.last_row_ids(
+            read_ids = transformation_sql.last_row_ids(
                 conn, {r.id: r.table_name for r in found.values()}
             )
-            previous = _Digest.parse(record.output_digest)
+            read = {name: read_ids[r.id] for name, r in found.items()}
+            previous = _Published.of(record, key)
             incremental = (
                 previous is not None
-                and previous.key == key
                 and query.is_incremental
                 and all(r.kind == SOURCE_KIND for r in found.values())
             )
             if incremental and previous is not None and previous.read == read:
                 rows = resources.get_resource(conn, record.resource_id).row_count
-                return _output(columns, rows, record.output_digest or "", found, incremental)
+                return _output(columns, rows, previous.digest(key), previous, found, incremental)
             ddl.create_table(conn, staged, columns, generated_ids=False)
             with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
                 kept = 0
-                if incremental:
-                    assert previous is not None
+                if incremental and previous is not None:
                     output = resources.get_resource(conn, record.resource_id)
                     kept = transformation_sql.copy_rows(conn, output.table_name, staged, columns)
-                    sql = query.backend_sql(postgresql=postgresql, after_row_ids=previous.read)
+                    after = {found[name].id: row_id for name, row_id in previous.read.items()}
+                    sql = query.backend_sql(postgresql=postgresql, after_row_ids=after)
                 else:
                     sql = query.backend_sql(postgresql=postgresql)
                 added = transformation_sql.insert_rows(
@@ -113,17 +118,17 @@ class TransformationBuilder:
                 )
             content = transformation_sql.content_digest(conn, staged)
         timings["query"] = time.perf_counter() - clock
-        if previous is not None and (previous.key, previous.content) == (key, content):
-            digest = record.output_digest or ""  # the same rows: nothing to publish
-        else:
-            digest = _Digest(key, content, read).text()
-        return _output(columns, kept + added, digest, found, incremental)
+        now = _Published(content, read)
+        if previous is not None and previous.content == content:
+            now = previous  # the same rows: nothing to publish, the digest stays
+        return _output(columns, kept + added, now.digest(key), now, found, incremental)
 
 
 def _output(
     columns: tuple[Column, ...],
     rows: int,
     digest: str,
+    published: _Published,
     found: dict[str, Resource],
     incremental: bool,
 ) -> Output:
@@ -134,7 +139,12 @@ def _output(
         row_count=rows,
         digest=digest,
         inputs={r.id: r.columns for r in found.values()},
-        summary={"rows": rows, "incremental": incremental, "inputs": inputs},
+        summary={
+            "rows": rows,
+            "incremental": incremental,
+            "inputs": inputs,
+            **published.to_json(),
+        },
     )
 
 
