@@ -81,7 +81,7 @@ class CheckedQuery:
             if not self.is_incremental:
                 raise ValueError("only an incremental query reads the new rows alone")
             _read_after(tree, after_row_ids)
-        return tree.sql(dialect=forms.dialect)
+        return tree.sql(dialect=forms.dialect, identify=True)  # an alias may be a keyword
 
 
 # What makes an output row depend on more than one input row, or on rows' order.
