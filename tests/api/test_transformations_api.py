@@ -104,7 +104,9 @@ def test_create_then_run_reads_the_rows_through_the_data_api(
         api, tenant, answer["resource_id"], currency="EUR", ordering="-amount", fields="payout_id"
     )["data"]
     assert filtered == [{"payout_id": "PO-3"}, {"payout_id": "PO-1"}]
-    assert data(api, tenant, answer["resource_id"], amount__gte="10.115")["meta"]["total_count"] == 2
+    assert (
+        data(api, tenant, answer["resource_id"], amount__gte="10.115")["meta"]["total_count"] == 2
+    )
     shown = api.get(f"{BASE}/{answer['id']}", headers=tenant.v2_headers).json()
     assert (shown["state"], shown["error"], shown["last_run"]) == ("idle", None, last_run)
     assert set(last_run) >= {"started_at", "finished_at", "rows", "inputs"}

@@ -116,6 +116,15 @@ async def preview_transformation(
     return Response(content, media_type="application/json")
 
 
+@router.api_route(BASE + "/preview", methods=["GET", "PUT", "DELETE"], include_in_schema=False)
+async def preview_other_methods() -> Response:
+    """`preview` is no transformation's id: these methods are 405s, not 422s of an id."""
+    body = {"errors": [{"field": None, "message": "Method Not Allowed"}]}
+    response = json_response(body, 405)
+    response.headers["Allow"] = "POST"
+    return response
+
+
 @router.get(
     BASE,
     summary="The workspace's transformations, oldest first",

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, TypeAdapter, ValidationError
 
 from tally.core.errors import FieldProblem, InvalidBodyError
-from tally.core.shapes import Name, Strict, WholeNumber
+from tally.core.shapes import WHOLE_NUMBER, Name, Strict
 from tally.services.reconciliation.shape import field_path
 
 INPUT_NAME_PATTERN = "^[a-z_][a-z0-9_]{0,62}$"  # what the SQL names unquoted
@@ -21,7 +21,7 @@ MAX_SQL_CHARS = 100_000
 
 class DefinitionBody(Strict):
     name: Name = Field(description="Also the name of the output resource.")
-    inputs: dict[str, Annotated[int, Field(ge=1), WholeNumber]] = Field(
+    inputs: dict[str, Annotated[int, Field(ge=1), WHOLE_NUMBER]] = Field(
         description="The names the SQL reads, each bound to a resource of the workspace "
         "(a source, a reconciliation's output, another transformation's output).",
         json_schema_extra={
