@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from support.factories import Tenant, count_resources, make_source, make_tenant
-from support.reconciliations import definition as reconciliation
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from tally.runtime import Runtime
+from tally.storage import derived_resources
 
 BASE = "/api/v2/transformations"
 FORBIDDEN = {"errors": [{"field": None, "message": "Forbidden"}]}
@@ -181,18 +181,21 @@ def test_list_get_replace_and_delete(
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("SELECT * FROM sqlite_master", "no input named 'sqlite_master' (inputs: s) (line 1, column 15)"),
-        ("SELECT * FROM pg_catalog.pg_class", "no input named 'pg_catalog.pg_class' (inputs: s) (line 1, column 15)"),
-        ("SELECT * FROM derived_resources", "no input named 'derived_resources' (inputs: s) (line 1, column 15)"),
-        ("SELECT pg_sleep(10) AS a FROM s", "the function PG_SLEEP is not allowed (line 1, column 8)"),
+        ("SELECT * FROM sqlite_master", "no input named 'sqlite_master' (inputs: s)"),
+        ("SELECT * FROM pg_catalog.pg_class", "no input named 'pg_catalog.pg_class' (inputs: s)"),
+        ("SELECT * FROM derived_resources", "no input named 'derived_resources' (inputs: s)"),
+        ("SELECT pg_sleep(10) AS a FROM s", "the function PG_SLEEP is not allowed"),
         ("DELETE FROM s", "the SQL must be one SELECT statement, found DELETE"),
-        ("SELECT s.amount / 3 AS third FROM s", "a division must state its scale, as in ROUND(a / b, 2) or CAST(a / b AS DECIMAL(18, 4)) (output column 'third') (line 1, column 8)"),
+        ("SELECT s.amount / 3 AS third FROM s", "a division must state its scale, as in "
+         "ROUND(a / b, 2) or CAST(a / b AS DECIMAL(18, 4)) (output column 'third')"),
     ],
 )  # fmt: skip
 def test_the_sql_checker_rejections_are_400s_naming_sql(
     api: httpx.Client, tenant: Tenant, inputs: Inputs, sql: str, message: str
 ) -> None:
-    assert problems(post(api, tenant, transformation(inputs, sql=sql)), 400) == [("sql", message)]
+    [(field, said)] = problems(post(api, tenant, transformation(inputs, sql=sql)), 400)
+    assert field == "sql"
+    assert said.split(" (line ")[0] == message
 
 
 def test_another_workspaces_resource_is_refused_like_one_that_does_not_exist(
@@ -290,10 +293,9 @@ def test_chains_with_reconciliations_the_409s_and_the_cycle(
     downstream = created(api, tenant, matched)
     run(runtime, payouts["id"])
     with runtime.engine.connect() as conn:  # the refresh queued its reader
-        from tally.storage import derived_resources
-
         waiting = derived_resources.get_derived(conn, recon.json()["id"])
-    assert waiting is not None and waiting.run_due_at is not None
+    assert waiting is not None
+    assert waiting.run_due_at is not None
     run(runtime, recon.json()["id"], kind="reconciliation")
     run(runtime, downstream["id"])
     rows = data(api, tenant, downstream["resource_id"])["data"]

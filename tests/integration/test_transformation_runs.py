@@ -104,7 +104,7 @@ def test_stored_row_text_is_what_a_page_renders(
         conn.exec_driver_sql(f"UPDATE {table.table_name} SET _json = NULL")
     assert read_body(runtime, tenant, table.id) == stored
     first = rows(runtime, tenant, derived_id)[0]
-    assert first["bank.ref"] == "PO-2" and first["positive"] is False
+    assert (first["bank.ref"], first["positive"]) == ("PO-2", False)
     assert (table.rendered_version, table.indexed_version) == (table.data_version,) * 2
 
 
