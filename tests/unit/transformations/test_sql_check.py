@@ -335,9 +335,9 @@ def test_backend_sql_reads_only_the_physical_tables() -> None:
     )
     for postgresql in (False, True):
         sql = query.backend_sql(postgresql=postgresql)
-        assert "r_4 AS s" in sql
-        assert "r_9 AS fx" in sql
-        assert "bank" not in sql.replace('AS "bank.amount"', "").replace("AS b", "")
+        assert '"r_4" AS "s"' in sql
+        assert '"r_9" AS "fx"' in sql
+        assert "bank" not in sql.replace('AS "bank.amount"', "").replace('AS "b"', "")
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_incremental_queries_are_those_of_one_row_each(sql: str, incremental: bo
 def test_only_an_incremental_query_reads_new_rows_alone() -> None:
     query = check_sql("SELECT s.payout_id FROM s UNION ALL SELECT fx.payout_id FROM fx", INPUTS)
     assert query.resource_ids == {4, 9}
-    assert "r_4 AS s WHERE s._row_id > 10" in query.backend_sql(
+    assert '"r_4" AS "s" WHERE "s"."_row_id" > 10' in query.backend_sql(
         postgresql=False, after_row_ids={4: 10}
     )
     grouped = check_sql("SELECT COUNT(*) AS n FROM s", INPUTS)
@@ -379,6 +379,11 @@ def test_comments_never_reach_the_translated_sql() -> None:
         assert "/*" not in sql
 
 
+def test_every_identifier_is_quoted_an_alias_may_be_a_keyword() -> None:
+    query = check_sql("SELECT s.n AS nothing, s.n AS \"order\" FROM s", INPUTS)
+    assert query.backend_sql(postgresql=False).startswith('SELECT "s"."c6" AS "nothing"')
+
+
 def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
     assert rejection("SELECT " + "(" * 300 + "1" + ")" * 300 + " AS a") == (
         "the SQL nests too deeply"
@@ -387,7 +392,7 @@ def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
 
 def test_an_output_name_inside_an_order_by_expression_is_its_expression() -> None:
     query = check_sql("SELECT s.n AS a FROM s ORDER BY a + 1", INPUTS)
-    assert query.backend_sql(postgresql=True).endswith("ORDER BY s.c6 + 1")
+    assert query.backend_sql(postgresql=True).endswith('ORDER BY "s"."c6" + 1')
 
 
 def test_a_template_sqlglot_cannot_parse_is_an_error_of_ours() -> None:
