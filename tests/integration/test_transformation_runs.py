@@ -254,3 +254,24 @@ def test_a_worker_refreshes_after_rows_reach_an_input_and_then_its_readers(
     )
     assert output(runtime, first).data_version == versions[0] + 1  # once per burst
     assert output(runtime, second).data_version == versions[1] + 1
+
+
+def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    from support.factories import make_tenant
+
+    runtime = limited(request, backend, tmp_path, transformation_max_rows=120)
+    try:
+        tenant = make_tenant(runtime.engine)
+        numbers = "n\n" + "".join(f"{n}\n" for n in range(100))
+        source = make_source(runtime.engine, tenant, numbers, name="numbers")
+        body = {"name": "t", "inputs": {"s": source.id}, "sql": "SELECT s.n FROM s"}
+        derived_id = create(runtime, tenant, body)
+        run(runtime, derived_id)
+        append(runtime, source.id, "n\n" + "".join(f"{n}\n" for n in range(100, 130)))
+        with pytest.raises(RunFailedError, match="more than 120 rows"):
+            run(runtime, derived_id)
+        assert len(read_data(runtime, tenant, output(runtime, derived_id).id)) == 100
+    finally:
+        runtime.close()

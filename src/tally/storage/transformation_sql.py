@@ -96,9 +96,10 @@ def insert_rows(
     after_row_id: int,
     max_rows: int,
 ) -> int:
-    """The SELECT's rows appended to `table` (a row table of `columns`), row ids from
-    `after_row_id + 1` in the SELECT's order, each with its stored JSON text; how many.
-    More than `max_rows` is RunFailedError (the caller's transaction is rolled back)."""
+    """The SELECT's rows appended to `table` (a row table of `columns` holding rows
+    1..`after_row_id`), row ids from `after_row_id + 1` in the SELECT's order, each with
+    its stored JSON text; how many. A table of more than `max_rows` rows then is
+    RunFailedError (the caller's transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
     json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
@@ -109,10 +110,10 @@ def insert_rows(
         f"{_named(driver_text(conn, sql), columns)} "
         f"SELECT o.{ddl.ROW_ID}, {values}, {json_sql} FROM "
         f"(SELECT ROW_NUMBER() OVER () + {int(after_row_id)} AS {ddl.ROW_ID}, {names} "
-        f"FROM (SELECT * FROM q LIMIT {int(max_rows) + 1}) n) o"
+        f"FROM (SELECT * FROM q LIMIT {max(0, max_rows - after_row_id) + 1}) n) o"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
-    if inserted > max_rows:
+    if after_row_id + inserted > max_rows:
         raise RunFailedError(
             f"the query gives more than {max_rows} rows (TALLY_TRANSFORMATION_MAX_ROWS): "
             "the previous output stays readable"

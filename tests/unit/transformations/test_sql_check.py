@@ -380,7 +380,7 @@ def test_comments_never_reach_the_translated_sql() -> None:
 
 
 def test_every_identifier_is_quoted_an_alias_may_be_a_keyword() -> None:
-    query = check_sql("SELECT s.n AS nothing, s.n AS \"order\" FROM s", INPUTS)
+    query = check_sql('SELECT s.n AS nothing, s.n AS "order" FROM s', INPUTS)
     assert query.backend_sql(postgresql=False).startswith('SELECT "s"."c6" AS "nothing"')
 
 

@@ -114,7 +114,7 @@ class TransformationBuilder:
                     columns,
                     sql,
                     after_row_id=kept,
-                    max_rows=self._limits.max_rows - kept,
+                    max_rows=self._limits.max_rows,
                 )
             content = transformation_sql.content_digest(conn, staged)
         timings["query"] = time.perf_counter() - clock
