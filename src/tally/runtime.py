@@ -33,6 +33,8 @@ from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
+from tally.services.transformations.runs import RunLimits, TransformationBuilder
+from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
 from tally.services.webhooks import WebhookService
 from tally.settings import Settings
@@ -59,6 +61,7 @@ class Runtime:
     notifications: NotificationSender
     reconciliations: ReconciliationService
     sources: SourceService
+    transformations: TransformationService
     uploads: UploadService
     webhooks: WebhookService
 
@@ -91,6 +94,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     catalogue = SourceCatalogue(engine, limits=limits, staging_dir=blobs.staging_dir)
     loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir)
     policy = delivery_policy(settings)
+    limits = RunLimits(settings.transformation_timeout_seconds, settings.transformation_max_rows)
     return Runtime(
         settings=settings,
         engine=engine,
@@ -102,7 +106,10 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         derived=DerivedRuns(
             engine,
             run_policy(settings),
-            {"reconciliation": ReconciliationBuilder(engine)},
+            {
+                "reconciliation": ReconciliationBuilder(engine),
+                "transformation": TransformationBuilder(engine, limits),
+            },
         ),
         files=FileService(engine),
         intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
@@ -116,6 +123,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         ),
         reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
+        transformations=TransformationService(engine, limits),
         uploads=UploadService(
             engine,
             blobs,

@@ -135,6 +135,18 @@ class Settings(BaseSettings):
         description="Longest `tally admin run-reconciliation` waits for a run another "
         "worker is doing.",
     )
+    transformation_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Longest a transformation's query may run (a run or a preview); a run "
+        "past it fails and the previous output stays readable.",
+    )
+    transformation_max_rows: int = Field(
+        10_000_000,
+        ge=1,
+        description="Most rows a transformation's output may hold; a run past it fails "
+        "and the previous output stays readable.",
+    )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",
         description="Seconds between status-notification attempts (comma-separated): "

@@ -41,6 +41,9 @@ MATCHES = REC + "/matches"
 MATCH = MATCHES + "/{match_id}"
 CONFIRM = MATCH + "/confirm"
 ACTIONS = REC + "/actions"
+TRS = "/api/v2/transformations"
+TR = TRS + "/{transformation_id}"
+PREVIEW = TRS + "/preview"
 UNKNOWN_ID = 987654
 # Classes no route raises as themselves: families, and errors of the worker.
 NOT_ANSWERED_BY_ANY_ROUTE = {
@@ -49,7 +52,6 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
     SealError: "a stored secret that cannot be opened; the worker's notifications",
-    errors.RunFailedError: "a derived resource's run; recorded on it, the CLI reports it",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PROVOKED_ELSEWHERE = {
@@ -66,6 +68,7 @@ class World:
     webhook_id: str
     pair: Pair  # a bank and a ledger source of the tenant's
     reconciliation_id: int  # of the pair, its match 1 `matched` in its output
+    transformation_id: int = 0  # of the bank
 
     @property
     def credentials(self) -> dict[str, str]:
@@ -126,6 +129,8 @@ def _provision_fails(api: httpx.Client, world: World, runtime: Runtime, path: st
             conn.execute(text(f"CREATE TABLE IF NOT EXISTS r_{n} (x INTEGER)"))
     if path == RECS:
         return _create(api, world, path, definition(world.pair, name=f"unlucky {path}"))
+    if path == TRS:
+        return _create(api, world, path, _transformation(world, f"unlucky {path}"))
     body = {"name": f"unlucky {path}", **({"webhook": {}} if path == WEBHOOKS else {})}
     return _create(api, world, path, body)
 
@@ -144,6 +149,29 @@ def _read_by_another(api: httpx.Client, world: World) -> Any:
     reader["passes"] = [{"name": "p", "type": "one_to_one", "keys": []}]
     assert _create(api, world, RECS, reader).status_code == 201
     return api.delete(f"{RECS}/{read['id']}", headers=world.credentials)
+
+
+def _transformation(world: World, name: str, sql: str = "SELECT * FROM s") -> dict[str, Any]:
+    return {"name": name, "inputs": {"s": world.pair.bank}, "sql": sql}
+
+
+def _tr(api: httpx.Client, world: World, method: str, **kwargs: Any) -> Any:
+    url = f"{TRS}/{world.transformation_id}"
+    return api.request(method, url, headers=world.credentials, **kwargs)
+
+
+def _transformation_read_by_another(api: httpx.Client, world: World) -> Any:
+    """DELETE of a transformation whose output another one reads."""
+    read = _create(api, world, TRS, _transformation(world, "read t")).json()
+    reader = {"name": "reader t", "inputs": {"r": read["resource_id"]}, "sql": "SELECT * FROM r"}
+    assert _create(api, world, TRS, reader).status_code == 201
+    return api.delete(f"{TRS}/{read['id']}", headers=world.credentials)
+
+
+def _preview_too_long(api: httpx.Client, world: World) -> Any:
+    """A preview whose query fails as it runs (a value past int64)."""
+    body = _transformation(world, "p", "SELECT 9223372036854775807 + 1 AS n FROM s")
+    return _create(api, world, PREVIEW, body)
 
 
 def _crashes(api: httpx.Client, world: World, runtime: Runtime) -> Any:
@@ -226,6 +254,27 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
         f"{RECS}/{UNKNOWN_ID}/actions", headers=w.credentials
     ),
     ("get", ACTIONS, 422): lambda a, w: a.get(f"{RECS}/one/actions", headers=w.credentials),
+    ("post", TRS, 400): lambda a, w: _create(a, w, TRS, _transformation(w, "x", "SELECT 1")),
+    ("post", TRS, 403): lambda a, w: _create(a, w, TRS, {}, signed=False),
+    ("post", TRS, 422): lambda a, w: _create(a, w, TRS, {"name": 3}),
+    ("post", PREVIEW, 400): _preview_too_long,
+    ("post", PREVIEW, 403): lambda a, w: _create(a, w, PREVIEW, {}, signed=False),
+    ("post", PREVIEW, 422): lambda a, w: _create(a, w, PREVIEW, {"sql": []}),
+    ("get", TRS, 403): lambda a, w: a.get(TRS),
+    ("get", TRS, 422): lambda a, w: a.get(TRS, headers=w.credentials, params={"limit": "0"}),
+    ("get", TR, 403): lambda a, w: a.get(f"{TRS}/{w.transformation_id}"),
+    ("get", TR, 404): lambda a, w: a.get(f"{TRS}/{UNKNOWN_ID}", headers=w.credentials),
+    ("get", TR, 422): lambda a, w: a.get(f"{TRS}/one", headers=w.credentials),
+    ("put", TR, 400): lambda a, w: _tr(a, w, "PUT", json=_transformation(w, "ledger")),
+    ("put", TR, 403): lambda a, w: a.put(f"{TRS}/{w.transformation_id}", json={}),
+    ("put", TR, 404): lambda a, w: a.put(
+        f"{TRS}/{UNKNOWN_ID}", headers=w.credentials, json=_transformation(w, "y")
+    ),
+    ("put", TR, 422): lambda a, w: _tr(a, w, "PUT", json={"name": "x"}),
+    ("delete", TR, 403): lambda a, w: a.delete(f"{TRS}/{w.transformation_id}"),
+    ("delete", TR, 404): lambda a, w: a.delete(f"{TRS}/{UNKNOWN_ID}", headers=w.credentials),
+    ("delete", TR, 409): _transformation_read_by_another,
+    ("delete", TR, 422): lambda a, w: a.delete(f"{TRS}/one", headers=w.credentials),
 }
 # These change the database for good: run after every other request, in this order.
 DESTRUCTIVE: dict[tuple[str, str, int], Callable[[httpx.Client, World, Runtime], Any]] = {
@@ -233,6 +282,7 @@ DESTRUCTIVE: dict[tuple[str, str, int], Callable[[httpx.Client, World, Runtime],
     ("post", SOURCES, 502): lambda a, w, r: _provision_fails(a, w, r, SOURCES),
     ("post", WEBHOOKS, 502): lambda a, w, r: _provision_fails(a, w, r, WEBHOOKS),
     ("post", RECS, 502): lambda a, w, r: _provision_fails(a, w, r, RECS),
+    ("post", TRS, 502): lambda a, w, r: _provision_fails(a, w, r, TRS),
 }
 
 
@@ -252,6 +302,8 @@ def world(runtime: Runtime, api: httpx.Client) -> World:
     output = reconciliation.json()["resource_id"]
     row = {"match_id": 1, "status": "matched", "bank._row": 1, "ledger._row": 1}
     write_output(runtime.engine, output, [row])
+    transformation = _create(api, world, TRS, _transformation(world, "bank copy"))
+    assert transformation.status_code == 201, transformation.text
     return World(
         tenant,
         resource.id,
@@ -260,6 +312,7 @@ def world(runtime: Runtime, api: httpx.Client) -> World:
         created["webhook_id"],
         pair,
         reconciliation.json()["id"],
+        transformation.json()["id"],
     )
 
 

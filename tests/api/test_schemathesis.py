@@ -33,6 +33,7 @@ EXAMPLES_PER_OPERATION = int(os.environ.get("TALLY_SCHEMATHESIS_EXAMPLES", "15")
 SEED = 20261125
 RUN_TIMEOUT_SECONDS = 600
 RECONCILIATIONS = "/api/v2/reconciliations"
+TRANSFORMATIONS = "/api/v2/transformations"
 PAIR_VARIABLE = "TALLY_SCHEMATHESIS_PAIR"  # read by the hooks, in the schemathesis process
 ACCEPTED_BY_DEFAULT = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 # Operation -> why a schema-valid request may still be a 400.
@@ -47,6 +48,12 @@ RULES_OF_DATA = {
     "columns, and a name no resource has",
     "/api/v2/reconciliations/{reconciliation_id}": "a definition names resources of the "
     "workspace and their columns, and a name no other resource has",
+    "/api/v2/transformations": "a definition's inputs are resources of the workspace, its "
+    "SQL reads their columns, and its name no resource has",
+    "/api/v2/transformations/preview": "a definition's inputs are resources of the "
+    "workspace and its SQL reads their columns",
+    "/api/v2/transformations/{transformation_id}": "a definition's inputs are resources "
+    "of the workspace, its SQL reads their columns, and its name no other resource has",
 }
 
 
@@ -67,6 +74,18 @@ def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> tuple[Path,
         for name in ("kept", "deleted")
     )
     assert (kept.status_code, deleted.status_code) == (201, 201), kept.text + deleted.text
+    read_t = api.post(
+        TRANSFORMATIONS,
+        headers=credentials,
+        json={"name": "t read", "inputs": {"s": pair.bank}, "sql": "SELECT * FROM s"},
+    )
+    reader = {
+        "name": "t reader",
+        "inputs": {"r": read_t.json()["resource_id"]},
+        "sql": "SELECT * FROM r",
+    }
+    reading = api.post(TRANSFORMATIONS, headers=credentials, json=reader)
+    assert (read_t.status_code, reading.status_code) == (201, 201), reading.text
     overrides = {
         "header.X-API-Key": tenant.key,
         "header.workspace_id": str(tenant.workspace_id),
@@ -75,6 +94,9 @@ def _config(runtime: Runtime, api: httpx.Client, directory: Path) -> tuple[Path,
         "path.source_id": hook.json()["id"],
         "path.webhook_id": hook.json()["webhook_id"],
         "path.reconciliation_id": kept.json()["id"],
+        # one another reads: its DELETE is always the 409, never a 404 that the stateful
+        # phase would blame on a transformation it just created
+        "path.transformation_id": read_t.json()["id"],
     }
     lines = [
         f"seed = {SEED}",

@@ -18,7 +18,10 @@ And one map: a positive reconciliation definition (POST /api/v2/reconciliations,
 /api/v2/reconciliations/{id}) names resources and columns no schema can know; one in
 two is pointed at the run's bank and ledger (TALLY_SCHEMATHESIS_PAIR) and their columns,
 its names made unique, so that it creates (or replaces) a reconciliation. The others
-keep what was generated: their 400s are the rules of data the test expects.
+keep what was generated: their 400s are the rules of data the test expects. Likewise a
+positive transformation definition (POST /api/v2/transformations and .../preview, PUT
+/api/v2/transformations/{id}): one in two reads the bank as `s` with a SELECT that
+checks, its name made unique.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ from tally.core.errors import JsonRowsError
 from tally.services.json_rows import json_to_csv
 
 RECONCILIATIONS = ("/api/v2/reconciliations", "/api/v2/reconciliations/{reconciliation_id}")
+TRANSFORMATIONS = (
+    "/api/v2/transformations",
+    "/api/v2/transformations/preview",
+    "/api/v2/transformations/{transformation_id}",
+)
 PAIR_VARIABLE = "TALLY_SCHEMATHESIS_PAIR"  # set by tests/api/test_schemathesis.py
 _cases = itertools.count(1)
 FEEDS = ("/api/v2/sources/{source_id}/feed-source", "/api/v2/webhooks/{webhook_id}/feed-source")
@@ -95,6 +103,18 @@ def map_case(context: schemathesis.HookContext, case: schemathesis.Case) -> sche
         and next(_cases) % 2 == 0
     ):
         case.body = _on_the_pair(case.body, json.loads(os.environ[PAIR_VARIABLE]))
+    elif (
+        case.meta is not None
+        and case.meta.generation.mode.is_positive
+        and case.method in ("POST", "PUT")
+        and case.path in TRANSFORMATIONS
+        and isinstance(case.body, dict)
+        and next(_cases) % 2 == 0
+    ):
+        bank = json.loads(os.environ[PAIR_VARIABLE])["bank"]
+        case.body["name"] = f"{case.body['name'][:150]} #{next(_cases)}"
+        case.body["inputs"] = {"s": bank}
+        case.body["sql"] = "SELECT s.reference, s.amount * 2 AS twice FROM s"
     return case
 
 

@@ -14,7 +14,7 @@ from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
-from tally.api.v2 import files, reconciliations, sources, webhooks
+from tally.api.v2 import files, reconciliations, sources, transformations, webhooks
 from tally.core.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -57,4 +57,5 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(files.router)
     app.include_router(sources.router)
     app.include_router(reconciliations.router)
+    app.include_router(transformations.router)
     return app

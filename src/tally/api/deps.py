@@ -15,6 +15,7 @@ from tally.services.authentication import AuthenticationService
 from tally.services.files import FileService
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
+from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
 from tally.services.webhooks import WebhookService
 
@@ -43,6 +44,10 @@ async def _sources(request: Request) -> SourceService:
     return runtime_of(request).sources
 
 
+async def _transformations(request: Request) -> TransformationService:
+    return runtime_of(request).transformations
+
+
 async def _uploads(request: Request) -> UploadService:
     return runtime_of(request).uploads
 
@@ -55,5 +60,6 @@ AuthenticationDep = Annotated[AuthenticationService, Depends(_authentication)]
 FilesDep = Annotated[FileService, Depends(_files)]
 ReconciliationsDep = Annotated[ReconciliationService, Depends(_reconciliations)]
 SourcesDep = Annotated[SourceService, Depends(_sources)]
+TransformationsDep = Annotated[TransformationService, Depends(_transformations)]
 UploadsDep = Annotated[UploadService, Depends(_uploads)]
 WebhooksDep = Annotated[WebhookService, Depends(_webhooks)]

@@ -116,10 +116,15 @@ V2_ERRORS: ErrorTable = {
     errors.InvalidNotificationError: ErrorRow(
         400, _V2, "No http(s) URL at the webhook's `url_field` path (`errors[0].field`)."
     ),
+    errors.RunFailedError: ErrorRow(
+        400, _V2, "The query failed, or ran past TALLY_TRANSFORMATION_TIMEOUT_SECONDS."
+    ),
     errors.IncompleteBodyError: ErrorRow(400, _V2),
     errors.LoadError: ErrorRow(400, _V2),
     errors.NotFoundError: ErrorRow(
-        404, _V2, "Not Found: no such source, file, webhook, reconciliation or match here."
+        404,
+        _V2,
+        "Not Found: no such source, file, webhook, reconciliation, match or transformation here.",
     ),
     errors.ConflictError: ErrorRow(
         409, _V2, "In conflict with what is there now; `errors` names each row or field."

@@ -218,6 +218,46 @@ def list_reconciliations(workspace: Annotated[int, typer.Option(help="Workspace 
     emit({"workspace_id": workspace, "reconciliations": [r.to_json() for r in found]})
 
 
+@app.command("create-transformation")
+def create_transformation(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    file: Annotated[
+        Path, typer.Option(help="The definition, a JSON file (as POST /api/v2/transformations).")
+    ],
+) -> None:
+    """Define a transformation (one SELECT over resources of the workspace); its first
+    run is queued at once (a worker runs it: tally serve, tally worker)."""
+    with _runtime() as runtime:
+        created = runtime.transformations.create(
+            workspace_id=workspace, body=_definition_file(file)
+        )
+    shown = created.to_json()
+    emit({k: shown[k] for k in ("id", "name", "resource_id", "columns")})
+
+
+@app.command("run-transformation")
+def run_transformation(
+    transformation: Annotated[int, typer.Option("--id", help="Transformation id.")],
+) -> None:
+    """Run a transformation now, in this process; returns once its output is readable
+    and prints its last run (a run another worker holds is waited for)."""
+    with _runtime() as runtime:
+        record = runtime.derived.run_now(
+            transformation,
+            kind="transformation",
+            worker=f"cli:{socket.gethostname()}:{os.getpid()}",
+        )
+    emit(record.last_run or {})
+
+
+@app.command("list-transformations")
+def list_transformations(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
+    """The workspace's transformations: definition, columns, state and last run of each."""
+    with _runtime() as runtime:
+        found = runtime.transformations.list_transformations(workspace_id=workspace)
+    emit({"workspace_id": workspace, "transformations": [t.to_json() for t in found]})
+
+
 def _definition_file(file: Path) -> Any:
     """The file's JSON; one that cannot be read or parsed is the same error as such a
     body sent to the API (InvalidBodyError), in the command's JSON."""

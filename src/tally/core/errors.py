@@ -4,7 +4,7 @@
     ├── NotFoundError
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
-    │   └── ReconciliationNotFoundError, MatchNotFoundError
+    │   └── ReconciliationNotFoundError, MatchNotFoundError, TransformationNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
@@ -98,6 +98,10 @@ class ReconciliationNotFoundError(NotFoundError):
 
 class MatchNotFoundError(NotFoundError):
     """Match not found"""
+
+
+class TransformationNotFoundError(NotFoundError):
+    """Transformation not found"""
 
 
 class AuthError(TallyError):

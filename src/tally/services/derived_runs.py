@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine
 
@@ -26,7 +26,7 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.storage import derived_outputs, derived_resources, outbox, resources
-from tally.storage.derived_outputs import Layout
+from tally.storage.derived_outputs import Guard, Layout
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -68,12 +68,23 @@ class Builder(Protocol):
         ...
 
 
+@runtime_checkable
+class StagingBuilder(Protocol):
+    def stage(self, record: DerivedRecord, guard: Guard, timings: dict[str, float]) -> Output:
+        """Write the output of `record` now to the staged table `r_{id}_next` itself (a
+        transformation's INSERT ... SELECT; `guard` first in each transaction) and say
+        what it holds (its `rows` unused)."""
+        ...
+
+
 class LeaseLostError(Exception):
     """Another worker holds the run now (this one's lease expired): stop writing."""
 
 
 class DerivedRuns:
-    def __init__(self, engine: Engine, policy: RunPolicy, builders: Mapping[str, Builder]):
+    def __init__(
+        self, engine: Engine, policy: RunPolicy, builders: Mapping[str, Builder | StagingBuilder]
+    ):
         self._engine = engine
         self.policy = policy
         self._builders = builders
@@ -173,20 +184,11 @@ class DerivedRuns:
         trade for sources). The lease is held throughout, so no other run can swap the
         table while it is indexed; a run taken over after the swap only finishes it."""
         timings: dict[str, float] = {}
-        output = self._builders[record.kind].build(record, timings)
         guard = self._guard(record.id, worker)
         resource_id = record.resource_id
-        published = output.digest != record.output_digest
+        output, published = self._stage(record, guard, timings)
         if published:
             clock = time.perf_counter()
-            derived_outputs.clear(self._engine, resource_id, guard)
-            derived_outputs.write_plan(
-                self._engine, resource_id, output.layout, output.rows(), guard
-            )
-            clock = _lap(timings, "stage", clock)
-            derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
-            derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
-            clock = _lap(timings, "build", clock)
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 now = utc_now()
@@ -226,6 +228,33 @@ class DerivedRuns:
                 "seconds": {k: round(v, 3) for k, v in timings.items()},
             },
         )
+
+    def _stage(
+        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
+    ) -> tuple[Output, bool]:
+        """The output built and, unless its digest is the published one's, staged in
+        `r_{id}_next`; whether it is to be published."""
+        builder, resource_id = self._builders[record.kind], record.resource_id
+        if isinstance(builder, StagingBuilder):
+            derived_outputs.clear(self._engine, resource_id, guard)
+            output = builder.stage(record, guard, timings)
+            if output.digest == record.output_digest:
+                derived_outputs.discard(
+                    self._engine, derived_outputs.next_table(resource_id), guard
+                )
+                return output, False
+            return output, True
+        output = builder.build(record, timings)
+        if output.digest == record.output_digest:
+            return output, False
+        clock = time.perf_counter()
+        derived_outputs.clear(self._engine, resource_id, guard)
+        derived_outputs.write_plan(self._engine, resource_id, output.layout, output.rows(), guard)
+        clock = _lap(timings, "stage", clock)
+        derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
+        derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
+        _lap(timings, "build", clock)
+        return output, True
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self.policy.burst_seconds)

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
 
 from tally.storage.home import prepare_sqlite_file
+from tally.storage.sql_functions import register_sql_functions
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "tally_write"
@@ -104,6 +105,7 @@ def _configure_sqlite(engine: Engine) -> None:
         ):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
+        register_sql_functions(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:

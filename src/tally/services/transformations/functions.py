@@ -1,0 +1,119 @@
+"""The type rules and rewrites of the allowed functions: text, regular expressions,
+dates, aggregates and windows (expressions.py holds the operators)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from tally.core.columns import ColumnType
+from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
+from tally.services.transformations.casts import Casts, numeric, temporal, textual
+from tally.services.transformations.sql_types import BOOLEAN, INTEGER, TEXT
+
+
+class FunctionRules(Casts):
+    # -- text ------------------------------------------------------------------------
+
+    def _text_function(self, node: exp.Expr, form: Callable[[exp.Expr], exp.Expr]) -> None:
+        self.expect(node.this, "text", textual)
+        self.set(node, form(node.this), TEXT)
+
+    def _trim(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", textual)
+        chars = node.expression
+        if chars is not None:
+            self.expect(chars, "text", textual)
+        side = str(node.args.get("position") or "BOTH").upper()
+        self.set(node, self.forms.trim(node.this, chars, side), TEXT)
+
+    def _substring(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", textual)
+        start, length = node.args.get("start"), node.args.get("length")
+        if start is None or self.kind(start).kind is ColumnType.TEXT:
+            raise self.text.reject(
+                "SUBSTRING needs a start position; for a pattern use REGEXP_SUBSTR(x, pattern)",
+                node,
+            )
+        for number in (start, length):
+            if number is not None:
+                self.expect(number, "an integer", lambda k: k.kind is ColumnType.INTEGER)
+        self.set(node, self.forms.substring(node.this, start, length), TEXT)
+
+    def _replace(self, node: exp.Expr) -> None:
+        for part in (node.this, node.expression, node.args["replacement"]):
+            self.expect(part, "text", textual)
+        self.set(node, node, TEXT)
+
+    def _length(self, node: exp.Expr) -> None:
+        self.expect(node.this, "text", textual)
+        self.set(node, node, INTEGER)
+
+    def _concat(self, node: exp.Expr) -> None:
+        parts = [self.forms.to_text(p, self.kind(p)) for p in node.expressions]
+        self.set(node, self.forms.concat(parts), TEXT)
+
+    def _dpipe(self, node: exp.Expr) -> None:
+        left = self.forms.to_text(node.this, self.kind(node.this))
+        right = self.forms.to_text(node.expression, self.kind(node.expression))
+        self.set(node, exp.Paren(this=exp.DPipe(this=left, expression=right)), TEXT)
+
+    def _regexp(self, node: exp.Expr) -> None:
+        names: dict[type[exp.Expr], str] = {exp.RegexpLike: "like", exp.RegexpReplace: "replace"}
+        name = names.get(type(node), "substr")
+        extra = set(node.args) - {"this", "expression", "replacement", "single_replace"}
+        if any(node.args.get(key) is not None for key in extra):
+            raise self.text.reject(f"REGEXP_{name.upper()} takes no flags or positions", node)
+        args = [node.this, node.expression]
+        if name == "replace":
+            args.append(node.args.get("replacement"))
+        if any(arg is None for arg in args):
+            raise self.text.reject(f"REGEXP_{name.upper()} is missing an argument", node)
+        for arg in args:
+            self.expect(arg, "text", textual)
+        pattern = node.expression
+        if isinstance(pattern, exp.Literal):
+            try:
+                re.compile(pattern.this)
+            except re.error as error:
+                raise self.text.reject(f"invalid regular expression: {error}", node) from None
+        self.set(node, self.forms.regexp(name, *args), BOOLEAN if name == "like" else TEXT)
+
+    # -- dates -----------------------------------------------------------------------
+
+    def _extract(self, node: exp.Expr) -> None:
+        part = node.this.name.upper()
+        kind = self.expect(node.expression, "a date or a timestamp", temporal)
+        if part not in DATE_PARTS or (kind.kind is ColumnType.DATE and part in ("HOUR", "MINUTE")):
+            raise self.text.reject(f"EXTRACT({part} FROM {kind.describe()}) is not supported", node)
+        self.set(node, self.forms.extract(part, node.expression, kind), INTEGER)
+
+    def _truncate(self, node: exp.Expr) -> None:
+        unit = node.args["unit"].name.upper()
+        if unit not in TRUNC_UNITS:
+            raise self.text.reject(f"DATE_TRUNC to '{unit.lower()}' is not supported", node)
+        kind = self.expect(node.this, "a date or a timestamp", temporal)
+        self.set(node, self.forms.truncate(unit, node.this, kind), kind)
+
+    # -- aggregates and windows ------------------------------------------------------
+
+    def _sum(self, node: exp.Expr) -> None:
+        self.set(node, node, self.expect(node.this, "a number", numeric))
+
+    def _min_max(self, node: exp.Expr) -> None:
+        kind = self.kind(node.this)
+        if kind.kind is ColumnType.BOOLEAN:
+            raise self.text.reject(f"{node.key.upper()} of a boolean is not supported", node)
+        self.ordered(node.this, kind)
+        self.set(node, node, kind)
+
+    def _lag_lead(self, node: exp.Expr) -> None:
+        offset, default = node.args.get("offset"), node.args.get("default")
+        if offset is not None:
+            self.expect(offset, "an integer", lambda k: k.kind is ColumnType.INTEGER)
+        kind = self.kind(node.this)
+        if default is not None:
+            kind = self.common([node.this, default], node)
+        self.set(node, node, kind)

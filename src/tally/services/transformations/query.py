@@ -1,0 +1,133 @@
+"""A transformation's SQL checked against its inputs (`check_sql`): its output columns,
+and the statement each backend runs over the inputs' tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from tally.core.columns import Column, ColumnType
+from tally.services.transformations.dialect import (
+    Input,
+    SqlText,
+    check_nodes,
+    check_output_names,
+    parse_select,
+    qualified,
+)
+from tally.services.transformations.forms import Forms
+from tally.services.transformations.postgres_forms import PostgresForms
+from tally.services.transformations.sqlite_forms import SqliteForms
+from tally.services.transformations.translate import Translator
+from tally.storage.resource_tables.ddl import ROW_ID
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    type: ColumnType
+    scale: int = 0
+    timezone: bool = False
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    """One SELECT that reads only its inputs, every output typed. `backend_sql` returns
+    the statement whose result columns are, in order, `columns` in tally's stored form
+    for that backend (what a row table of `as_columns()` stores)."""
+
+    sql: str
+    inputs: Mapping[str, Input]
+    columns: tuple[OutputColumn, ...]
+    _tree: exp.Query = field(repr=False, compare=False)
+
+    def as_columns(self) -> tuple[Column, ...]:
+        """The output as a resource's columns, physical names c0..cN."""
+        return tuple(
+            Column(c.name, f"c{i}", c.type, scale=c.scale, timezone=c.timezone)
+            for i, c in enumerate(self.columns)
+        )
+
+    @property
+    def resource_ids(self) -> frozenset[int]:
+        return frozenset(i.resource_id for i in self.inputs.values())
+
+    @property
+    def is_incremental(self) -> bool:
+        """Each output row comes from one input row (filters, computed columns, UNION
+        ALL): a run may read only the rows added since the last one and append."""
+        if any(isinstance(node, _WHOLE_TABLE) for node in self._tree.walk()):
+            return False
+        for select in self._tree.find_all(exp.Select):
+            source = select.args.get("from_")
+            if source is None or not isinstance(source.this, exp.Table):
+                return False  # a SELECT of constants would repeat its rows each run
+        return not any(
+            isinstance(node, exp.SetOperation) and node.args.get("distinct")
+            for node in self._tree.walk()
+        )
+
+    def backend_sql(
+        self, *, postgresql: bool, after_row_ids: Mapping[int, int] | None = None
+    ) -> str:
+        """`after_row_ids` (resource id -> row id) reads only later rows of those inputs,
+        for an incremental query."""
+        forms: Forms = PostgresForms() if postgresql else SqliteForms()
+        tree = self._tree.copy()
+        Translator(SqlText(self.sql), self.inputs, forms).translate(tree)
+        if after_row_ids:
+            if not self.is_incremental:
+                raise ValueError("only an incremental query reads the new rows alone")
+            _read_after(tree, after_row_ids)
+        return tree.sql(dialect=forms.dialect, identify=True)  # an alias may be a keyword
+
+
+# What makes an output row depend on more than one input row, or on rows' order.
+_WHOLE_TABLE = (
+    exp.AggFunc,
+    exp.Window,
+    exp.Distinct,
+    exp.Join,
+    exp.Group,
+    exp.Having,
+    exp.Order,
+    exp.Limit,
+    exp.Offset,
+    exp.With,
+    exp.Subquery,
+    exp.Exists,
+)
+
+
+def _read_after(tree: exp.Query, after_row_ids: Mapping[int, int]) -> None:
+    """`alias._row_id > n` added to each SELECT reading an input's table `r_<id>`."""
+    for select in tree.find_all(exp.Select):
+        source = select.args["from_"].this
+        resource_id = int(source.name.removeprefix("r_"))
+        if resource_id in after_row_ids:
+            newer = exp.GT(
+                this=exp.column(ROW_ID, table=source.alias_or_name),
+                expression=exp.Literal.number(after_row_ids[resource_id]),
+            )
+            select.where(newer, copy=False)
+
+
+def check_sql(sql: str, inputs: Mapping[str, Input]) -> CheckedQuery:
+    """Raises DefinitionRejectedError (field "sql") naming the line and column, or the
+    name, at fault."""
+    text = SqlText(sql)
+    try:
+        tree = parse_select(text)
+        check_nodes(text, tree, inputs)
+        check_output_names(text, tree)
+        tree = qualified(text, tree, inputs)
+        outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
+    except RecursionError:  # sqlglot's parser recurses ~20 frames per parenthesis
+        raise text.reject("the SQL nests too deeply") from None
+    columns = tuple(
+        OutputColumn(name, kind.kind or ColumnType.TEXT, kind.scale, kind.timezone)
+        for name, kind in outputs
+    )
+    return CheckedQuery(sql, dict(inputs), columns, tree)

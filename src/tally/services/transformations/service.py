@@ -1,0 +1,246 @@
+"""Transformations as the API and the CLI use them: defined, previewed, listed,
+replaced and deleted (issue #12).
+
+Each use case is one transaction. A transformation is a derived resource of kind
+`transformation` (its definition, inputs and run queue) plus its output, an ordinary
+resource of that kind named after it: created with the query's columns and no rows, so
+the Data API reads it at once; runs (runs.py, in the workers) replace its table.
+Another workspace's transformation does not exist (404); every change queues a run
+due now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column
+from tally.core.errors import (
+    ConflictError,
+    DefinitionRejectedError,
+    FieldProblem,
+    RunFailedError,
+    StorageProvisioningError,
+    TransformationNotFoundError,
+)
+from tally.services.transformations.definitions import checked_definition
+from tally.services.transformations.runs import RunLimits
+from tally.services.transformations.shape import parse_definition
+from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
+from tally.storage import transformation_sql as runs_sql
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import backend_of, snapshot_connection, write_connection
+from tally.storage.resource_tables import ddl
+
+KIND = "transformation"  # of the derived resource, and of its output resource
+PREVIEW_ROWS = 20
+
+
+@dataclass(frozen=True)
+class Transformation:
+    id: int
+    resource_id: int  # the output
+    name: str
+    definition: dict[str, Any]
+    columns: tuple[Column, ...]
+    state: str  # queued | running | idle | failed
+    error: str | None
+    last_run: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "resource_id": self.resource_id,
+            "definition": self.definition,
+            "columns": columns_json(self.columns),
+            "state": self.state,
+            "error": self.error,
+            "last_run": self.last_run,
+        }
+
+
+@dataclass(frozen=True)
+class Preview:
+    columns: tuple[Column, ...]
+    rows: list[str]  # each row's JSON object text, as a page shows it
+
+
+def columns_json(columns: tuple[Column, ...]) -> list[dict[str, str]]:
+    return [{"name": c.name, "type": str(c.type)} for c in columns]
+
+
+class TransformationService:
+    def __init__(self, engine: Engine, limits: RunLimits) -> None:
+        self._engine = engine
+        self._limits = limits
+
+    def create(self, *, workspace_id: int, body: Any) -> Transformation:
+        """The transformation, its empty output and its first run, due now."""
+        shape = parse_definition(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            accounts.get_workspace(conn, workspace_id)
+            definition, query, found = checked_definition(
+                conn, workspace_id, shape, own_output=None
+            )
+            columns = query.as_columns()
+            output = _create_output(conn, workspace_id, definition.name, columns, now)
+            derived_id = derived_resources.insert_derived(
+                conn,
+                workspace_id=workspace_id,
+                resource_id=output,
+                kind=KIND,
+                name=definition.name,
+                definition=definition.to_json(),
+                inputs=[r.id for r in found.values()],
+                now=now,
+            )
+            return _of(conn, _owned(conn, workspace_id, derived_id))
+
+    def preview(self, *, workspace_id: int, body: Any) -> Preview:
+        """The query's columns and first rows, within the run's time limit; nothing
+        is kept."""
+        shape = parse_definition(body)
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            accounts.get_workspace(conn, workspace_id)
+            _, query, _ = checked_definition(conn, workspace_id, shape, own_output=None)
+            sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
+            columns = query.as_columns()
+            try:
+                with runs_sql.time_limit(conn, self._limits.timeout_seconds):
+                    rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
+            except exc.DBAPIError as error:
+                if error.connection_invalidated:
+                    raise
+                reason = str(error.orig).strip().splitlines()[0]
+                raise RunFailedError(f"the query failed: {reason}") from None
+        return Preview(columns, rows)
+
+    def list_transformations(
+        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
+    ) -> list[Transformation]:
+        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
+        with self._engine.connect() as conn:
+            accounts.get_workspace(conn, workspace_id)
+            records = derived_resources.list_derived(
+                conn, workspace_id, KIND, after_id=after_id, limit=limit
+            )
+            return [_of(conn, r) for r in records]
+
+    def get(self, *, workspace_id: int, transformation_id: int) -> Transformation:
+        with self._engine.connect() as conn:
+            return _of(conn, _owned(conn, workspace_id, transformation_id))
+
+    def replace(self, *, workspace_id: int, transformation_id: int, body: Any) -> Transformation:
+        """A new definition, run at once (the output keeps its rows and columns until
+        that run publishes)."""
+        shape = parse_definition(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, transformation_id, lock=True)
+            definition, _, found = checked_definition(
+                conn, workspace_id, shape, own_output=record.resource_id
+            )
+            derived_resources.replace_definition(
+                conn,
+                record.id,
+                name=definition.name,
+                definition=definition.to_json(),
+                inputs=[r.id for r in found.values()],
+                now=now,
+            )
+            if definition.name != record.name:
+                resources.rename_resource(conn, record.resource_id, definition.name, now)
+            derived_resources.request_run(conn, record.id, now)
+            return _of(conn, _owned(conn, workspace_id, record.id))
+
+    def delete(self, *, workspace_id: int, transformation_id: int) -> None:
+        """The transformation, its output resource and table; refused (409) while
+        another derived resource reads the output, naming each."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = _owned(conn, workspace_id, transformation_id, lock=True)
+            refuse_while_read(conn, record.resource_id)
+            derived_resources.delete_derived(conn, record.id)
+            outbox.delete_events_of(conn, record.resource_id)
+            for table in (  # the output, and a run's tables in the making, if any
+                resources.table_name_for(record.resource_id),
+                derived_outputs.next_table(record.resource_id),
+                derived_outputs.plan_table(record.resource_id),
+                derived_outputs.old_table(record.resource_id),
+            ):
+                ddl.drop_table(conn, table)
+            resources.delete_resource(conn, record.resource_id)
+
+
+def refuse_while_read(conn: Connection, resource_id: int) -> None:
+    """ConflictError naming each derived resource that reads this resource."""
+    problems = []
+    for reader in derived_resources.readers_of(conn, resource_id):
+        found = derived_resources.get_derived(conn, reader)
+        what = f"{found.kind} {reader} ({found.name!r})" if found else f"{reader}"
+        problems.append(
+            FieldProblem(
+                None,
+                f"{what} reads resource {resource_id}: delete it or change its definition first",
+            )
+        )
+    if problems:
+        raise ConflictError(problems)
+
+
+def _owned(
+    conn: Connection, workspace_id: int, transformation_id: int, *, lock: bool = False
+) -> DerivedRecord:
+    """The transformation, if this workspace owns it; otherwise it does not exist."""
+    find = derived_resources.lock_derived if lock else derived_resources.find_derived
+    record = find(conn, transformation_id, KIND)
+    if record is None or record.workspace_id != workspace_id:
+        raise TransformationNotFoundError()
+    return record
+
+
+def _of(conn: Connection, record: DerivedRecord) -> Transformation:
+    output = resources.get_resource(conn, record.resource_id)
+    return Transformation(
+        record.id,
+        record.resource_id,
+        record.name,
+        record.definition,
+        output.columns,
+        record.state,
+        record.error,
+        record.last_run,
+    )
+
+
+def _create_output(
+    conn: Connection, workspace_id: int, name: str, columns: tuple[Column, ...], now: dt.datetime
+) -> int:
+    """The output resource and its empty table; a concurrent taker of the name is the
+    same 400 as one found first, a table that cannot be made the 502."""
+    try:
+        with conn.begin_nested():
+            output = resources.insert_resource(
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind=KIND,
+                columns=columns,
+                is_placeholder=False,
+                folder_id=None,
+                now=now,
+            )
+            ddl.create_table(conn, output.table_name, columns)
+    except exc.IntegrityError as error:
+        raise DefinitionRejectedError(
+            [FieldProblem("name", f"a resource named {name!r} already exists")]
+        ) from error
+    except exc.DBAPIError as error:
+        raise StorageProvisioningError() from error
+    return output.id

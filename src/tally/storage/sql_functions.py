@@ -1,0 +1,46 @@
+"""Functions every SQLite connection gets, for the SQL transformations translate to:
+regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
+REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), and the
+failure of a number that left int64."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+_REPLACEMENT_WHOLE = re.compile(r"\\&")  # PostgreSQL's "the whole match"
+
+
+def _like(text: str | None, pattern: str | None) -> bool | None:
+    if text is None or pattern is None:
+        return None
+    return re.search(pattern, text) is not None
+
+
+def _substr(text: str | None, pattern: str | None) -> str | None:
+    if text is None or pattern is None:
+        return None
+    match = re.search(pattern, text)
+    return None if match is None else match.group(0)
+
+
+def _replace(text: str | None, pattern: str | None, replacement: str | None) -> str | None:
+    if text is None or pattern is None or replacement is None:
+        return None
+    return re.sub(pattern, _REPLACEMENT_WHOLE.sub(r"\\g<0>", replacement), text, count=1)
+
+
+class IntegerOverflowError(ValueError):
+    """A transformation's number exceeds 64-bit integers (SQLite made it a float). Not
+    an OverflowError: sqlite3 reports that one as "string or blob too big"."""
+
+
+def _overflow(value: object) -> None:
+    raise IntegerOverflowError(f"a value exceeds 64-bit integers: {value!r}")
+
+
+def register_sql_functions(connection: sqlite3.Connection) -> None:
+    connection.create_function("tally_regexp_like", 2, _like, deterministic=True)
+    connection.create_function("tally_regexp_substr", 2, _substr, deterministic=True)
+    connection.create_function("tally_regexp_replace", 3, _replace, deterministic=True)
+    connection.create_function("tally_overflow", 1, _overflow)

@@ -1,0 +1,162 @@
+"""A transformation's translated SELECT run as written (services/transformations builds
+it; no parameters are bound to it): staged into an output table with each row's JSON
+text, or previewed, within a time limit and a row limit."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exc
+
+from tally.core.columns import Column
+from tally.core.errors import RunFailedError
+from tally.storage.engine import backend_of, write_connection
+from tally.storage.resource_tables import ddl, row_json
+
+SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
+DIGEST_BATCH_ROWS = 50_000  # stored rows hashed per fetch
+
+
+def driver_text(conn: Connection, sql: str) -> str:
+    """The statement for `exec_driver_sql`: psycopg reads `%` as the start of a
+    placeholder everywhere, string literals included, so it is doubled there."""
+    return sql.replace("%", "%%") if backend_of(conn).is_postgresql else sql
+
+
+def fetch_query_rows(conn: Connection, sql: str) -> Sequence[Sequence[Any]]:
+    """Every row of the SELECT, its values in the backend's stored forms."""
+    return conn.exec_driver_sql(driver_text(conn, sql)).all()
+
+
+def staging_connection(engine: Engine) -> Connection:
+    """A write connection whose transaction reads one snapshot (REPEATABLE READ on
+    PostgreSQL; SQLite's write transaction already does), so the row ids a run reads
+    up to are those its INSERT ... SELECT saw."""
+    conn = write_connection(engine)
+    if backend_of(conn).is_postgresql:
+        conn = conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
+
+
+@contextmanager
+def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
+    """The statements run inside, in the caller's transaction, stopped after `seconds`
+    (PostgreSQL's `statement_timeout`, SQLite's progress handler): RunFailedError."""
+    message = (
+        f"the query ran longer than {seconds:g} s (TALLY_TRANSFORMATION_TIMEOUT_SECONDS): "
+        "it was stopped, the previous output stays readable"
+    )
+    if backend_of(conn).is_postgresql:
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+        try:
+            yield
+        except exc.OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) == "57014":  # query_canceled
+                raise RunFailedError(message) from None
+            raise
+        return
+    driver = conn.connection.dbapi_connection
+    assert driver is not None
+    deadline = time.monotonic() + seconds
+    expired = False
+
+    def check() -> int:
+        nonlocal expired
+        expired = time.monotonic() > deadline
+        return 1 if expired else 0
+
+    driver.set_progress_handler(check, SQLITE_PROGRESS_STEPS)
+    try:
+        yield
+    except exc.OperationalError:
+        if expired:
+            raise RunFailedError(message) from None
+        raise
+    finally:
+        driver.set_progress_handler(None, 0)
+
+
+def _named(sql: str, columns: Sequence[Column]) -> str:
+    """The SELECT's result columns renamed to their physical names, in order (`sql` as
+    the driver reads it: the JSON text's labels, compiled with literal binds, have
+    their `%` doubled for psycopg already)."""
+    return f"WITH q ({', '.join(c.physical for c in columns)}) AS ({sql})"
+
+
+def insert_rows(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    sql: str,
+    *,
+    after_row_id: int,
+    max_rows: int,
+) -> int:
+    """The SELECT's rows appended to `table` (a row table of `columns` holding rows
+    1..`after_row_id`), row ids from `after_row_id + 1` in the SELECT's order, each with
+    its stored JSON text; how many. A table of more than `max_rows` rows then is
+    RunFailedError (the caller's transaction is rolled back)."""
+    postgresql = backend_of(conn).is_postgresql
+    rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
+    json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
+    names = ", ".join(c.physical for c in columns)
+    values = ", ".join(f"o.{c.physical}" for c in columns)
+    statement = (
+        f"INSERT INTO {table} ({ddl.ROW_ID}, {names}, {ddl.ROW_JSON}) "
+        f"{_named(driver_text(conn, sql), columns)} "
+        f"SELECT o.{ddl.ROW_ID}, {values}, {json_sql} FROM "
+        f"(SELECT ROW_NUMBER() OVER () + {int(after_row_id)} AS {ddl.ROW_ID}, {names} "
+        f"FROM (SELECT * FROM q LIMIT {max(0, max_rows - after_row_id) + 1}) n) o"
+    )
+    inserted = conn.exec_driver_sql(statement).rowcount
+    if after_row_id + inserted > max_rows:
+        raise RunFailedError(
+            f"the query gives more than {max_rows} rows (TALLY_TRANSFORMATION_MAX_ROWS): "
+            "the previous output stays readable"
+        )
+    return int(inserted)
+
+
+def copy_rows(conn: Connection, source: str, target: str, columns: Sequence[Column]) -> int:
+    """Every row of `source` copied to `target` as stored (row ids and JSON text)."""
+    names = ", ".join([ddl.ROW_ID, *(c.physical for c in columns), ddl.ROW_JSON])
+    return int(
+        conn.exec_driver_sql(
+            f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}"
+        ).rowcount
+    )
+
+
+def last_row_ids(conn: Connection, tables: Mapping[int, str]) -> dict[int, int]:
+    """Each table's largest row id (0 when empty), by resource id."""
+    return {
+        resource_id: int(
+            conn.exec_driver_sql(f"SELECT COALESCE(MAX({ddl.ROW_ID}), 0) FROM {table}").scalar()
+            or 0
+        )
+        for resource_id, table in tables.items()
+    }
+
+
+def content_digest(conn: Connection, table: str) -> str:
+    """sha256 of the table's stored rows (their JSON text) in row id order."""
+    digest = hashlib.sha256()
+    result = conn.exec_driver_sql(f"SELECT {ddl.ROW_JSON} FROM {table} ORDER BY {ddl.ROW_ID}")
+    while batch := result.fetchmany(DIGEST_BATCH_ROWS):
+        digest.update("\n".join(row[0] for row in batch).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def preview_rows(conn: Connection, columns: Sequence[Column], sql: str, limit: int) -> list[str]:
+    """The SELECT's first `limit` rows as their JSON object text (as a page shows them)."""
+    postgresql = backend_of(conn).is_postgresql
+    rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
+    json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
+    named = _named(driver_text(conn, sql), columns)
+    statement = f"{named} SELECT {json_sql} FROM (SELECT * FROM q LIMIT {int(limit)}) o"
+    return [str(row[0]) for row in conn.exec_driver_sql(statement)]

@@ -1,0 +1,277 @@
+"""Transformation runs (issue #12) on both backends: the stored row text is what a page
+renders; an incremental run equals a full recompute; the data version changes only
+with the rows; the time and row limits fail the run and leave the previous output
+readable; a worker refreshes a transformation after rows reach its input, and its
+readers after it (dependency order)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.databases import make_settings
+from support.factories import Tenant, make_source, read_body, read_data, write_file
+from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
+from support.waiting import eventually
+from tally.core.errors import RunFailedError
+from tally.runtime import Runtime
+from tally.settings import Settings
+from tally.storage import derived_resources, resources
+from tally.storage.resources import Resource
+from tally.worker.runner import Worker
+
+KIND = "transformation"
+UNION_SQL = (
+    "SELECT s.payout_id AS ref, s.amount, 'settlement' AS side FROM s WHERE s.amount > 0 "
+    "UNION ALL SELECT b.reference, b.amount, 'bank' FROM b"
+)
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
+    return make_settings(
+        request,
+        backend,
+        tmp_path / "home",
+        response_cache=False,
+        derived_burst_seconds=0.2,
+        derived_max_attempts=1,
+        retry_base_seconds=0.05,
+        retry_max_seconds=0.1,
+        lease_seconds=3.0,
+    )
+
+
+@pytest.fixture
+def inputs(runtime: Runtime, tenant: Tenant) -> Inputs:
+    return make_inputs(runtime.engine, tenant)
+
+
+@pytest.fixture
+def worker(runtime: Runtime) -> Iterator[Worker]:
+    running = Worker(runtime, concurrency=2, poll_seconds=0.05)
+    yield running
+    running.stop()
+
+
+def create(runtime: Runtime, tenant: Tenant, body: dict[str, Any]) -> int:
+    return runtime.transformations.create(workspace_id=tenant.workspace_id, body=body).id
+
+
+def run(runtime: Runtime, derived_id: int) -> dict[str, Any]:
+    last_run = runtime.derived.run_now(derived_id, kind=KIND, worker="test").last_run
+    assert last_run is not None
+    return last_run
+
+
+def output(runtime: Runtime, derived_id: int) -> Resource:
+    with runtime.engine.connect() as conn:
+        record = derived_resources.get_derived(conn, derived_id)
+        assert record is not None
+        return resources.get_resource(conn, record.resource_id)
+
+
+def rows(runtime: Runtime, tenant: Tenant, derived_id: int) -> list[dict[str, Any]]:
+    return read_data(runtime, tenant, output(runtime, derived_id).id)
+
+
+def append(runtime: Runtime, source_id: int, content: str) -> None:
+    path = write_file(content)
+    try:
+        runtime.catalogue.append_file(source_id, path)
+    finally:
+        path.unlink()
+
+
+def test_stored_row_text_is_what_a_page_renders(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    sql = (
+        'SELECT s.payout_id AS "bank.ref", s.amount AS "a%b", s.amount > 0 AS positive, '
+        "CAST(s.txn_date AS TIMESTAMP) AS at, NULL AS nothing, "
+        "ROUND(s.amount / 3, 4) AS third FROM s ORDER BY s.amount"
+    )
+    derived_id = create(runtime, tenant, transformation(inputs, sql=sql))
+    run(runtime, derived_id)
+    table = output(runtime, derived_id)
+    stored = read_body(runtime, tenant, table.id)
+    with runtime.engine.begin() as conn:
+        unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
+        assert conn.exec_driver_sql(unset).scalar_one() == 0
+        conn.exec_driver_sql(f"UPDATE {table.table_name} SET _json = NULL")
+    assert read_body(runtime, tenant, table.id) == stored
+    first = rows(runtime, tenant, derived_id)[0]
+    assert (first["bank.ref"], first["positive"]) == ("PO-2", False)
+    assert (table.rendered_version, table.indexed_version) == (table.data_version,) * 2
+
+
+def test_an_incremental_run_equals_a_full_recompute(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    body = transformation(inputs, sql=UNION_SQL, inputs={"s": inputs.settlements, "b": inputs.bank})
+    derived_id = create(runtime, tenant, body)
+    assert run(runtime, derived_id)["incremental"] is False  # the first run is full
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-4,EUR,7.25,settled,2024-02-01\nPO-5,EUR,-1.00,settled,2024-02-02\n")  # fmt: skip
+    append(runtime, inputs.bank, "reference,amount,booked\nPO-4,7.25,2024-02-03\n")
+    last_run = run(runtime, derived_id)
+    assert (last_run["incremental"], last_run["rows"]) == (True, 8)
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-6,USD,0.001,void,2024-02-04\n")  # fmt: skip
+    assert run(runtime, derived_id)["incremental"] is True
+    full = create(runtime, tenant, {**body, "name": "full"})
+    assert run(runtime, full)["incremental"] is False
+    key = repr  # no ORDER BY: the same rows, in any order
+    assert sorted(rows(runtime, tenant, derived_id), key=key) == sorted(
+        rows(runtime, tenant, full), key=key
+    )
+    assert len(rows(runtime, tenant, full)) == 9
+    grouped = create(runtime, tenant, transformation(inputs, name="grouped"))  # not incremental
+    run(runtime, grouped)
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-1,EUR,1.00,settled,2024-02-05\n")  # fmt: skip
+    assert run(runtime, grouped)["incremental"] is False
+
+
+def test_the_data_version_changes_only_with_the_rows(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    run(runtime, derived_id)
+    version = output(runtime, derived_id).data_version
+    run(runtime, derived_id)
+    assert output(runtime, derived_id).data_version == version
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-9,EUR,1.00,void,2024-02-01\n")  # fmt: skip
+    run(runtime, derived_id)  # the new row is filtered out: the same rows
+    assert output(runtime, derived_id).data_version == version
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-9,EUR,1.00,settled,2024-02-01\n")  # fmt: skip
+    run(runtime, derived_id)
+    assert output(runtime, derived_id).data_version == version + 1
+    assert len(rows(runtime, tenant, derived_id)) == 5
+
+
+def limited(request: pytest.FixtureRequest, backend: str, tmp_path: Path, **limits: Any) -> Runtime:
+    from tally.runtime import build_runtime
+
+    return build_runtime(
+        make_settings(request, backend, tmp_path / "limited", derived_max_attempts=1, **limits)
+    )
+
+
+@pytest.mark.parametrize(
+    ("limits", "heavy", "message"),
+    [
+        (
+            {"transformation_timeout_seconds": 0.3},
+            "SELECT COUNT(*) AS n FROM s, s AS a, s AS b, s AS c",
+            "the query ran longer than 0.3 s (TALLY_TRANSFORMATION_TIMEOUT_SECONDS): it was "
+            "stopped, the previous output stays readable",
+        ),
+        (
+            {"transformation_max_rows": 150},
+            "SELECT s.n FROM s UNION ALL SELECT s.n FROM s",
+            "the query gives more than 150 rows (TALLY_TRANSFORMATION_MAX_ROWS): the previous "
+            "output stays readable",
+        ),
+    ],
+)
+def test_a_run_past_a_limit_fails_and_the_previous_output_stays_readable(
+    request: pytest.FixtureRequest,
+    backend: str,
+    tmp_path: Path,
+    limits: dict[str, Any],
+    heavy: str,
+    message: str,
+) -> None:
+    from support.factories import make_tenant
+
+    runtime = limited(request, backend, tmp_path, **limits)
+    try:
+        tenant = make_tenant(runtime.engine)
+        numbers = "n\n" + "".join(f"{n}\n" for n in range(100))
+        source = make_source(runtime.engine, tenant, numbers, name="numbers")
+        body = {"name": "t", "inputs": {"s": source.id}, "sql": "SELECT s.n FROM s WHERE s.n < 3"}
+        derived_id = create(runtime, tenant, body)
+        run(runtime, derived_id)
+        before = rows(runtime, tenant, derived_id)
+        assert before == [{"n": 0}, {"n": 1}, {"n": 2}]
+        runtime.transformations.replace(
+            workspace_id=tenant.workspace_id,
+            transformation_id=derived_id,
+            body={**body, "sql": heavy},
+        )
+        with pytest.raises(RunFailedError) as failed:
+            run(runtime, derived_id)
+        assert failed.value.message == message
+        assert rows(runtime, tenant, derived_id) == before
+        shown = runtime.transformations.get(
+            workspace_id=tenant.workspace_id, transformation_id=derived_id
+        )
+        assert (shown.state, shown.error) == ("failed", message)
+        with runtime.engine.connect() as conn:  # no staged table left behind
+            staged = f"r_{shown.resource_id}_next"
+            assert not conn.dialect.has_table(conn, staged)
+    finally:
+        runtime.close()
+
+
+def test_a_worker_refreshes_after_rows_reach_an_input_and_then_its_readers(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs, worker: Worker
+) -> None:
+    first = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    run(runtime, first)
+    second_body = {
+        "name": "EUR only",
+        "inputs": {"f": output(runtime, first).id},
+        "sql": "SELECT f.payout_id, f.twice FROM f WHERE f.payout_id <> 'PO-2'",
+    }
+    second = create(runtime, tenant, second_body)
+    run(runtime, second)
+    versions = (output(runtime, first).data_version, output(runtime, second).data_version)
+    for n in range(3):  # a burst
+        append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+               f"PO-{10 + n},EUR,1.00,settled,2024-02-01\n")  # fmt: skip
+    worker.start()
+    eventually(
+        lambda: len(rows(runtime, tenant, second)) == 6,
+        timeout=60,
+        what="the transformation and then its reader to refresh by themselves",
+    )
+    eventually(
+        lambda: (
+            runtime.transformations.get(
+                workspace_id=tenant.workspace_id, transformation_id=second
+            ).state
+            == "idle"
+        ),
+        timeout=60,
+        what="the reader to be idle",
+    )
+    assert output(runtime, first).data_version == versions[0] + 1  # once per burst
+    assert output(runtime, second).data_version == versions[1] + 1
+
+
+def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    from support.factories import make_tenant
+
+    runtime = limited(request, backend, tmp_path, transformation_max_rows=120)
+    try:
+        tenant = make_tenant(runtime.engine)
+        numbers = "n\n" + "".join(f"{n}\n" for n in range(100))
+        source = make_source(runtime.engine, tenant, numbers, name="numbers")
+        body = {"name": "t", "inputs": {"s": source.id}, "sql": "SELECT s.n FROM s"}
+        derived_id = create(runtime, tenant, body)
+        run(runtime, derived_id)
+        append(runtime, source.id, "n\n" + "".join(f"{n}\n" for n in range(100, 130)))
+        with pytest.raises(RunFailedError, match="more than 120 rows"):
+            run(runtime, derived_id)
+        assert len(read_data(runtime, tenant, output(runtime, derived_id).id)) == 100
+    finally:
+        runtime.close()

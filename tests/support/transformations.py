@@ -1,0 +1,53 @@
+"""Settlements and bank lines, and transformation definitions over them, for the tests of
+the transformation API, CLI, runs and the OpenAPI sweeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from support.factories import Tenant, make_source
+
+SETTLEMENTS_CSV = (
+    "payout_id,currency,amount,status,txn_date\n"
+    "PO-1,EUR,10.10,settled,2024-01-05\n"
+    "PO-1,EUR,0.015,settled,2024-01-06\n"
+    "PO-2,USD,-5.50,settled,2024-01-07\n"
+    "PO-2,USD,99.99,void,2024-01-08\n"
+    "PO-3,EUR,1000000.001,settled,2024-01-09\n"
+)
+BANK_CSV = "reference,amount,booked\nPO-1,10.12,2024-01-10\nPO-2,-5.50,2024-01-11\n"
+PAYOUTS_SQL = (
+    "SELECT s.payout_id, s.currency, SUM(s.amount) AS amount, COUNT(*) AS payments, "
+    "MIN(s.txn_date) AS first_date FROM s WHERE s.status = 'settled' "
+    "GROUP BY s.payout_id, s.currency"
+)
+FILTER_SQL = (
+    "SELECT s.payout_id, s.amount * 2 AS twice, upper(s.status) AS status FROM s "
+    "WHERE s.status = 'settled'"
+)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    settlements: int
+    bank: int
+
+
+def make_inputs(engine: Engine, tenant: Tenant) -> Inputs:
+    settlements = make_source(engine, tenant, SETTLEMENTS_CSV, name="settlements")
+    bank = make_source(engine, tenant, BANK_CSV, name="bank")
+    return Inputs(settlements.id, bank.id)
+
+
+def transformation(
+    given: Inputs,
+    name: str = "Payouts",
+    sql: str = PAYOUTS_SQL,
+    inputs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A definition reading the settlements as `s` (or `inputs`)."""
+    bound = {"s": given.settlements} if inputs is None else inputs
+    return {"name": name, "inputs": bound, "sql": sql}
