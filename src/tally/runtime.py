@@ -94,7 +94,9 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     catalogue = SourceCatalogue(engine, limits=limits, staging_dir=blobs.staging_dir)
     loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir)
     policy = delivery_policy(settings)
-    limits = RunLimits(settings.transformation_timeout_seconds, settings.transformation_max_rows)
+    run_limits = RunLimits(
+        settings.transformation_timeout_seconds, settings.transformation_max_rows
+    )
     return Runtime(
         settings=settings,
         engine=engine,
@@ -108,7 +110,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             run_policy(settings),
             {
                 "reconciliation": ReconciliationBuilder(engine),
-                "transformation": TransformationBuilder(engine, limits),
+                "transformation": TransformationBuilder(engine, run_limits),
             },
         ),
         files=FileService(engine),
@@ -123,7 +125,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         ),
         reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
-        transformations=TransformationService(engine, limits),
+        transformations=TransformationService(engine, run_limits),
         uploads=UploadService(
             engine,
             blobs,
