@@ -149,3 +149,15 @@ def test_reconciliation_examples_explain_and_keep_manual_work(
     assert matched == {"match_id": 6}
     assert confirmed["match_id"] == 8
     assert [a["kind"] for a in actions["data"]] == ["match", "confirm"]
+
+
+def test_transformation_example_feeds_a_reconciliation(
+    demo_with_worker: tuple[Path, dict[str, str]],
+) -> None:
+    folder, _ = demo_with_worker
+    preview, split = (json.loads(line) for line in _bash(_blocks("Transform")[0], folder))
+    assert [c["name"] for c in preview["columns"]] == ["reference", "amount", "txn_date", "parts"]
+    assert {"reference": "INV-1004", "amount": 1000.00, "txn_date": "2026-03-05", "parts": 2} in (
+        preview["rows"]
+    )
+    assert split["data"] == [{"status": "matched", "ledger.amount": 1000.00, "ledger.parts": 2}]
