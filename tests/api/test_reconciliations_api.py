@@ -461,7 +461,13 @@ def test_put_cannot_read_its_own_output_or_a_loop(
         messages.append(message.replace(str(output), "N"))
     assert messages == [messages[0]] * 2
     refused = api.delete(f"{BASE}/{first['id']}", headers=tenant.v2_headers)
-    assert problems(refused, 409)[0][1].startswith(f"reconciliation {second['id']} reads")
+    assert problems(refused, 409) == [  # the reader named with its kind and name
+        (
+            None,
+            f"reconciliation {second['id']} ({second['name']!r}) reads resource "
+            f"{first['resource_id']}: delete it or change its definition first",
+        )
+    ]
     assert api.delete(f"{BASE}/{second['id']}", headers=tenant.v2_headers).status_code == 204
     assert api.delete(f"{BASE}/{first['id']}", headers=tenant.v2_headers).status_code == 204
 
