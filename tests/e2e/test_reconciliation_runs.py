@@ -11,7 +11,6 @@ the end); leases are short so a killed worker's run is taken up quickly.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from support.processes import (
     Processes,
     process_defaults,
     read_rows,
-    running_processes,
     total_count,
     wait_for_final_files,
 )
@@ -57,12 +55,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
         tmp_path / "home",
         **process_defaults(lease_seconds=LEASE_SECONDS, derived_burst_seconds=BURST_SECONDS),
     )
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
 
 
 def create_source(client: httpx.Client, tenant: Tenant, name: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from support.processes import (
     Processes,
     process_defaults,
     read_rows,
-    running_processes,
     total_count,
     wait_for_final_files,
 )
@@ -42,12 +40,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
         tmp_path / "home",
         **process_defaults(lease_seconds=LEASE_SECONDS, derived_burst_seconds=BURST_SECONDS),
     )
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
 
 
 def test_serve_refreshes_a_transformation_after_deliveries_once_per_burst(
