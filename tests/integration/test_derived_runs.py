@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from support.awkward import AWKWARD
 from support.derived_runs import quick_settings, started_worker
-from support.factories import Tenant, make_source, read_body, write_file
+from support.factories import Tenant, append, make_source, read_body
 from support.reconciliation_runs import (
     BANK_CSV,
     LEDGER_CSV,
@@ -67,14 +67,6 @@ def worker(runtime: Runtime) -> Iterator[Worker]:
 
 def run_now(runtime: Runtime, record: DerivedRecord) -> DerivedRecord:
     return runtime.derived.run_now(record.id, kind=RECONCILIATION, worker="test")
-
-
-def append(runtime: Runtime, source_id: int, content: str) -> None:
-    path = write_file(content)
-    try:
-        runtime.catalogue.append_file(source_id, path)
-    finally:
-        path.unlink()
 
 
 def reconciled(runtime: Runtime, tenant: Tenant) -> DerivedRecord:

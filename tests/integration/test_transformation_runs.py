@@ -14,7 +14,7 @@ import pytest
 
 from support.databases import make_settings
 from support.derived_runs import quick_settings, started_worker
-from support.factories import Tenant, make_source, read_body, read_data, write_file
+from support.factories import Tenant, append, make_source, read_body, read_data
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from support.waiting import eventually
 from tally.core.errors import RunFailedError
@@ -66,14 +66,6 @@ def output(runtime: Runtime, derived_id: int) -> Resource:
 
 def rows(runtime: Runtime, tenant: Tenant, derived_id: int) -> list[dict[str, Any]]:
     return read_data(runtime, tenant, output(runtime, derived_id).id)
-
-
-def append(runtime: Runtime, source_id: int, content: str) -> None:
-    path = write_file(content)
-    try:
-        runtime.catalogue.append_file(source_id, path)
-    finally:
-        path.unlink()
 
 
 def test_stored_row_text_is_what_a_page_renders(
