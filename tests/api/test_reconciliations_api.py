@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition, make_pair, write_output
+from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.core.columns import Column, ColumnType
 from tally.runtime import Runtime
 from tally.services.sources import SourceDefinition
@@ -24,9 +25,6 @@ from tally.storage import resources
 from tally.storage.schema import derived_resources, reconciliation_actions
 
 BASE = "/api/v2/reconciliations"
-FORBIDDEN = {"errors": [{"field": None, "message": "Forbidden"}]}
-NOT_FOUND = {"errors": [{"field": None, "message": "Not Found"}]}
-UNKNOWN_ID = 987654
 
 
 @pytest.fixture
@@ -43,12 +41,6 @@ def created(api: httpx.Client, tenant: Tenant, body: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     answer: dict[str, Any] = response.json()
     return answer
-
-
-def problems(response: httpx.Response, status: int) -> list[tuple[str | None, str]]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    return [(e["field"], e["message"]) for e in response.json()["errors"]]
 
 
 def fields(response: httpx.Response, status: int) -> list[str | None]:
@@ -461,7 +453,13 @@ def test_put_cannot_read_its_own_output_or_a_loop(
         messages.append(message.replace(str(output), "N"))
     assert messages == [messages[0]] * 2
     refused = api.delete(f"{BASE}/{first['id']}", headers=tenant.v2_headers)
-    assert problems(refused, 409)[0][1].startswith(f"reconciliation {second['id']} reads")
+    assert problems(refused, 409) == [  # the reader named with its kind and name
+        (
+            None,
+            f"reconciliation {second['id']} ({second['name']!r}) reads resource "
+            f"{first['resource_id']}: delete it or change its definition first",
+        )
+    ]
     assert api.delete(f"{BASE}/{second['id']}", headers=tenant.v2_headers).status_code == 204
     assert api.delete(f"{BASE}/{first['id']}", headers=tenant.v2_headers).status_code == 204
 

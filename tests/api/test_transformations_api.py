@@ -18,13 +18,11 @@ import pytest
 
 from support.factories import Tenant, count_resources, make_source, make_tenant
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
+from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.runtime import Runtime
 from tally.storage import derived_resources
 
 BASE = "/api/v2/transformations"
-FORBIDDEN = {"errors": [{"field": None, "message": "Forbidden"}]}
-NOT_FOUND = {"errors": [{"field": None, "message": "Not Found"}]}
-UNKNOWN_ID = 987654
 
 
 @pytest.fixture
@@ -41,12 +39,6 @@ def created(api: httpx.Client, tenant: Tenant, body: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     answer: dict[str, Any] = response.json()
     return answer
-
-
-def problems(response: httpx.Response, status: int) -> list[tuple[str | None, str]]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    return [(e["field"], e["message"]) for e in response.json()["errors"]]
 
 
 def run(runtime: Runtime, derived_id: int, kind: str = "transformation") -> dict[str, Any]:

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 import typer
-from typer.testing import CliRunner
 
+from support.cli import cli_env, tally
 from tally.cli.main import app
 from tally.core.ids import hash_secret
 from tally.core.names import NAME_MAX_CHARS
@@ -24,21 +24,6 @@ from tally.settings import Settings
 from tally.storage.schema import accounts, resources, workspaces
 
 CSV = "id,amount,booked_on\n1,10.50,2024-01-31\n2,-3.25,2024-02-01\n"
-
-
-def _env(settings: Settings) -> dict[str, str]:
-    env = {"TALLY_HOME": str(settings.home), "TALLY_LOG_LEVEL": "WARNING"}
-    if settings.database_url:
-        env["TALLY_DATABASE_URL"] = settings.database_url
-    return env
-
-
-def tally(settings: Settings, *args: str, stdin: str | None = None) -> tuple[int, dict[str, Any]]:
-    """Run one command in-process; its exit code and the one JSON object it printed."""
-    result = CliRunner().invoke(app, list(args), env=_env(settings), input=stdin)
-    lines = result.stdout.splitlines()
-    assert len(lines) == 1, f"stdout must be one JSON line, got {result.stdout!r}"
-    return result.exit_code, json.loads(lines[0])
 
 
 def ok(settings: Settings, *args: str, stdin: str | None = None) -> dict[str, Any]:
@@ -340,7 +325,7 @@ def test_a_large_load_draws_its_progress_on_stderr_and_prints_one_object(
         )
     assert path.stat().st_size > 8 * 1024 * 1024
     terminal, stderr = pty.openpty()
-    env = {**os.environ, **_env(settings), "COLUMNS": "100"}
+    env = {**os.environ, **cli_env(settings), "COLUMNS": "100"}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -380,7 +365,7 @@ def test_the_installed_command_exits_1_with_the_error_object(settings: Settings)
     done = subprocess.run(
         [sys.executable, "-m", "tally", "admin", "create-key", "--workspace", "4242"],
         capture_output=True,
-        env={**os.environ, **_env(settings)},
+        env={**os.environ, **cli_env(settings)},
         timeout=60,
     )
     assert done.returncode == 1

@@ -12,21 +12,12 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from support.cli import admin
 from support.factories import make_tenant
 from support.reconciliations import definition, make_pair
 from tally.cli.main import app
 from tally.runtime import Runtime
 from tally.settings import Settings
-
-
-def tally(settings: Settings, *args: str) -> tuple[int, dict[str, Any]]:
-    env = {"TALLY_HOME": str(settings.home), "TALLY_LOG_LEVEL": "WARNING"}
-    if settings.database_url:
-        env["TALLY_DATABASE_URL"] = settings.database_url
-    result = CliRunner().invoke(app, ["admin", *args], env=env)
-    lines = result.stdout.splitlines()
-    assert len(lines) == 1, f"stdout must be one JSON line, got {result.stdout!r}"
-    return result.exit_code, json.loads(lines[0])
 
 
 def write(tmp_path: Path, body: Any, name: str = "definition.json") -> str:
@@ -41,7 +32,7 @@ def test_create_then_list(
     tenant = make_tenant(runtime.engine)
     pair = make_pair(runtime.engine, tenant)
     ws = str(tenant.workspace_id)
-    code, created = tally(
+    code, created = admin(
         settings,
         "create-reconciliation",
         "--workspace",
@@ -57,7 +48,7 @@ def test_create_then_list(
     }
     data = api.get(f"/api/v1/resources/{created['resource_id']}/data", headers=tenant.headers)
     assert (data.status_code, data.json()["data"]) == (200, [])
-    code, listed = tally(settings, "list-reconciliations", "--workspace", ws)
+    code, listed = admin(settings, "list-reconciliations", "--workspace", ws)
     assert code == 0, listed
     shown = api.get(f"/api/v2/reconciliations/{created['id']}", headers=tenant.v2_headers).json()
     assert listed == {"workspace_id": tenant.workspace_id, "reconciliations": [shown]}
@@ -73,7 +64,7 @@ def test_errors_are_printed_as_every_admin_command_prints_them(
     body = definition(pair)
     body["passes"][1]["keys"][0]["left"] = "nope"
     body["right"]["name"] = "bank"
-    code, printed = tally(
+    code, printed = admin(
         settings, "create-reconciliation", "--workspace", ws, "--file", write(tmp_path, body)
     )
     assert code == 1
@@ -85,13 +76,13 @@ def test_errors_are_printed_as_every_admin_command_prints_them(
         "wrong shape": "name: Input should be a valid string",
     }
     for content, said in (("{nope", shapes["not json"]), ({"name": 3}, shapes["wrong shape"])):
-        code, printed = tally(
+        code, printed = admin(
             settings, "create-reconciliation", "--workspace", ws, "--file", write(tmp_path, content)
         )
         assert (code, printed["kind"]) == (1, "InvalidBodyError")
         assert said in printed["error"]
     missing = str(tmp_path / "missing.json")
-    code, printed = tally(settings, "create-reconciliation", "--workspace", ws, "--file", missing)
+    code, printed = admin(settings, "create-reconciliation", "--workspace", ws, "--file", missing)
     assert (code, printed["kind"]) == (1, "InvalidBodyError")
     assert "cannot read" in printed["error"]
     good = write(tmp_path, definition(pair))
@@ -99,7 +90,7 @@ def test_errors_are_printed_as_every_admin_command_prints_them(
         ["create-reconciliation", "--workspace", "987654", "--file", good],
         ["list-reconciliations", "--workspace", "987654"],
     ):
-        code, printed = tally(settings, *command)
+        code, printed = admin(settings, *command)
         assert (code, printed) == (
             1,
             {"error": "Workspace not found", "kind": "WorkspaceNotFoundError"},

@@ -6,26 +6,14 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
-from typer.testing import CliRunner
 
+from support.cli import admin
 from support.factories import make_tenant
 from support.transformations import make_inputs, transformation
-from tally.cli.main import app
 from tally.runtime import Runtime
 from tally.settings import Settings
-
-
-def tally(settings: Settings, *args: str) -> tuple[int, dict[str, Any]]:
-    env = {"TALLY_HOME": str(settings.home), "TALLY_LOG_LEVEL": "WARNING"}
-    if settings.database_url:
-        env["TALLY_DATABASE_URL"] = settings.database_url
-    result = CliRunner().invoke(app, ["admin", *args], env=env)
-    lines = result.stdout.splitlines()
-    assert len(lines) == 1, f"stdout must be one JSON line, got {result.stdout!r}"
-    return result.exit_code, json.loads(lines[0])
 
 
 def test_create_run_and_list(
@@ -36,13 +24,13 @@ def test_create_run_and_list(
     ws = str(tenant.workspace_id)
     path = tmp_path / "definition.json"
     path.write_text(json.dumps(transformation(inputs)))
-    code, created = tally(settings, "create-transformation", "--workspace", ws, "--file", str(path))
+    code, created = admin(settings, "create-transformation", "--workspace", ws, "--file", str(path))
     assert code == 0, created
     assert (created["name"], created["columns"][2]) == (
         "Payouts",
         {"name": "amount", "type": "decimal"},
     )
-    code, last_run = tally(settings, "run-transformation", "--id", str(created["id"]))
+    code, last_run = admin(settings, "run-transformation", "--id", str(created["id"]))
     assert code == 0, last_run
     assert (last_run["rows"], last_run["incremental"]) == (3, False)
     url = f"/api/v1/resources/{created['resource_id']}/data"
@@ -51,7 +39,7 @@ def test_create_run_and_list(
         parse_float=Decimal,
     )
     assert page["data"][0]["amount"] == Decimal("10.115")  # readable when the command returned
-    code, listed = tally(settings, "list-transformations", "--workspace", ws)
+    code, listed = admin(settings, "list-transformations", "--workspace", ws)
     assert code == 0, listed
     shown = api.get(f"/api/v2/transformations/{created['id']}", headers=tenant.v2_headers)
     assert listed == {"workspace_id": tenant.workspace_id, "transformations": [shown.json()]}
@@ -65,12 +53,12 @@ def test_errors_are_printed_as_every_admin_command_prints_them(
     path = tmp_path / "definition.json"
     path.write_text(json.dumps(transformation(inputs, sql="SELECT * FROM api_keys")))
     ws = str(tenant.workspace_id)
-    code, printed = tally(settings, "create-transformation", "--workspace", ws, "--file", str(path))
+    code, printed = admin(settings, "create-transformation", "--workspace", ws, "--file", str(path))
     assert (code, printed["kind"]) == (1, "DefinitionRejectedError")
     assert printed["error"] == ("sql: no input named 'api_keys' (inputs: s) (line 1, column 15)")
-    code, printed = tally(settings, "run-transformation", "--id", "987654")
+    code, printed = admin(settings, "run-transformation", "--id", "987654")
     assert (code, printed["kind"]) == (1, "ResourceNotFoundError")
-    code, printed = tally(settings, "list-transformations", "--workspace", "987654")
+    code, printed = admin(settings, "list-transformations", "--workspace", "987654")
     assert (code, printed) == (
         1,
         {"error": "Workspace not found", "kind": "WorkspaceNotFoundError"},

@@ -30,7 +30,6 @@ from support.databases import BACKENDS, make_settings
 from support.factories import Tenant, make_tenant
 from support.hostile import gzip_bomb, gzipped, ledger_csv, wide_csv
 from support.processes import (
-    Processes,
     TallyProcess,
     list_files,
     notify,
@@ -213,12 +212,6 @@ def stack(
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
     return hostile_settings(request, backend, tmp_path / "home")
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
 
 
 # --- 1. limits: checked before anything is built, the line and column named -------------

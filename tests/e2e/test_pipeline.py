@@ -202,12 +202,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
 
 
 @pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
-
-
-@pytest.fixture
 def own_stack(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> Stack:

@@ -11,22 +11,19 @@ the end); leases are short so a killed worker's run is taken up quickly.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from support.databases import make_settings
+from support.derived_runs import STARTED, WAIT_SECONDS, feed, idle_after
 from support.factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
-    TallyProcess,
     process_defaults,
     read_rows,
-    running_processes,
     total_count,
     wait_for_final_files,
 )
@@ -48,9 +45,6 @@ from tally.storage.engine import write_connection
 
 LEASE_SECONDS = 2.0
 BURST_SECONDS = 4.0  # long enough for three small files to be delivered in one burst
-WAIT_SECONDS = 120.0
-CSV = {"content-type": "text/csv"}
-STARTED = "derived_run_started"
 
 
 @pytest.fixture
@@ -63,41 +57,10 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
     )
 
 
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
-
-
 def create_source(client: httpx.Client, tenant: Tenant, name: str) -> int:
     response = client.post("/api/v2/sources", json={"name": name}, headers=tenant.v2_headers)
     assert response.status_code == 201, response.text
     return int(response.json()["id"])
-
-
-def feed(client: httpx.Client, tenant: Tenant, source_id: int, csv: str) -> None:
-    response = client.post(
-        f"/api/v2/sources/{source_id}/feed-source",
-        headers={**tenant.v2_headers, **CSV},
-        content=csv.encode(),
-    )
-    assert response.status_code == 202, response.text
-
-
-def idle_after(runtime: Runtime, derived_id: int, runs: int, workers: list[TallyProcess]) -> Any:
-    """The reconciliation once `runs` runs have started in `workers` and it is idle."""
-
-    def done() -> DerivedRecord | None:
-        current = derived(runtime, derived_id)
-        started = sum(w.stderr_text().count(STARTED) for w in workers)
-        return current if started >= runs and current.state == "idle" else None
-
-    return eventually(
-        done,
-        timeout=WAIT_SECONDS,
-        what=f"run {runs} of the reconciliation",
-        explain=lambda: "\n".join(w.describe() for w in workers),
-    )
 
 
 def test_serve_reruns_a_reconciliation_after_deliveries_once_per_burst(

@@ -30,7 +30,6 @@ from support.processes import (
     notify,
     process_defaults,
     register_webhook,
-    running_processes,
 )
 from support.servers import file_server_app, serve_app
 from support.waiting import eventually
@@ -54,12 +53,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
         tmp_path / "home",
         **process_defaults(lease_seconds=LEASE_SECONDS, delivery_max_attempts=1),
     )
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

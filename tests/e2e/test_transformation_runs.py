@@ -7,36 +7,28 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from support.databases import make_settings
-from support.factories import Tenant, make_source, make_tenant, write_file
+from support.derived_runs import STARTED, WAIT_SECONDS, feed, idle_after
+from support.factories import make_source, make_tenant, write_file
 from support.processes import (
     Processes,
-    TallyProcess,
     process_defaults,
     read_rows,
-    running_processes,
     total_count,
     wait_for_final_files,
 )
 from support.reconciliation_runs import derived, output_resource
-from support.waiting import eventually
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage.derived_resources import DerivedRecord
 
 LEASE_SECONDS = 2.0
 BURST_SECONDS = 3.0
-WAIT_SECONDS = 120.0
-CSV = {"content-type": "text/csv"}
-STARTED = "derived_run_started"
 SETTLEMENTS = "payout_id,amount,status\nPO-1,10.10,settled\nPO-2,5.005,void\n"
 
 
@@ -47,35 +39,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
         backend,
         tmp_path / "home",
         **process_defaults(lease_seconds=LEASE_SECONDS, derived_burst_seconds=BURST_SECONDS),
-    )
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
-
-
-def feed(client: httpx.Client, tenant: Tenant, source_id: int, csv: str) -> None:
-    response = client.post(
-        f"/api/v2/sources/{source_id}/feed-source",
-        headers={**tenant.v2_headers, **CSV},
-        content=csv.encode(),
-    )
-    assert response.status_code == 202, response.text
-
-
-def idle_after(runtime: Runtime, derived_id: int, runs: int, workers: list[TallyProcess]) -> Any:
-    def done() -> DerivedRecord | None:
-        current = derived(runtime, derived_id)
-        started = sum(w.stderr_text().count(STARTED) for w in workers)
-        return current if started >= runs and current.state == "idle" else None
-
-    return eventually(
-        done,
-        timeout=WAIT_SECONDS,
-        what=f"run {runs} of the transformation",
-        explain=lambda: "\n".join(w.describe() for w in workers),
     )
 
 

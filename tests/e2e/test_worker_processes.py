@@ -33,7 +33,6 @@ from support.processes import (
     process_env,
     read_rows,
     register_webhook,
-    running_processes,
     total_count,
     wait_for_final_files,
 )
@@ -54,12 +53,6 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
     return make_settings(
         request, backend, tmp_path / "home", **process_defaults(lease_seconds=LEASE_SECONDS)
     )
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    with running_processes(tmp_path / "logs") as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

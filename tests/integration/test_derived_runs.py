@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 
 from support.awkward import AWKWARD
-from support.databases import make_settings
-from support.factories import Tenant, make_source, read_body, write_file
+from support.derived_runs import quick_settings, started_worker
+from support.factories import Tenant, append, make_source, read_body
 from support.reconciliation_runs import (
     BANK_CSV,
     LEDGER_CSV,
@@ -56,36 +56,17 @@ OUTPUT_QUERIES: tuple[dict[str, Any], ...] = (
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
-    return make_settings(
-        request,
-        backend,
-        tmp_path / "home",
-        response_cache=False,
-        derived_burst_seconds=0.2,
-        derived_max_attempts=2,
-        retry_base_seconds=0.05,
-        retry_max_seconds=0.1,
-        lease_seconds=3.0,
-    )
+    return quick_settings(request, backend, tmp_path, max_attempts=2)
 
 
 @pytest.fixture
 def worker(runtime: Runtime) -> Iterator[Worker]:
-    running = Worker(runtime, concurrency=2, poll_seconds=0.05)
-    yield running
-    running.stop()
+    with started_worker(runtime) as running:
+        yield running
 
 
 def run_now(runtime: Runtime, record: DerivedRecord) -> DerivedRecord:
     return runtime.derived.run_now(record.id, kind=RECONCILIATION, worker="test")
-
-
-def append(runtime: Runtime, source_id: int, content: str) -> None:
-    path = write_file(content)
-    try:
-        runtime.catalogue.append_file(source_id, path)
-    finally:
-        path.unlink()
 
 
 def reconciled(runtime: Runtime, tenant: Tenant) -> DerivedRecord:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from support.databases import make_settings
-from support.factories import Tenant, make_source, read_body, read_data, write_file
+from support.derived_runs import quick_settings, started_worker
+from support.factories import Tenant, append, make_source, read_body, read_data
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from support.waiting import eventually
 from tally.core.errors import RunFailedError
@@ -32,17 +33,7 @@ UNION_SQL = (
 
 @pytest.fixture
 def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
-    return make_settings(
-        request,
-        backend,
-        tmp_path / "home",
-        response_cache=False,
-        derived_burst_seconds=0.2,
-        derived_max_attempts=1,
-        retry_base_seconds=0.05,
-        retry_max_seconds=0.1,
-        lease_seconds=3.0,
-    )
+    return quick_settings(request, backend, tmp_path, max_attempts=1)
 
 
 @pytest.fixture
@@ -52,9 +43,8 @@ def inputs(runtime: Runtime, tenant: Tenant) -> Inputs:
 
 @pytest.fixture
 def worker(runtime: Runtime) -> Iterator[Worker]:
-    running = Worker(runtime, concurrency=2, poll_seconds=0.05)
-    yield running
-    running.stop()
+    with started_worker(runtime) as running:
+        yield running
 
 
 def create(runtime: Runtime, tenant: Tenant, body: dict[str, Any]) -> int:
@@ -76,14 +66,6 @@ def output(runtime: Runtime, derived_id: int) -> Resource:
 
 def rows(runtime: Runtime, tenant: Tenant, derived_id: int) -> list[dict[str, Any]]:
     return read_data(runtime, tenant, output(runtime, derived_id).id)
-
-
-def append(runtime: Runtime, source_id: int, content: str) -> None:
-    path = write_file(content)
-    try:
-        runtime.catalogue.append_file(source_id, path)
-    finally:
-        path.unlink()
 
 
 def test_stored_row_text_is_what_a_page_renders(

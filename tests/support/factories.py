@@ -102,6 +102,15 @@ def make_source(
     return result.resource
 
 
+def append(runtime: Runtime, source_id: int, content: str) -> None:
+    """CSV text appended to a source: a new data version of it, as a delivery makes."""
+    path = write_file(content)
+    try:
+        runtime.catalogue.append_file(source_id, path)
+    finally:
+        path.unlink()
+
+
 def run_pipeline(runtime: Runtime) -> int:
     """Claim and process files until none is due, in this process, as a worker does; how
     many were processed."""

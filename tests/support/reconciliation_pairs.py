@@ -4,6 +4,7 @@ engine's benchmark (bench/reconciliation_engine.py)."""
 
 from __future__ import annotations
 
+import copy
 import csv
 import datetime as dt
 import os
@@ -14,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from support.reconciliations import ISSUE_PASSES
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.services.reconciliation.matching import ContentLookup, SideRow, key_columns
 
@@ -55,34 +57,7 @@ ISSUE_DEFINITION = ReconciliationDefinition.from_json(
         "name": "Bank vs ledger",
         "left": {"name": "bank", "resource_id": 1, "amount": "amount", "date": "txn_date"},
         "right": {"name": "ledger", "resource_id": 2, "amount": "amount", "date": "txn_date"},
-        "passes": [
-            {
-                "name": "same reference",
-                "type": "one_to_one",
-                "keys": [
-                    {"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}
-                ],
-            },
-            {
-                "name": "reference, small differences",
-                "type": "one_to_one",
-                "keys": [{"left": "reference", "right": "reference"}],
-                "amount_tolerance": "0.05",
-                "date_window": [-3, 3],
-            },
-            {
-                "name": "split payments",
-                "type": "one_to_many",
-                "keys": [{"left": "reference", "right": "reference"}],
-            },
-            {
-                "name": "amount and date only",
-                "type": "one_to_one",
-                "keys": [],
-                "date_window": [-1, 1],
-                "auto_confirm": False,
-            },
-        ],
+        "passes": copy.deepcopy(ISSUE_PASSES),
     }
 )
 

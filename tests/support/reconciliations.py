@@ -32,6 +32,35 @@ LEDGER_CSV = (
 )
 
 
+# The issue's example passes, all four (normalised keys, a pass without keys).
+ISSUE_PASSES: list[dict[str, Any]] = [
+    {
+        "name": "same reference",
+        "type": "one_to_one",
+        "keys": [{"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}],
+    },
+    {
+        "name": "reference, small differences",
+        "type": "one_to_one",
+        "keys": [{"left": "reference", "right": "reference"}],
+        "amount_tolerance": "0.05",
+        "date_window": [-3, 3],
+    },
+    {
+        "name": "split payments",
+        "type": "one_to_many",
+        "keys": [{"left": "reference", "right": "reference"}],
+    },
+    {
+        "name": "amount and date only",
+        "type": "one_to_one",
+        "keys": [],
+        "date_window": [-1, 1],
+        "auto_confirm": False,
+    },
+]
+
+
 @dataclass(frozen=True)
 class Pair:
     bank: int
@@ -55,34 +84,7 @@ def definition(pair: Pair, name: str = "Bank vs ledger", **changes: Any) -> dict
             "amount": "amount",
             "date": "txn_date",
         },
-        "passes": [
-            {
-                "name": "same reference",
-                "type": "one_to_one",
-                "keys": [
-                    {"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}
-                ],
-            },
-            {
-                "name": "reference, small differences",
-                "type": "one_to_one",
-                "keys": [{"left": "reference", "right": "reference"}],
-                "amount_tolerance": "0.05",
-                "date_window": [-3, 3],
-            },
-            {
-                "name": "split payments",
-                "type": "one_to_many",
-                "keys": [{"left": "reference", "right": "reference"}],
-            },
-            {
-                "name": "amount and date only",
-                "type": "one_to_one",
-                "keys": [],
-                "date_window": [-1, 1],
-                "auto_confirm": False,
-            },
-        ],
+        "passes": ISSUE_PASSES,
     }
     body.update(changes)
     return copy.deepcopy(body)

@@ -9,10 +9,20 @@ exist) is the services' to check.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 
+from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.names import NAME_MAX_CHARS, name_problem
 
 
@@ -60,3 +70,26 @@ class Strict(BaseModel):
     Schema does)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+Shape = TypeVar("Shape", bound=BaseModel)
+
+
+def parsed(model: type[Shape], data: Any) -> Shape:
+    """The data as this model, or InvalidBodyError naming each field at fault by its
+    path: a definition's body is refused in the same words whatever its kind."""
+    try:
+        return TypeAdapter(model).validate_python(data)
+    except ValidationError as exc:
+        problems = [
+            FieldProblem(field_path(item["loc"]) or None, item["msg"]) for item in exc.errors()
+        ]
+        raise InvalidBodyError(problems) from None
+
+
+def field_path(loc: Sequence[int | str]) -> str:
+    """('passes', 1, 'keys', 0, 'left') -> 'passes[1].keys[0].left'."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path

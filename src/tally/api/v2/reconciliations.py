@@ -18,7 +18,16 @@ from fastapi.responses import Response
 from tally.api.deps import ReconciliationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
-from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.bodies import json_request_body, validate_body
+from tally.api.v2.derived_routes import (
+    AUTH,
+    DEFINED,
+    MAX_PAGE,
+    deleted,
+    page,
+    read_definition,
+    shown,
+)
 from tally.api.v2.reconciliation_bodies import (
     ActionListResponse,
     MatchBody,
@@ -35,14 +44,10 @@ from tally.services.reconciliation.shape import DefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 
-MAX_DEFINITION_BYTES = 1024 * 1024
-MAX_PAGE = 1000
 BASE = "/reconciliations"
 ONE = BASE + "/{reconciliation_id}"
 MATCH = ONE + "/matches/{match_id}"
-AUTH = (errors.IngestionForbiddenError,)
 FOUND = (*AUTH, errors.ReconciliationNotFoundError, RequestValidationError)
-DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
 
 ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
 MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
@@ -73,7 +78,7 @@ def _action(action: ActionRecord) -> dict[str, Any]:
 async def create_reconciliation(
     request: Request, workspace: KeyedWorkspace, service: ReconciliationsDep
 ) -> Response:
-    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    body = await read_definition(request)
     created = await run_in_threadpool(service.create, workspace_id=workspace.id, body=body)
     return json_response(
         {"id": created.id, "name": created.name, "resource_id": created.resource_id}, 201
@@ -92,11 +97,9 @@ async def list_reconciliations(
     after: Annotated[int, Query(ge=0, description="Reconciliations with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> Response:
-    found = await run_in_threadpool(
+    return await page(
         service.list_reconciliations, workspace_id=workspace.id, after_id=after, limit=limit
     )
-    next_after = found[-1].id if len(found) == limit else None
-    return json_response({"data": [r.to_json() for r in found], "next_after": next_after})
 
 
 @router.get(
@@ -108,10 +111,7 @@ async def list_reconciliations(
 async def get_reconciliation(
     reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
 ) -> Response:
-    found = await run_in_threadpool(
-        service.get, workspace_id=workspace.id, reconciliation_id=reconciliation_id
-    )
-    return json_response(found.to_json())
+    return await shown(service.get, workspace_id=workspace.id, reconciliation_id=reconciliation_id)
 
 
 @router.put(
@@ -129,11 +129,10 @@ async def replace_reconciliation(
     workspace: KeyedWorkspace,
     service: ReconciliationsDep,
 ) -> Response:
-    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
-    replaced = await run_in_threadpool(
+    body = await read_definition(request)
+    return await shown(
         service.replace, workspace_id=workspace.id, reconciliation_id=reconciliation_id, body=body
     )
-    return json_response(replaced.to_json())
 
 
 @router.delete(
@@ -145,10 +144,9 @@ async def replace_reconciliation(
 async def delete_reconciliation(
     reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
 ) -> Response:
-    await run_in_threadpool(
+    return await deleted(
         service.delete, workspace_id=workspace.id, reconciliation_id=reconciliation_id
     )
-    return Response(status_code=204)
 
 
 @router.post(
@@ -184,7 +182,7 @@ async def match_rows(
     workspace: KeyedWorkspace,
     service: ReconciliationsDep,
 ) -> Response:
-    body = validate_body(MatchBody, await read_json(request, max_bytes=MAX_DEFINITION_BYTES))
+    body = validate_body(MatchBody, await read_definition(request))
     match_id = await run_in_threadpool(
         service.match,
         workspace_id=workspace.id,

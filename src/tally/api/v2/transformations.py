@@ -19,20 +19,25 @@ from pydantic import BaseModel, Field
 from tally.api.deps import TransformationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
-from tally.api.v2.bodies import json_request_body, read_json
+from tally.api.v2.bodies import json_request_body
+from tally.api.v2.derived_routes import (
+    AUTH,
+    DEFINED,
+    MAX_PAGE,
+    deleted,
+    page,
+    read_definition,
+    shown,
+)
 from tally.core import errors
 from tally.services.transformations.service import columns_json
 from tally.services.transformations.shape import DefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Transformation API"])
 
-MAX_DEFINITION_BYTES = 1024 * 1024
-MAX_PAGE = 1000
 BASE = "/transformations"
 ONE = BASE + "/{transformation_id}"
-AUTH = (errors.IngestionForbiddenError,)
 FOUND = (*AUTH, errors.TransformationNotFoundError, RequestValidationError)
-DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
 
 TransformationId = Annotated[int, Path(description="The transformation's id.")]
 
@@ -85,7 +90,7 @@ class PreviewResponse(BaseModel):
 async def create_transformation(
     request: Request, workspace: KeyedWorkspace, service: TransformationsDep
 ) -> Response:
-    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    body = await read_definition(request)
     created = await run_in_threadpool(service.create, workspace_id=workspace.id, body=body)
     return json_response(
         {
@@ -108,7 +113,7 @@ async def create_transformation(
 async def preview_transformation(
     request: Request, workspace: KeyedWorkspace, service: TransformationsDep
 ) -> Response:
-    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
+    body = await read_definition(request)
     preview = await run_in_threadpool(service.preview, workspace_id=workspace.id, body=body)
     columns = json_response(columns_json(preview.columns)).body
     rows = b",".join(row.encode() for row in preview.rows)  # stored text: exact decimals
@@ -137,11 +142,9 @@ async def list_transformations(
     after: Annotated[int, Query(ge=0, description="Transformations with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> Response:
-    found = await run_in_threadpool(
+    return await page(
         service.list_transformations, workspace_id=workspace.id, after_id=after, limit=limit
     )
-    next_after = found[-1].id if len(found) == limit else None
-    return json_response({"data": [t.to_json() for t in found], "next_after": next_after})
 
 
 @router.get(
@@ -153,10 +156,7 @@ async def list_transformations(
 async def get_transformation(
     transformation_id: TransformationId, workspace: KeyedWorkspace, service: TransformationsDep
 ) -> Response:
-    found = await run_in_threadpool(
-        service.get, workspace_id=workspace.id, transformation_id=transformation_id
-    )
-    return json_response(found.to_json())
+    return await shown(service.get, workspace_id=workspace.id, transformation_id=transformation_id)
 
 
 @router.put(
@@ -172,11 +172,10 @@ async def replace_transformation(
     workspace: KeyedWorkspace,
     service: TransformationsDep,
 ) -> Response:
-    body = await read_json(request, max_bytes=MAX_DEFINITION_BYTES)
-    replaced = await run_in_threadpool(
+    body = await read_definition(request)
+    return await shown(
         service.replace, workspace_id=workspace.id, transformation_id=transformation_id, body=body
     )
-    return json_response(replaced.to_json())
 
 
 @router.delete(
@@ -189,7 +188,6 @@ async def replace_transformation(
 async def delete_transformation(
     transformation_id: TransformationId, workspace: KeyedWorkspace, service: TransformationsDep
 ) -> Response:
-    await run_in_threadpool(
+    return await deleted(
         service.delete, workspace_id=workspace.id, transformation_id=transformation_id
     )
-    return Response(status_code=204)

@@ -10,33 +10,25 @@ workspace's reconciliation does not exist (404); every change queues a run due n
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
-from tally.core.columns import Column
-from tally.core.errors import (
-    ConflictError,
-    DefinitionRejectedError,
-    FieldProblem,
-    ReconciliationNotFoundError,
-    StorageProvisioningError,
-)
+from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.services import derived_outputs as derived
 from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
+from tally.storage import accounts, derived_resources, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
-from tally.storage.resource_tables import ddl
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource
 
@@ -95,7 +87,14 @@ class ReconciliationService:
                 right,
                 common_scale(definition, left, right),
             )
-            output = _create_output(conn, workspace_id, definition.name, columns, now)
+            output = derived.create_output(
+                conn,
+                workspace_id=workspace_id,
+                kind=KIND,
+                name=definition.name,
+                columns=columns,
+                now=now,
+            )
             derived_id = derived_resources.insert_derived(
                 conn,
                 workspace_id=workspace_id,
@@ -156,30 +155,8 @@ class ReconciliationService:
         another derived resource reads the output."""
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            readers = derived_resources.readers_of(conn, record.resource_id)
-            if readers:
-                raise ConflictError(
-                    [
-                        FieldProblem(
-                            None,
-                            f"reconciliation {reader} reads this reconciliation's output "
-                            f"(resource {record.resource_id}): delete it or change its "
-                            "definition first",
-                        )
-                        for reader in readers
-                    ]
-                )
-            actions.delete_actions(conn, record.id)
-            derived_resources.delete_derived(conn, record.id)
-            outbox.delete_events_of(conn, record.resource_id)
-            for table in (  # the output, and a run's tables in the making, if any
-                resources.table_name_for(record.resource_id),
-                derived_outputs.next_table(record.resource_id),
-                derived_outputs.plan_table(record.resource_id),
-                derived_outputs.old_table(record.resource_id),
-            ):
-                ddl.drop_table(conn, table)
-            resources.delete_resource(conn, record.resource_id)
+            actions.delete_actions(conn, record.id)  # before the record they point at
+            derived.delete_with_output(conn, record)
 
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
         with write_connection(self._engine) as conn, conn.begin():
@@ -245,36 +222,11 @@ class ReconciliationService:
 def _owned(
     conn: Connection, workspace_id: int, reconciliation_id: int, *, lock: bool = False
 ) -> DerivedRecord:
-    """The reconciliation, if this workspace owns it; otherwise it does not exist."""
-    find = derived_resources.lock_derived if lock else derived_resources.find_derived
-    record = find(conn, reconciliation_id, KIND)
-    if record is None or record.workspace_id != workspace_id:
-        raise ReconciliationNotFoundError()
-    return record
-
-
-def _create_output(
-    conn: Connection, workspace_id: int, name: str, columns: tuple[Column, ...], now: dt.datetime
-) -> int:
-    """The output resource and its empty table; a concurrent taker of the name is the
-    same 400 as one found first, a table that cannot be made the 502."""
-    try:
-        with conn.begin_nested():
-            output = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind=KIND,
-                columns=columns,
-                is_placeholder=False,
-                folder_id=None,
-                now=now,
-            )
-            ddl.create_table(conn, output.table_name, columns)
-    except exc.IntegrityError as error:
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a resource named {name!r} already exists")]
-        ) from error
-    except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
-    return output.id
+    return derived.owned(
+        conn,
+        workspace_id=workspace_id,
+        derived_id=reconciliation_id,
+        kind=KIND,
+        not_found=ReconciliationNotFoundError,
+        lock=lock,
+    )

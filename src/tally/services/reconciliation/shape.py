@@ -11,15 +11,13 @@ arrays here, refused by definitions.py as 400s; the OpenAPI schema still states 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field
 from pydantic.config import JsonDict
 
-from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.reconciliation import Normalizer, PassType
-from tally.core.shapes import Name, Strict, WholeNumber
+from tally.core.shapes import Name, Strict, WholeNumber, parsed
 
 SIDE_NAME_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
 TOLERANCE_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,18})?$"  # exact at 18 digits within int64 sums
@@ -95,18 +93,4 @@ class DefinitionBody(Strict):
 
 def parse_definition(data: Any) -> DefinitionBody:
     """The body's shape, or InvalidBodyError naming each field at fault."""
-    try:
-        return TypeAdapter(DefinitionBody).validate_python(data)
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(field_path(item["loc"]) or None, item["msg"]) for item in exc.errors()
-        ]
-        raise InvalidBodyError(problems) from None
-
-
-def field_path(loc: Sequence[int | str]) -> str:
-    """('passes', 1, 'keys', 0, 'left') -> 'passes[1].keys[0].left'."""
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-    return path
+    return parsed(DefinitionBody, data)

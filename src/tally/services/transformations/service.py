@@ -11,7 +11,6 @@ due now.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,22 +18,15 @@ from sqlalchemy import Connection, Engine, exc
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
-from tally.core.errors import (
-    ConflictError,
-    DefinitionRejectedError,
-    FieldProblem,
-    RunFailedError,
-    StorageProvisioningError,
-    TransformationNotFoundError,
-)
+from tally.core.errors import RunFailedError, TransformationNotFoundError
+from tally.services import derived_outputs as derived
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import parse_definition
-from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
+from tally.storage import accounts, derived_resources, resources
 from tally.storage import transformation_sql as runs_sql
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import backend_of, snapshot_connection, write_connection
-from tally.storage.resource_tables import ddl
 
 KIND = "transformation"  # of the derived resource, and of its output resource
 PREVIEW_ROWS = 20
@@ -90,7 +82,14 @@ class TransformationService:
                 conn, workspace_id, shape, own_output=None
             )
             columns = query.as_columns()
-            output = _create_output(conn, workspace_id, definition.name, columns, now)
+            output = derived.create_output(
+                conn,
+                workspace_id=workspace_id,
+                kind=KIND,
+                name=definition.name,
+                columns=columns,
+                now=now,
+            )
             derived_id = derived_resources.insert_derived(
                 conn,
                 workspace_id=workspace_id,
@@ -165,44 +164,20 @@ class TransformationService:
         another derived resource reads the output, naming each."""
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, transformation_id, lock=True)
-            refuse_while_read(conn, record.resource_id)
-            derived_resources.delete_derived(conn, record.id)
-            outbox.delete_events_of(conn, record.resource_id)
-            for table in (  # the output, and a run's tables in the making, if any
-                resources.table_name_for(record.resource_id),
-                derived_outputs.next_table(record.resource_id),
-                derived_outputs.plan_table(record.resource_id),
-                derived_outputs.old_table(record.resource_id),
-            ):
-                ddl.drop_table(conn, table)
-            resources.delete_resource(conn, record.resource_id)
-
-
-def refuse_while_read(conn: Connection, resource_id: int) -> None:
-    """ConflictError naming each derived resource that reads this resource."""
-    problems = []
-    for reader in derived_resources.readers_of(conn, resource_id):
-        found = derived_resources.get_derived(conn, reader)
-        what = f"{found.kind} {reader} ({found.name!r})" if found else f"{reader}"
-        problems.append(
-            FieldProblem(
-                None,
-                f"{what} reads resource {resource_id}: delete it or change its definition first",
-            )
-        )
-    if problems:
-        raise ConflictError(problems)
+            derived.delete_with_output(conn, record)
 
 
 def _owned(
     conn: Connection, workspace_id: int, transformation_id: int, *, lock: bool = False
 ) -> DerivedRecord:
-    """The transformation, if this workspace owns it; otherwise it does not exist."""
-    find = derived_resources.lock_derived if lock else derived_resources.find_derived
-    record = find(conn, transformation_id, KIND)
-    if record is None or record.workspace_id != workspace_id:
-        raise TransformationNotFoundError()
-    return record
+    return derived.owned(
+        conn,
+        workspace_id=workspace_id,
+        derived_id=transformation_id,
+        kind=KIND,
+        not_found=TransformationNotFoundError,
+        lock=lock,
+    )
 
 
 def _of(conn: Connection, record: DerivedRecord) -> Transformation:
@@ -217,30 +192,3 @@ def _of(conn: Connection, record: DerivedRecord) -> Transformation:
         record.error,
         record.last_run,
     )
-
-
-def _create_output(
-    conn: Connection, workspace_id: int, name: str, columns: tuple[Column, ...], now: dt.datetime
-) -> int:
-    """The output resource and its empty table; a concurrent taker of the name is the
-    same 400 as one found first, a table that cannot be made the 502."""
-    try:
-        with conn.begin_nested():
-            output = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind=KIND,
-                columns=columns,
-                is_placeholder=False,
-                folder_id=None,
-                now=now,
-            )
-            ddl.create_table(conn, output.table_name, columns)
-    except exc.IntegrityError as error:
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a resource named {name!r} already exists")]
-        ) from error
-    except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
-    return output.id

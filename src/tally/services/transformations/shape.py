@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field
 
-from tally.core.errors import FieldProblem, InvalidBodyError
-from tally.core.shapes import WHOLE_NUMBER, Name, Strict
-from tally.services.reconciliation.shape import field_path
+from tally.core.shapes import WHOLE_NUMBER, Name, Strict, parsed
 
 INPUT_NAME_PATTERN = "^[a-z_][a-z0-9_]{0,62}$"  # what the SQL names unquoted
 MAX_INPUTS = 50
@@ -40,10 +38,4 @@ class DefinitionBody(Strict):
 
 def parse_definition(data: Any) -> DefinitionBody:
     """The body's shape, or InvalidBodyError naming each field at fault."""
-    try:
-        return TypeAdapter(DefinitionBody).validate_python(data)
-    except ValidationError as exc:
-        problems = [
-            FieldProblem(field_path(item["loc"]) or None, item["msg"]) for item in exc.errors()
-        ]
-        raise InvalidBodyError(problems) from None
+    return parsed(DefinitionBody, data)
