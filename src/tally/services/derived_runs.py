@@ -26,7 +26,7 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.storage import derived_outputs, derived_resources, outbox, resources
-from tally.storage.derived_outputs import Layout
+from tally.storage.derived_outputs import Guard, Layout
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -60,11 +60,43 @@ class Output:
     digest: str
     inputs: Mapping[int, tuple[Column, ...]]
     summary: dict[str, Any]
+    # what this run read, kept for the next run to decide whether it may be incremental
+    basis: dict[str, Any] | None = None
+    companion: Companion | None = None
+
+
+class Companion(Protocol):
+    """A table the kind keeps beside its output (a reconciliation's key table, for
+    incremental runs): staged before the publish, swapped in by it, the table it
+    replaced discarded after."""
+
+    def stage(self, engine: Engine, guard: Guard) -> None: ...
+
+    def swap(self, conn: Connection) -> None: ...
+
+    def discard(self, engine: Engine, guard: Guard) -> None: ...
+
+
+@dataclass(frozen=True)
+class Patch:
+    """An incremental run's result: the published output changed in place. `stage`
+    writes what the change needs in the run's own tables (short transactions);
+    `apply`, in the one publish transaction, replaces the output rows that changed and
+    returns the output's new row count. `changes` False: nothing to write (no new rows)."""
+
+    changes: bool
+    stage: Callable[[Engine, Guard], None]
+    apply: Callable[[Connection], int]
+    digest: str
+    inputs: Mapping[int, tuple[Column, ...]]
+    summary: dict[str, Any]
+    basis: dict[str, Any]
 
 
 class Builder(Protocol):
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output:
-        """The output of `record` now; adds the seconds each step took to `timings`."""
+    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
+        """The output of `record` now (whole, or as a patch of the published one); adds
+        the seconds each step took to `timings`."""
         ...
 
 
@@ -175,8 +207,12 @@ class DerivedRuns:
         timings: dict[str, float] = {}
         output = self._builders[record.kind].build(record, timings)
         guard = self._guard(record.id, worker)
+        if isinstance(output, Patch):
+            self._patch(record, output, guard, started, timings)
+            return
         resource_id = record.resource_id
         published = output.digest != record.output_digest
+        version = None
         if published:
             clock = time.perf_counter()
             derived_outputs.clear(self._engine, resource_id, guard)
@@ -186,15 +222,19 @@ class DerivedRuns:
             clock = _lap(timings, "stage", clock)
             derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
             derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
+            if output.companion is not None:
+                output.companion.stage(self._engine, guard)
             clock = _lap(timings, "build", clock)
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 now = utc_now()
                 _check_inputs(conn, output.inputs)
                 resource = resources.lock_resource(conn, resource_id)
-                derived_outputs.publish(
+                version = derived_outputs.publish(
                     conn, resource, output.layout.columns, output.row_count, now
                 )
+                if output.companion is not None:
+                    output.companion.swap(conn)
                 derived_resources.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
             _lap(timings, "publish", clock)
@@ -203,19 +243,22 @@ class DerivedRuns:
         derived_outputs.index(self._engine, resource_id, guard)
         clock = _lap(timings, "index", clock)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
+        if output.companion is not None:
+            output.companion.discard(self._engine, guard)
         clock = _lap(timings, "discard", clock)
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-            last_run = {
-                "started_at": started.isoformat(),
-                "finished_at": now.isoformat(),
-                **output.summary,
-            }
+                version = resources.get_resource(conn, resource_id).data_version
             derived_resources.record_success(
-                conn, record.id, now=now, last_run=last_run, output_digest=output.digest
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, output.summary),
+                output_digest=output.digest,
+                run_basis=_basis(output.basis, version),
             )
         log.info(
             "derived_run_finished",
@@ -223,6 +266,55 @@ class DerivedRuns:
                 "derived_id": record.id,
                 "rows": output.row_count,
                 "published": published,
+                "seconds": {k: round(v, 3) for k, v in timings.items()},
+            },
+        )
+
+    def _patch(
+        self,
+        record: DerivedRecord,
+        patch: Patch,
+        guard: Guard,
+        started: dt.datetime,
+        timings: dict[str, float],
+    ) -> None:
+        """Publish an incremental run: what it needs staged, then one short transaction
+        changes the published output in place, bumps its data version (when anything
+        changed), queues its readers and records the run."""
+        clock = time.perf_counter()
+        if patch.changes:
+            derived_outputs.clear(self._engine, record.resource_id, guard)
+            patch.stage(self._engine, guard)
+        clock = _lap(timings, "stage", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            now = utc_now()
+            _check_inputs(conn, patch.inputs)
+            resource = resources.lock_resource(conn, record.resource_id)
+            version = resource.data_version
+            if patch.changes:
+                row_count = patch.apply(conn)
+                version = derived_outputs.republish(conn, resource, row_count, now)
+                self._queue_readers(conn, record.resource_id, now)
+            derived_resources.record_success(
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, patch.summary),
+                output_digest=patch.digest,
+                run_basis=_basis(patch.basis, version),
+            )
+        clock = _lap(timings, "publish", clock)
+        log.info("derived_output_readable", extra={"derived_id": record.id})
+        if patch.changes:
+            plan = derived_outputs.plan_table(record.resource_id)
+            derived_outputs.discard(self._engine, plan, guard)
+        _lap(timings, "discard", clock)
+        log.info(
+            "derived_run_finished",
+            extra={
+                "derived_id": record.id,
+                "incremental": True,
                 "seconds": {k: round(v, 3) for k, v in timings.items()},
             },
         )
@@ -291,6 +383,18 @@ def _lap(timings: dict[str, float], phase: str, since: float) -> float:
     now = time.perf_counter()
     timings[phase] = timings.get(phase, 0.0) + now - since
     return now
+
+
+def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
+    return {"started_at": started.isoformat(), "finished_at": now.isoformat(), **summary}
+
+
+def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str, Any] | None:
+    """What the run read, with the output's data version it left (a later run that finds
+    another version, or none, knows the output is not the one this basis describes)."""
+    if basis is None or output_version is None:
+        return None
+    return {**basis, "output_version": output_version}
 
 
 def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:

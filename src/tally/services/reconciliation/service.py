@@ -32,7 +32,14 @@ from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_outputs, derived_resources, outbox, resources
+from tally.storage import (
+    accounts,
+    derived_outputs,
+    derived_resources,
+    outbox,
+    reconciliation_keys,
+    resources,
+)
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -177,6 +184,7 @@ class ReconciliationService:
                 derived_outputs.next_table(record.resource_id),
                 derived_outputs.plan_table(record.resource_id),
                 derived_outputs.old_table(record.resource_id),
+                *reconciliation_keys.tables(record.resource_id),
             ):
                 ddl.drop_table(conn, table)
             resources.delete_resource(conn, record.resource_id)

@@ -1,0 +1,102 @@
+"""Each input row's normalised key under each key signature of a definition: what an
+incremental run needs to find the rows a late file's rows can affect (decision 0016).
+
+A signature is one pass's keys (pairs of columns and their normalisers); passes with the
+same keys share one. Under a signature a left row and a right row, or two rows of one
+side, are in one key group when their keys are equal and not empty: the engine decides
+every row by its groups alone (matching.py), so the rows a new row can affect are those
+it reaches through groups of any signature (incremental.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.reconciliation import Normalizer, ReconciliationDefinition, SideName
+from tally.services.reconciliation.matching import SideRow, key_columns
+from tally.services.reconciliation.normalizers import normalized_column
+from tally.storage import reconciliation_keys
+from tally.storage.derived_outputs import Guard
+from tally.storage.reconciliation_keys import KeyRow
+
+Signature = tuple[tuple[str, str, tuple[Normalizer, ...]], ...]  # (left, right, normalisers)
+SEPARATOR = "\x1f"  # between the parts of a key of several columns
+
+
+def signatures(definition: ReconciliationDefinition) -> list[Signature]:
+    """The distinct keys of the keyed passes, in order of first use."""
+    found: dict[Signature, None] = {}
+    for match_pass in definition.passes:
+        if match_pass.keys:
+            found.setdefault(tuple((k.left, k.right, k.normalize) for k in match_pass.keys))
+    return list(found)
+
+
+def side_keys(
+    definition: ReconciliationDefinition, which: SideName, rows: Sequence[SideRow]
+) -> list[list[str | None]]:
+    """Per signature, each row's key on this side (None: empty). A key of several
+    columns is their normalised values joined: two keys that join alike only put more
+    rows in a group, which costs an incremental run a few rows, never exactness."""
+    columns = key_columns(definition, which)
+    out: list[list[str | None]] = []
+    for signature in signatures(definition):
+        parts = []
+        for left, right, normalize in signature:
+            index = columns.index(left if which is SideName.LEFT else right)
+            raw = list(map(itemgetter(index), map(itemgetter(1), rows)))
+            parts.append(normalized_column(raw, normalize))
+        if len(parts) == 1:
+            out.append(parts[0])
+        else:
+            out.append([None if None in p else SEPARATOR.join(p) for p in zip(*parts, strict=True)])
+    return out
+
+
+def key_rows(
+    definition: ReconciliationDefinition,
+    which: SideName,
+    rows: Sequence[SideRow],
+    row_ids: Sequence[int],
+) -> Iterator[KeyRow]:
+    """The key table's rows of these input rows: (pos, row id, keys...), pos being a
+    left row's position or minus a right row's."""
+    sign = 1 if which is SideName.LEFT else -1
+    positions = (sign * row.position for row in rows)
+    columns = side_keys(definition, which, rows)
+    return zip(positions, row_ids, *columns, strict=True)
+
+
+class KeyTable:
+    """The `Companion` of a full run (services/derived_runs.py): the key table of every
+    row it read, staged beside its output and published with it."""
+
+    def __init__(
+        self,
+        resource_id: int,
+        definition: ReconciliationDefinition,
+        sides: Sequence[tuple[Sequence[SideRow], Sequence[int]]],
+    ) -> None:
+        self._resource_id = resource_id
+        self._definition = definition
+        self._sides = sides
+
+    def stage(self, engine: Engine, guard: Guard) -> None:
+        width = len(signatures(self._definition))
+
+        def rows() -> Iterator[KeyRow]:
+            for which, (side_rows, row_ids) in zip(
+                (SideName.LEFT, SideName.RIGHT), self._sides, strict=True
+            ):
+                yield from key_rows(self._definition, which, side_rows, row_ids)
+
+        reconciliation_keys.stage(engine, self._resource_id, width, rows(), guard)
+
+    def swap(self, conn: Connection) -> None:
+        reconciliation_keys.swap(conn, self._resource_id)
+
+    def discard(self, engine: Engine, guard: Guard) -> None:
+        reconciliation_keys.discard_old(engine, self._resource_id, guard)
