@@ -23,14 +23,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from tally.core.columns import Column
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived_runs import Patch
-from tally.services.reconciliation.keys import key_rows, side_keys, signatures
+from tally.services.reconciliation.keys import component, key_rows, signatures
 from tally.services.reconciliation.matching import Outcome, SideRow, output_rows, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
 from tally.services.reconciliation.reasons import money
@@ -39,7 +37,7 @@ from tally.storage.derived_outputs import Guard, Layout
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.reconciliation_keys import KeyRow
-from tally.storage.resource_tables import ddl
+from tally.storage.reconciliation_patch import Columns, OutputRows
 from tally.storage.resources import Resource
 
 # New rows, and rows re-examined, at most this share of the rows already reconciled: past
@@ -177,7 +175,8 @@ def patch(
             summary={**summary, "mode": "incremental", "rows_examined": 0},
             basis=new_basis,
         )
-    found = _component(conn, record, definition, manual, sides, MAX_SHARE * reconciled)
+    late = [(side.input.which, side.new) for side in sides]
+    found = component(conn, record.resource_id, definition, manual, late, MAX_SHARE * reconciled)
     if isinstance(found, str):
         return found
     for side in sides:
@@ -196,7 +195,14 @@ def patch(
     outcome = reconcile(
         definition, left.rows, right.rows, manual, scale=scale, content=_content(conn, sides)
     )
-    before = _OutputRows.read(conn, record, definition, old_rows)
+    output = resources.get_resource(conn, record.resource_id)
+    before = OutputRows.read(
+        conn,
+        output,
+        _columns(output, definition),
+        old_rows[SideName.LEFT],
+        old_rows[SideName.RIGHT],
+    )
     first = before.max_row_id + 1
     plan = [
         (
@@ -215,7 +221,6 @@ def patch(
             output_rows(outcome), first
         )
     ]
-    output = resources.get_resource(conn, record.resource_id)
     row_count = output.row_count - len(before.rows) + len(plan)
     width = len(signatures(definition))
     keys: list[KeyRow] = []
@@ -226,7 +231,7 @@ def patch(
         derived_outputs.write_plan(engine, record.resource_id, layout, plan, guard)
 
     def apply(conn: Connection) -> int:
-        before.delete(conn, old_rows)
+        before.delete(conn)
         derived_outputs.insert_planned(conn, record.resource_id, layout, first, first + len(plan))
         reconciliation_keys.append(conn, record.resource_id, width, keys)
         return row_count
@@ -265,65 +270,6 @@ def _no_rows(conn: Connection) -> int:
     raise AssertionError("a patch without changes is not applied")
 
 
-def _component(
-    conn: Connection,
-    record: DerivedRecord,
-    definition: ReconciliationDefinition,
-    manual: ManualWork,
-    sides: Sequence[_Side],
-    limit: float,
-) -> list[KeyRow] | str:
-    """The key table's rows of the earlier rows the new rows reach through key groups
-    of any signature and through manual matches, iterated until no new key turns up; or
-    why a full run is better (too many)."""
-    width = len(signatures(definition))
-    partners: dict[int, list[int]] = {}  # pos -> every pos of its manual match
-    for match in manual.matches:
-        members = [*match.left_rows, *(-p for p in match.right_rows)]
-        for pos in members:
-            partners[pos] = members
-    frontier: list[set[str]] = [set() for _ in range(width)]
-    for side in sides:
-        for n, column in enumerate(side_keys(definition, side.input.which, side.new)):
-            frontier[n].update(k for k in column if k is not None)
-    seen: list[set[str]] = [set() for _ in range(width)]
-    found: dict[int, KeyRow] = {}
-    while any(frontier):
-        fetched: list[KeyRow] = []
-        for n, values in enumerate(frontier):
-            seen[n] |= values
-            if values:
-                fetched += reconciliation_keys.by_keys(conn, record.resource_id, n, list(values))
-        frontier = [set() for _ in range(width)]
-        while fetched:
-            more = _take(fetched, found, seen, frontier, partners)
-            fetched = reconciliation_keys.by_positions(conn, record.resource_id, more)
-        if len(found) > limit:
-            return f"the new rows share keys with more than {int(limit)} rows"
-    return list(found.values())
-
-
-def _take(
-    fetched: list[KeyRow],
-    found: dict[int, KeyRow],
-    seen: list[set[str]],
-    frontier: list[set[str]],
-    partners: dict[int, list[int]],
-) -> list[int]:
-    """Add the rows not yet found, their keys not yet looked up to the frontier; the
-    positions of their manual matches' rows not yet found."""
-    more: set[int] = set()
-    for row in fetched:
-        if row[0] in found:
-            continue
-        found[row[0]] = row
-        for n, key in enumerate(row[2:]):
-            if key is not None and key not in seen[n]:
-                frontier[n].add(key)
-        more.update(p for p in partners.get(row[0], ()) if p not in found)
-    return list(more)
-
-
 def _content(conn: Connection, sides: Sequence[_Side]) -> Any:
     """The engine's `ContentLookup` over the rows read, by their row ids."""
 
@@ -339,66 +285,21 @@ def _content(conn: Connection, sides: Sequence[_Side]) -> Any:
     return lookup
 
 
-@dataclass(frozen=True)
-class _OutputRows:
-    """The published output's rows of the component's earlier rows: (match id, status,
-    left position, right position) each, read to adjust the counts and deleted by the
-    patch."""
-
-    table: str
-    left: Column
-    right: Column
-    rows: list[tuple[int | None, str, int | None, int | None]]
-    max_row_id: int
-
-    @classmethod
-    def read(
-        cls,
-        conn: Connection,
-        record: DerivedRecord,
-        definition: ReconciliationDefinition,
-        positions: dict[SideName, list[int]],
-    ) -> _OutputRows:
-        output = resources.get_resource(conn, record.resource_id)
-        named = {c.name: c for c in output.columns}
-        match_id, status = named[MATCH_ID], named[STATUS]
-        left, right = (
-            named[f"{definition.left.name}.{ROW}"],
-            named[f"{definition.right.name}.{ROW}"],
-        )
-        table = ddl.row_table(output.table_name, [match_id, status, left, right])
-        row_id = table.c[ddl.ROW_ID]
-        found: dict[int, tuple[int | None, str, int | None, int | None]] = {}
-        for column, wanted in (
-            (left, positions[SideName.LEFT]),
-            (right, positions[SideName.RIGHT]),
-        ):
-            for start in range(0, len(wanted), VALUES_PER_QUERY):
-                chunk = wanted[start : start + VALUES_PER_QUERY]
-                stmt = sa.select(
-                    row_id, *(table.c[c.physical] for c in (match_id, status, left, right))
-                ).where(table.c[column.physical].in_(chunk))
-                for row in conn.execute(stmt):
-                    found[int(row[0])] = (row[1], row[2], row[3], row[4])
-        top = conn.execute(sa.select(sa.func.max(row_id))).scalar_one()
-        return cls(output.table_name, left, right, list(found.values()), int(top or 0))
-
-    def delete(self, conn: Connection, positions: dict[SideName, list[int]]) -> None:
-        table = sa.table(self.table, sa.column(self.left.physical), sa.column(self.right.physical))
-        for column, wanted in (
-            (self.left, positions[SideName.LEFT]),
-            (self.right, positions[SideName.RIGHT]),
-        ):
-            for start in range(0, len(wanted), VALUES_PER_QUERY):
-                chunk = wanted[start : start + VALUES_PER_QUERY]
-                conn.execute(sa.delete(table).where(table.c[column.physical].in_(chunk)))
+def _columns(output: Resource, definition: ReconciliationDefinition) -> Columns:
+    named = {c.name: c for c in output.columns}
+    return Columns(
+        match_id=named[MATCH_ID],
+        status=named[STATUS],
+        left=named[f"{definition.left.name}.{ROW}"],
+        right=named[f"{definition.right.name}.{ROW}"],
+    )
 
 
 def _adjusted(
     last_run: dict[str, Any],
     definition: ReconciliationDefinition,
     outcome: Outcome,
-    before: _OutputRows,
+    before: OutputRows,
     sides: Sequence[_Side],
     scale: int,
 ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from operator import itemgetter
 
 from sqlalchemy import Connection, Engine
 
-from tally.core.reconciliation import Normalizer, ReconciliationDefinition, SideName
+from tally.core.reconciliation import ManualWork, Normalizer, ReconciliationDefinition, SideName
 from tally.services.reconciliation.matching import SideRow, key_columns
 from tally.services.reconciliation.normalizers import normalized_column
 from tally.storage import reconciliation_keys
@@ -68,6 +68,65 @@ def key_rows(
     positions = (sign * row.position for row in rows)
     columns = side_keys(definition, which, rows)
     return zip(positions, row_ids, *columns, strict=True)
+
+
+def component(
+    conn: Connection,
+    resource_id: int,
+    definition: ReconciliationDefinition,
+    manual: ManualWork,
+    new: Sequence[tuple[SideName, Sequence[SideRow]]],
+    limit: float,
+) -> list[KeyRow] | str:
+    """The key table's rows of the earlier rows the new rows reach through key groups
+    of any signature and through manual matches, iterated until no new key turns up; or
+    why a full run is better (too many)."""
+    width = len(signatures(definition))
+    partners: dict[int, list[int]] = {}  # pos -> every pos of its manual match
+    for match in manual.matches:
+        members = [*match.left_rows, *(-p for p in match.right_rows)]
+        for pos in members:
+            partners[pos] = members
+    frontier: list[set[str]] = [set() for _ in range(width)]
+    for which, rows in new:
+        for n, column in enumerate(side_keys(definition, which, rows)):
+            frontier[n].update(k for k in column if k is not None)
+    seen: list[set[str]] = [set() for _ in range(width)]
+    found: dict[int, KeyRow] = {}
+    while any(frontier):
+        fetched: list[KeyRow] = []
+        for n, values in enumerate(frontier):
+            seen[n] |= values
+            if values:
+                fetched += reconciliation_keys.by_keys(conn, resource_id, n, list(values))
+        frontier = [set() for _ in range(width)]
+        while fetched:
+            more = _take(fetched, found, seen, frontier, partners)
+            fetched = reconciliation_keys.by_positions(conn, resource_id, more)
+        if len(found) > limit:
+            return f"the new rows share keys with more than {int(limit)} rows"
+    return list(found.values())
+
+
+def _take(
+    fetched: list[KeyRow],
+    found: dict[int, KeyRow],
+    seen: list[set[str]],
+    frontier: list[set[str]],
+    partners: dict[int, list[int]],
+) -> list[int]:
+    """Add the rows not yet found, their keys not yet looked up to the frontier; the
+    positions of their manual matches' rows not yet found."""
+    more: set[int] = set()
+    for row in fetched:
+        if row[0] in found:
+            continue
+        found[row[0]] = row
+        for n, key in enumerate(row[2:]):
+            if key is not None and key not in seen[n]:
+                frontier[n].add(key)
+        more.update(p for p in partners.get(row[0], ()) if p not in found)
+    return list(more)
 
 
 class KeyTable:
