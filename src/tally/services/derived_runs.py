@@ -222,9 +222,10 @@ class DerivedRuns:
             clock = _lap(timings, "stage", clock)
             derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
             derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
+            clock = _lap(timings, "build", clock)
             if output.companion is not None:
                 output.companion.stage(self._engine, guard)
-            clock = _lap(timings, "build", clock)
+                clock = _lap(timings, "companion", clock)
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 now = utc_now()
@@ -294,6 +295,8 @@ class DerivedRuns:
             version = resource.data_version
             if patch.changes:
                 row_count = patch.apply(conn)
+                plan = derived_outputs.plan_table(record.resource_id)
+                derived_outputs.drop(conn, plan)  # small: the patch's rows only
                 version = derived_outputs.republish(conn, resource, row_count, now)
                 self._queue_readers(conn, record.resource_id, now)
             derived_resources.record_success(
@@ -304,12 +307,8 @@ class DerivedRuns:
                 output_digest=patch.digest,
                 run_basis=_basis(patch.basis, version),
             )
-        clock = _lap(timings, "publish", clock)
+        _lap(timings, "publish", clock)
         log.info("derived_output_readable", extra={"derived_id": record.id})
-        if patch.changes:
-            plan = derived_outputs.plan_table(record.resource_id)
-            derived_outputs.discard(self._engine, plan, guard)
-        _lap(timings, "discard", clock)
         log.info(
             "derived_run_finished",
             extra={

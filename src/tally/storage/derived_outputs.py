@@ -127,6 +127,12 @@ def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
         ddl.drop_table(conn, table)
 
 
+def drop(conn: Connection, table: str) -> None:
+    """In the caller's transaction: drop a run's own small table (an incremental run's
+    plan, dropped with the patch that read it)."""
+    ddl.drop_table(conn, table)
+
+
 def write_plan(
     engine: Engine, resource_id: int, layout: Layout, rows: Iterable[Sequence[Any]], guard: Guard
 ) -> int:
