@@ -58,8 +58,10 @@ def stage(
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
         keys = ", ".join(f"k{n} TEXT" for n in range(width))
+        # SQLite: INTEGER PRIMARY KEY is the rowid itself, no second index
+        pos = "BIGINT" if backend_of(engine).is_postgresql else "INTEGER"
         conn.exec_driver_sql(
-            f"CREATE TABLE {table} (pos BIGINT PRIMARY KEY, row_id BIGINT NOT NULL"
+            f"CREATE TABLE {table} (pos {pos} PRIMARY KEY, row_id BIGINT NOT NULL"
             f"{', ' if keys else ''}{keys})"
         )
     iterator = iter(rows)

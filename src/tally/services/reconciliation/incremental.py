@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived_runs import Patch
-from tally.services.reconciliation.keys import component, key_rows, signatures
+from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideRow, output_rows, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
 from tally.services.reconciliation.reasons import money
@@ -222,7 +222,7 @@ def patch(
         )
     ]
     row_count = output.row_count - len(before.rows) + len(plan)
-    width = len(signatures(definition))
+    width = len(chains(definition))
     keys: list[KeyRow] = []
     for side in sides:
         keys += key_rows(definition, side.input.which, side.new, side.new_ids)

@@ -24,6 +24,7 @@ from tally.storage.reconciliation_keys import KeyRow
 
 Signature = tuple[tuple[str, str, tuple[Normalizer, ...]], ...]  # (left, right, normalisers)
 SEPARATOR = "\x1f"  # between the parts of a key of several columns
+TAG = "\x1e"  # before a key of a less normalised signature of a chain (PostgreSQL text has no NUL)
 
 
 def signatures(definition: ReconciliationDefinition) -> list[Signature]:
@@ -35,25 +36,70 @@ def signatures(definition: ReconciliationDefinition) -> list[Signature]:
     return list(found)
 
 
+def chains(definition: ReconciliationDefinition) -> list[list[Signature]]:
+    """The signatures in chains, one key column each: signatures on the same columns
+    whose normalisers extend one another (`reference` raw, and trimmed and casefolded),
+    the most normalised first. Rows equal under any signature of a chain are equal
+    under its key (`side_keys`), so one column and one index serve the chain."""
+    found: list[list[Signature]] = []
+    for signature in sorted(signatures(definition), key=_steps, reverse=True):
+        for chain in found:
+            if _extends(chain[-1], signature):
+                chain.append(signature)
+                break
+        else:
+            found.append([signature])
+    return found
+
+
+def _steps(signature: Signature) -> int:
+    return sum(len(normalize) for _, _, normalize in signature)
+
+
+def _extends(coarser: Signature, finer: Signature) -> bool:
+    """Each pair of `finer` is that of `coarser` with a first part of its normalisers."""
+    return len(coarser) == len(finer) and all(
+        (a[0], a[1]) == (b[0], b[1]) and a[2][: len(b[2])] == b[2]
+        for a, b in zip(coarser, finer, strict=True)
+    )
+
+
 def side_keys(
     definition: ReconciliationDefinition, which: SideName, rows: Sequence[SideRow]
 ) -> list[list[str | None]]:
-    """Per signature, each row's key on this side (None: empty). A key of several
-    columns is their normalised values joined: two keys that join alike only put more
-    rows in a group, which costs an incremental run a few rows, never exactness."""
+    """Per chain, each row's key on this side (None: empty): its key under the chain's
+    most normalised signature, or where that is empty, under the next one, tagged with
+    its level. Two rows equal under one signature are so under the more normalised ones
+    (their keys are functions of it): both empty there, or both equal, so their first
+    non-empty level and its key are the same. Keys that collide (several columns joined,
+    a tag) only put more rows in a group: an incremental run re-examines a few more
+    rows, never gives another result."""
     columns = key_columns(definition, which)
     out: list[list[str | None]] = []
-    for signature in signatures(definition):
-        parts = []
-        for left, right, normalize in signature:
-            index = columns.index(left if which is SideName.LEFT else right)
-            raw = list(map(itemgetter(index), map(itemgetter(1), rows)))
-            parts.append(normalized_column(raw, normalize))
-        if len(parts) == 1:
-            out.append(parts[0])
-        else:
-            out.append([None if None in p else SEPARATOR.join(p) for p in zip(*parts, strict=True)])
+    for chain in chains(definition):
+        merged = _signature_keys(chain[0], columns, which, rows)
+        for level, signature in enumerate(chain[1:], 1):
+            finer = _signature_keys(signature, columns, which, rows)
+            tag = TAG * level
+            merged = [
+                key if key is not None or other is None else tag + other
+                for key, other in zip(merged, finer, strict=True)
+            ]
+        out.append(merged)
     return out
+
+
+def _signature_keys(
+    signature: Signature, columns: tuple[str, ...], which: SideName, rows: Sequence[SideRow]
+) -> list[str | None]:
+    parts = []
+    for left, right, normalize in signature:
+        index = columns.index(left if which is SideName.LEFT else right)
+        raw = list(map(itemgetter(index), map(itemgetter(1), rows)))
+        parts.append(normalized_column(raw, normalize))
+    if len(parts) == 1:
+        return parts[0]
+    return [None if None in p else SEPARATOR.join(p) for p in zip(*parts, strict=True)]
 
 
 def key_rows(
@@ -81,7 +127,7 @@ def component(
     """The key table's rows of the earlier rows the new rows reach through key groups
     of any signature and through manual matches, iterated until no new key turns up; or
     why a full run is better (too many)."""
-    width = len(signatures(definition))
+    width = len(chains(definition))
     partners: dict[int, list[int]] = {}  # pos -> every pos of its manual match
     for match in manual.matches:
         members = [*match.left_rows, *(-p for p in match.right_rows)]
@@ -144,7 +190,7 @@ class KeyTable:
         self._sides = sides
 
     def stage(self, engine: Engine, guard: Guard) -> None:
-        width = len(signatures(self._definition))
+        width = len(chains(self._definition))
 
         def rows() -> Iterator[KeyRow]:
             for which, (side_rows, row_ids) in zip(
