@@ -67,8 +67,9 @@ class Output:
 
 class Companion(Protocol):
     """A table the kind keeps beside its output (a reconciliation's key table, for
-    incremental runs): staged before the publish, swapped in by it, the table it
-    replaced discarded after."""
+    incremental runs), needed by the next run only: built after the output is readable
+    and indexed, swapped in by a short transaction of its own, the table it replaced
+    discarded; the run's basis, recorded last, says it is there."""
 
     def stage(self, engine: Engine, guard: Guard) -> None: ...
 
@@ -223,9 +224,6 @@ class DerivedRuns:
             derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
             derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
             clock = _lap(timings, "build", clock)
-            if output.companion is not None:
-                output.companion.stage(self._engine, guard)
-                clock = _lap(timings, "companion", clock)
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 now = utc_now()
@@ -234,8 +232,6 @@ class DerivedRuns:
                 version = derived_outputs.publish(
                     conn, resource, output.layout.columns, output.row_count, now
                 )
-                if output.companion is not None:
-                    output.companion.swap(conn)
                 derived_resources.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
             _lap(timings, "publish", clock)
@@ -244,15 +240,23 @@ class DerivedRuns:
         derived_outputs.index(self._engine, resource_id, guard)
         clock = _lap(timings, "index", clock)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
-        if output.companion is not None:
-            output.companion.discard(self._engine, guard)
         clock = _lap(timings, "discard", clock)
+        if version is None:
+            with self._engine.connect() as conn:
+                version = resources.get_resource(conn, resource_id).data_version
+        companion = output.companion
+        if companion is not None and (published or not _describes(record.run_basis, version)):
+            companion.stage(self._engine, guard)
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                companion.swap(conn)
+            companion.discard(self._engine, guard)
+            clock = _lap(timings, "companion", clock)
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-                version = resources.get_resource(conn, resource_id).data_version
             derived_resources.record_success(
                 conn,
                 record.id,
@@ -394,6 +398,12 @@ def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str
     if basis is None or output_version is None:
         return None
     return {**basis, "output_version": output_version}
+
+
+def _describes(basis: dict[str, Any] | None, output_version: int) -> bool:
+    """The recorded basis is that of this very output (its companion is in place: it is
+    swapped in before the basis is recorded)."""
+    return basis is not None and basis.get("output_version") == output_version
 
 
 def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:

@@ -5,9 +5,9 @@ finds the rows that share a key with a late file's rows without reading every ro
 
 One row per input row: `pos` (a left row's position, or minus a right row's), the row's
 `row_id` in its input, and `k0..kN`, its key under signature n (NULL: empty, matches
-nothing). A full run stages it as `r_{id}_keys_next` beside the output and swaps it in
-with the output's publish; an incremental run appends its new rows in its one patch
-transaction.
+nothing). A full run builds it as `r_{id}_keys_next` once its output is readable and
+indexed, and swaps it in by one short transaction; an incremental run appends its new
+rows in its one patch transaction.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def stage(
 
 
 def swap(conn: Connection, resource_id: int) -> None:
-    """In the output's publish transaction: the staged key table replaces the published
+    """In the caller's short transaction: the staged key table replaces the published
     one (SQLite keeps the old one as `_old`, which `discard_old` drops in batches)."""
     table, staged = keys_table(resource_id), staged_table(resource_id)
     if backend_of(conn).is_postgresql:
