@@ -56,13 +56,6 @@ def read_side(
     yield from _read(conn, table, wanted, scale, where)
 
 
-def count_through(conn: Connection, table: str, row_id: int) -> int:
-    """How many rows have a row id up to `row_id` (a side that only grew still has as
-    many as when it was read)."""
-    stmt = f"SELECT count(*) FROM {table} WHERE {ddl.ROW_ID} <= {int(row_id)}"
-    return int(conn.exec_driver_sql(stmt).scalar_one())
-
-
 def _read(
     conn: Connection, table: str, wanted: SideColumns, scale: int, where: str
 ) -> Iterator[SideValues]:

@@ -88,9 +88,11 @@ def why_full(
     sides: Sequence[Input],
 ) -> str | None:
     """Why this run cannot build on the last one, or None when it can: the same
-    definition and manual work, every input a source that only grew since (the rows read
-    then still there, the same columns: no decimal widened), the output and its key
-    table as that run left them, and every pass keyed."""
+    definition and manual work, every input a source read then, with the same columns
+    (no decimal widened), the output and its key table as that run left them, and every
+    pass keyed. (`patch` then checks each source only grew: its row count, kept by each
+    load in its own transaction, is the rows read then plus those after the last row id
+    read; loads of one source are serialised by its row lock, so row ids only grow.)"""
     last = record.run_basis
     if last is None or record.last_run is None or "counts" not in record.last_run:
         return "no earlier run to build on"
@@ -111,11 +113,6 @@ def why_full(
         conn, record.resource_id
     ):
         return "the output is not the one the last run left"
-    for side in sides:
-        seen = last[str(side.which)]
-        table = side.resource.table_name
-        if reconciliation_inputs.count_through(conn, table, seen["last_row_id"]) != seen["rows"]:
-            return f"rows the last run read from the {side.which} input changed"
     return None
 
 
@@ -154,6 +151,8 @@ def patch(
                 conn, given.resource.table_name, given.wanted, scale, after=seen["last_row_id"]
             )
         )
+        if given.resource.row_count != seen["rows"] + len(new):  # its count is the load's
+            return f"rows the last run read from the {given.which} input changed"
         rows = [SideRow(seen["rows"] + n, k, a, d) for n, (_, k, a, d) in enumerate(new, 1)]
         sides.append(_Side(given, seen["rows"], seen["last_row_id"], rows, [r[0] for r in new]))
     left, right = sides
