@@ -74,6 +74,10 @@ def stage(
         with write_connection(engine) as conn, conn.begin():
             guard(conn)
             conn.exec_driver_sql(f"CREATE INDEX ix_{table}_{nonce}_k{n} ON {table} (k{n})")
+    if backend_of(engine).is_postgresql:  # statistics, or `k IN (...)` may scan it all
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            conn.exec_driver_sql(f"ANALYZE {table}")
 
 
 def swap(conn: Connection, resource_id: int) -> None:
