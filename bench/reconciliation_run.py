@@ -3,6 +3,8 @@ peak memory, on the database TALLY_HOME / TALLY_DATABASE_URL name.
 
   .venv/bin/python bench/reconciliation_run.py setup --dir /tmp/pair1m
   .venv/bin/python bench/reconciliation_run.py run --id ID [--profile out.prof]
+  .venv/bin/python bench/reconciliation_run.py setup --dir /tmp/pair1m --late 10000
+  .venv/bin/python bench/reconciliation_run.py late --id ID --file HOME/ledger_late.csv
 
 `setup` loads bank.csv and ledger.csv as two sources (as `tally admin load` does),
 finishes them as a worker would (rows' JSON text, indexes), creates the reconciliation
@@ -12,6 +14,11 @@ the output whether or not it changed, runs it now, as `tally admin run-reconcili
 prints one JSON object: seconds until the run ended and until its output was readable
 (swapped in; the run then indexes it), the seconds of each phase (from the run's log),
 peak RSS, the output's rows and last_run's counts.
+
+With `--late N`, `setup` holds the ledger's last N rows back as `ledger_late.csv` (in the
+current directory); `late` appends that file to the ledger (as a delivery's load does),
+then runs the reconciliation now: the seconds of each, and the run's mode (incremental
+or full) and rows re-examined.
 """
 
 from __future__ import annotations
@@ -52,8 +59,14 @@ class _Phases(logging.Handler):
             self.seconds = dict(record.__dict__.get("seconds", {}))
 
 
-def setup(folder: Path) -> None:
+def setup(folder: Path, late: int) -> None:
     runtime = build_runtime(load_settings())
+    files = {"bank": folder / "bank.csv", "ledger": folder / "ledger.csv"}
+    if late:
+        header, *body = (folder / "ledger.csv").read_bytes().splitlines(keepends=True)
+        files["ledger"] = Path("ledger_main.csv")
+        files["ledger"].write_bytes(header + b"".join(body[:-late]))
+        Path("ledger_late.csv").write_bytes(header + b"".join(body[-late:]))
     account = runtime.admin.create_account(name="bench", allowed_origins=[])
     workspace = runtime.admin.create_workspace(
         account_id=account.id, name="bench", ingestion_enabled=False
@@ -62,7 +75,7 @@ def setup(folder: Path) -> None:
     for name in ("bank", "ledger"):
         started = time.perf_counter()
         loaded = runtime.catalogue.create_source_from_file(
-            workspace_id=workspace.id, name=name, path=folder / f"{name}.csv"
+            workspace_id=workspace.id, name=name, path=files[name]
         )
         runtime.catalogue.finish_resource(loaded.resource.id)
         ids.append(loaded.resource.id)
@@ -84,7 +97,8 @@ def run(derived_id: int, profile: str | None) -> None:
     logging.getLogger("tally.derived").setLevel(logging.INFO)
     with runtime.engine.begin() as conn:  # as if the output had changed: a full build
         conn.exec_driver_sql(
-            f"UPDATE derived_resources SET output_digest = NULL WHERE id = {derived_id}"
+            "UPDATE derived_resources SET output_digest = NULL, run_basis = NULL "
+            f"WHERE id = {derived_id}"
         )
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
@@ -117,15 +131,52 @@ def run(derived_id: int, profile: str | None) -> None:
     runtime.close()
 
 
+def late(derived_id: int, path: Path) -> None:
+    runtime = build_runtime(load_settings())
+    phases = _Phases()
+    logging.getLogger("tally.derived").addHandler(phases)
+    logging.getLogger("tally.derived").setLevel(logging.INFO)
+    with runtime.engine.connect() as conn:
+        definition = conn.exec_driver_sql(
+            f"SELECT definition FROM derived_resources WHERE id = {derived_id}"
+        ).scalar_one()
+    ledger = (json.loads(definition) if isinstance(definition, str) else definition)["right"]
+    started = time.perf_counter()
+    runtime.catalogue.append_file(int(ledger["resource_id"]), path)
+    loaded = time.perf_counter()
+    record = runtime.derived.run_now(derived_id, kind="reconciliation", worker="bench")
+    ended = time.perf_counter()
+    last_run: dict[str, Any] = record.last_run or {}
+    print(
+        json.dumps(
+            {
+                "backend": runtime.backend_name,
+                "load_seconds": round(loaded - started, 2),
+                "run_seconds": round(ended - loaded, 2),
+                "readable_after_load": round(phases.readable_at - loaded, 2),
+                "phases": phases.seconds,
+                "mode": last_run.get("mode"),
+                "rows_examined": last_run.get("rows_examined"),
+                "counts": last_run.get("counts"),
+            }
+        )
+    )
+    runtime.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["setup", "run"])
+    parser.add_argument("mode", choices=["setup", "run", "late"])
+    parser.add_argument("--late", type=int, default=0)
+    parser.add_argument("--file", type=Path)
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--id", type=int)
     parser.add_argument("--profile")
     args = parser.parse_args()
     if args.mode == "setup":
-        setup(args.dir)
+        setup(args.dir, args.late)
+    elif args.mode == "late":
+        late(args.id, args.file)
     else:
         run(args.id, args.profile)
 

@@ -40,7 +40,10 @@ def test_run_reconciliation_prints_its_last_run_once_readable(
     code, last_run = tally(runtime, "admin", "run-reconciliation", "--id", str(created["id"]))
 
     assert code == 0, last_run
-    assert set(last_run) == {"started_at", "finished_at", "inputs", "counts", "amounts"}
+    assert set(last_run) == {
+        "started_at", "finished_at", "inputs", "counts", "amounts", "mode", "rows_examined"
+    }  # fmt: skip
+    assert (last_run["mode"], last_run["rows_examined"]) == ("full", 9)
     assert last_run["counts"]["unmatched_left"] == 1
     assert last_run["inputs"]["left"] == {"resource_id": left, "data_version": 1}
     assert last_run["amounts"]["right"] == {"matched": "135.50", "unmatched": "1.00"}

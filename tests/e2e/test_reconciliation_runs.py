@@ -39,7 +39,7 @@ from support.waiting import eventually
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage import derived_resources
+from tally.storage import derived_resources, reconciliation_keys
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -139,14 +139,16 @@ def big_reconciliation(runtime: Runtime, tenant: Tenant, rows: int) -> DerivedRe
 
 
 def staged(runtime: Runtime, record: DerivedRecord) -> bool:
-    """Whether the run has begun writing its output beside the published one."""
+    """Whether the run has begun writing its output beside the published one (the key
+    table a finished full run leaves for the next run is not staged)."""
     with runtime.engine.connect() as conn:
         names = conn.exec_driver_sql(
             "SELECT name FROM sqlite_master WHERE type = 'table'"
             if runtime.backend_name == "sqlite"
             else "SELECT tablename FROM pg_tables"
         ).scalars()
-        return any(name.startswith(f"r_{record.resource_id}_") for name in names)
+        kept = reconciliation_keys.keys_table(record.resource_id)
+        return any(name.startswith(f"r_{record.resource_id}_") and name != kept for name in names)
 
 
 def test_a_worker_killed_mid_run_leaves_the_output_whole_and_another_finishes(

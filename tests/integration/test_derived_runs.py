@@ -351,7 +351,7 @@ def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant
     assert not waiting.done()  # the other worker still holds it
     with write_connection(runtime.engine) as conn, conn.begin():  # it finishes, unpublished
         derived_resources.record_success(
-            conn, record.id, now=utc_now(), last_run={}, output_digest="other"
+            conn, record.id, now=utc_now(), last_run={}, output_digest="other", run_basis=None
         )
     done = waiting.result(timeout=60)  # then the wish is run here
 

@@ -60,11 +60,44 @@ class Output:
     digest: str
     inputs: Mapping[int, tuple[Column, ...]]
     summary: dict[str, Any]
+    # what this run read, kept for the next run to decide whether it may be incremental
+    basis: dict[str, Any] | None = None
+    companion: Companion | None = None
+
+
+class Companion(Protocol):
+    """A table the kind keeps beside its output (a reconciliation's key table, for
+    incremental runs), needed by the next run only: built after the output is readable
+    and indexed, swapped in by a short transaction of its own, the table it replaced
+    discarded; the run's basis, recorded last, says it is there."""
+
+    def stage(self, engine: Engine, guard: Guard) -> None: ...
+
+    def swap(self, conn: Connection) -> None: ...
+
+    def discard(self, engine: Engine, guard: Guard) -> None: ...
+
+
+@dataclass(frozen=True)
+class Patch:
+    """An incremental run's result: the published output changed in place. `stage`
+    writes what the change needs in the run's own tables (short transactions);
+    `apply`, in the one publish transaction, replaces the output rows that changed and
+    returns the output's new row count. `changes` False: nothing to write (no new rows)."""
+
+    changes: bool
+    stage: Callable[[Engine, Guard], None]
+    apply: Callable[[Connection], int]
+    digest: str
+    inputs: Mapping[int, tuple[Column, ...]]
+    summary: dict[str, Any]
+    basis: dict[str, Any]
 
 
 class Builder(Protocol):
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output:
-        """The output of `record` now; adds the seconds each step took to `timings`."""
+    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
+        """The output of `record` now (whole, or as a patch of the published one); adds
+        the seconds each step took to `timings`."""
         ...
 
 
@@ -185,8 +218,13 @@ class DerivedRuns:
         table while it is indexed; a run taken over after the swap only finishes it."""
         timings: dict[str, float] = {}
         guard = self._guard(record.id, worker)
+        staged = self._stage(record, guard, timings)
+        if isinstance(staged, Patch):
+            self._patch(record, staged, guard, started, timings)
+            return
+        output, published = staged
         resource_id = record.resource_id
-        output, published = self._stage(record, guard, timings)
+        version = None
         if published:
             clock = time.perf_counter()
             with write_connection(self._engine) as conn, conn.begin():
@@ -194,7 +232,7 @@ class DerivedRuns:
                 now = utc_now()
                 _check_inputs(conn, output.inputs)
                 resource = resources.lock_resource(conn, resource_id)
-                derived_outputs.publish(
+                version = derived_outputs.publish(
                     conn, resource, output.layout.columns, output.row_count, now
                 )
                 derived_resources.record_output(conn, record.id, output.digest)
@@ -206,18 +244,29 @@ class DerivedRuns:
         clock = _lap(timings, "index", clock)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
         clock = _lap(timings, "discard", clock)
+        if version is None:
+            with self._engine.connect() as conn:
+                version = resources.get_resource(conn, resource_id).data_version
+        companion = output.companion
+        if companion is not None and (published or not _describes(record.run_basis, version)):
+            companion.stage(self._engine, guard)
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                companion.swap(conn)
+            companion.discard(self._engine, guard)
+            clock = _lap(timings, "companion", clock)
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-            last_run = {
-                "started_at": started.isoformat(),
-                "finished_at": now.isoformat(),
-                **output.summary,
-            }
             derived_resources.record_success(
-                conn, record.id, now=now, last_run=last_run, output_digest=output.digest
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, output.summary),
+                output_digest=output.digest,
+                run_basis=_basis(output.basis, version),
             )
         log.info(
             "derived_run_finished",
@@ -231,9 +280,10 @@ class DerivedRuns:
 
     def _stage(
         self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
-    ) -> tuple[Output, bool]:
+    ) -> Patch | tuple[Output, bool]:
         """The output built and, unless its digest is the published one's, staged in
-        `r_{id}_next`; whether it is to be published."""
+        `r_{id}_next`; whether it is to be published. An incremental run's patch is
+        returned as it is, to be applied in place."""
         builder, resource_id = self._builders[record.kind], record.resource_id
         if isinstance(builder, StagingBuilder):
             derived_outputs.clear(self._engine, resource_id, guard)
@@ -244,7 +294,10 @@ class DerivedRuns:
                 )
                 return output, False
             return output, True
-        output = builder.build(record, timings)
+        built = builder.build(record, timings)
+        if isinstance(built, Patch):
+            return built
+        output = built
         if output.digest == record.output_digest:
             return output, False
         clock = time.perf_counter()
@@ -255,6 +308,53 @@ class DerivedRuns:
         derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
         _lap(timings, "build", clock)
         return output, True
+
+    def _patch(
+        self,
+        record: DerivedRecord,
+        patch: Patch,
+        guard: Guard,
+        started: dt.datetime,
+        timings: dict[str, float],
+    ) -> None:
+        """Publish an incremental run: what it needs staged, then one short transaction
+        changes the published output in place, bumps its data version (when anything
+        changed), queues its readers and records the run."""
+        clock = time.perf_counter()
+        if patch.changes:
+            derived_outputs.clear(self._engine, record.resource_id, guard)
+            patch.stage(self._engine, guard)
+        clock = _lap(timings, "stage", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            now = utc_now()
+            _check_inputs(conn, patch.inputs)
+            resource = resources.lock_resource(conn, record.resource_id)
+            version = resource.data_version
+            if patch.changes:
+                row_count = patch.apply(conn)
+                plan = derived_outputs.plan_table(record.resource_id)
+                derived_outputs.drop(conn, plan)  # small: the patch's rows only
+                version = derived_outputs.republish(conn, resource, row_count, now)
+                self._queue_readers(conn, record.resource_id, now)
+            derived_resources.record_success(
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, patch.summary),
+                output_digest=patch.digest,
+                run_basis=_basis(patch.basis, version),
+            )
+        _lap(timings, "publish", clock)
+        log.info("derived_output_readable", extra={"derived_id": record.id})
+        log.info(
+            "derived_run_finished",
+            extra={
+                "derived_id": record.id,
+                "incremental": True,
+                "seconds": {k: round(v, 3) for k, v in timings.items()},
+            },
+        )
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self.policy.burst_seconds)
@@ -320,6 +420,24 @@ def _lap(timings: dict[str, float], phase: str, since: float) -> float:
     now = time.perf_counter()
     timings[phase] = timings.get(phase, 0.0) + now - since
     return now
+
+
+def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
+    return {"started_at": started.isoformat(), "finished_at": now.isoformat(), **summary}
+
+
+def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str, Any] | None:
+    """What the run read, with the output's data version it left (a later run that finds
+    another version, or none, knows the output is not the one this basis describes)."""
+    if basis is None or output_version is None:
+        return None
+    return {**basis, "output_version": output_version}
+
+
+def _describes(basis: dict[str, Any] | None, output_version: int) -> bool:
+    """The recorded basis is that of this very output (its companion is in place: it is
+    swapped in before the basis is recorded)."""
+    return basis is not None and basis.get("output_version") == output_version
 
 
 def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:

@@ -127,6 +127,12 @@ def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
         ddl.drop_table(conn, table)
 
 
+def drop(conn: Connection, table: str) -> None:
+    """In the caller's transaction: drop a run's own small table (an incremental run's
+    plan, dropped with the patch that read it)."""
+    ddl.drop_table(conn, table)
+
+
 def write_plan(
     engine: Engine, resource_id: int, layout: Layout, rows: Iterable[Sequence[Any]], guard: Guard
 ) -> int:
@@ -149,7 +155,7 @@ def write_plan(
         with write_connection(engine) as conn, conn.begin():
             guard(conn)
             if postgresql:
-                _copy_rows(conn, table, batch)
+                copy_rows(conn, table, batch)
             else:
                 driver = conn.connection.dbapi_connection
                 assert driver is not None
@@ -166,7 +172,8 @@ def _stored(column: Column) -> Column:
     return column
 
 
-def _copy_rows(conn: Connection, table: str, batch: list[Sequence[Any]]) -> None:
+def copy_rows(conn: Connection, table: str, batch: Sequence[Sequence[Any]]) -> None:
+    """PostgreSQL: rows appended by COPY (the fast way to write many)."""
     driver = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
     with driver.cursor() as cursor, cursor.copy(f"COPY {table} FROM STDIN") as copy:
         for row in batch:
@@ -175,11 +182,30 @@ def _copy_rows(conn: Connection, table: str, batch: list[Sequence[Any]]) -> None
 
 def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard) -> None:
     """`r_{id}_next` filled from the plan, each row with its JSON text, in batches."""
-    table, plan = next_table(resource_id), plan_table(resource_id)
-    postgresql = backend_of(engine).is_postgresql
+    table = next_table(resource_id)
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
         ddl.create_table(conn, table, layout.columns, generated_ids=False)
+    insert = _from_plan(table, resource_id, layout, backend_of(engine).is_postgresql)
+    for low in range(1, row_count + 1, BATCH_ROWS):
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)
+            conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
+
+
+def insert_planned(conn: Connection, resource_id: int, layout: Layout, low: int, high: int) -> None:
+    """In the caller's transaction: the plan's rows `low` <= seq < `high` inserted into
+    the published output (an incremental run's few rows), with their JSON text; the
+    output's indexes take them as any insert."""
+    table = table_name_for(resource_id)
+    insert = _from_plan(table, resource_id, layout, backend_of(conn).is_postgresql)
+    conn.execute(insert, {"low": low, "high": high})
+
+
+def _from_plan(table: str, resource_id: int, layout: Layout, postgresql: bool) -> Any:
+    """INSERT INTO `table` the plan's rows `:low` <= seq < `:high` joined to their input
+    rows, each with its JSON text."""
+    plan = plan_table(resource_id)
     joins = " ".join(
         f"LEFT JOIN {name} i{n} ON i{n}.{ddl.ROW_ID} = p.ref{n}"
         for n, name in enumerate(layout.inputs)
@@ -202,11 +228,7 @@ def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard
         *(sa.literal_column(f"o.{name}") for name in names[:-1]),
         row_json.row_text(layout.columns, "o.", postgresql=postgresql),
     ).select_from(rows)
-    insert = sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
-    for low in range(1, row_count + 1, BATCH_ROWS):
-        with write_connection(engine) as conn, conn.begin():
-            guard(conn)
-            conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
+    return sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
 
 
 def _part_sql(part: Part, column: Column, postgresql: bool) -> str:
@@ -267,6 +289,26 @@ def publish(
             row_count=row_count,
             data_version=version,
             rendered_version=version,
+            updated_at=now,
+        )
+    )
+    return version
+
+
+def republish(conn: Connection, resource: Resource, row_count: int, now: dt.datetime) -> int:
+    """In the caller's transaction, after rows of the published output were replaced in
+    place (an incremental run): its new row count and data version (returned); its JSON
+    text and indexes were kept up by the same statements."""
+    version = resource.data_version + 1
+    indexed = version if resource.indexed_version == resource.data_version else None
+    conn.execute(
+        update(resources_table)
+        .where(resources_table.c.id == resource.id)
+        .values(
+            row_count=row_count,
+            data_version=version,
+            rendered_version=version,
+            **({} if indexed is None else {"indexed_version": indexed}),
             updated_at=now,
         )
     )

@@ -32,6 +32,7 @@ class DerivedRecord:
     attempts: int
     last_run: dict[str, Any] | None
     output_digest: str | None
+    run_basis: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> DerivedRecord:
@@ -48,6 +49,7 @@ class DerivedRecord:
             attempts=int(row.attempts),
             last_run=row.last_run,
             output_digest=row.output_digest,
+            run_basis=row.run_basis,
         )
 
 
@@ -288,6 +290,7 @@ def record_success(
     now: dt.datetime,
     last_run: dict[str, Any],
     output_digest: str,
+    run_basis: dict[str, Any] | None,
 ) -> None:
     conn.execute(
         update(derived_resources)
@@ -298,6 +301,7 @@ def record_success(
             error=None,
             last_run=last_run,
             output_digest=output_digest,
+            run_basis=run_basis,
         )
     )
 

@@ -31,11 +31,34 @@ class SideColumns:
     date: Column | None
 
 
+SideValues = tuple[int, tuple[str | None, ...], int | None, int | None]
+
+
 def read_side(
-    conn: Connection, table: str, wanted: SideColumns, scale: int
-) -> Iterator[tuple[int, tuple[str | None, ...], int | None, int | None]]:
+    conn: Connection,
+    table: str,
+    wanted: SideColumns,
+    scale: int,
+    *,
+    after: int | None = None,
+    row_ids: Sequence[int] | None = None,
+) -> Iterator[SideValues]:
     """(row id, keys, amount, day) of every row in load order (row id order, so the
-    n-th row is position n), converted by the database."""
+    n-th row is position n), converted by the database; only those after row id
+    `after`, or only the rows `row_ids`, when given (an incremental run's)."""
+    if row_ids is not None:
+        ordered = sorted(row_ids)
+        for start in range(0, len(ordered), IDS_PER_QUERY):
+            chunk = ", ".join(str(int(i)) for i in ordered[start : start + IDS_PER_QUERY])
+            yield from _read(conn, table, wanted, scale, f"WHERE {ddl.ROW_ID} IN ({chunk})")
+        return
+    where = f"WHERE {ddl.ROW_ID} > {int(after)}" if after is not None else ""
+    yield from _read(conn, table, wanted, scale, where)
+
+
+def _read(
+    conn: Connection, table: str, wanted: SideColumns, scale: int, where: str
+) -> Iterator[SideValues]:
     postgresql = backend_of(conn).is_postgresql
     select_list = [ddl.ROW_ID]
     select_list += [
@@ -49,7 +72,9 @@ def read_side(
     assert driver is not None
     cursor = driver.cursor()
     try:
-        cursor.execute(f"SELECT {', '.join(select_list)} FROM {table} ORDER BY {ddl.ROW_ID}")
+        cursor.execute(
+            f"SELECT {', '.join(select_list)} FROM {table} {where} ORDER BY {ddl.ROW_ID}"
+        )
         while batch := cursor.fetchmany(READ_BATCH_ROWS):
             for row in batch:
                 yield row[0], row[1 : 1 + n_keys], row[1 + n_keys], row[2 + n_keys]

@@ -258,6 +258,8 @@ derived_resources = Table(
     # sha256 of the published output's content: a run that changes nothing keeps the
     # output's data version (the Data API's caches and pages stay valid).
     Column("output_digest", String(64), nullable=True),
+    # what the last successful run read, for an incremental next run (decision 0016)
+    Column("run_basis", JSON, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     CheckConstraint("kind IN ('reconciliation', 'transformation')", name="kind"),

@@ -12,6 +12,7 @@ compares.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,7 +24,9 @@ from sqlalchemy import Connection, Engine
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
-from tally.services.derived_runs import Output
+from tally.services.derived_runs import Output, Patch
+from tally.services.reconciliation.incremental import Input, basis, patch, why_full
+from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
     Match,
     Outcome,
@@ -45,6 +48,8 @@ PLAN_VALUES = ("match_id", "status", "pass", "difference", "reason", "left._row"
 DIGEST_CHUNK = 50_000  # matches hashed per update
 UNMATCHED = str(MatchStatus.UNMATCHED)
 
+log = logging.getLogger("tally.derived")
+
 
 @dataclass(frozen=True)
 class _Input:
@@ -61,16 +66,50 @@ class ReconciliationBuilder:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output:
+    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
+        """A patch of the published output when the last run is a sound base and few
+        rows are new (incremental.py), else the whole output."""
         definition = ReconciliationDefinition.from_json(record.definition)
         clock = time.perf_counter()
         with snapshot_connection(self._engine) as conn, conn.begin():
             left_resource = resources.get_resource(conn, definition.left.resource_id)
             right_resource = resources.get_resource(conn, definition.right.resource_id)
             scale = common_scale(definition, left_resource.columns, right_resource.columns)
-            left = _read(conn, left_resource, definition, SideName.LEFT, scale)
-            right = _read(conn, right_resource, definition, SideName.RIGHT, scale)
             manual = reconciliation_actions.manual_work(conn, record.id)
+            sides = [
+                Input(which, resource, _wanted(resource, definition, which))
+                for which, resource in (
+                    (SideName.LEFT, left_resource),
+                    (SideName.RIGHT, right_resource),
+                )
+            ]
+            columns = output_columns(
+                definition.left.name,
+                definition.right.name,
+                left_resource.columns,
+                right_resource.columns,
+                scale,
+            )
+            layout = _layout(columns, left_resource, right_resource)
+            inputs = {
+                "left": {
+                    "resource_id": left_resource.id,
+                    "data_version": left_resource.data_version,
+                },
+                "right": {
+                    "resource_id": right_resource.id,
+                    "data_version": right_resource.data_version,
+                },
+            }
+            why = why_full(conn, record, definition, manual, sides)
+            if why is None:
+                found = patch(conn, record, definition, manual, sides, scale, layout, inputs)
+                timings["incremental"] = time.perf_counter() - clock
+                if isinstance(found, Patch):
+                    return found
+                why = found
+            left = _read(conn, sides[0], scale)
+            right = _read(conn, sides[1], scale)
             now = time.perf_counter()
             timings["read"] = now - clock
             clock = now
@@ -85,23 +124,9 @@ class ReconciliationBuilder:
             now = time.perf_counter()
             timings["match"] = now - clock
             clock = now
-        columns = output_columns(
-            definition.left.name,
-            definition.right.name,
-            left_resource.columns,
-            right_resource.columns,
-            scale,
-        )
-        layout = _layout(columns, left_resource, right_resource)
-        inputs = {
-            "left": {"resource_id": left_resource.id, "data_version": left_resource.data_version},
-            "right": {
-                "resource_id": right_resource.id,
-                "data_version": right_resource.data_version,
-            },
-        }
-        tally = _tally(outcome, columns, inputs)
+        tally = _tally(outcome, columns, (inputs, record.definition))
         timings["digest"] = time.perf_counter() - clock
+        log.info("reconciliation_full_run", extra={"derived_id": record.id, "why": why})
         return Output(
             layout=layout,
             rows=lambda: _plan_rows(outcome, left, right),
@@ -114,27 +139,45 @@ class ReconciliationBuilder:
             summary={
                 "inputs": inputs,
                 **_summary(definition, outcome, tally, (left, right), scale),
+                "mode": "full",
+                "rows_examined": len(left.rows) + len(right.rows),
             },
+            basis=basis(
+                record,
+                manual,
+                [(sides[0], *_extent(left)), (sides[1], *_extent(right))],
+            ),
+            companion=KeyTable(
+                record.resource_id,
+                definition,
+                [(left.rows, left.row_ids), (right.rows, right.row_ids)],
+            ),
         )
 
 
-def _read(
-    conn: Connection,
-    resource: Resource,
-    definition: ReconciliationDefinition,
-    which: SideName,
-    scale: int,
-) -> _Input:
+def _extent(side: _Input) -> tuple[int, int]:
+    """How many rows a side had, and its last row id (0: none)."""
+    return len(side.rows), side.row_ids[-1] if side.row_ids else 0
+
+
+def _wanted(
+    resource: Resource, definition: ReconciliationDefinition, which: SideName
+) -> SideColumns:
+    """What the engine reads of one side: its key columns, amount and date."""
     side = definition.side(which)
-    wanted = SideColumns(
+    return SideColumns(
         keys=tuple(_column(resource, side, name) for name in key_columns(definition, which)),
         amount=_column(resource, side, side.amount) if side.amount else None,
         date=_column(resource, side, side.date) if side.date else None,
     )
+
+
+def _read(conn: Connection, side: Input, scale: int) -> _Input:
+    resource = side.resource
     rows: list[SideRow] = []
     row_ids: array[int] = array("q")
     for position, (row_id, keys, amount, day) in enumerate(
-        reconciliation_inputs.read_side(conn, resource.table_name, wanted, scale), start=1
+        reconciliation_inputs.read_side(conn, resource.table_name, side.wanted, scale), start=1
     ):
         rows.append(SideRow(position, keys, amount, day))
         row_ids.append(row_id)

@@ -25,7 +25,7 @@ from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_resources, resources
+from tally.storage import accounts, derived_resources, reconciliation_keys, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -156,6 +156,7 @@ class ReconciliationService:
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
             actions.delete_actions(conn, record.id)  # before the record they point at
+            reconciliation_keys.drop_tables(conn, record.resource_id)
             derived.delete_with_output(conn, record)
 
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:

@@ -39,6 +39,7 @@ def upgrade() -> None:
         sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_run", sa.JSON, nullable=True),
         sa.Column("output_digest", sa.String(64), nullable=True),
+        sa.Column("run_basis", sa.JSON, nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.CheckConstraint("kind IN ('reconciliation', 'transformation')", name="kind"),

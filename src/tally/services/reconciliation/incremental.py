@@ -1,0 +1,343 @@
+"""Incremental runs: rows that reached an input since the last run reconciled without
+reading every row, and the output exactly what a full run would give (decision 0016).
+
+The engine decides a row by the rows sharing its keys in each pass (and, through the
+rows those earlier passes took, transitively): its matches, its reason and its nearest
+candidate all lie in its key groups (matching.py, explain.py). So the rows new rows can
+affect are their *component*: the rows reached from them through key groups of any
+signature (keys.py) and through manual matches, found by index in the key table
+(storage/reconciliation_keys.py) until no new key turns up. Re-running the engine on the
+component alone gives its rows exactly what a full run gives them; every other output
+row stays as it is (a match's id is its smallest left position: stable). A pass without
+keys makes reasons and candidates global: then, and whenever the last run is not a
+sound base (`why_full`), the run is full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
+from tally.services.catalogue import SOURCE_KIND
+from tally.services.derived_runs import Patch
+from tally.services.reconciliation.keys import chains, component, key_rows
+from tally.services.reconciliation.matching import Outcome, SideRow, output_rows, reconcile
+from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
+from tally.services.reconciliation.reasons import money
+from tally.storage import derived_outputs, reconciliation_inputs, reconciliation_keys, resources
+from tally.storage.derived_outputs import Guard, Layout
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.reconciliation_inputs import SideColumns
+from tally.storage.reconciliation_keys import KeyRow
+from tally.storage.reconciliation_patch import Columns, OutputRows
+from tally.storage.resources import Resource
+
+# New rows, and rows re-examined, at most this share of the rows already reconciled: past
+# it the component's reads by index cost about what a full run's sequential read costs.
+MAX_SHARE = 0.1
+VALUES_PER_QUERY = 500
+UNMATCHED = "unmatched"
+
+
+@dataclass(frozen=True)
+class Input:
+    """One side as the builder found it in its snapshot."""
+
+    which: SideName
+    resource: Resource
+    wanted: SideColumns
+
+
+def fingerprint(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def basis(
+    record: DerivedRecord, manual: ManualWork, sides: Sequence[tuple[Input, int, int]]
+) -> dict[str, Any]:
+    """What a run read, for the next run's `why_full`: the definition, the manual work,
+    and per side its resource, columns, row count and last row id."""
+    return {
+        "definition": fingerprint(record.definition),
+        "manual": fingerprint(dataclasses.asdict(manual)),
+        **{
+            str(side.which): {
+                "resource_id": side.resource.id,
+                "columns": fingerprint([c.to_json() for c in side.resource.columns]),
+                "rows": rows,
+                "last_row_id": last_row_id,
+            }
+            for side, rows, last_row_id in sides
+        },
+    }
+
+
+def why_full(
+    conn: Connection,
+    record: DerivedRecord,
+    definition: ReconciliationDefinition,
+    manual: ManualWork,
+    sides: Sequence[Input],
+) -> str | None:
+    """Why this run cannot build on the last one, or None when it can: the same
+    definition and manual work, every input a source read then, with the same columns
+    (no decimal widened), the output and its key table as that run left them, and every
+    pass keyed. (`patch` then checks each source only grew: its row count, kept by each
+    load in its own transaction, is the rows read then plus those after the last row id
+    read; loads of one source are serialised by its row lock, so row ids only grow.)"""
+    last = record.run_basis
+    if last is None or record.last_run is None or "counts" not in record.last_run:
+        return "no earlier run to build on"
+    if any(not p.keys for p in definition.passes):
+        return "a pass without keys compares rows across every key"
+    if last["definition"] != fingerprint(record.definition):
+        return "the definition changed"
+    if last["manual"] != fingerprint(dataclasses.asdict(manual)):
+        return "the manual work changed"
+    for side in sides:
+        seen, resource = last[str(side.which)], side.resource
+        if resource.kind != SOURCE_KIND or seen["resource_id"] != resource.id:
+            return f"the {side.which} input is not a source the last run read"
+        if seen["columns"] != fingerprint([c.to_json() for c in resource.columns]):
+            return f"the {side.which} input's columns changed"
+    output = resources.get_resource(conn, record.resource_id)
+    if output.data_version != last["output_version"] or not reconciliation_keys.exists(
+        conn, record.resource_id
+    ):
+        return "the output is not the one the last run left"
+    return None
+
+
+@dataclass
+class _Side:
+    """One side's rows for the engine: the component's earlier rows and the new ones."""
+
+    input: Input
+    old: int  # rows the last run read
+    last_row_id: int
+    new: list[SideRow]
+    new_ids: list[int]
+    rows: list[SideRow] = dataclasses.field(default_factory=list)
+    ids: dict[int, int] = dataclasses.field(default_factory=dict)  # position -> row id
+
+
+def patch(
+    conn: Connection,
+    record: DerivedRecord,
+    definition: ReconciliationDefinition,
+    manual: ManualWork,
+    inputs: Sequence[Input],
+    scale: int,
+    layout: Layout,
+    summary_inputs: dict[str, Any],
+) -> Patch | str:
+    """The run as a patch of the published output, or why it must be full. Reads only
+    the new rows, the key table by index, the component's rows by row id, and the
+    output's rows of the component."""
+    last = record.run_basis or {}
+    sides = []
+    for given in inputs:
+        seen = last[str(given.which)]
+        new = list(
+            reconciliation_inputs.read_side(
+                conn, given.resource.table_name, given.wanted, scale, after=seen["last_row_id"]
+            )
+        )
+        if given.resource.row_count != seen["rows"] + len(new):  # its count is the load's
+            return f"rows the last run read from the {given.which} input changed"
+        rows = [SideRow(seen["rows"] + n, k, a, d) for n, (_, k, a, d) in enumerate(new, 1)]
+        sides.append(_Side(given, seen["rows"], seen["last_row_id"], rows, [r[0] for r in new]))
+    left, right = sides
+    reconciled = left.old + right.old
+    fresh = len(left.new) + len(right.new)
+    if fresh > MAX_SHARE * reconciled:
+        return f"{fresh} new rows, more than {MAX_SHARE:.0%} of {reconciled}"
+    assert record.last_run is not None
+    summary = {"inputs": summary_inputs, "counts": record.last_run["counts"]}
+    summary["amounts"] = record.last_run["amounts"]
+    new_basis = basis(record, manual, [(s.input, s.old, s.last_row_id) for s in sides])
+    if not fresh:
+        return Patch(
+            changes=False,
+            stage=_nothing,
+            apply=_no_rows,
+            digest=record.output_digest or "",
+            inputs={s.input.resource.id: s.input.resource.columns for s in sides},
+            summary={**summary, "mode": "incremental", "rows_examined": 0},
+            basis=new_basis,
+        )
+    late = [(side.input.which, side.new) for side in sides]
+    found = component(conn, record.resource_id, definition, manual, late, MAX_SHARE * reconciled)
+    if isinstance(found, str):
+        return found
+    for side in sides:
+        sign = 1 if side.input.which is SideName.LEFT else -1
+        positions = sorted(sign * row[0] for row in found if row[0] * sign > 0)
+        ids = sorted(row[1] for row in found if row[0] * sign > 0)
+        values = reconciliation_inputs.read_side(
+            conn, side.input.resource.table_name, side.input.wanted, scale, row_ids=ids
+        )
+        side.rows = [SideRow(p, k, a, d) for p, (_, k, a, d) in zip(positions, values, strict=True)]
+        side.ids = dict(zip(positions, ids, strict=True))
+    old_rows = {s.input.which: [r.position for r in s.rows] for s in sides}
+    for side in sides:
+        side.rows += side.new
+        side.ids.update(zip((r.position for r in side.new), side.new_ids, strict=True))
+    outcome = reconcile(
+        definition, left.rows, right.rows, manual, scale=scale, content=_content(conn, sides)
+    )
+    output = resources.get_resource(conn, record.resource_id)
+    before = OutputRows.read(
+        conn,
+        output,
+        _columns(output, definition),
+        old_rows[SideName.LEFT],
+        old_rows[SideName.RIGHT],
+    )
+    first = before.max_row_id + 1
+    plan = [
+        (
+            seq,
+            match_id,
+            str(status),
+            name,
+            difference,
+            reason,
+            lp,
+            rp,
+            left.ids[lp] if lp else None,
+            right.ids[rp] if rp else None,
+        )
+        for seq, (match_id, status, name, difference, reason, lp, rp) in enumerate(
+            output_rows(outcome), first
+        )
+    ]
+    row_count = output.row_count - len(before.rows) + len(plan)
+    width = len(chains(definition))
+    keys: list[KeyRow] = []
+    for side in sides:
+        keys += key_rows(definition, side.input.which, side.new, side.new_ids)
+
+    def stage(engine: Engine, guard: Guard) -> None:
+        derived_outputs.write_plan(engine, record.resource_id, layout, plan, guard)
+
+    def apply(conn: Connection) -> int:
+        before.delete(conn)
+        derived_outputs.insert_planned(conn, record.resource_id, layout, first, first + len(plan))
+        reconciliation_keys.append(conn, record.resource_id, width, keys)
+        return row_count
+
+    digest = hashlib.sha256(repr((record.output_digest, summary_inputs, plan)).encode())
+    examined = len(left.rows) + len(right.rows)
+    new_basis = basis(
+        record,
+        manual,
+        [
+            (s.input, s.old + len(s.new), s.new_ids[-1] if s.new_ids else s.last_row_id)
+            for s in sides
+        ],
+    )
+    return Patch(
+        changes=True,
+        stage=stage,
+        apply=apply,
+        digest=digest.hexdigest(),
+        inputs={s.input.resource.id: s.input.resource.columns for s in sides},
+        summary={
+            **summary,
+            **_adjusted(record.last_run, definition, outcome, before, sides, scale),
+            "mode": "incremental",
+            "rows_examined": examined,
+        },
+        basis=new_basis,
+    )
+
+
+def _nothing(engine: Engine, guard: Guard) -> None:
+    """No rows to stage."""
+
+
+def _no_rows(conn: Connection) -> int:
+    raise AssertionError("a patch without changes is not applied")
+
+
+def _content(conn: Connection, sides: Sequence[_Side]) -> Any:
+    """The engine's `ContentLookup` over the rows read, by their row ids."""
+
+    def lookup(which: SideName, positions: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        side = sides[0] if which is SideName.LEFT else sides[1]
+        by_id = {side.ids[p]: p for p in positions}
+        resource = side.input.resource
+        found = reconciliation_inputs.read_rows(
+            conn, resource.table_name, resource.columns, list(by_id)
+        )
+        return {by_id[row_id]: values for row_id, values in found.items()}
+
+    return lookup
+
+
+def _columns(output: Resource, definition: ReconciliationDefinition) -> Columns:
+    named = {c.name: c for c in output.columns}
+    return Columns(
+        match_id=named[MATCH_ID],
+        status=named[STATUS],
+        left=named[f"{definition.left.name}.{ROW}"],
+        right=named[f"{definition.right.name}.{ROW}"],
+    )
+
+
+def _adjusted(
+    last_run: dict[str, Any],
+    definition: ReconciliationDefinition,
+    outcome: Outcome,
+    before: OutputRows,
+    sides: Sequence[_Side],
+    scale: int,
+) -> dict[str, Any]:
+    """last_run's counts and amounts: the component's earlier share taken out, its new
+    share put in (what a full run would count: per match, per unmatched row)."""
+    counts = dict(last_run["counts"])
+    for _, status in {(r[0], r[1]) for r in before.rows if r[0] is not None}:
+        counts[status] -= 1
+    was_unmatched: dict[SideName, set[int]] = {SideName.LEFT: set(), SideName.RIGHT: set()}
+    for _, status, lp, rp in before.rows:
+        if status == UNMATCHED:
+            which, position = (SideName.LEFT, lp) if lp is not None else (SideName.RIGHT, rp)
+            was_unmatched[which].add(position)  # type: ignore[arg-type]
+    for match in outcome.matches:
+        counts[str(match.status)] += 1
+    counts["unmatched_left"] += len(outcome.unmatched_left) - len(was_unmatched[SideName.LEFT])
+    counts["unmatched_right"] += len(outcome.unmatched_right) - len(was_unmatched[SideName.RIGHT])
+    amounts = dict(last_run["amounts"])
+    for side in sides:
+        which = side.input.which
+        totals = amounts.get(str(which))
+        if totals is None:
+            continue
+        matched = int(Decimal(totals["matched"]).scaleb(scale))
+        apart = int(Decimal(totals["unmatched"]).scaleb(scale))
+        now_unmatched = (
+            outcome.unmatched_left if which is SideName.LEFT else outcome.unmatched_right
+        )
+        new_from = side.old + 1
+        for row in side.rows:
+            amount = row.amount or 0
+            if row.position < new_from:  # its earlier share out
+                if row.position in was_unmatched[which]:
+                    apart -= amount
+                else:
+                    matched -= amount
+            if row.position in now_unmatched:
+                apart += amount
+            else:
+                matched += amount
+        amounts[str(which)] = {"matched": money(matched, scale), "unmatched": money(apart, scale)}
+    return {"counts": counts, "amounts": amounts}
