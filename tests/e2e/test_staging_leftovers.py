@@ -184,5 +184,12 @@ def test_a_delivered_file_leaves_no_staging_file_of_a_killed_attempt(
     )
     assert table_names(runtime) == before
     expected = 1 if runtime.backend_name == "sqlite" else 0
-    assert second.stderr_text().count("staging_leftover_removed") == expected
+    # the file is removed before the line saying so is written: wait for the line
+    eventually(
+        lambda: second.stderr_text().count("staging_leftover_removed") >= expected,
+        timeout=10,
+        what="the removal to be logged",
+        explain=second.stderr_text,
+    )
     assert second.terminate(timeout=20) == 0
+    assert second.stderr_text().count("staging_leftover_removed") == expected

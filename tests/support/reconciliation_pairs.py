@@ -63,10 +63,20 @@ ISSUE_DEFINITION = ReconciliationDefinition.from_json(
 
 
 def kit() -> Path | None:
-    """The shared benchmark kit (BENCH_KIT, else ../shared/bench beside the repository or
-    beside its worktrees' folder), or None where it is absent."""
+    """The shared benchmark kit (BENCH_KIT, else ../shared/bench beside the repository,
+    beside its worktrees' folder, or beside the checkout a clone was made from, as CI's
+    clean clone is), or None where it is absent."""
     candidates = [os.environ.get("BENCH_KIT", "")]
-    candidates += [str(up / "shared" / "bench") for up in (REPO.parent, REPO.parent.parent)]
+    ups = [REPO.parent, REPO.parent.parent]
+    origin = subprocess.run(
+        ["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if origin.startswith("/"):  # a clone of a checkout on this machine
+        ups.append(Path(origin).parent)
+    candidates += [str(up / "shared" / "bench") for up in ups]
     for candidate in candidates:
         if candidate and (Path(candidate) / "gen_transactions.py").is_file():
             return Path(candidate)
