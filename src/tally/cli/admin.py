@@ -34,7 +34,7 @@ from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
 app = typer.Typer(
-    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations.",
+    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations, transformations.",
     no_args_is_help=True,
 )
 
