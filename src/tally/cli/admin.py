@@ -34,7 +34,8 @@ from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
 app = typer.Typer(
-    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations, transformations.",
+    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations, "
+    "transformations.",
     no_args_is_help=True,
 )
 
