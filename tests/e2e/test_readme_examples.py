@@ -115,8 +115,9 @@ def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) 
     created = json.loads(_bash(prelude + register, folder)[0])
     assert created["name"] == "bank statements"
     assert created["webhook_id"].startswith("whk_")
+    assert rest.startswith(f": {created['id']},")  # the id README shows is the one answered
     rest = rest.split("\n", 1)[1].replace("<webhook_id>", created["webhook_id"])
-    rest = rest.replace("/sources/2/files", f"/sources/{created['id']}/files")
+    rest = rest.replace("/sources/6/files", f"/sources/{created['id']}/files")
     accepted, listing = (json.loads(line) for line in _bash(prelude + rest, folder))
     assert accepted == {"status": "accepted"}
     assert [f["status"] for f in listing["data"]] == ["queued"]
@@ -138,7 +139,7 @@ def test_reconciliation_examples_explain_and_keep_manual_work(
         "amount differs by 0.07, tolerance 0.05"
     )
     created, unmatched_fee = (json.loads(line) for line in _bash(_blocks("Reconcile")[1], folder))
-    assert created["id"] == 2
+    assert created["id"] == 3  # the demo holds a reconciliation and a transformation
     assert created["name"] == "Bank vs ledger, references"
     assert unmatched_fee["data"] == [
         {"bank._row": 7, "reason": "no ledger row with reference 'FEE-03' (after trim, casefold)"}
@@ -155,7 +156,19 @@ def test_transformation_example_feeds_a_reconciliation(
     demo_with_worker: tuple[Path, dict[str, str]],
 ) -> None:
     folder, _ = demo_with_worker
-    preview, split = (json.loads(line) for line in _bash(_blocks("Transform")[0], folder))
+    demo_one, top_eur = (json.loads(line) for line in _bash(_blocks("Transform")[0], folder))
+    assert demo_one["state"] == "idle"
+    assert [c["name"] for c in demo_one["columns"]] == [
+        "counterparty",
+        "currency",
+        "amount",
+        "payments",
+    ]
+    amounts = [row["amount"] for row in top_eur["data"]]
+    assert len(amounts) == 3
+    assert amounts == sorted(amounts, reverse=True)
+    assert {row["currency"] for row in top_eur["data"]} == {"EUR"}
+    preview, split = (json.loads(line) for line in _bash(_blocks("Transform")[1], folder))
     assert [c["name"] for c in preview["columns"]] == ["reference", "amount", "txn_date", "parts"]
     assert {"reference": "INV-1004", "amount": 1000.00, "txn_date": "2026-03-05", "parts": 2} in (
         preview["rows"]

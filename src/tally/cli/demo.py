@@ -1,5 +1,6 @@
-"""`tally serve --demo`: a demo account, workspace and key; a sample source; a bank
-statement and a ledger reconciled against each other; ready to curl."""
+"""`tally serve --demo`: a demo account, workspace and key; a sample source and a
+transformation summing it; a bank statement and a ledger reconciled against each other;
+ready to curl."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class Demo:
     ledger_id: int
     reconciliation_id: int
     reconciliation_resource_id: int  # its output
+    transformation_id: int
+    transformation_resource_id: int  # its output
 
     def shell_exports(self, base_url: str) -> str:
         """For `source .tally/demo.env`: the README's curl examples read these."""
@@ -40,8 +43,17 @@ class Demo:
             f"export BASE={base_url} KEY={self.key} WS={self.workspace_id} "
             f"ACCOUNT={self.account_id} RID={self.resource_id} BANK={self.bank_id} "
             f"LEDGER={self.ledger_id} REC={self.reconciliation_id} "
-            f"OUT={self.reconciliation_resource_id}\n"
+            f"OUT={self.reconciliation_resource_id} TRF={self.transformation_id} "
+            f"TOUT={self.transformation_resource_id}\n"
         )
+
+
+# The demo's transformation: what a finance team asks of a payments file first.
+_SETTLED_BY_COUNTERPARTY = {
+    "name": "Settled payments by counterparty",
+    "sql": "SELECT p.counterparty, p.currency, SUM(p.amount) AS amount, COUNT(*) AS payments "
+    "FROM p WHERE p.status = 'settled' GROUP BY p.counterparty, p.currency",
+}
 
 
 def _write_sample(path: Path) -> None:
@@ -87,8 +99,12 @@ def create_demo(runtime: Runtime) -> Demo:
     reconciliation = runtime.reconciliations.create(
         workspace_id=workspace.id, body=definition(bank, ledger)
     )
-    # Run now, so its output is there to read before the server answers.
+    transformation = runtime.transformations.create(
+        workspace_id=workspace.id, body=_SETTLED_BY_COUNTERPARTY | {"inputs": {"p": payments}}
+    )
+    # Run both now, so their outputs are there to read before the server answers.
     runtime.derived.run_now(reconciliation.id, kind="reconciliation", worker="demo")
+    runtime.derived.run_now(transformation.id, kind="transformation", worker="demo")
     return Demo(
         account.id,
         workspace.id,
@@ -98,4 +114,6 @@ def create_demo(runtime: Runtime) -> Demo:
         ledger,
         reconciliation.id,
         reconciliation.resource_id,
+        transformation.id,
+        transformation.resource_id,
     )

@@ -26,8 +26,8 @@ def serve(
         bool,
         typer.Option(
             "--demo",
-            help="Create a demo workspace, key and sample source; print them and write "
-            "TALLY_HOME/demo.env for the README's curl examples.",
+            help="Create a demo workspace, key, sources, reconciliation and transformation; "
+            "print them and write TALLY_HOME/demo.env for the README's curl examples.",
         ),
     ] = False,
     workers: Annotated[
