@@ -39,12 +39,10 @@ import datetime as dt
 import http.client
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,10 +53,19 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "tests")]
 import procs  # noqa: E402
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from durable_pg import postgres_facts, start_durable_postgres, vacuum  # noqa: E402
+from derived_bench import (  # noqa: E402
+    Home,
+    api,
+    feed,
+    fresh_home,
+    load_sources,
+    md_table,
+    pair_dir,
+    physical_columns,
+    tenant,
+    timed_run,
+)
 from procs import log  # noqa: E402
-
-from support.pg import create_database  # noqa: E402
 
 RUN_TIMEOUT_SECONDS = 1800
 LATE_TIMEOUT_SECONDS = 300
@@ -93,16 +100,6 @@ def settings() -> dict[str, Any]:
 # --- the pair -----------------------------------------------------------------------------
 
 
-def pair_dir(cfg: run.Config, rows: int, seed: int) -> Path:
-    folder = cfg.work / f"pair_{rows}_s{seed}"
-    if not (folder / "truth.csv").exists():
-        log(f"generating the pair: {rows:,} bank rows, seed {seed}")
-        gen = cfg.kit / "gen_transactions.py"
-        cmd = [sys.executable, str(gen), "--pair", "--rows", str(rows), "--seed", str(seed)]
-        subprocess.run([*cmd, "--out", str(folder)], check=True, capture_output=True)
-    return folder
-
-
 def split_ledger(folder: Path, late: int, into: Path) -> tuple[Path, Path]:
     """The ledger without its last `late` rows, and those rows as a file of their own."""
     lines = (folder / "ledger.csv").read_bytes().splitlines(keepends=True)
@@ -116,14 +113,6 @@ def split_ledger(folder: Path, late: int, into: Path) -> tuple[Path, Path]:
 # --- tally ----------------------------------------------------------------------------
 
 
-def tenant(env: dict[str, str], log_path: Path) -> dict[str, Any]:
-    account = tt.tally_cli(["admin", "create-account", "--name", "bench"], env, log_path)
-    args = ["admin", "create-workspace", "--account", str(account["id"]), "--name", "bench"]
-    workspace = tt.tally_cli([*args, "--ingestion"], env, log_path)
-    key = tt.tally_cli(["admin", "create-key", "--workspace", str(workspace["id"])], env, log_path)
-    return {"key": key["key"], "workspace_id": workspace["id"], "account_id": account["id"]}
-
-
 def definition(bank_id: int, ledger_id: int) -> dict[str, Any]:
     side = {"amount": "amount", "date": "txn_date"}
     return {
@@ -134,51 +123,6 @@ def definition(bank_id: int, ledger_id: int) -> dict[str, Any]:
     }
 
 
-def timed_run(env: dict[str, str], recon_id: int, home: Path, log_path: Path) -> dict[str, Any]:
-    """`tally admin run-reconciliation`: wall time, the run's own times, peak RSS."""
-    out = home / "run.json"
-    cmd = [str(tt.TALLY), "admin", "run-reconciliation", "--id", str(recon_id)]
-    t0 = time.perf_counter()
-    proc = procs.spawn(cmd, env=env, cwd=REPO, stdout=out, log_path=log_path)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    procs.forget(proc)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"run-reconciliation failed: {out.read_text()[-500:]}")
-    last_run = json.loads(out.read_text().strip().splitlines()[-1])
-    started = dt.datetime.fromisoformat(last_run["started_at"])
-    finished = dt.datetime.fromisoformat(last_run["finished_at"])
-    return {
-        "wall_s": round(seconds, 3),
-        "run_s": round((finished - started).total_seconds(), 3),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "last_run": last_run,
-    }
-
-
-def api(
-    server: tt.Server,
-    method: str,
-    path: str,
-    who: dict[str, Any],
-    body: bytes = b"",
-    content_type: str = "application/json",
-) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
-    headers = {
-        "X-API-Key": who["key"],
-        "X-Svc-Workspace": str(who["workspace_id"]),
-        "X-Svc-Account": str(who["account_id"]),
-        "Content-Type": content_type,
-    }
-    conn.request(method, path, body=body or None, headers=headers)
-    resp = conn.getresponse()
-    data = resp.read()
-    conn.close()
-    return resp.status, json.loads(data) if data else None
-
-
 def late_file(
     server: tt.Server, who: dict[str, Any], recon_id: int, ledger_id: int, late: Path
 ) -> dict[str, Any]:
@@ -186,16 +130,7 @@ def late_file(
     _, before = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
     version = before["last_run"]["inputs"]["right"]["data_version"]
     t0 = time.perf_counter()
-    status, accepted = api(
-        server,
-        "POST",
-        f"/api/v2/sources/{ledger_id}/feed-source",
-        who,
-        late.read_bytes(),
-        "text/csv",
-    )
-    if status != 202:
-        raise RuntimeError(f"upload answered {status}: {accepted}")
+    feed(server, who, ledger_id, late)
     deadline = time.monotonic() + LATE_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         _, now = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
@@ -233,11 +168,7 @@ def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict
 
 def true_pairs(home: Path, url: str | None, resource_id: int, folder: Path) -> dict[str, Any]:
     """The output's (bank.id, ledger.id) pairs of matched rows against truth.csv."""
-    conn = tt.catalogue_connection(home, url)
-    cur = conn.execute(f"SELECT columns FROM resources WHERE id = {int(resource_id)}")
-    columns = cur.fetchone()[0]
-    columns = json.loads(columns) if isinstance(columns, str) else columns
-    physical = {c["name"]: c["physical"] for c in columns}
+    conn, physical = physical_columns(home, url, resource_id)
     sql = (
         f"SELECT {physical['bank.id']}, {physical['ledger.id']} FROM r_{int(resource_id)}"
         f" WHERE {physical['match_id']} IS NOT NULL"
@@ -262,82 +193,59 @@ def backend_run(
     cfg: run.Config, opts: dict[str, Any], backend: str, folder: Path, *, late: int, serve: bool
 ) -> dict[str, Any]:
     rec: dict[str, Any] = {"backend": backend, "label": f"tally-{backend}", "late": late}
-    home = Path(tempfile.mkdtemp(prefix=f"tally-recon-{backend}-"))
-    pg = None
     try:
-        env = tt.tally_env(cfg, home)
-        db_pids: list[int] = []
-        if backend == "postgresql":
-            pg = start_durable_postgres()
-            env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
-            rec["postgres"] = postgres_facts(pg)
-            db_pids = [rec["postgres"]["postmaster_pid"]]
-        admin_log = cfg.logs / f"tally-{backend}-admin.log"
-        who = tenant(env, admin_log)
-        ledger, late_csv = (
-            split_ledger(folder, late, home) if late else (folder / "ledger.csv", None)
-        )
-        loads = {}
-        for name, path in (("bank", folder / "bank.csv"), ("ledger", ledger)):
-            log(f"{backend}: tally admin load {name}")
-            loads[name] = tt.timed_load(
-                cfg,
-                env,
-                home=home,
-                workspace=who["workspace_id"],
-                name=name,
-                csv=path,
-                db_pids=db_pids,
-            )
-        rec["loads"] = loads
-        if "TALLY_DATABASE_URL" in env:
-            rec["vacuum_s"] = vacuum(env["TALLY_DATABASE_URL"])
-        bank_id, ledger_id = loads["bank"]["resource_id"], loads["ledger"]["resource_id"]
-        spec = home / "recon.json"
-        spec.write_text(json.dumps(definition(bank_id, ledger_id)))
-        args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
-        created = tt.tally_cli([*args, "--file", str(spec)], env, admin_log)
-        rec["created"] = created
-        log(f"{backend}: tally admin run-reconciliation")
-        db_cpu0 = procs.tree_cpu_seconds(db_pids)
-        rec["run"] = timed_run(env, created["id"], home, cfg.logs / f"tally-{backend}-run.log")
-        if db_pids:
-            rec["run"]["db_server_cpu_s"] = round(procs.tree_cpu_seconds(db_pids) - db_cpu0, 3)
-        log(f"{backend}: run {rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB")
-        if not serve:
-            return rec
-        started = time.perf_counter()
-        server = tt.start_server(cfg, env, db_pids)
-        try:
-            rec["worker_finish"] = tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), started)
-            assert late_csv is not None
-            log(f"{backend}: the late ledger file ({late:,} rows)")
-            rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
-            tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), time.perf_counter())
-            out = created["resource_id"]
-            rec["reads"] = reads(
-                server,
-                who,
-                {
-                    "source first page": f"/api/v1/resources/{bank_id}/data",
-                    "output first page": f"/api/v1/resources/{out}/data",
-                    "output status=unmatched": f"/api/v1/resources/{out}/data?status=unmatched",
-                },
-            )
-        finally:
-            procs.stop(server.proc)
-        rec["truth"] = true_pairs(
-            home, env.get("TALLY_DATABASE_URL"), created["resource_id"], folder
-        )
+        with fresh_home(cfg, backend, rec, "recon") as home:
+            _measure(cfg, rec, home, folder, late=late, serve=serve)
     except Exception as error:  # recorded; the other targets still run
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")
-    finally:
-        if pg is not None:
-            pg.stop()
-            procs.postgres_servers.remove(pg)
-        shutil.rmtree(home, ignore_errors=True)
     return rec
+
+
+def _measure(
+    cfg: run.Config, rec: dict[str, Any], home: Home, folder: Path, *, late: int, serve: bool
+) -> None:
+    backend = home.backend
+    admin_log = cfg.logs / f"tally-{backend}-admin.log"
+    who = tenant(home.env, admin_log)
+    ledger, late_csv = (
+        split_ledger(folder, late, home.path) if late else (folder / "ledger.csv", None)
+    )
+    files = {"bank": folder / "bank.csv", "ledger": ledger}
+    loads = rec["loads"] = load_sources(cfg, home, who, files, rec)
+    bank_id, ledger_id = loads["bank"]["resource_id"], loads["ledger"]["resource_id"]
+    spec = home.path / "recon.json"
+    spec.write_text(json.dumps(definition(bank_id, ledger_id)))
+    args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
+    created = tt.tally_cli([*args, "--file", str(spec)], home.env, admin_log)
+    rec["created"] = created
+    log(f"{backend}: tally admin run-reconciliation")
+    run_log = cfg.logs / f"tally-{backend}-run.log"
+    rec["run"] = timed_run(home, "run-reconciliation", created["id"], run_log)
+    log(f"{backend}: run {rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB")
+    if not serve:
+        return
+    started = time.perf_counter()
+    server = tt.start_server(cfg, home.env, home.db_pids)
+    try:
+        rec["worker_finish"] = tt.wait_for_indexes(home.path, home.url, started)
+        assert late_csv is not None
+        log(f"{backend}: the late ledger file ({late:,} rows)")
+        rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
+        tt.wait_for_indexes(home.path, home.url, time.perf_counter())
+        out = created["resource_id"]
+        rec["reads"] = reads(
+            server,
+            who,
+            {
+                "source first page": f"/api/v1/resources/{bank_id}/data",
+                "output first page": f"/api/v1/resources/{out}/data",
+                "output status=unmatched": f"/api/v1/resources/{out}/data?status=unmatched",
+            },
+        )
+    finally:
+        procs.stop(server.proc)
+    rec["truth"] = true_pairs(home.path, home.url, created["resource_id"], folder)
 
 
 def peers(cfg: run.Config, opts: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
@@ -357,13 +265,6 @@ def peers(cfg: run.Config, opts: dict[str, Any], folder: Path) -> list[dict[str,
 
 
 # --- the report ---------------------------------------------------------------------------
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    def line(cells: list[Any]) -> str:
-        return "| " + " | ".join("" if c is None else str(c) for c in cells) + " |"
-
-    return [line(header), line(["---"] + ["---:"] * (len(header) - 1)), *map(line, rows), ""]
 
 
 def _found(t: dict[str, Any]) -> str:
@@ -429,9 +330,9 @@ def report(
             "true pairs found",
             "wrong pairs",
         ]
-        lines += _table(header, runs)
+        lines += md_table(header, runs)
     if read_rows:
-        lines += _table(["target", "read", "p50 ms", "rows"], read_rows)
+        lines += md_table(["target", "read", "p50 ms", "rows"], read_rows)
     sizes = []
     for m in memory:
         if "error" in m:
@@ -448,7 +349,7 @@ def report(
             ]
         )
     if sizes:
-        lines += _table(["target", "bank rows", "ledger rows", "run s", "peak RSS MB"], sizes)
+        lines += md_table(["target", "bank rows", "ledger rows", "run s", "peak RSS MB"], sizes)
     return "\n".join(lines) + "\n"
 
 
