@@ -170,14 +170,16 @@ def feed(server: tt.Server, who: dict[str, Any], source_id: int, csv: Path) -> N
         raise RuntimeError(f"upload answered {status}: {accepted}")
 
 
-def physical_columns(home: Path, url: str | None, resource_id: int) -> tuple[Any, dict[str, str]]:
-    """A read-only catalogue connection and the resource's column names -> physical
-    names (c0..cN) of its table `r_<id>`."""
+def output_columns(
+    home: Path, url: str | None, resource_id: int
+) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """A read-only catalogue connection and the resource's columns by name, as the
+    catalogue keeps them: `physical` (c0..cN in its table `r_<id>`), `type`, `scale`."""
     conn = tt.catalogue_connection(home, url)
     cur = conn.execute(f"SELECT columns FROM resources WHERE id = {int(resource_id)}")
     columns = cur.fetchone()[0]
     columns = json.loads(columns) if isinstance(columns, str) else columns
-    return conn, {c["name"]: c["physical"] for c in columns}
+    return conn, {c["name"]: c for c in columns}
 
 
 def md_table(header: list[str], rows: list[list[Any]]) -> list[str]:

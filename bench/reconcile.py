@@ -60,8 +60,8 @@ from derived_bench import (  # noqa: E402
     fresh_home,
     load_sources,
     md_table,
+    output_columns,
     pair_dir,
-    physical_columns,
     tenant,
     timed_run,
 )
@@ -168,11 +168,9 @@ def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict
 
 def true_pairs(home: Path, url: str | None, resource_id: int, folder: Path) -> dict[str, Any]:
     """The output's (bank.id, ledger.id) pairs of matched rows against truth.csv."""
-    conn, physical = physical_columns(home, url, resource_id)
-    sql = (
-        f"SELECT {physical['bank.id']}, {physical['ledger.id']} FROM r_{int(resource_id)}"
-        f" WHERE {physical['match_id']} IS NOT NULL"
-    )
+    conn, columns = output_columns(home, url, resource_id)
+    bank, ledger, match = (columns[n]["physical"] for n in ("bank.id", "ledger.id", "match_id"))
+    sql = f"SELECT {bank}, {ledger} FROM r_{int(resource_id)} WHERE {match} IS NOT NULL"
     pairs = {(int(b), int(g)) for b, g in conn.execute(sql).fetchall()}
     conn.close()
     with open(folder / "truth.csv", newline="") as f:

@@ -184,16 +184,20 @@ def import_driver(cfg: Config) -> ModuleType:
 
 
 def git_sha() -> str:
-    """HEAD's commit, read from .git (the benchmark never runs git)."""
-    git = REPO / ".git"
+    """HEAD's commit, read from .git (the benchmark never runs git); in a worktree .git
+    is a file naming its folder, whose refs are in the main checkout's (`commondir`)."""
+    git = common = REPO / ".git"
     with contextlib.suppress(OSError):
+        if git.is_file():
+            git = Path(git.read_text().strip().removeprefix("gitdir: "))
+            common = (git / (git / "commondir").read_text().strip()).resolve()
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
         ref = head.removeprefix("ref: ")
-        if (git / ref).exists():
-            return (git / ref).read_text().strip()
-        for line in (git / "packed-refs").read_text().splitlines():
+        if (common / ref).exists():
+            return (common / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
             if line.endswith(" " + ref):
                 return line.split()[0]
     return "unknown"
