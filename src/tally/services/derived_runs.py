@@ -91,7 +91,7 @@ class Patch:
     digest: str
     inputs: Mapping[int, tuple[Column, ...]]
     summary: dict[str, Any]
-    basis: dict[str, Any]
+    basis: dict[str, Any] | None = None
 
 
 class Builder(Protocol):
@@ -103,10 +103,13 @@ class Builder(Protocol):
 
 @runtime_checkable
 class StagingBuilder(Protocol):
-    def stage(self, record: DerivedRecord, guard: Guard, timings: dict[str, float]) -> Output:
+    def stage(
+        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
+    ) -> Output | Patch:
         """Write the output of `record` now to the staged table `r_{id}_next` itself (a
         transformation's INSERT ... SELECT; `guard` first in each transaction) and say
-        what it holds (its `rows` unused)."""
+        what it holds (its `rows` unused); or, for an incremental run, write the new rows
+        to the plan table `r_{id}_plan` and return the patch that adds them."""
         ...
 
 
@@ -285,23 +288,21 @@ class DerivedRuns:
         `r_{id}_next`; whether it is to be published. An incremental run's patch is
         returned as it is, to be applied in place."""
         builder, resource_id = self._builders[record.kind], record.resource_id
-        if isinstance(builder, StagingBuilder):
-            derived_outputs.clear(self._engine, resource_id, guard)
-            output = builder.stage(record, guard, timings)
-            if output.digest == record.output_digest:
-                derived_outputs.discard(
-                    self._engine, derived_outputs.next_table(resource_id), guard
-                )
-                return output, False
-            return output, True
-        built = builder.build(record, timings)
+        derived_outputs.clear(self._engine, resource_id, guard)  # a killed run's tables
+        built = (
+            builder.stage(record, guard, timings)
+            if isinstance(builder, StagingBuilder)
+            else builder.build(record, timings)
+        )
         if isinstance(built, Patch):
             return built
         output = built
         if output.digest == record.output_digest:
+            derived_outputs.discard(self._engine, derived_outputs.next_table(resource_id), guard)
             return output, False
+        if isinstance(builder, StagingBuilder):
+            return output, True
         clock = time.perf_counter()
-        derived_outputs.clear(self._engine, resource_id, guard)
         derived_outputs.write_plan(self._engine, resource_id, output.layout, output.rows(), guard)
         clock = _lap(timings, "stage", clock)
         derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
@@ -322,7 +323,6 @@ class DerivedRuns:
         changed), queues its readers and records the run."""
         clock = time.perf_counter()
         if patch.changes:
-            derived_outputs.clear(self._engine, record.resource_id, guard)
             patch.stage(self._engine, guard)
         clock = _lap(timings, "stage", clock)
         with write_connection(self._engine) as conn, conn.begin():

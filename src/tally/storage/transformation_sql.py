@@ -93,27 +93,33 @@ def insert_rows(
     columns: Sequence[Column],
     sql: str,
     *,
-    after_row_id: int,
+    kept: int,
     max_rows: int,
 ) -> int:
-    """The SELECT's rows appended to `table` (a row table of `columns` holding rows
-    1..`after_row_id`), row ids from `after_row_id + 1` in the SELECT's order, each with
-    its stored JSON text; how many. A table of more than `max_rows` rows then is
-    RunFailedError (the caller's transaction is rolled back)."""
+    """The SELECT's rows inserted into the empty row table `table` of `columns`, row ids
+    from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of an
+    empty table: cheaper than ROW_NUMBER, which first copies every row aside), each with
+    its stored JSON text; how many. More than `max_rows` with the `kept` rows the output
+    holds besides (an incremental run's published rows) is RunFailedError (the caller's
+    transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
     json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)
+    limited = f"SELECT * FROM q LIMIT {max(0, max_rows - kept) + 1}"
+    if postgresql:
+        ids = f"o.{ddl.ROW_ID}, "
+        rows = f"(SELECT ROW_NUMBER() OVER () AS {ddl.ROW_ID}, {names} FROM ({limited}) n) o"
+    else:
+        ids, rows = "", f"({limited}) o"
     statement = (
-        f"INSERT INTO {table} ({ddl.ROW_ID}, {names}, {ddl.ROW_JSON}) "
+        f"INSERT INTO {table} ({ids and ddl.ROW_ID + ', '}{names}, {ddl.ROW_JSON}) "
         f"{_named(driver_text(conn, sql), columns)} "
-        f"SELECT o.{ddl.ROW_ID}, {values}, {json_sql} FROM "
-        f"(SELECT ROW_NUMBER() OVER () + {int(after_row_id)} AS {ddl.ROW_ID}, {names} "
-        f"FROM (SELECT * FROM q LIMIT {max(0, max_rows - after_row_id) + 1}) n) o"
+        f"SELECT {ids}{values}, {json_sql} FROM {rows}"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
-    if after_row_id + inserted > max_rows:
+    if kept + inserted > max_rows:
         raise RunFailedError(
             f"the query gives more than {max_rows} rows (TALLY_TRANSFORMATION_MAX_ROWS): "
             "the previous output stays readable"
@@ -121,12 +127,16 @@ def insert_rows(
     return int(inserted)
 
 
-def copy_rows(conn: Connection, source: str, target: str, columns: Sequence[Column]) -> int:
-    """Every row of `source` copied to `target` as stored (row ids and JSON text)."""
-    names = ", ".join([ddl.ROW_ID, *(c.physical for c in columns), ddl.ROW_JSON])
+def append_rows(
+    conn: Connection, source: str, target: str, columns: Sequence[Column], *, after_row_id: int
+) -> int:
+    """Every row of `source` (row ids 1..n) appended to `target` as stored (values and
+    JSON text), its row ids moved after `after_row_id`; how many."""
+    names = ", ".join([*(c.physical for c in columns), ddl.ROW_JSON])
     return int(
         conn.exec_driver_sql(
-            f"INSERT INTO {target} ({names}) SELECT {names} FROM {source}"
+            f"INSERT INTO {target} ({ddl.ROW_ID}, {names}) "
+            f"SELECT {ddl.ROW_ID} + {int(after_row_id)}, {names} FROM {source}"
         ).rowcount
     )
 
@@ -143,12 +153,25 @@ def last_row_ids(conn: Connection, tables: Mapping[int, str]) -> dict[int, int]:
 
 
 def content_digest(conn: Connection, table: str) -> str:
-    """sha256 of the table's stored rows (their JSON text) in row id order."""
+    """sha256 of the table's stored rows' JSON text, each followed by a newline, in row id
+    order. The database joins each `DIGEST_BATCH_ROWS` rows into one text (read by a
+    range of the row id key, in its order), so Python handles a few large values rather
+    than a million small ones."""
     digest = hashlib.sha256()
-    result = conn.exec_driver_sql(f"SELECT {ddl.ROW_JSON} FROM {table} ORDER BY {ddl.ROW_ID}")
-    while batch := result.fetchmany(DIGEST_BATCH_ROWS):
-        digest.update("\n".join(row[0] for row in batch).encode())
-        digest.update(b"\n")
+    if backend_of(conn).is_postgresql:
+        joined = f"string_agg({ddl.ROW_JSON}, chr(10) ORDER BY {ddl.ROW_ID})"
+    else:  # a BLOB: SQLite hands over the UTF-8 bytes as they are
+        joined = f"CAST(group_concat({ddl.ROW_JSON}, char(10)) AS BLOB)"
+    batch = (
+        f"SELECT {joined} FROM (SELECT {ddl.ROW_ID}, {ddl.ROW_JSON} FROM {table} "
+        f"WHERE {ddl.ROW_ID} >= {{low}} AND {ddl.ROW_ID} < {{high}} ORDER BY {ddl.ROW_ID}) b"
+    )
+    last = last_row_ids(conn, {0: table})[0]
+    for low in range(1, last + 1, DIGEST_BATCH_ROWS):
+        text = conn.exec_driver_sql(batch.format(low=low, high=low + DIGEST_BATCH_ROWS)).scalar()
+        if text is not None:
+            digest.update(text.encode() if isinstance(text, str) else text)
+            digest.update(b"\n")
     return digest.hexdigest()
 
 

@@ -1,10 +1,11 @@
 """A transformation's run: its SQL, translated for the backend, run as one INSERT ...
 SELECT into the staged output (services/derived_runs.py swaps it in), within the time
 and row limits. Incremental when the query allows it (query.is_incremental) and every
-input is a source, which only ever appends rows: the published rows are copied and the
-output of the input rows added since the last run appended, which equals a full
-recompute. What the last run read is kept in `last_run`, checked against the output's
-digest, which is written in the same transaction as the output it describes."""
+input is a source, which only ever appends rows: the output of the input rows added
+since the last run is staged in the plan table, then appended to the published output
+in place (a `Patch`; its indexes take the new rows as any insert does), which equals a
+full recompute. What the last run read is kept in `last_run`, checked against the
+output's digest, which is written in the same transaction as the output it describes."""
 
 from __future__ import annotations
 
@@ -14,19 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.services.derived_runs import Output
+from tally.services.derived_runs import Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
-from tally.services.transformations.query import check_sql
+from tally.services.transformations.query import CheckedQuery, check_sql
 from tally.storage import resources, transformation_sql
-from tally.storage.derived_outputs import Guard, Layout, next_table
+from tally.storage.derived_outputs import Guard, Layout, next_table, plan_table
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables import ddl
-from tally.storage.resources import Resource
+from tally.storage.resources import Resource, table_name_for
 
 SOURCE_KIND = "source"  # rows are only ever appended to a source's table
 
@@ -64,6 +65,42 @@ class _Published:
         return published if published.digest(key) == record.output_digest else None
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What a run read: the output's columns, what the rows depend on besides the
+    inputs' rows (`key`), the last row id read of each input, the inputs."""
+
+    columns: tuple[Column, ...]
+    key: str
+    read: dict[str, int]
+    found: dict[str, Resource]
+
+    @property
+    def inputs(self) -> dict[int, tuple[Column, ...]]:
+        return {r.id: r.columns for r in self.found.values()}
+
+    def summary(self, rows: int, published: _Published, incremental: bool) -> dict[str, Any]:
+        inputs = {
+            n: {"resource_id": r.id, "data_version": r.data_version} for n, r in self.found.items()
+        }
+        return {
+            "rows": rows,
+            "incremental": incremental,
+            "inputs": inputs,
+            **published.to_json(),
+        }
+
+    def output(self, rows: int, published: _Published, incremental: bool) -> Output:
+        return Output(
+            layout=Layout(self.columns, (), (), ()),
+            rows=lambda: (),
+            row_count=rows,
+            digest=published.digest(self.key),
+            inputs=self.inputs,
+            summary=self.summary(rows, published, incremental),
+        )
+
+
 class TransformationBuilder:
     """The `StagingBuilder` of kind `transformation`."""
 
@@ -71,10 +108,10 @@ class TransformationBuilder:
         self._engine = engine
         self._limits = limits
 
-    def stage(self, record: DerivedRecord, guard: Guard, timings: dict[str, float]) -> Output:
+    def stage(
+        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
+    ) -> Output | Patch:
         definition = TransformationDefinition.from_json(record.definition)
-        staged = next_table(record.resource_id)
-        postgresql = backend_of(self._engine).is_postgresql
         clock = time.perf_counter()
         with transformation_sql.staging_connection(self._engine) as conn, conn.begin():
             guard(conn)
@@ -83,69 +120,100 @@ class TransformationBuilder:
                 for name, resource_id in definition.inputs.items()
             }
             query = check_sql(definition.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
-            columns = query.as_columns()
-            key = _key(definition, found)
             read_ids = transformation_sql.last_row_ids(
                 conn, {r.id: r.table_name for r in found.values()}
             )
             read = {name: read_ids[r.id] for name, r in found.items()}
-            previous = _Published.of(record, key)
-            incremental = (
+            run = _Run(query.as_columns(), _key(definition, found), read, found)
+            previous = _Published.of(record, run.key)
+            if (
                 previous is not None
                 and query.is_incremental
                 and all(r.kind == SOURCE_KIND for r in found.values())
-            )
-            if incremental and previous is not None and previous.read == read:
-                rows = resources.get_resource(conn, record.resource_id).row_count
-                return _output(columns, rows, previous.digest(key), previous, found, incremental)
-            ddl.create_table(conn, staged, columns, generated_ids=False)
-            with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
-                kept = 0
-                if incremental and previous is not None:
-                    output = resources.get_resource(conn, record.resource_id)
-                    kept = transformation_sql.copy_rows(conn, output.table_name, staged, columns)
-                    after = {found[name].id: row_id for name, row_id in previous.read.items()}
-                    sql = query.backend_sql(postgresql=postgresql, after_row_ids=after)
-                else:
-                    sql = query.backend_sql(postgresql=postgresql)
-                added = transformation_sql.insert_rows(
-                    conn,
-                    staged,
-                    columns,
-                    sql,
-                    after_row_id=kept,
-                    max_rows=self._limits.max_rows,
-                )
-            content = transformation_sql.content_digest(conn, staged)
+            ):
+                built = self._append(conn, record, query, run, previous)
+            else:
+                built = self._recompute(conn, record, query, run, previous)
         timings["query"] = time.perf_counter() - clock
-        now = _Published(content, read)
-        if previous is not None and previous.content == content:
+        return built
+
+    def _recompute(
+        self,
+        conn: Connection,
+        record: DerivedRecord,
+        query: CheckedQuery,
+        run: _Run,
+        previous: _Published | None,
+    ) -> Output:
+        """The whole output, staged in `r_<id>_next` for the publish to swap in."""
+        staged = next_table(record.resource_id)
+        ddl.create_table(conn, staged, run.columns, generated_ids=False)
+        sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
+        with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
+            rows = transformation_sql.insert_rows(
+                conn, staged, run.columns, sql, kept=0, max_rows=self._limits.max_rows
+            )
+        now = _Published(transformation_sql.content_digest(conn, staged), run.read)
+        if previous is not None and previous.content == now.content:
             now = previous  # the same rows: nothing to publish, the digest stays
-        return _output(columns, kept + added, now.digest(key), now, found, incremental)
+        return run.output(rows, now, incremental=False)
+
+    def _append(
+        self,
+        conn: Connection,
+        record: DerivedRecord,
+        query: CheckedQuery,
+        run: _Run,
+        previous: _Published,
+    ) -> Output | Patch:
+        """The output of the input rows added since the last run, staged in the plan
+        table `r_<id>_plan`, and the patch that appends it to the published output."""
+        kept = resources.get_resource(conn, record.resource_id).row_count
+        if previous.read == run.read:  # no new input rows: nothing to run, nothing changes
+            return run.output(kept, previous, incremental=True)
+        plan = plan_table(record.resource_id)
+        ddl.create_table(conn, plan, run.columns, generated_ids=False)
+        after = {run.found[name].id: row_id for name, row_id in previous.read.items()}
+        sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
+        with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
+            added = transformation_sql.insert_rows(
+                conn, plan, run.columns, sql, kept=kept, max_rows=self._limits.max_rows
+            )
+        content = previous.content
+        if added:
+            content = _chained(content, transformation_sql.content_digest(conn, plan))
+        else:
+            ddl.drop_table(conn, plan)
+        now = _Published(content, run.read)
+        output, columns = record.resource_id, run.columns
+
+        def apply(conn: Connection) -> int:
+            """In the publish transaction: the plan's rows after the output's last."""
+            table = table_name_for(output)
+            last = transformation_sql.last_row_ids(conn, {output: table})[output]
+            return last + transformation_sql.append_rows(
+                conn, plan, table, columns, after_row_id=last
+            )
+
+        return Patch(
+            changes=added > 0,
+            stage=_staged,
+            apply=apply,
+            digest=now.digest(run.key),
+            inputs=run.inputs,
+            summary=run.summary(kept + added, now, incremental=True),
+        )
 
 
-def _output(
-    columns: tuple[Column, ...],
-    rows: int,
-    digest: str,
-    published: _Published,
-    found: dict[str, Resource],
-    incremental: bool,
-) -> Output:
-    inputs = {n: {"resource_id": r.id, "data_version": r.data_version} for n, r in found.items()}
-    return Output(
-        layout=Layout(columns, (), (), ()),
-        rows=lambda: (),
-        row_count=rows,
-        digest=digest,
-        inputs={r.id: r.columns for r in found.values()},
-        summary={
-            "rows": rows,
-            "incremental": incremental,
-            "inputs": inputs,
-            **published.to_json(),
-        },
-    )
+def _staged(engine: Engine, guard: Guard) -> None:
+    """A patch's rows are in the plan already: written in the run's snapshot."""
+
+
+def _chained(content: str, appended: str) -> str:
+    """The content digest of an output after rows were appended to it: the digest of
+    what it held and of the rows appended. Only the next incremental run compares it;
+    a full run follows only a change of definition, which publishes whatever the rows."""
+    return hashlib.sha256(f"{content}\n{appended}".encode()).hexdigest()
 
 
 def _key(definition: TransformationDefinition, found: dict[str, Resource]) -> str:
