@@ -1,32 +1,28 @@
 """Incremental transformation runs append to the published output in place, on both
 backends: the table is not rebuilt, its rows keep their row ids and the new ones follow,
 its indexes stay built, and the rows equal a full recompute. A run's content digest is
-the digest of the stored rows' text, whichever way the database hands it over."""
+the digest of the digests of the stored rows' text in batches, on either backend."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
+from hashlib import sha256
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
-from support.derived_runs import quick_settings
 from support.factories import Tenant, append, read_data
-from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
+from support.transformations import (
+    FILTER_SQL,
+    Inputs,
+    make_inputs,
+    output,
+    run,
+    transformation,
+)
 from tally.runtime import Runtime
-from tally.settings import Settings
-from tally.storage import derived_resources, resources
-from tally.storage.resources import Resource
 
-KIND = "transformation"
 SETTLEMENT = "payout_id,currency,amount,status,txn_date\n"
-
-
-@pytest.fixture
-def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Settings:
-    return quick_settings(request, backend, tmp_path, max_attempts=1)
 
 
 @pytest.fixture
@@ -34,17 +30,12 @@ def inputs(runtime: Runtime, tenant: Tenant) -> Inputs:
     return make_inputs(runtime.engine, tenant)
 
 
-def run(runtime: Runtime, derived_id: int) -> dict[str, Any]:
-    last_run = runtime.derived.run_now(derived_id, kind=KIND, worker="test").last_run
-    assert last_run is not None
-    return last_run
-
-
-def output(runtime: Runtime, derived_id: int) -> Resource:
-    with runtime.engine.connect() as conn:
-        record = derived_resources.get_derived(conn, derived_id)
-        assert record is not None
-        return resources.get_resource(conn, record.resource_id)
+def filtered(runtime: Runtime, tenant: Tenant, inputs: Inputs, name: str = "Payouts") -> int:
+    """A filter + computed column transformation (incremental), run once: its id."""
+    body = transformation(inputs, name=name, sql=FILTER_SQL)
+    derived_id = runtime.transformations.create(workspace_id=tenant.workspace_id, body=body).id
+    assert run(runtime, derived_id)["incremental"] is False  # the first run is full
+    return derived_id
 
 
 def identity(engine: Engine, table: str) -> Any:
@@ -65,15 +56,10 @@ def stored(engine: Engine, table: str) -> list[tuple[int, str]]:
 def test_an_incremental_run_appends_to_the_published_output_in_place(
     runtime: Runtime, tenant: Tenant, inputs: Inputs
 ) -> None:
-    derived_id = runtime.transformations.create(
-        workspace_id=tenant.workspace_id, body=transformation(inputs, sql=FILTER_SQL)
-    ).id
-    run(runtime, derived_id)
+    derived_id = filtered(runtime, tenant, inputs)
     before = output(runtime, derived_id)
-    kept, place = (
-        stored(runtime.engine, before.table_name),
-        identity(runtime.engine, before.table_name),
-    )
+    kept = stored(runtime.engine, before.table_name)
+    place = identity(runtime.engine, before.table_name)
     append(runtime, inputs.settlements, SETTLEMENT + "PO-7,EUR,2.50,settled,2024-02-01\n"
            "PO-8,EUR,3.00,void,2024-02-02\nPO-9,USD,-0.125,settled,2024-02-03\n")  # fmt: skip
     last_run = run(runtime, derived_id)
@@ -90,11 +76,7 @@ def test_an_incremental_run_appends_to_the_published_output_in_place(
     ]
     with runtime.engine.connect() as conn:  # the plan went with the patch that read it
         assert not conn.dialect.has_table(conn, f"{after.table_name}_plan")
-    full = runtime.transformations.create(
-        workspace_id=tenant.workspace_id,
-        body=transformation(inputs, name="full", sql=FILTER_SQL),
-    ).id
-    assert run(runtime, full)["incremental"] is False
+    full = filtered(runtime, tenant, inputs, name="full")
     assert read_data(runtime, tenant, output(runtime, full).id) == read_data(
         runtime, tenant, after.id
     )
@@ -103,10 +85,7 @@ def test_an_incremental_run_appends_to_the_published_output_in_place(
 def test_appended_rows_all_filtered_out_change_nothing_and_are_not_read_again(
     runtime: Runtime, tenant: Tenant, inputs: Inputs
 ) -> None:
-    derived_id = runtime.transformations.create(
-        workspace_id=tenant.workspace_id, body=transformation(inputs, sql=FILTER_SQL)
-    ).id
-    run(runtime, derived_id)
+    derived_id = filtered(runtime, tenant, inputs)
     append(runtime, inputs.settlements, SETTLEMENT + "PO-7,EUR,2.50,settled,2024-02-01\n")
     run(runtime, derived_id)
     version = output(runtime, derived_id).data_version
@@ -131,5 +110,5 @@ def test_the_content_digest_is_the_stored_rows_text_in_row_id_order(
     rows = stored(runtime.engine, output(runtime, derived_id).table_name)
     assert [row_id for row_id, _ in rows] == list(range(1, 6))
     assert '"ref":"PO-3 é ✓"' in rows[0][1]  # the SELECT's order
-    text = "".join(f"{row_text}\n" for _, row_text in rows)
-    assert last_run["content_digest"] == hashlib.sha256(text.encode()).hexdigest()
+    text = "".join(f"{row_text}\n" for _, row_text in rows).encode()  # one batch
+    assert last_run["content_digest"] == sha256(sha256(text).digest()).hexdigest()

@@ -15,16 +15,20 @@ import pytest
 from support.databases import make_settings
 from support.derived_runs import quick_settings, started_worker
 from support.factories import Tenant, append, make_source, read_body, read_data
-from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
+from support.transformations import (
+    FILTER_SQL,
+    Inputs,
+    make_inputs,
+    output,
+    run,
+    transformation,
+)
 from support.waiting import eventually
 from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage import derived_resources, resources
-from tally.storage.resources import Resource
 from tally.worker.runner import Worker
 
-KIND = "transformation"
 UNION_SQL = (
     "SELECT s.payout_id AS ref, s.amount, 'settlement' AS side FROM s WHERE s.amount > 0 "
     "UNION ALL SELECT b.reference, b.amount, 'bank' FROM b"
@@ -49,19 +53,6 @@ def worker(runtime: Runtime) -> Iterator[Worker]:
 
 def create(runtime: Runtime, tenant: Tenant, body: dict[str, Any]) -> int:
     return runtime.transformations.create(workspace_id=tenant.workspace_id, body=body).id
-
-
-def run(runtime: Runtime, derived_id: int) -> dict[str, Any]:
-    last_run = runtime.derived.run_now(derived_id, kind=KIND, worker="test").last_run
-    assert last_run is not None
-    return last_run
-
-
-def output(runtime: Runtime, derived_id: int) -> Resource:
-    with runtime.engine.connect() as conn:
-        record = derived_resources.get_derived(conn, derived_id)
-        assert record is not None
-        return resources.get_resource(conn, record.resource_id)
 
 
 def rows(runtime: Runtime, tenant: Tenant, derived_id: int) -> list[dict[str, Any]]:

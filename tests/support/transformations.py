@@ -9,6 +9,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from support.factories import Tenant, make_source
+from tally.runtime import Runtime
+from tally.storage import derived_resources, resources
+from tally.storage.resources import Resource
 
 SETTLEMENTS_CSV = (
     "payout_id,currency,amount,status,txn_date\n"
@@ -28,6 +31,9 @@ FILTER_SQL = (
     "SELECT s.payout_id, s.amount * 2 AS twice, upper(s.status) AS status FROM s "
     "WHERE s.status = 'settled'"
 )
+
+
+KIND = "transformation"
 
 
 @dataclass(frozen=True)
@@ -51,3 +57,18 @@ def transformation(
     """A definition reading the settlements as `s` (or `inputs`)."""
     bound = {"s": given.settlements} if inputs is None else inputs
     return {"name": name, "inputs": bound, "sql": sql}
+
+
+def run(runtime: Runtime, derived_id: int) -> dict[str, Any]:
+    """Run the transformation now, in this process; its last run."""
+    last_run = runtime.derived.run_now(derived_id, kind=KIND, worker="test").last_run
+    assert last_run is not None
+    return last_run
+
+
+def output(runtime: Runtime, derived_id: int) -> Resource:
+    """The transformation's output resource, as the catalogue holds it now."""
+    with runtime.engine.connect() as conn:
+        record = derived_resources.get_derived(conn, derived_id)
+        assert record is not None
+        return resources.get_resource(conn, record.resource_id)

@@ -327,12 +327,12 @@ class DerivedRuns:
         clock = _lap(timings, "stage", clock)
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
-            now = utc_now()
             _check_inputs(conn, patch.inputs)
             resource = resources.lock_resource(conn, record.resource_id)
             version = resource.data_version
+            row_count = patch.apply(conn) if patch.changes else resource.row_count
+            now = utc_now()  # the run's end: its rows are in place
             if patch.changes:
-                row_count = patch.apply(conn)
                 plan = derived_outputs.plan_table(record.resource_id)
                 derived_outputs.drop(conn, plan)  # small: the patch's rows only
                 version = derived_outputs.republish(conn, resource, row_count, now)

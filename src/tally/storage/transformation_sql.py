@@ -153,25 +153,26 @@ def last_row_ids(conn: Connection, tables: Mapping[int, str]) -> dict[int, int]:
 
 
 def content_digest(conn: Connection, table: str) -> str:
-    """sha256 of the table's stored rows' JSON text, each followed by a newline, in row id
-    order. The database joins each `DIGEST_BATCH_ROWS` rows into one text (read by a
-    range of the row id key, in its order), so Python handles a few large values rather
-    than a million small ones."""
-    digest = hashlib.sha256()
-    if backend_of(conn).is_postgresql:
-        joined = f"string_agg({ddl.ROW_JSON}, chr(10) ORDER BY {ddl.ROW_ID})"
-    else:  # a BLOB: SQLite hands over the UTF-8 bytes as they are
-        joined = f"CAST(group_concat({ddl.ROW_JSON}, char(10)) AS BLOB)"
+    """sha256 of the sha256s of the table's stored rows' JSON text, each followed by a
+    newline, `DIGEST_BATCH_ROWS` row ids at a time, in row id order. The database joins
+    each batch into one value, read by a range of the row id key: PostgreSQL hashes it
+    too (32 bytes travel, not the text), SQLite hands it over as one BLOB; so Python
+    handles a few values rather than a million small ones."""
+    row = f"{ddl.ROW_JSON} || chr(10)" if backend_of(conn).is_postgresql else ""
+    if row:
+        joined = f"sha256(convert_to(string_agg({row}, '' ORDER BY {ddl.ROW_ID}), 'UTF8'))"
+    else:
+        joined = f"CAST(group_concat({ddl.ROW_JSON} || char(10), '') AS BLOB)"
     batch = (
         f"SELECT {joined} FROM (SELECT {ddl.ROW_ID}, {ddl.ROW_JSON} FROM {table} "
         f"WHERE {ddl.ROW_ID} >= {{low}} AND {ddl.ROW_ID} < {{high}} ORDER BY {ddl.ROW_ID}) b"
     )
+    digest = hashlib.sha256()
     last = last_row_ids(conn, {0: table})[0]
     for low in range(1, last + 1, DIGEST_BATCH_ROWS):
-        text = conn.exec_driver_sql(batch.format(low=low, high=low + DIGEST_BATCH_ROWS)).scalar()
-        if text is not None:
-            digest.update(text.encode() if isinstance(text, str) else text)
-            digest.update(b"\n")
+        value = conn.exec_driver_sql(batch.format(low=low, high=low + DIGEST_BATCH_ROWS)).scalar()
+        if value is not None:
+            digest.update(bytes(value) if row else hashlib.sha256(value).digest())
     return digest.hexdigest()
 
 
