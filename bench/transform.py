@@ -241,20 +241,25 @@ def late_runs(
             log(f"{home.backend}: a late file of {path.stat().st_size:,} bytes, burst {burst}")
             watch = FirstPage(server, who, made["resource_id"], lambda t: t >= rows + settled)  # noqa: B023
             load = loadavg()
+            uploaded = dt.datetime.now(dt.UTC)
             watch.t0 = time.perf_counter()
             watch.start()
             feed(server, who, source_id, path)
+            accepted = time.perf_counter() - watch.t0
             seconds = watch.wait(LATE_TIMEOUT_SECONDS)
             last_run = settled_run(server, who, made["id"], before["last_run"])
+            started = dt.datetime.fromisoformat(last_run["started_at"]) - uploaded
             record = {
                 "burst_s": burst or "default",
                 "new_rows": settled,
+                "accepted_s": round(accepted, 3),
+                "run_started_s": round(started.total_seconds(), 3),
+                "run_s": run_seconds(last_run),
                 "seconds": seconds,
                 "rows": watch.total,
                 "loadavg": load,
                 "last_run": last_run,
             }
-            record["run_s"] = run_seconds(last_run)
             out.append(record)
             log(f"{home.backend}: (a) showed the new rows after {seconds} s")
             idle(server, who)

@@ -132,6 +132,8 @@ def late_table(records: list[dict[str, Any]]) -> list[str]:
                     late["burst_s"],
                     f"{late['new_rows']:,}",
                     late["seconds"],
+                    late.get("accepted_s"),
+                    late.get("run_started_s"),
                     "incremental" if last.get("incremental") else "full",
                     late["run_s"],
                     f"{late['rows']:,}",
@@ -139,7 +141,8 @@ def late_table(records: list[dict[str, Any]]) -> list[str]:
                 ]
             )
     header = ["target", "TALLY_DERIVED_BURST_SECONDS", "new settled rows"]
-    header += ["upload to (a) readable with them s", "(a)'s run", "run s", "(a)'s rows"]
+    header += ["upload to (a) readable with them s", "upload answered s", "(a)'s run began s"]
+    header += ["(a)'s run", "its run s", "(a)'s rows"]
     return md_table([*header, "load avg at start"], rows)
 
 
