@@ -249,11 +249,13 @@ def late_runs(
             seconds = watch.wait(LATE_TIMEOUT_SECONDS)
             last_run = settled_run(server, who, made["id"], before["last_run"])
             started = dt.datetime.fromisoformat(last_run["started_at"]) - uploaded
+            delivered = delivered_after(server, who, source_id) - uploaded
             record = {
                 "burst_s": burst or "default",
                 "new_rows": settled,
                 "accepted_s": round(accepted, 3),
                 "run_started_s": round(started.total_seconds(), 3),
+                "delivered_s": round(delivered.total_seconds(), 3),
                 "run_s": run_seconds(last_run),
                 "seconds": seconds,
                 "rows": watch.total,
@@ -266,6 +268,22 @@ def late_runs(
         finally:
             procs.stop(server.proc)
     return out
+
+
+def delivered_after(server: tt.Server, who: dict[str, Any], source_id: int) -> dt.datetime:
+    """When the source's newest file became `delivered` (its rows readable): the input's
+    change that the refresh answers."""
+    newest: dict[str, Any] | None = None
+    after = 0
+    while True:  # the files API pages oldest first
+        _, page = api(server, "GET", f"/api/v2/sources/{source_id}/files?after={after}", who)
+        if not page["data"]:
+            break
+        newest = page["data"][-1]
+        after = newest["id"]
+    if newest is None or newest["status"] != "delivered":
+        raise RuntimeError(f"the late file was not delivered: {newest}")
+    return dt.datetime.fromisoformat(newest["finished_at"])
 
 
 def settled_run(

@@ -121,6 +121,12 @@ def ratios_table(records: list[dict[str, Any]], peers: list[dict[str, Any]]) -> 
     return md_table([*header, "PostgreSQL/SQLite"], rows)
 
 
+def _delivered_to_readable(late: dict[str, Any]) -> float | None:
+    """The refresh alone: from the input's new rows readable to (a)'s."""
+    delivered = late.get("delivered_s")
+    return None if delivered is None else round(late["seconds"] - delivered, 3)
+
+
 def late_table(records: list[dict[str, Any]]) -> list[str]:
     rows = []
     for r in records:
@@ -133,6 +139,8 @@ def late_table(records: list[dict[str, Any]]) -> list[str]:
                     f"{late['new_rows']:,}",
                     late["seconds"],
                     late.get("accepted_s"),
+                    late.get("delivered_s"),
+                    _delivered_to_readable(late),
                     late.get("run_started_s"),
                     "incremental" if last.get("incremental") else "full",
                     late["run_s"],
@@ -141,7 +149,8 @@ def late_table(records: list[dict[str, Any]]) -> list[str]:
                 ]
             )
     header = ["target", "TALLY_DERIVED_BURST_SECONDS", "new settled rows"]
-    header += ["upload to (a) readable with them s", "upload answered s", "(a)'s run began s"]
+    header += ["upload to (a) readable with them s", "upload answered s", "file delivered s"]
+    header += ["delivered to (a) readable s", "(a)'s run began s"]
     header += ["(a)'s run", "its run s", "(a)'s rows"]
     return md_table([*header, "load avg at start"], rows)
 

@@ -120,9 +120,10 @@ class Settings(BaseSettings):
         True, description="`tally serve` also runs a worker in the same process."
     )
     derived_burst_seconds: float = Field(
-        1.0,
-        description="A delivery to a reconciliation's input queues its run this much later, "
-        "so a burst of deliveries runs it once.",
+        0.25,
+        description="A change to an input (a delivery, a refreshed output) queues a run of "
+        "each reconciliation and transformation reading it this much later, so a burst of "
+        "changes runs each once; changes during a run queue one run after it.",
     )
     derived_max_attempts: int = Field(
         3,
