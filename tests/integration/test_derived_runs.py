@@ -337,6 +337,27 @@ def test_rows_reaching_an_input_rerun_it_once_per_burst_in_a_worker(
     assert output_resource(runtime, record).data_version == version + 2
 
 
+def test_an_idle_worker_is_told_when_a_queued_run_falls_due(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """The worker sleeps until the burst ends, not a whole poll later (worker/runner.py)."""
+    derived_runs = runtime.derived
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    assert derived_runs.seconds_until_due() is None
+    append(
+        runtime, record_left(record), "reference,amount,txn_date,memo\nNEW-0,1.00,2024-03-01,x\n"
+    )
+    assert derived_runs.queue_changed_inputs()
+    left = derived_runs.seconds_until_due()
+    assert left is not None
+    assert 0 < left <= derived_runs.policy.burst_seconds + 0.01
+    assert not derived_runs.run_one(worker="w")  # not due yet
+    eventually(lambda: derived_runs.seconds_until_due() == 0.0, timeout=10, what="the due time")
+    assert derived_runs.run_one(worker="w")  # due: the claim takes it
+    assert derived_runs.seconds_until_due() is None
+
+
 def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:
     record = reconciled(runtime, tenant)
     with write_connection(runtime.engine) as conn, conn.begin():

@@ -124,6 +124,10 @@ class DerivedRuns:
         self._engine = engine
         self.policy = policy
         self._builders = builders
+        # When the earliest run this process queued falls due (time.monotonic()): an idle
+        # worker wakes then instead of a poll later. Runs other processes queue are
+        # found by polling.
+        self._next_due = float("inf")
 
     # --- the queue ------------------------------------------------------------------
 
@@ -140,7 +144,21 @@ class DerivedRuns:
                     derived_resources.request_run(conn, reader, due)
             for event in events:
                 outbox.mark_processed(conn, event.id, now)
+        if events:  # (a hundredth after: the claim compares with the wall clock)
+            due_in = self.policy.burst_seconds + 0.01
+            self._next_due = min(self._next_due, time.monotonic() + due_in)
         return bool(events)
+
+    def seconds_until_due(self) -> float | None:
+        """Seconds until a run this process queued falls due (0 once: it is due now);
+        None when none is ahead."""
+        left = self._next_due - time.monotonic()
+        if left == float("inf"):
+            return None
+        if left <= 0:
+            self._next_due = float("inf")
+            return 0.0
+        return left
 
     # --- runs -----------------------------------------------------------------------
 

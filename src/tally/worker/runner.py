@@ -88,8 +88,13 @@ class Worker:
                     return
             if not did_work:
                 # a wake-up lost between the claim and the clear costs one poll, no file
-                self._wake.wait(self._poll_seconds)
+                self._wake.wait(self._idle_seconds())
                 self._wake.clear()
+
+    def _idle_seconds(self) -> float:
+        """A poll, or less when a derived run this process queued falls due sooner."""
+        due = self._runtime.derived.seconds_until_due()
+        return self._poll_seconds if due is None else min(self._poll_seconds, due)
 
     def _listen(self) -> None:
         """Wake idle threads when files are queued; on a lost connection, poll until a
