@@ -118,10 +118,14 @@ def get_resource(conn: Connection, resource_id: int) -> Resource:
 
 
 def lock_resource(conn: Connection, resource_id: int) -> Resource:
-    """Read the resource and hold its row lock until commit (one loader at a time)."""
+    """Read the resource and hold its row lock until commit (one loader at a time).
+
+    FOR NO KEY UPDATE, not FOR UPDATE: a row referring to the resource (a notified
+    file, an outbox event) is checked under KEY SHARE, which FOR UPDATE would keep
+    waiting for a whole load or index build, and the intake with it."""
     stmt = select(resources).where(resources.c.id == resource_id)
     if backend_of(conn).is_postgresql:
-        stmt = stmt.with_for_update()
+        stmt = stmt.with_for_update(key_share=True)
     row = conn.execute(stmt).first()
     if row is None:
         raise ResourceNotFoundError()
