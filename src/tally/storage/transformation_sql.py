@@ -109,14 +109,14 @@ def insert_rows(
     values = ", ".join(f"o.{c.physical}" for c in columns)
     limited = f"SELECT * FROM q LIMIT {max(0, max_rows - kept) + 1}"
     if postgresql:
-        ids = f"o.{ddl.ROW_ID}, "
+        targets, values = f"{ddl.ROW_ID}, {names}", f"o.{ddl.ROW_ID}, {values}"
         rows = f"(SELECT ROW_NUMBER() OVER () AS {ddl.ROW_ID}, {names} FROM ({limited}) n) o"
     else:
-        ids, rows = "", f"({limited}) o"
+        targets, rows = names, f"({limited}) o"
     statement = (
-        f"INSERT INTO {table} ({ids and ddl.ROW_ID + ', '}{names}, {ddl.ROW_JSON}) "
+        f"INSERT INTO {table} ({targets}, {ddl.ROW_JSON}) "
         f"{_named(driver_text(conn, sql), columns)} "
-        f"SELECT {ids}{values}, {json_sql} FROM {rows}"
+        f"SELECT {values}, {json_sql} FROM {rows}"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
     if kept + inserted > max_rows:
@@ -158,9 +158,10 @@ def content_digest(conn: Connection, table: str) -> str:
     each batch into one value, read by a range of the row id key: PostgreSQL hashes it
     too (32 bytes travel, not the text), SQLite hands it over as one BLOB; so Python
     handles a few values rather than a million small ones."""
-    row = f"{ddl.ROW_JSON} || chr(10)" if backend_of(conn).is_postgresql else ""
-    if row:
-        joined = f"sha256(convert_to(string_agg({row}, '' ORDER BY {ddl.ROW_ID}), 'UTF8'))"
+    postgresql = backend_of(conn).is_postgresql
+    if postgresql:
+        line = f"{ddl.ROW_JSON} || chr(10)"
+        joined = f"sha256(convert_to(string_agg({line}, '' ORDER BY {ddl.ROW_ID}), 'UTF8'))"
     else:
         joined = f"CAST(group_concat({ddl.ROW_JSON} || char(10), '') AS BLOB)"
     batch = (
@@ -172,7 +173,7 @@ def content_digest(conn: Connection, table: str) -> str:
     for low in range(1, last + 1, DIGEST_BATCH_ROWS):
         value = conn.exec_driver_sql(batch.format(low=low, high=low + DIGEST_BATCH_ROWS)).scalar()
         if value is not None:
-            digest.update(bytes(value) if row else hashlib.sha256(value).digest())
+            digest.update(bytes(value) if postgresql else hashlib.sha256(value).digest())
     return digest.hexdigest()
 
 
