@@ -6,6 +6,7 @@ readers after it (dependency order)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,68 @@ def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
         assert len(read_data(runtime, tenant, output(runtime, derived_id).id)) == 100
     finally:
         runtime.close()
+
+
+def test_the_output_is_readable_before_its_row_text_is_stored(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    """A whole run publishes its rows without their JSON text (pages render it), then
+    stores it: what a page answers at the swap is what it answers after."""
+    derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    table = output(runtime, derived_id)
+    seen: list[tuple[int, str]] = []
+
+    class AtTheSwap(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "derived_output_readable":
+                with runtime.engine.connect() as conn:
+                    unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
+                    seen.append((conn.exec_driver_sql(unset).scalar_one(), ""))
+                seen[-1] = (seen[-1][0], read_body(runtime, tenant, table.id))
+
+    logger, handler = logging.getLogger("tally.derived"), AtTheSwap()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        run(runtime, derived_id)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    [(unset, body)] = seen
+    assert unset == 4  # every row of the published output, before `finish`
+    assert body == read_body(runtime, tenant, table.id)
+    finished = output(runtime, derived_id)
+    assert finished.rendered_version == finished.data_version
+
+
+def test_a_run_after_one_stopped_past_its_swap_finishes_the_output(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    """A worker killed between the swap and the end leaves rows without text and no
+    indexes: the next run finishes them, whether it finds nothing new (the same rows,
+    the same data version) or appends new rows in place."""
+    derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    run(runtime, derived_id)
+    for new_rows in ("", "PO-9,EUR,1.25,settled,2024-02-01\n"):
+        table = output(runtime, derived_id)
+        with runtime.engine.begin() as conn:
+            conn.exec_driver_sql(f"UPDATE {table.table_name} SET _json = NULL")
+            conn.exec_driver_sql(
+                "UPDATE resources SET rendered_version = 0, indexed_version = 0 "
+                f"WHERE id = {table.id}"
+            )
+        if new_rows:
+            append(
+                runtime,
+                inputs.settlements,
+                "payout_id,currency,amount,status,txn_date\n" + new_rows,
+            )
+        assert run(runtime, derived_id)["incremental"] is True
+        after = output(runtime, derived_id)
+        assert after.data_version == table.data_version + (1 if new_rows else 0)
+        assert after.row_count == table.row_count + (1 if new_rows else 0)
+        assert (after.rendered_version, after.indexed_version) == (after.data_version,) * 2
+        with runtime.engine.connect() as conn:
+            unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
+            assert conn.exec_driver_sql(unset).scalar_one() == 0

@@ -233,9 +233,10 @@ class DerivedRuns:
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
         """Build the output beside the published one and swap it in (unless its digest
-        says nothing changed), then index it, then discard what it replaced: readable
-        from the swap on, answered by scans until its indexes are there (decision 0010's
-        trade for sources). The lease is held throughout, so no other run can swap the
+        says nothing changed), then store its rows' JSON text and index it, then discard
+        what it replaced: readable from the swap on, its pages rendered and answered by
+        scans until the text and the indexes are there (decisions 0010, 0011: the trade
+        a source's load makes). The lease is held throughout, so no other run can swap the
         table while it is indexed; a run taken over after the swap only finishes it."""
         timings: dict[str, float] = {}
         guard = self._guard(record.id, worker)
@@ -261,8 +262,8 @@ class DerivedRuns:
             _lap(timings, "publish", clock)
             log.info("derived_output_readable", extra={"derived_id": record.id})
         clock = time.perf_counter()
-        derived_outputs.index(self._engine, resource_id, guard)
-        clock = _lap(timings, "index", clock)
+        rendered = derived_outputs.finish(self._engine, resource_id, guard)
+        clock = _lap(timings, "finish", clock)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
         clock = _lap(timings, "discard", clock)
         if version is None:
@@ -295,6 +296,7 @@ class DerivedRuns:
                 "derived_id": record.id,
                 "rows": output.row_count,
                 "published": published,
+                "rendered": rendered,
                 "seconds": {k: round(v, 3) for k, v in timings.items()},
             },
         )
@@ -340,6 +342,10 @@ class DerivedRuns:
         changes the published output in place, bumps its data version (when anything
         changed), queues its readers and records the run."""
         clock = time.perf_counter()
+        # nothing, unless the whole run before this one stopped before it finished the
+        # output it published: then first that (the patch keeps a finished output so)
+        derived_outputs.finish(self._engine, record.resource_id, guard)
+        clock = _lap(timings, "finish", clock)
         if patch.changes:
             patch.stage(self._engine, guard)
         clock = _lap(timings, "stage", clock)

@@ -3,13 +3,14 @@
 A run writes two tables of its own, neither read by anyone else: `r_{id}_plan`, one
 row per output row (its row id `seq`, the values the run computed, and the row ids of
 the input rows it shows), written in batches; and `r_{id}_next`, the output itself,
-filled from the plan by INSERT ... SELECT joins in short transactions, each row given
-its stored JSON text as it is inserted (decision 0011) and its columns indexed like a
-source's (decision 0010), all before anyone can read it. `publish` then replaces the
-output in one short transaction. SQLite has one writer: every step is a transaction of
-at most `BATCH_ROWS` rows or one index, so deliveries wait a fraction of a second at
-most (decision 0016). A worker killed half-way leaves only the two tables, dropped by
-the next run: the published output is never half-written.
+filled from the plan by INSERT ... SELECT joins in short transactions. `publish` then
+replaces the output in one short transaction: readable from then on. As after a
+source's load, `finish` then gives its rows their stored JSON text (decision 0011;
+pages render what has none meanwhile) and builds its indexes (decision 0010). SQLite
+has one writer: every step is a transaction of at most `BATCH_ROWS` rows or one index,
+so deliveries wait a fraction of a second at most (decision 0016). A worker killed
+half-way leaves only the two tables, dropped by the next run, or a published output
+not yet finished, finished by the next run: the published output is never half-written.
 """
 
 from __future__ import annotations
@@ -181,12 +182,13 @@ def copy_rows(conn: Connection, table: str, batch: Sequence[Sequence[Any]]) -> N
 
 
 def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard) -> None:
-    """`r_{id}_next` filled from the plan, each row with its JSON text, in batches."""
+    """`r_{id}_next` filled from the plan in batches, its JSON text left to `finish`."""
     table = next_table(resource_id)
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
         ddl.create_table(conn, table, layout.columns, generated_ids=False)
-    insert = _from_plan(table, resource_id, layout, backend_of(engine).is_postgresql)
+    postgresql = backend_of(engine).is_postgresql
+    insert = _from_plan(table, resource_id, layout, postgresql=postgresql, with_json=False)
     for low in range(1, row_count + 1, BATCH_ROWS):
         with write_connection(engine) as conn, conn.begin():
             guard(conn)
@@ -198,13 +200,16 @@ def insert_planned(conn: Connection, resource_id: int, layout: Layout, low: int,
     the published output (an incremental run's few rows), with their JSON text; the
     output's indexes take them as any insert."""
     table = table_name_for(resource_id)
-    insert = _from_plan(table, resource_id, layout, backend_of(conn).is_postgresql)
+    postgresql = backend_of(conn).is_postgresql
+    insert = _from_plan(table, resource_id, layout, postgresql=postgresql, with_json=True)
     conn.execute(insert, {"low": low, "high": high})
 
 
-def _from_plan(table: str, resource_id: int, layout: Layout, postgresql: bool) -> Any:
+def _from_plan(
+    table: str, resource_id: int, layout: Layout, *, postgresql: bool, with_json: bool
+) -> Any:
     """INSERT INTO `table` the plan's rows `:low` <= seq < `:high` joined to their input
-    rows, each with its JSON text."""
+    rows, with their JSON text if `with_json`."""
     plan = plan_table(resource_id)
     joins = " ".join(
         f"LEFT JOIN {name} i{n} ON i{n}.{ddl.ROW_ID} = p.ref{n}"
@@ -223,11 +228,12 @@ def _from_plan(table: str, resource_id: int, layout: Layout, postgresql: bool) -
         .where(seq >= sa.bindparam("low"), seq < sa.bindparam("high"))
         .subquery("o")
     )
-    names = [ddl.ROW_ID, *(c.physical for c in layout.columns), ddl.ROW_JSON]
-    rendered: sa.Select[Any] = sa.select(  # type: ignore[assignment]
-        *(sa.literal_column(f"o.{name}") for name in names[:-1]),
-        row_json.row_text(layout.columns, "o.", postgresql=postgresql),
-    ).select_from(rows)
+    names = [ddl.ROW_ID, *(c.physical for c in layout.columns)]
+    values: list[sa.ColumnElement[Any]] = [sa.literal_column(f"o.{name}") for name in names]
+    if with_json:
+        names.append(ddl.ROW_JSON)
+        values.append(row_json.row_text(layout.columns, "o.", postgresql=postgresql))
+    rendered = sa.select(*values).select_from(rows)
     return sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
 
 
@@ -242,12 +248,28 @@ def _part_sql(part: Part, column: Column, postgresql: bool) -> str:
     return ref
 
 
-def index(engine: Engine, resource_id: int, guard: Guard) -> None:
-    """Index the published output as a source is indexed, if it is not yet (a run taken
-    over after its swap resumes here: `CREATE INDEX IF NOT EXISTS`); on SQLite one
-    index per transaction (each holds the one write lock), statistics at the end."""
+def finish(engine: Engine, resource_id: int, guard: Guard) -> int:
+    """What a published output still lacks, as a source after its load (a run taken
+    over after its swap resumes here): its rows' JSON text, then its indexes. In that
+    order: on PostgreSQL the text's UPDATE would maintain every index. Returns how many
+    rows were given their text."""
     with engine.connect() as conn:
         resource = resources.get_resource(conn, resource_id)
+    stored = 0
+    if resource.rendered_version != resource.data_version:
+        stored = row_json.store_row_json(engine, resource.table_name, resource.columns, guard)
+        with write_connection(engine) as conn, conn.begin():
+            guard(conn)  # the run holds the output: no other version was published since
+            resources.record_rendered(conn, resource_id, resource.data_version)
+    _index(engine, resource, guard)
+    return stored
+
+
+def _index(engine: Engine, resource: Resource, guard: Guard) -> None:
+    """Index the published output as a source is indexed, if it is not yet
+    (`CREATE INDEX IF NOT EXISTS`); on SQLite one index per transaction (each holds
+    the one write lock), statistics at the end."""
+    resource_id = resource.id
     if resource.indexed_version == resource.data_version:
         return
     table, columns = resource.table_name, resource.columns
@@ -288,7 +310,6 @@ def publish(
             is_placeholder=False,
             row_count=row_count,
             data_version=version,
-            rendered_version=version,
             updated_at=now,
         )
     )
@@ -297,19 +318,21 @@ def publish(
 
 def republish(conn: Connection, resource: Resource, row_count: int, now: dt.datetime) -> int:
     """In the caller's transaction, after rows of the published output were replaced in
-    place (an incremental run): its new row count and data version (returned); its JSON
-    text and indexes were kept up by the same statements."""
+    place (an incremental run): its new row count and data version (returned). The
+    statements that replaced them stored their JSON text and kept the indexes up, so
+    the output is as finished as it was: what `finish` had not done yet it still does."""
     version = resource.data_version + 1
-    indexed = version if resource.indexed_version == resource.data_version else None
+    finished = {
+        name: version
+        for name, done in (
+            ("indexed_version", resource.indexed_version),
+            ("rendered_version", resource.rendered_version),
+        )
+        if done == resource.data_version
+    }
     conn.execute(
         update(resources_table)
         .where(resources_table.c.id == resource.id)
-        .values(
-            row_count=row_count,
-            data_version=version,
-            rendered_version=version,
-            **({} if indexed is None else {"indexed_version": indexed}),
-            updated_at=now,
-        )
+        .values(row_count=row_count, data_version=version, updated_at=now, **finished)
     )
     return version

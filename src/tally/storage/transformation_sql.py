@@ -1,6 +1,6 @@
 """A transformation's translated SELECT run as written (services/transformations builds
-it; no parameters are bound to it): staged into an output table with each row's JSON
-text, or previewed, within a time limit and a row limit."""
+it; no parameters are bound to it): staged into an output table, or previewed, within a
+time limit and a row limit."""
 
 from __future__ import annotations
 
@@ -95,28 +95,33 @@ def insert_rows(
     *,
     kept: int,
     max_rows: int,
+    with_json: bool,
 ) -> int:
     """The SELECT's rows inserted into the empty row table `table` of `columns`, row ids
     from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of an
-    empty table: cheaper than ROW_NUMBER, which first copies every row aside), each with
-    its stored JSON text; how many. More than `max_rows` with the `kept` rows the output
+    empty table: cheaper than ROW_NUMBER, which first copies every row aside), with
+    their stored JSON text if `with_json` (a whole output gets it after it is published,
+    as a source does); how many. More than `max_rows` with the `kept` rows the output
     holds besides (an incremental run's published rows) is RunFailedError (the caller's
     transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
-    rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
-    json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)
+    if with_json:
+        rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
+        json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
+        names, values = f"{names}, {ddl.ROW_JSON}", f"{values}, {json_sql}"
     limited = f"SELECT * FROM q LIMIT {max(0, max_rows - kept) + 1}"
     if postgresql:
         targets, values = f"{ddl.ROW_ID}, {names}", f"o.{ddl.ROW_ID}, {values}"
-        rows = f"(SELECT ROW_NUMBER() OVER () AS {ddl.ROW_ID}, {names} FROM ({limited}) n) o"
+        numbered = ", ".join(c.physical for c in columns)
+        rows = f"(SELECT ROW_NUMBER() OVER () AS {ddl.ROW_ID}, {numbered} FROM ({limited}) n) o"
     else:
         targets, rows = names, f"({limited}) o"
     statement = (
-        f"INSERT INTO {table} ({targets}, {ddl.ROW_JSON}) "
+        f"INSERT INTO {table} ({targets}) "
         f"{_named(driver_text(conn, sql), columns)} "
-        f"SELECT {values}, {json_sql} FROM {rows}"
+        f"SELECT {values} FROM {rows}"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
     if kept + inserted > max_rows:
@@ -152,20 +157,24 @@ def last_row_ids(conn: Connection, tables: Mapping[int, str]) -> dict[int, int]:
     }
 
 
-def content_digest(conn: Connection, table: str) -> str:
-    """sha256 of the sha256s of the table's stored rows' JSON text, each followed by a
-    newline, `DIGEST_BATCH_ROWS` row ids at a time, in row id order. The database joins
-    each batch into one value, read by a range of the row id key: PostgreSQL hashes it
-    too (32 bytes travel, not the text), SQLite hands it over as one BLOB; so Python
+def content_digest(conn: Connection, table: str, columns: Sequence[Column]) -> str:
+    """sha256 of the sha256s of batches of the table's rows, `DIGEST_BATCH_ROWS` row ids
+    at a time, in row id order: each row its stored values as the database quotes them
+    (SQLite's `quote`, PostgreSQL's row text: NULL apart from any text), followed by a
+    newline. Only compared with a digest of the same backend. The database joins each
+    batch into one value, read by a range of the row id key: PostgreSQL hashes it too
+    (32 bytes travel, not the text), SQLite hands it over as one BLOB; so Python
     handles a few values rather than a million small ones."""
     postgresql = backend_of(conn).is_postgresql
+    names = [c.physical for c in columns]
     if postgresql:
-        line = f"{ddl.ROW_JSON} || chr(10)"
+        line = f"ROW({', '.join(names)})::text || chr(10)"
         joined = f"sha256(convert_to(string_agg({line}, '' ORDER BY {ddl.ROW_ID}), 'UTF8'))"
     else:
-        joined = f"CAST(group_concat({ddl.ROW_JSON} || char(10), '') AS BLOB)"
+        quoted = " || ',' || ".join(f"quote({name})" for name in names) or "''"
+        joined = f"CAST(group_concat({quoted} || char(10), '') AS BLOB)"
     batch = (
-        f"SELECT {joined} FROM (SELECT {ddl.ROW_ID}, {ddl.ROW_JSON} FROM {table} "
+        f"SELECT {joined} FROM (SELECT * FROM {table} "
         f"WHERE {ddl.ROW_ID} >= {{low}} AND {ddl.ROW_ID} < {{high}} ORDER BY {ddl.ROW_ID}) b"
     )
     digest = hashlib.sha256()

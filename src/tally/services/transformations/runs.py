@@ -151,9 +151,16 @@ class TransformationBuilder:
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
         with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
             rows = transformation_sql.insert_rows(
-                conn, staged, run.columns, sql, kept=0, max_rows=self._limits.max_rows
+                conn,
+                staged,
+                run.columns,
+                sql,
+                kept=0,
+                max_rows=self._limits.max_rows,
+                with_json=False,  # stored once the output is readable (DerivedRuns)
             )
-        now = _Published(transformation_sql.content_digest(conn, staged), run.read)
+        content = transformation_sql.content_digest(conn, staged, run.columns)
+        now = _Published(content, run.read)
         if previous is not None and previous.content == now.content:
             now = previous  # the same rows: nothing to publish, the digest stays
         return run.output(rows, now, incremental=False)
@@ -177,11 +184,18 @@ class TransformationBuilder:
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
         with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
             added = transformation_sql.insert_rows(
-                conn, plan, run.columns, sql, kept=kept, max_rows=self._limits.max_rows
+                conn,
+                plan,
+                run.columns,
+                sql,
+                kept=kept,
+                max_rows=self._limits.max_rows,
+                with_json=True,  # the few new rows, appended to a published output
             )
         content = previous.content
         if added:
-            content = _chained(content, transformation_sql.content_digest(conn, plan))
+            appended = transformation_sql.content_digest(conn, plan, run.columns)
+            content = _chained(content, appended)
         else:
             ddl.drop_table(conn, plan)
         now = _Published(content, run.read)

@@ -3,11 +3,11 @@ backfill use), and `store_row_json`, the worker's backfill of each row's `_json`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
 from tally.storage.engine import write_connection
@@ -139,8 +139,8 @@ def rendered_rows(
 
 def row_text(columns: Sequence[Column], prefix: str, *, postgresql: bool) -> sa.ColumnElement[Any]:
     """The JSON text stored for a row whose stored values are `{prefix}{physical}`: what
-    `store_row_json` writes, and what a table written whole (a derived output) stores
-    as it inserts its rows."""
+    `store_row_json` writes, and what the few rows of a derived output's in-place
+    patch store as they are inserted."""
     labelled = _labelled_values(columns, prefix) if postgresql else None
     if labelled is None:
         return _json_object(columns, prefix, postgresql)
@@ -148,13 +148,19 @@ def row_text(columns: Sequence[Column], prefix: str, *, postgresql: bool) -> sa.
     return sa.select(sa.cast(sa.func.row_to_json(values.table_valued()), sa.Text)).scalar_subquery()
 
 
-def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int:
+def store_row_json(
+    engine: Engine,
+    table: str,
+    columns: Sequence[Column],
+    guard: Callable[[Connection], None] | None = None,
+) -> int:
     """Give every row without stored JSON text its text, as a page would render it; the
     number of rows given one. Runs in transactions of `ROW_JSON_BATCH_ROWS` rows, so a
-    large table never holds SQLite's write lock for long. Safe beside any writer: each
-    batch renders the values the row has when it is written (a row whose values change
-    meanwhile has its text cleared by that change, or, on PostgreSQL, is rendered again
-    from its new version by the UPDATE itself)."""
+    large table never holds SQLite's write lock for long; `guard` runs first in each
+    (a derived run's lease). Safe beside any writer: each batch renders the values the
+    row has when it is written (a row whose values change meanwhile has its text
+    cleared by that change, or, on PostgreSQL, is rendered again from its new version
+    by the UPDATE itself)."""
     text = row_text(columns, f"{table}.", postgresql=engine.dialect.name == "postgresql")
     row_id: sa.ColumnClause[Any] = sa.column(ROW_ID)
     row_json: sa.ColumnClause[Any] = sa.column(ROW_JSON)
@@ -172,5 +178,7 @@ def store_row_json(engine: Engine, table: str, columns: Sequence[Column]) -> int
             .values({ROW_JSON: text})
         )
         with write_connection(engine) as conn, conn.begin():
+            if guard is not None:
+                guard(conn)
             stored += conn.execute(batch).rowcount
     return stored
