@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,44 @@ def test_the_data_version_changes_only_with_the_rows(
     run(runtime, derived_id)
     assert output(runtime, derived_id).data_version == version + 1
     assert len(rows(runtime, tenant, derived_id)) == 5
+
+
+def test_a_recompute_publishes_only_rows_that_differ_from_the_published_ones(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    """A query that is not incremental is recomputed whole, then compared with the
+    published output row by row: as many rows, each equal (NULL only to NULL), and
+    nothing is published."""
+    sql = (
+        "SELECT s.payout_id, SUM(s.amount) AS amount, MAX(b.amount) AS banked FROM s "
+        "LEFT JOIN b ON b.reference = s.payout_id WHERE s.status = 'settled' "
+        "GROUP BY s.payout_id ORDER BY s.payout_id"
+    )
+    bound = {"s": inputs.settlements, "b": inputs.bank}
+    derived_id = create(runtime, tenant, transformation(inputs, sql=sql, inputs=bound))
+    assert run(runtime, derived_id)["incremental"] is False
+    version = output(runtime, derived_id).data_version
+    header = "payout_id,currency,amount,status,txn_date\n"
+    steps = [
+        (inputs.settlements, header + "PO-1,EUR,1.00,void,2024-02-01\n", 0),  # filtered out
+        (inputs.bank, "reference,amount,booked\nPO-4,1.00,2024-02-02\n", 0),  # joins nothing
+        (inputs.settlements, header + "PO-1,EUR,0.00,settled,2024-02-01\n", 0),  # adds 0.00
+        (inputs.settlements, header + "PO-1,EUR,1.00,settled,2024-02-01\n", 1),  # a sum
+        (inputs.bank, "reference,amount,booked\nPO-3,7.00,2024-02-03\n", 1),  # NULL to 7.00
+    ]
+    for source, text, bumped in steps:
+        append(runtime, source, text)
+        last_run = run(runtime, derived_id)
+        assert last_run["incremental"] is False
+        version += bumped
+        assert output(runtime, derived_id).data_version == version, text
+    assert [
+        (r["payout_id"], r["amount"], r["banked"]) for r in rows(runtime, tenant, derived_id)
+    ] == [
+        ("PO-1", Decimal("11.115"), Decimal("10.12")),
+        ("PO-2", Decimal("-5.500"), Decimal("-5.50")),
+        ("PO-3", Decimal("1000000.001"), Decimal("7.00")),
+    ]
 
 
 def limited(request: pytest.FixtureRequest, backend: str, tmp_path: Path, **limits: Any) -> Runtime:

@@ -5,7 +5,8 @@ input is a source, which only ever appends rows: the output of the input rows ad
 since the last run is staged in the plan table, then appended to the published output
 in place (a `Patch`; its indexes take the new rows as any insert does), which equals a
 full recompute. What the last run read is kept in `last_run`, checked against the
-output's digest, which is written in the same transaction as the output it describes."""
+output's digest, which is written in the same transaction as the output it describes.
+A recompute whose rows equal the published output's (same_rows) publishes nothing."""
 
 from __future__ import annotations
 
@@ -40,28 +41,34 @@ class RunLimits:
 
 @dataclass(frozen=True)
 class _Published:
-    """What the published output holds, kept in `last_run`: its rows' content digest and
-    the last row id read of each input (by its name in the SQL). `last_run` is written
-    after the publish; it describes the published output only when its digest, written
-    with the output, is `digest(key)` (a run whose worker died in between: full run)."""
+    """What the published output holds, kept in `last_run`: a token naming its rows (the
+    same while they stay the same, a new one when they change) and the last row id read
+    of each input (by its name in the SQL). `last_run` is written after the publish; it
+    describes the published output only when its digest, written with the output, is
+    `digest(key)` (a run whose worker died in between: full run)."""
 
-    content: str
+    rows: str
     read: dict[str, int]
 
     def digest(self, key: str) -> str:
-        described = orjson.dumps([key, self.content, sorted(self.read.items())])
+        described = orjson.dumps([key, self.rows, sorted(self.read.items())])
         return hashlib.sha256(described).hexdigest()
 
+    def changed(self, read: dict[str, int]) -> _Published:
+        """The output after its rows changed, having read through `read`."""
+        token = orjson.dumps([self.rows, sorted(read.items())])
+        return _Published(hashlib.sha256(token).hexdigest(), read)
+
     def to_json(self) -> dict[str, Any]:
-        return {"content_digest": self.content, "read_through": dict(self.read)}
+        return {"rows_token": self.rows, "read_through": dict(self.read)}
 
     @classmethod
     def of(cls, record: DerivedRecord, key: str) -> _Published | None:
         last_run = record.last_run or {}
-        content, read = last_run.get("content_digest"), last_run.get("read_through")
-        if not isinstance(content, str) or not isinstance(read, dict):
+        rows, read = last_run.get("rows_token"), last_run.get("read_through")
+        if not isinstance(rows, str) or not isinstance(read, dict):
             return None
-        published = cls(content, {str(k): int(v) for k, v in read.items()})
+        published = cls(rows, {str(k): int(v) for k, v in read.items()})
         return published if published.digest(key) == record.output_digest else None
 
 
@@ -159,10 +166,14 @@ class TransformationBuilder:
                 max_rows=self._limits.max_rows,
                 with_json=False,  # stored once the output is readable (DerivedRuns)
             )
-        content = transformation_sql.content_digest(conn, staged, run.columns)
-        now = _Published(content, run.read)
-        if previous is not None and previous.content == now.content:
+        if previous is None:  # no output of this definition: publish whatever the rows
+            now = _Published("", {}).changed(run.read)
+        elif rows == _row_count(conn, record) and transformation_sql.same_rows(
+            conn, staged, table_name_for(record.resource_id), run.columns
+        ):
             now = previous  # the same rows: nothing to publish, the digest stays
+        else:
+            now = previous.changed(run.read)
         return run.output(rows, now, incremental=False)
 
     def _append(
@@ -175,7 +186,7 @@ class TransformationBuilder:
     ) -> Output | Patch:
         """The output of the input rows added since the last run, staged in the plan
         table `r_<id>_plan`, and the patch that appends it to the published output."""
-        kept = resources.get_resource(conn, record.resource_id).row_count
+        kept = _row_count(conn, record)
         if previous.read == run.read:  # no new input rows: nothing to run, nothing changes
             return run.output(kept, previous, incremental=True)
         plan = plan_table(record.resource_id)
@@ -192,13 +203,11 @@ class TransformationBuilder:
                 max_rows=self._limits.max_rows,
                 with_json=True,  # the few new rows, appended to a published output
             )
-        content = previous.content
         if added:
-            appended = transformation_sql.content_digest(conn, plan, run.columns)
-            content = _chained(content, appended)
-        else:
+            now = previous.changed(run.read)
+        else:  # the new input rows were all filtered out: the same rows
             ddl.drop_table(conn, plan)
-        now = _Published(content, run.read)
+            now = _Published(previous.rows, run.read)
         output, columns = record.resource_id, run.columns
 
         def apply(conn: Connection) -> int:
@@ -223,11 +232,9 @@ def _staged(engine: Engine, guard: Guard) -> None:
     """A patch's rows are in the plan already: written in the run's snapshot."""
 
 
-def _chained(content: str, appended: str) -> str:
-    """The content digest of an output after rows were appended to it: the digest of
-    what it held and of the rows appended. Only the next incremental run compares it;
-    a full run follows only a change of definition, which publishes whatever the rows."""
-    return hashlib.sha256(f"{content}\n{appended}".encode()).hexdigest()
+def _row_count(conn: Connection, record: DerivedRecord) -> int:
+    """How many rows the published output holds."""
+    return resources.get_resource(conn, record.resource_id).row_count
 
 
 def _key(definition: TransformationDefinition, found: dict[str, Resource]) -> str:
