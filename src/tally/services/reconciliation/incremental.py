@@ -29,8 +29,9 @@ from tally.core.reconciliation import ManualWork, ReconciliationDefinition, Side
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived_runs import Patch
 from tally.services.reconciliation.keys import chains, component, key_rows
-from tally.services.reconciliation.matching import Outcome, SideRow, output_rows, reconcile
+from tally.services.reconciliation.matching import Outcome, SideRow, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
+from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import derived_outputs, reconciliation_inputs, reconciliation_keys, resources
 from tally.storage.derived_outputs import Guard, Layout
@@ -203,23 +204,7 @@ def patch(
         old_rows[SideName.RIGHT],
     )
     first = before.max_row_id + 1
-    plan = [
-        (
-            seq,
-            match_id,
-            str(status),
-            name,
-            difference,
-            reason,
-            lp,
-            rp,
-            left.ids[lp] if lp else None,
-            right.ids[rp] if rp else None,
-        )
-        for seq, (match_id, status, name, difference, reason, lp, rp) in enumerate(
-            output_rows(outcome), first
-        )
-    ]
+    plan = list(plan_rows(outcome, left.ids, right.ids, first))
     row_count = output.row_count - len(before.rows) + len(plan)
     width = len(chains(definition))
     keys: list[KeyRow] = []

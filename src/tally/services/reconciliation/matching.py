@@ -41,6 +41,7 @@ A million matches is the usual case, so the outcome's `matches` are built as the
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import ge
@@ -62,6 +63,7 @@ from tally.services.reconciliation.state import Run, Side
 __all__ = [
     "ContentLookup",
     "Match",
+    "Matches",
     "Outcome",
     "OutputRow",
     "SideRow",
@@ -171,6 +173,21 @@ class Matches(Sequence[Match]):
         left = run.left.positions[run.match_left[m]]
         right = (run.right.positions[run.match_right[m]],)
         return tuple.__new__(Match, (left, status, name, difference, reason, (left,), right))
+
+    def per_status(self) -> dict[MatchStatus, int]:
+        """How many matches of each status, counted from the run's arrays (no `Match`
+        built)."""
+        run = self._run
+        per_entry = Counter(map(run.match_entry.__getitem__, self._order))
+        counts: Counter[MatchStatus] = Counter()
+        for entry, n in per_entry.items():
+            counts[run.entries[entry][1]] += n
+        return dict(counts)
+
+    def pairs(self) -> int:
+        """How many output rows the matches give: one per (left row, right row) pair."""
+        groups = self._run.groups.values()
+        return len(self) - len(groups) + sum(len(lefts) * len(rights) for lefts, rights in groups)
 
     def output_rows(
         self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]

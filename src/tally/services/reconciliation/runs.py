@@ -15,8 +15,9 @@ import hashlib
 import logging
 import time
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -29,13 +30,15 @@ from tally.services.derived_runs import Output, Patch
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
-    Match,
+    Matches,
     Outcome,
     SideRow,
     key_columns,
+    output_rows,
     reconcile,
 )
 from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
 from tally.storage.derived_outputs import Layout, Part
@@ -46,8 +49,7 @@ from tally.storage.resources import Resource
 
 # The plan's values, before the row ids of the left and right rows.
 PLAN_VALUES = ("match_id", "status", "pass", "difference", "reason", "left._row", "right._row")
-DIGEST_CHUNK = 50_000  # matches hashed per update
-UNMATCHED = str(MatchStatus.UNMATCHED)
+DIGEST_CHUNK = 50_000  # output rows hashed per update
 
 log = logging.getLogger("tally.derived")
 
@@ -130,7 +132,7 @@ class ReconciliationBuilder:
         log.info("reconciliation_full_run", extra={"derived_id": record.id, "why": why})
         return Output(
             layout=layout,
-            rows=lambda: _plan_rows(outcome, left, right),
+            rows=lambda: plan_rows(outcome, _by_position(left), _by_position(right)),
             row_count=tally.rows,
             digest=tally.digest,
             inputs={
@@ -159,6 +161,11 @@ class ReconciliationBuilder:
 def _extent(side: _Input) -> tuple[int, int]:
     """How many rows a side had, and its last row id (0: none)."""
     return len(side.rows), side.row_ids[-1] if side.row_ids else 0
+
+
+def _by_position(side: _Input) -> array[int]:
+    """The side's row ids indexed by position (1-based: index 0 unused)."""
+    return array("q", [0]) + side.row_ids
 
 
 def _wanted(
@@ -218,40 +225,9 @@ def _layout(columns: tuple[Column, ...], left: Resource, right: Resource) -> Lay
     return Layout(columns, tuple(parts), values, (left.table_name, right.table_name))
 
 
-def _plan_rows(outcome: Outcome, left: _Input, right: _Input) -> Iterator[tuple[Any, ...]]:
-    """One plan row per output row, in output order: left positions ascending (a match's
-    right rows ascending within), then the right rows in no match. Matches come in
-    match id order, which is their first left row's order: one pass over them."""
-    matches = iter(outcome.matches)
-    later: dict[int, Match] = {}  # a match's left rows after its first
-    seq = 0
-    left_ids, right_ids = left.row_ids, right.row_ids
-    for position in range(1, len(left.rows) + 1):
-        reason = outcome.unmatched_left.get(position)
-        if reason is not None:
-            seq += 1
-            yield (seq, None, UNMATCHED, None, None, reason, position, None,
-                   left_ids[position - 1], None)  # fmt: skip
-            continue
-        m = later.pop(position, None)
-        if m is None:
-            m = next(matches)
-            later.update((p, m) for p in m.left[1:])
-        status = str(m.status)
-        for other in m.right:
-            seq += 1
-            yield (seq, m.match_id, status, m.pass_name, m.difference, m.reason, position,
-                   other, left_ids[position - 1], right_ids[other - 1])  # fmt: skip
-    for position, reason in outcome.unmatched_right.items():
-        seq += 1
-        yield (seq, None, UNMATCHED, None, None, reason, None, position, None,
-               right_ids[position - 1])  # fmt: skip
-
-
 @dataclass
 class _Tally:
-    """One pass over the matches: the output's row count and content digest, and the
-    matches per status."""
+    """The output's row count and content digest, and the matches per status."""
 
     rows: int
     digest: str
@@ -260,30 +236,24 @@ class _Tally:
 
 def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:
     """Equal digests, equal outputs (its columns, the inputs' versions, hence their
-    rows, and every match and reason): a run whose digest is the published output's
-    publishes nothing."""
+    rows, and every output row: match, status, pass, difference, reason, positions): a
+    run whose digest is the published output's publishes nothing."""
     digest = hashlib.sha256(_serialized(([c.to_json() for c in columns], inputs)))
+    rows = output_rows(outcome)
+    while chunk := list(islice(rows, DIGEST_CHUNK)):
+        digest.update(_serialized(chunk))
+    matches = outcome.matches
+    assert isinstance(matches, Matches)  # (output_rows has checked it)
     counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
-    rows = 0
-    chunk: list[Match] = []
-    for m in outcome.matches:
-        counts[m.status] += 1
-        rows += len(m.left) * len(m.right)
-        chunk.append(m)
-        if len(chunk) == DIGEST_CHUNK:
-            digest.update(_serialized(chunk))
-            chunk = []
-    digest.update(_serialized(chunk))
-    digest.update(_serialized(list(outcome.unmatched_left.items())))
-    digest.update(_serialized(list(outcome.unmatched_right.items())))
-    rows += len(outcome.unmatched_left) + len(outcome.unmatched_right)
-    return _Tally(rows, digest.hexdigest(), counts)
+    counts.update((str(status), n) for status, n in matches.per_status().items())
+    unmatched = len(outcome.unmatched_left) + len(outcome.unmatched_right)
+    return _Tally(matches.pairs() + unmatched, digest.hexdigest(), counts)
 
 
 def _serialized(value: Any) -> bytes:
     """Bytes that differ whenever the value does: orjson's JSON (~10x faster than
-    `repr` on a million matches; a `Match` as its plain tuple), or `repr`'s text where
-    an integer leaves 64 bits."""
+    `repr` on a million rows; a `Match` as its plain tuple), or `repr`'s text where an
+    integer leaves 64 bits."""
     try:
         return orjson.dumps(value, default=tuple)
     except orjson.JSONEncodeError:
