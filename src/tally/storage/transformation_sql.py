@@ -95,9 +95,12 @@ def insert_rows(
     max_rows: int,
     with_json: bool,
 ) -> int:
-    """The SELECT's rows inserted into the empty row table `table` of `columns`, row ids
-    from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of an
-    empty table: cheaper than ROW_NUMBER, which first copies every row aside), with
+    """The SELECT's rows inserted into the empty row table `table` of `columns`, made
+    without its primary key (`ddl.create_table(primary_key=False)`: on PostgreSQL it is
+    added once the rows are in, one index build instead of a row-by-row upkeep, ~20 %
+    of an 820k-row insert), row ids from 1 in the SELECT's order (SQLite numbers them
+    itself, as the next row ids of an empty table: cheaper than ROW_NUMBER, which
+    first copies every row aside), with
     their stored JSON text if `with_json` (a whole output gets it after it is published,
     as a source does); how many. More than `max_rows` with the `kept` rows the output
     holds besides (an incremental run's published rows) is RunFailedError (the caller's
@@ -127,6 +130,8 @@ def insert_rows(
             f"the query gives more than {max_rows} rows (TALLY_TRANSFORMATION_MAX_ROWS): "
             "the previous output stays readable"
         )
+    if postgresql:
+        ddl.add_primary_key(conn, table)
     return int(inserted)
 
 

@@ -154,7 +154,7 @@ class TransformationBuilder:
     ) -> Output:
         """The whole output, staged in `r_<id>_next` for the publish to swap in."""
         staged = next_table(record.resource_id)
-        ddl.create_table(conn, staged, run.columns, generated_ids=False)
+        ddl.create_table(conn, staged, run.columns, primary_key=False, generated_ids=False)
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
         with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
             rows = transformation_sql.insert_rows(
@@ -190,7 +190,7 @@ class TransformationBuilder:
         if previous.read == run.read:  # no new input rows: nothing to run, nothing changes
             return run.output(kept, previous, incremental=True)
         plan = plan_table(record.resource_id)
-        ddl.create_table(conn, plan, run.columns, generated_ids=False)
+        ddl.create_table(conn, plan, run.columns, primary_key=False, generated_ids=False)
         after = {run.found[name].id: row_id for name, row_id in previous.read.items()}
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
         with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
