@@ -475,6 +475,9 @@ def test_loopback_urls_are_refused_without_fetch_allow(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> None:
     stack = Stack(runtime, api, processes.worker(settings, fetch_allow=""))  # the default
+    # ready before notifying: the deadline runs from the notification, and a worker still
+    # starting on a slow machine ate it (the file failed "not delivered within ...")
+    stack.worker.wait_ready()
     tenant = stack.new_tenant()
     created = register_webhook(api, tenant, "ssrf")
     log = RequestLog()
