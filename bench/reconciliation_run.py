@@ -12,8 +12,8 @@ with the issue's first three passes, and prints its id. `run` (a fresh process, 
 peak RSS is the run's own) forgets the output's digest, so the run builds and publishes
 the output whether or not it changed, runs it now, as `tally admin run-reconciliation` does, and
 prints one JSON object: seconds until the run ended and until its output was readable
-(swapped in; the run then indexes it), the seconds of each phase (from the run's log),
-peak RSS, the output's rows and last_run's counts.
+(swapped in; the run then stores its rows' JSON text and indexes it), the seconds of
+each phase (from the run's log), peak RSS, the output's rows and last_run's counts.
 
 With `--late N`, `setup` holds the ledger's last N rows back as `ledger_late.csv` (in the
 current directory); `late` appends that file to the ledger (as a delivery's load does),

@@ -21,7 +21,7 @@ tally's CLI and HTTP API (plus a read-only look at the outputs' tables for check
    for each transformation `tally admin run-transformation`, timed from the command's
    start: until the Data API first answers the output's first page with rows
    (`readable_s`, polled every 50 ms), until the command returned (`wall_s`: it also
-   indexes the output and drops the table it replaced), the run's own
+   stores the rows' JSON text, indexes the output and drops the table it replaced), the run's own
    started_at..finished_at, CPU, peak RSS, PostgreSQL's CPU; the load average beside;
 5. the outputs' checksums (row count, exact sums) from their tables;
 6. `tally serve` with its worker; a file of BENCH_TRANSFORM_LATE (10,000) new payments

@@ -23,7 +23,7 @@ from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
 from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
-from tally.storage.resource_tables import ddl, row_json
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource
 
 log = logging.getLogger("tally.catalogue")
@@ -206,10 +206,7 @@ class SourceCatalogue:
         if resource.is_placeholder:  # no file loaded yet: its table is still the placeholder's
             return
         if resource.rendered_version != resource.data_version:
-            stored = row_json.store_row_json(engine, resource.table_name, resource.columns)
-            with write_connection(engine) as conn, conn.begin():
-                # rows of a load that committed since are taken up by the next round
-                resources.record_rendered(conn, resource_id, resource.data_version)
+            stored = resources.store_missing_text(engine, resource)
             if stored:  # another worker may have stored them first
                 log.info(
                     "resource_rows_rendered", extra={"resource_id": resource_id, "rows": stored}

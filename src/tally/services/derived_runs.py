@@ -2,11 +2,11 @@
 changes, claimed by a worker with a lease, built beside the published output and
 swapped in (decision 0016).
 
-The kind-specific part is a `Builder`: it reads one consistent snapshot of the inputs
-and says what the output holds (`Output`). Everything else is here and shared: the
-queue (`run_due_at`, one run per burst of changes), the lease and its heartbeat, the
-bounded attempts, the staged output and its publication, and queueing the readers of
-an output that changed.
+The kind-specific part is a `Builder` (services/derived_builders.py): it reads one
+consistent snapshot of the inputs and says what the output holds (`Output`). Everything
+else is here and shared: the queue (`run_due_at`, one run per burst of changes), the
+lease and its heartbeat, the bounded attempts, the staged output and its publication,
+and queueing the readers of an output that changed.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
+from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
 from tally.storage import derived_outputs, derived_resources, outbox, resources
-from tally.storage.derived_outputs import Guard, Layout
+from tally.storage.derived_outputs import Guard
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -44,73 +45,6 @@ class RunPolicy:
     retry_max_seconds: float
     burst_seconds: float  # a change queues a run this much later: one run per burst
     wait_seconds: float  # longest `run_now` waits for a run another worker holds
-
-
-@dataclass(frozen=True)
-class Output:
-    """What a run's builder made of its inputs. `rows()` yields the plan's rows, in
-    output order: (row id from 1, *values, *input row ids) (storage/derived_outputs.py);
-    `digest` names the content (equal digests, equal outputs: nothing is published);
-    `inputs` are the columns of each input as read, which must still hold when the
-    output is published; `summary` is the kind's part of `last_run`."""
-
-    layout: Layout
-    rows: Callable[[], Iterable[Sequence[Any]]]
-    row_count: int
-    digest: str
-    inputs: Mapping[int, tuple[Column, ...]]
-    summary: dict[str, Any]
-    # what this run read, kept for the next run to decide whether it may be incremental
-    basis: dict[str, Any] | None = None
-    companion: Companion | None = None
-
-
-class Companion(Protocol):
-    """A table the kind keeps beside its output (a reconciliation's key table, for
-    incremental runs), needed by the next run only: built after the output is readable
-    and indexed, swapped in by a short transaction of its own, the table it replaced
-    discarded; the run's basis, recorded last, says it is there."""
-
-    def stage(self, engine: Engine, guard: Guard) -> None: ...
-
-    def swap(self, conn: Connection) -> None: ...
-
-    def discard(self, engine: Engine, guard: Guard) -> None: ...
-
-
-@dataclass(frozen=True)
-class Patch:
-    """An incremental run's result: the published output changed in place. `stage`
-    writes what the change needs in the run's own tables (short transactions);
-    `apply`, in the one publish transaction, replaces the output rows that changed and
-    returns the output's new row count. `changes` False: nothing to write (no new rows)."""
-
-    changes: bool
-    stage: Callable[[Engine, Guard], None]
-    apply: Callable[[Connection], int]
-    digest: str
-    inputs: Mapping[int, tuple[Column, ...]]
-    summary: dict[str, Any]
-    basis: dict[str, Any] | None = None
-
-
-class Builder(Protocol):
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
-        """The output of `record` now (whole, or as a patch of the published one); adds
-        the seconds each step took to `timings`."""
-        ...
-
-
-@runtime_checkable
-class StagingBuilder(Protocol):
-    def stage(
-        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
-    ) -> Output | Patch:
-        """Write the output of `record` now to the staged table `r_{id}_next` itself (a
-        transformation's INSERT ... SELECT; `guard` first in each transaction) and say
-        what it holds (its `rows` unused); or, for an incremental run, write the new rows
-        to the plan table `r_{id}_plan` and return the patch that adds them."""
-        ...
 
 
 class LeaseLostError(Exception):

@@ -262,11 +262,8 @@ def finish(engine: Engine, resource_id: int, guard: Guard) -> int:
     with engine.connect() as conn:
         resource = resources.get_resource(conn, resource_id)
     stored = 0
-    if resource.rendered_version != resource.data_version:
-        stored = row_json.store_row_json(engine, resource.table_name, resource.columns, guard)
-        with write_connection(engine) as conn, conn.begin():
-            guard(conn)  # the run holds the output: no other version was published since
-            resources.record_rendered(conn, resource_id, resource.data_version)
+    if resource.rendered_version != resource.data_version:  # the run holds the output
+        stored = resources.store_missing_text(engine, resource, guard)
     _index(engine, resource, guard)
     return stored
 

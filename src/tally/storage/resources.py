@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, insert, select, update
 
 from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import ResourceNotFoundError
-from tally.storage.engine import backend_of
+from tally.storage.engine import backend_of, write_connection
+from tally.storage.resource_tables import row_json
 from tally.storage.schema import is_storable_id, resources
 
 
@@ -202,6 +204,21 @@ def next_unfinished(conn: Connection) -> int | None:
         .limit(1)
     )
     return conn.execute(stmt).scalar()
+
+
+def store_missing_text(
+    engine: Engine, resource: Resource, guard: Callable[[Connection], None] | None = None
+) -> int:
+    """Give the resource's rows without stored JSON text their text (decision 0011; in
+    short transactions, `guard` first in each), then record that its data version as
+    read has all of it (rows of a load that committed since are taken up by the next
+    round); how many rows were given one."""
+    stored = row_json.store_row_json(engine, resource.table_name, resource.columns, guard)
+    with write_connection(engine) as conn, conn.begin():
+        if guard is not None:
+            guard(conn)
+        record_rendered(conn, resource.id, resource.data_version)
+    return stored
 
 
 def record_rendered(conn: Connection, resource_id: int, version: int) -> None:

@@ -100,11 +100,10 @@ def insert_rows(
     added once the rows are in, one index build instead of a row-by-row upkeep, ~20 %
     of an 820k-row insert), row ids from 1 in the SELECT's order (SQLite numbers them
     itself, as the next row ids of an empty table: cheaper than ROW_NUMBER, which
-    first copies every row aside), with
-    their stored JSON text if `with_json` (a whole output gets it after it is published,
-    as a source does); how many. More than `max_rows` with the `kept` rows the output
-    holds besides (an incremental run's published rows) is RunFailedError (the caller's
-    transaction is rolled back)."""
+    first copies every row aside), with their stored JSON text if `with_json` (a whole
+    output gets it after it is published, as a source does); how many. More than
+    `max_rows` with the `kept` rows the output holds besides (an incremental run's
+    published rows) is RunFailedError (the caller's transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)

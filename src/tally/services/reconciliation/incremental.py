@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
-from tally.services.derived_runs import Patch
+from tally.services.derived_builders import Patch
 from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideRow, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS

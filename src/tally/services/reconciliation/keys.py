@@ -176,7 +176,7 @@ def _take(
 
 
 class KeyTable:
-    """The `Companion` of a full run (services/derived_runs.py): the key table of every
+    """The `Companion` of a full run (services/derived_builders.py): the key table of every
     row it read, staged beside its output and published with it."""
 
     def __init__(

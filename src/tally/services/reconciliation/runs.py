@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
-from tally.services.derived_runs import Output, Patch
+from tally.services.derived_builders import Output, Patch
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (

@@ -19,7 +19,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.services.derived_runs import Output, Patch
+from tally.services.derived_builders import Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
