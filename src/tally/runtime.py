@@ -110,7 +110,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             run_policy(settings),
             {
                 "reconciliation": ReconciliationBuilder(engine),
-                "transformation": TransformationBuilder(engine, run_limits),
+                "transformation": TransformationBuilder(engine, run_limits, blobs.staging_dir),
             },
         ),
         files=FileService(engine),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +46,15 @@ def scratch_path(folder: Path, file_id: int | None = None) -> Path:
     attempt's is told apart by its file's state, and removed once the file has ended."""
     prefix = "load" if file_id is None else f"file-{file_id}"
     return make_private_dir(folder) / f"{prefix}-{uuid.uuid4().hex}.db"
+
+
+def derived_scratch_path(folder: Path, resource_id: int) -> Path:
+    """A new staging database for one run of the derived output `resource_id`, after
+    removing what earlier runs of it left: the caller holds the output's lease, so no
+    other run of it is live, and a killed one's file is garbage."""
+    for left in folder.glob(f"derived-{resource_id}-*.db") if folder.is_dir() else ():
+        left.unlink(missing_ok=True)
+    return make_private_dir(folder) / f"derived-{resource_id}-{uuid.uuid4().hex}.db"
 
 
 def filled_table(table: str, file_id: int) -> str:
@@ -126,37 +135,54 @@ def create_staged_table(conn: Connection, columns: Sequence[Column]) -> None:
 
 
 @contextmanager
-def attached(conn: Connection, path: Path) -> Iterator[None]:
+def attached(conn: Connection, path: Path, *, scratch: bool = False) -> Iterator[None]:
     """The staging file readable as `stage.` on this connection (outside any
-    transaction: ATTACH and DETACH cannot run inside one)."""
+    transaction: ATTACH and DETACH cannot run inside one). `scratch`: a new file this
+    connection writes, without journal or fsync (a new file is created 0600, as all of
+    TALLY_HOME)."""
     driver = conn.connection.dbapi_connection
     assert driver is not None
+    if scratch:
+        prepare_sqlite_file(path)
     driver.execute(f"ATTACH DATABASE ? AS {STAGE_ALIAS}", (str(path),))
+    if scratch:
+        for pragma in ("journal_mode=OFF", "synchronous=OFF"):
+            driver.execute(f"PRAGMA {STAGE_ALIAS}.{pragma}")
     try:
         yield
     finally:
         driver.execute(f"DETACH DATABASE {STAGE_ALIAS}")
 
 
-def staged_row_ids(conn: Connection) -> tuple[int, int]:
+def staged_row_ids(conn: Connection, staged: str = STAGED_TABLE) -> tuple[int, int]:
     low, high = conn.exec_driver_sql(
-        f"SELECT min({ROW_ID}), max({ROW_ID}) FROM {STAGE_ALIAS}.{STAGED_TABLE}"
+        f"SELECT min({ROW_ID}), max({ROW_ID}) FROM {STAGE_ALIAS}.{staged}"
     ).one()
     return int(low or 0), int(high or 0)
 
 
-def fill_in_chunks(conn: Connection, table: str, columns: Sequence[Column]) -> None:
-    """Copy the staged rows into `table` (nothing reads it yet), CHUNK_ROWS per
-    transaction, pausing after each as long as it took."""
+def fill_in_chunks(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    *,
+    staged: str = STAGED_TABLE,
+    guard: Callable[[Connection], None] | None = None,
+) -> None:
+    """Copy the rows of the staged table `staged` into `table` (nothing reads it yet),
+    CHUNK_ROWS per transaction, pausing after each as long as it took; `guard` runs
+    first in each transaction (a derived run's lease)."""
     names = ", ".join([ROW_ID, *(c.physical for c in columns)])
     with conn.begin():
-        low, high = staged_row_ids(conn)
+        low, high = staged_row_ids(conn, staged)
     for start in range(low, high + 1, CHUNK_ROWS):
         began = time.monotonic()
         with conn.begin():
+            if guard is not None:
+                guard(conn)
             conn.exec_driver_sql(
                 f"INSERT INTO {table} ({names}) SELECT {names} FROM "
-                f"{STAGE_ALIAS}.{STAGED_TABLE} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
+                f"{STAGE_ALIAS}.{staged} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
                 (start, start + CHUNK_ROWS),
             )
         time.sleep(time.monotonic() - began)

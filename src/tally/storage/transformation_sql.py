@@ -148,6 +148,12 @@ def append_rows(
     )
 
 
+def copy_table(conn: Connection, source: str, target: str) -> None:
+    """`target` created holding every row of `source` (a patch's few rows, moved from a
+    staging file into the main database)."""
+    conn.exec_driver_sql(f"CREATE TABLE {target} AS SELECT * FROM {source}")
+
+
 def last_row_ids(conn: Connection, tables: Mapping[int, str]) -> dict[int, int]:
     """Each table's largest row id (0 when empty), by resource id."""
     return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,12 +24,13 @@ from tally.services.derived_builders import Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
-from tally.storage import resources, transformation_sql
+from tally.storage import resources, staging, transformation_sql
 from tally.storage.derived_outputs import Guard, Layout, next_table, plan_table
 from tally.storage.derived_resources import DerivedRecord
-from tally.storage.engine import backend_of
+from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource, table_name_for
+from tally.storage.staging import STAGE_ALIAS
 
 SOURCE_KIND = "source"  # rows are only ever appended to a source's table
 
@@ -109,40 +111,97 @@ class _Run:
 
 
 class TransformationBuilder:
-    """The `StagingBuilder` of kind `transformation`."""
+    """The `StagingBuilder` of kind `transformation`. On SQLite (`staging_dir` given) the
+    query writes its rows into a staging file of its own, so the database's one write
+    lock is not held while it runs (a query may run up to its time limit); the rows
+    are then moved in short transactions, as a load's are (decision 0013)."""
 
-    def __init__(self, engine: Engine, limits: RunLimits) -> None:
+    def __init__(self, engine: Engine, limits: RunLimits, staging_dir: Path | None = None):
         self._engine = engine
         self._limits = limits
+        self._staging_dir = staging_dir if backend_of(engine).has_one_writer else None
 
     def stage(
         self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
     ) -> Output | Patch:
         definition = TransformationDefinition.from_json(record.definition)
         clock = time.perf_counter()
-        with transformation_sql.staging_connection(self._engine) as conn, conn.begin():
-            guard(conn)
-            found = {
-                name: resources.get_resource(conn, resource_id)
-                for name, resource_id in definition.inputs.items()
-            }
-            query = check_sql(definition.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
-            read_ids = transformation_sql.last_row_ids(
-                conn, {r.id: r.table_name for r in found.values()}
-            )
-            read = {name: read_ids[r.id] for name, r in found.items()}
-            run = _Run(query.as_columns(), _key(definition, found), read, found)
-            previous = _Published.of(record, run.key)
-            if (
-                previous is not None
-                and query.is_incremental
-                and all(r.kind == SOURCE_KIND for r in found.values())
-            ):
-                built = self._append(conn, record, query, run, previous)
-            else:
-                built = self._recompute(conn, record, query, run, previous)
+        if self._staging_dir is None:
+            with transformation_sql.staging_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                built = self._query(conn, record, definition, schema="")
+        else:
+            built = self._query_aside(record, definition, guard, self._staging_dir)
         timings["query"] = time.perf_counter() - clock
         return built
+
+    def _query_aside(
+        self,
+        record: DerivedRecord,
+        definition: TransformationDefinition,
+        guard: Guard,
+        folder: Path,
+    ) -> Output | Patch:
+        """SQLite: the query reads one snapshot of the main database and writes into a
+        scratch file (no write lock of the main database is taken), then what is to be
+        published moves into the main database: a recompute's rows in chunks (none when
+        they equal the published ones), a patch's few rows in one transaction."""
+        resource_id = record.resource_id
+        path = staging.derived_scratch_path(folder, resource_id)
+        try:
+            with (
+                self._engine.connect() as conn,
+                staging.attached(conn, path, scratch=True),
+                conn.begin(),  # reads the main database, writes only the scratch file
+            ):
+                built = self._query(conn, record, definition, schema=f"{STAGE_ALIAS}.")
+            with write_connection(self._engine) as conn, staging.attached(conn, path):
+                if isinstance(built, Patch):
+                    if built.changes:
+                        with conn.begin():
+                            guard(conn)
+                            plan = plan_table(resource_id)
+                            transformation_sql.copy_table(conn, f"{STAGE_ALIAS}.{plan}", plan)
+                elif built.digest != record.output_digest:  # else nothing is published
+                    table = next_table(resource_id)
+                    with conn.begin():
+                        guard(conn)
+                        ddl.create_table(conn, table, built.layout.columns, generated_ids=False)
+                    staging.fill_in_chunks(
+                        conn, table, built.layout.columns, staged=table, guard=guard
+                    )
+        finally:
+            path.unlink(missing_ok=True)
+        return built
+
+    def _query(
+        self,
+        conn: Connection,
+        record: DerivedRecord,
+        definition: TransformationDefinition,
+        *,
+        schema: str,
+    ) -> Output | Patch:
+        """The run's query in one snapshot of its inputs, its rows written into the
+        staged output or the patch's plan in `schema` ("" the main database)."""
+        found = {
+            name: resources.get_resource(conn, resource_id)
+            for name, resource_id in definition.inputs.items()
+        }
+        query = check_sql(definition.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
+        read_ids = transformation_sql.last_row_ids(
+            conn, {r.id: r.table_name for r in found.values()}
+        )
+        read = {name: read_ids[r.id] for name, r in found.items()}
+        run = _Run(query.as_columns(), _key(definition, found), read, found)
+        previous = _Published.of(record, run.key)
+        if (
+            previous is not None
+            and query.is_incremental
+            and all(r.kind == SOURCE_KIND for r in found.values())
+        ):
+            return self._append(conn, record, query, run, previous, schema)
+        return self._recompute(conn, record, query, run, previous, schema)
 
     def _recompute(
         self,
@@ -151,9 +210,11 @@ class TransformationBuilder:
         query: CheckedQuery,
         run: _Run,
         previous: _Published | None,
+        schema: str,
     ) -> Output:
-        """The whole output, staged in `r_<id>_next` for the publish to swap in."""
-        staged = next_table(record.resource_id)
+        """The whole output, staged in `r_<id>_next` (in `schema`) for the publish to swap
+        in."""
+        staged = schema + next_table(record.resource_id)
         ddl.create_table(conn, staged, run.columns, primary_key=False, generated_ids=False)
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
         with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
@@ -183,13 +244,15 @@ class TransformationBuilder:
         query: CheckedQuery,
         run: _Run,
         previous: _Published,
+        schema: str,
     ) -> Output | Patch:
         """The output of the input rows added since the last run, staged in the plan
-        table `r_<id>_plan`, and the patch that appends it to the published output."""
+        table `r_<id>_plan` (in `schema`; the patch reads it from the main database),
+        and the patch that appends it to the published output."""
         kept = _row_count(conn, record)
         if previous.read == run.read:  # no new input rows: nothing to run, nothing changes
             return run.output(kept, previous, incremental=True)
-        plan = plan_table(record.resource_id)
+        plan = schema + plan_table(record.resource_id)
         ddl.create_table(conn, plan, run.columns, primary_key=False, generated_ids=False)
         after = {run.found[name].id: row_id for name, row_id in previous.read.items()}
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
@@ -215,7 +278,7 @@ class TransformationBuilder:
             table = table_name_for(output)
             last = transformation_sql.last_row_ids(conn, {output: table})[output]
             return last + transformation_sql.append_rows(
-                conn, plan, table, columns, after_row_id=last
+                conn, plan_table(output), table, columns, after_row_id=last
             )
 
         return Patch(
