@@ -269,6 +269,24 @@ def test_a_worker_refreshes_after_rows_reach_an_input_and_then_its_readers(
     assert output(runtime, second).data_version == versions[1] + 1
 
 
+def test_a_thread_that_queues_runs_wakes_the_idle_threads(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    """The thread that delivered a file queues its readers' runs, then goes on
+    finishing the delivered rows; an idle thread must wake to run them when they fall
+    due, not a whole poll later."""
+    derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    run(runtime, derived_id)
+    idle = Worker(runtime, concurrency=2, poll_seconds=60)  # not started: one round
+    assert idle._queue_derived_runs() is False
+    assert not idle._wake.is_set()
+    append(runtime, inputs.settlements, "payout_id,currency,amount,status,txn_date\n"
+           "PO-9,EUR,1.00,settled,2024-02-01\n")  # fmt: skip
+    assert idle._queue_derived_runs() is True
+    assert idle._wake.is_set()
+    assert 0 < idle._idle_seconds() <= 0.25  # the burst (0.2 s), not the poll
+
+
 def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:

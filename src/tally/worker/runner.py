@@ -42,10 +42,19 @@ class Worker:
             lambda: self._deliver_one(worker),
             notifications.fan_out,
             lambda: notifications.send_one(worker=worker),
-            derived.queue_changed_inputs,
+            self._queue_derived_runs,
             lambda: derived.run_one(worker=worker),
             self._runtime.catalogue.finish_one_unfinished,
         ]
+
+    def _queue_derived_runs(self) -> bool:
+        """Queue the runs that deliveries asked for, and wake the idle threads: one of
+        them then waits only until the first run falls due, not a whole poll (the
+        thread that queued it may be busy finishing the delivered rows)."""
+        queued = self._runtime.derived.queue_changed_inputs()
+        if queued:
+            self._wake.set()
+        return queued
 
     def _deliver_one(self, worker: str) -> bool:
         delivery = self._runtime.delivery
