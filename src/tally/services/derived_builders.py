@@ -52,18 +52,19 @@ class Companion(Protocol):
 
 @dataclass(frozen=True)
 class Patch:
-    """An incremental run's result: the published output changed in place. `stage`
-    writes what the change needs in the run's own tables (short transactions);
-    `apply`, in the one publish transaction, replaces the output rows that changed and
-    returns the output's new row count. `changes` False: nothing to write (no new rows)."""
+    """An incremental run's result: the published output changed in place. `stage`,
+    if any, writes what the change needs in the run's own tables (short transactions;
+    a transformation's plan is written by its query already); `apply`, in the one
+    publish transaction, replaces the output rows that changed and returns the output's
+    new row count. `changes` False: nothing to write (no new rows)."""
 
     changes: bool
-    stage: Callable[[Engine, Guard], None]
     apply: Callable[[Connection], int]
     digest: str
     inputs: Mapping[int, tuple[Column, ...]]
     summary: dict[str, Any]
     basis: dict[str, Any] | None = None
+    stage: Callable[[Engine, Guard], None] | None = None
 
 
 class Builder(Protocol):

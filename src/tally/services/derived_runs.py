@@ -5,8 +5,9 @@ swapped in (decision 0016).
 The kind-specific part is a `Builder` (services/derived_builders.py): it reads one
 consistent snapshot of the inputs and says what the output holds (`Output`). Everything
 else is here and shared: the queue (`run_due_at`, one run per burst of changes), the
-lease and its heartbeat, the bounded attempts, the staged output and its publication,
-and queueing the readers of an output that changed.
+lease and its heartbeat, the bounded attempts and the staged output; the `Publisher`
+(services/derived_publishing.py) swaps it in or applies the patch, and queues the
+readers of an output that changed.
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
-from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
-from tally.storage import derived_outputs, derived_resources, outbox, resources
+from tally.services.derived_publishing import Publisher, lap
+from tally.storage import derived_outputs, derived_resources, outbox
 from tally.storage.derived_outputs import Guard
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -58,6 +58,7 @@ class DerivedRuns:
         self._engine = engine
         self.policy = policy
         self._builders = builders
+        self._publisher = Publisher(engine, burst_seconds=policy.burst_seconds)
         # When the earliest run this process queued falls due (time.monotonic()): an idle
         # worker wakes then instead of a poll later. Runs other processes queue are
         # found by polling.
@@ -166,74 +167,16 @@ class DerivedRuns:
                 self._fail(record, worker, message)
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
-        """Build the output beside the published one and swap it in (unless its digest
-        says nothing changed), then store its rows' JSON text and index it, then discard
-        what it replaced: readable from the swap on, its pages rendered and answered by
-        scans until the text and the indexes are there (decisions 0010, 0011: the trade
-        a source's load makes). The lease is held throughout, so no other run can swap the
-        table while it is indexed; a run taken over after the swap only finishes it."""
+        """Build the output beside the published one (or the patch of it) and publish
+        it (services/derived_publishing.py)."""
         timings: dict[str, float] = {}
         guard = self._guard(record.id, worker)
         staged = self._stage(record, guard, timings)
         if isinstance(staged, Patch):
-            self._patch(record, staged, guard, started, timings)
+            self._publisher.publish_patch(record, staged, guard, started, timings)
             return
         output, published = staged
-        resource_id = record.resource_id
-        version = None
-        if published:
-            clock = time.perf_counter()
-            with write_connection(self._engine) as conn, conn.begin():
-                guard(conn)
-                now = utc_now()
-                _check_inputs(conn, output.inputs)
-                resource = resources.lock_resource(conn, resource_id)
-                version = derived_outputs.publish(
-                    conn, resource, output.layout.columns, output.row_count, now
-                )
-                derived_resources.record_output(conn, record.id, output.digest)
-                self._queue_readers(conn, resource_id, now)
-            _lap(timings, "publish", clock)
-            log.info("derived_output_readable", extra={"derived_id": record.id})
-        clock = time.perf_counter()
-        rendered = derived_outputs.finish(self._engine, resource_id, guard)
-        clock = _lap(timings, "finish", clock)
-        derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
-        clock = _lap(timings, "discard", clock)
-        if version is None:
-            with self._engine.connect() as conn:
-                version = resources.get_resource(conn, resource_id).data_version
-        companion = output.companion
-        if companion is not None and (published or not _describes(record.run_basis, version)):
-            companion.stage(self._engine, guard)
-            with write_connection(self._engine) as conn, conn.begin():
-                guard(conn)
-                companion.swap(conn)
-            companion.discard(self._engine, guard)
-            clock = _lap(timings, "companion", clock)
-        with write_connection(self._engine) as conn, conn.begin():
-            guard(conn)
-            now = utc_now()
-            if not published:
-                _check_inputs(conn, output.inputs)
-            derived_resources.record_success(
-                conn,
-                record.id,
-                now=now,
-                last_run=_last_run(started, now, output.summary),
-                output_digest=output.digest,
-                run_basis=_basis(output.basis, version),
-            )
-        log.info(
-            "derived_run_finished",
-            extra={
-                "derived_id": record.id,
-                "rows": output.row_count,
-                "published": published,
-                "rendered": rendered,
-                "seconds": {k: round(v, 3) for k, v in timings.items()},
-            },
-        )
+        self._publisher.publish_output(record, output, published, guard, started, timings)
 
     def _stage(
         self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
@@ -258,66 +201,11 @@ class DerivedRuns:
             return output, True
         clock = time.perf_counter()
         derived_outputs.write_plan(self._engine, resource_id, output.layout, output.rows(), guard)
-        clock = _lap(timings, "stage", clock)
+        clock = lap(timings, "stage", clock)
         derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
         derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
-        _lap(timings, "build", clock)
+        lap(timings, "build", clock)
         return output, True
-
-    def _patch(
-        self,
-        record: DerivedRecord,
-        patch: Patch,
-        guard: Guard,
-        started: dt.datetime,
-        timings: dict[str, float],
-    ) -> None:
-        """Publish an incremental run: what it needs staged, then one short transaction
-        changes the published output in place, bumps its data version (when anything
-        changed), queues its readers and records the run."""
-        clock = time.perf_counter()
-        # nothing, unless the whole run before this one stopped before it finished the
-        # output it published: then first that (the patch keeps a finished output so)
-        derived_outputs.finish(self._engine, record.resource_id, guard)
-        clock = _lap(timings, "finish", clock)
-        if patch.changes:
-            patch.stage(self._engine, guard)
-        clock = _lap(timings, "stage", clock)
-        with write_connection(self._engine) as conn, conn.begin():
-            guard(conn)
-            _check_inputs(conn, patch.inputs)
-            resource = resources.lock_resource(conn, record.resource_id)
-            version = resource.data_version
-            row_count = patch.apply(conn) if patch.changes else resource.row_count
-            now = utc_now()  # the run's end: its rows are in place
-            if patch.changes:
-                plan = derived_outputs.plan_table(record.resource_id)
-                derived_outputs.drop(conn, plan)  # small: the patch's rows only
-                version = derived_outputs.republish(conn, resource, row_count, now)
-                self._queue_readers(conn, record.resource_id, now)
-            derived_resources.record_success(
-                conn,
-                record.id,
-                now=now,
-                last_run=_last_run(started, now, patch.summary),
-                output_digest=patch.digest,
-                run_basis=_basis(patch.basis, version),
-            )
-        _lap(timings, "publish", clock)
-        log.info("derived_output_readable", extra={"derived_id": record.id})
-        log.info(
-            "derived_run_finished",
-            extra={
-                "derived_id": record.id,
-                "incremental": True,
-                "seconds": {k: round(v, 3) for k, v in timings.items()},
-            },
-        )
-
-    def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
-        due = now + dt.timedelta(seconds=self.policy.burst_seconds)
-        for reader in derived_resources.readers_of(conn, resource_id):
-            derived_resources.request_run(conn, reader, due)
 
     def _guard(self, derived_id: int, worker: str) -> Callable[[Connection], None]:
         """Run first in each transaction that writes the run's tables: renews the lease
@@ -374,38 +262,6 @@ class DerivedRuns:
             thread.join()
 
 
-def _lap(timings: dict[str, float], phase: str, since: float) -> float:
-    now = time.perf_counter()
-    timings[phase] = timings.get(phase, 0.0) + now - since
-    return now
-
-
-def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
-    return {"started_at": started.isoformat(), "finished_at": now.isoformat(), **summary}
-
-
-def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str, Any] | None:
-    """What the run read, with the output's data version it left (a later run that finds
-    another version, or none, knows the output is not the one this basis describes)."""
-    if basis is None or output_version is None:
-        return None
-    return {**basis, "output_version": output_version}
-
-
-def _describes(basis: dict[str, Any] | None, output_version: int) -> bool:
-    """The recorded basis is that of this very output (its companion is in place: it is
-    swapped in before the basis is recorded)."""
-    return basis is not None and basis.get("output_version") == output_version
-
-
 def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:
     started = (record.last_run or {}).get("started_at")
     return started is not None and dt.datetime.fromisoformat(started) >= asked
-
-
-def _check_inputs(conn: Connection, inputs: Mapping[int, tuple[Column, ...]]) -> None:
-    """The inputs' columns are still those the run read (a file that brought more
-    fractional digits rescales a column's stored values): else the run is redone."""
-    for resource_id, columns in inputs.items():
-        if resources.get_resource(conn, resource_id).columns != columns:
-            raise RunFailedError(f"resource {resource_id} changed its columns during the run")

@@ -168,7 +168,6 @@ def patch(
     if not fresh:
         return Patch(
             changes=False,
-            stage=_nothing,
             apply=_no_rows,
             digest=record.output_digest or "",
             inputs={s.input.resource.id: s.input.resource.columns for s in sides},
@@ -244,10 +243,6 @@ def patch(
         },
         basis=new_basis,
     )
-
-
-def _nothing(engine: Engine, guard: Guard) -> None:
-    """No rows to stage."""
 
 
 def _no_rows(conn: Connection) -> int:

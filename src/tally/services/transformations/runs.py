@@ -1,5 +1,5 @@
 """A transformation's run: its SQL, translated for the backend, run as one INSERT ...
-SELECT into the staged output (services/derived_runs.py swaps it in), within the time
+SELECT into the staged output (services/derived_publishing.py swaps it in), within the time
 and row limits. Incremental when the query allows it (query.is_incremental) and every
 input is a source, which only ever appends rows: the output of the input rows added
 since the last run is staged in the plan table, then appended to the published output
@@ -283,16 +283,11 @@ class TransformationBuilder:
 
         return Patch(
             changes=added > 0,
-            stage=_staged,
             apply=apply,
             digest=now.digest(run.key),
             inputs=run.inputs,
             summary=run.summary(kept + added, now, incremental=True),
         )
-
-
-def _staged(engine: Engine, guard: Guard) -> None:
-    """A patch's rows are in the plan already: written in the run's snapshot."""
 
 
 def _row_count(conn: Connection, record: DerivedRecord) -> int:

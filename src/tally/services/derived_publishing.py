@@ -1,0 +1,196 @@
+"""Publishing what a derived run built (decision 0016): a whole output swapped in by one
+short transaction, then finished as a source is after its load (its rows' JSON text,
+its indexes), the table it replaced discarded and its companion swapped in; or an
+incremental run's patch applied to the published output in one short transaction.
+Every transaction renews the run's lease first (`guard`); a publish that changed the
+output queues its readers' runs, after the burst."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column
+from tally.core.errors import RunFailedError
+from tally.services.derived_builders import Output, Patch
+from tally.storage import derived_outputs, derived_resources, resources
+from tally.storage.derived_outputs import Guard
+from tally.storage.derived_resources import DerivedRecord
+from tally.storage.engine import write_connection
+
+log = logging.getLogger("tally.derived")
+
+
+class Publisher:
+    """The publishing steps every kind of derived run shares, after its builder staged
+    the output (or the patch)."""
+
+    def __init__(self, engine: Engine, *, burst_seconds: float) -> None:
+        self._engine = engine
+        self._burst_seconds = burst_seconds
+
+    def publish_output(
+        self,
+        record: DerivedRecord,
+        output: Output,
+        published: bool,
+        guard: Guard,
+        started: dt.datetime,
+        timings: dict[str, float],
+    ) -> None:
+        """Swap in the staged output (when `published`: its digest differs from the
+        published one's), then finish it, discard what it replaced, swap in its
+        companion and record the run. Readable from the swap on, its pages rendered and
+        answered by scans until the text and the indexes are there (decisions 0010,
+        0011: the trade a source's load makes). The lease is held throughout, so no
+        other run can swap the table while it is indexed; a run taken over after the
+        swap only finishes it."""
+        resource_id = record.resource_id
+        version = None
+        if published:
+            clock = time.perf_counter()
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                now = utc_now()
+                _check_inputs(conn, output.inputs)
+                resource = resources.lock_resource(conn, resource_id)
+                version = derived_outputs.publish(
+                    conn, resource, output.layout.columns, output.row_count, now
+                )
+                derived_resources.record_output(conn, record.id, output.digest)
+                self._queue_readers(conn, resource_id, now)
+            lap(timings, "publish", clock)
+            log.info("derived_output_readable", extra={"derived_id": record.id})
+        clock = time.perf_counter()
+        rendered = derived_outputs.finish(self._engine, resource_id, guard)
+        clock = lap(timings, "finish", clock)
+        derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
+        clock = lap(timings, "discard", clock)
+        if version is None:
+            with self._engine.connect() as conn:
+                version = resources.get_resource(conn, resource_id).data_version
+        companion = output.companion
+        if companion is not None and (published or not _describes(record.run_basis, version)):
+            companion.stage(self._engine, guard)
+            with write_connection(self._engine) as conn, conn.begin():
+                guard(conn)
+                companion.swap(conn)
+            companion.discard(self._engine, guard)
+            clock = lap(timings, "companion", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            now = utc_now()
+            if not published:
+                _check_inputs(conn, output.inputs)
+            derived_resources.record_success(
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, output.summary),
+                output_digest=output.digest,
+                run_basis=_basis(output.basis, version),
+            )
+        log.info(
+            "derived_run_finished",
+            extra={
+                "derived_id": record.id,
+                "rows": output.row_count,
+                "published": published,
+                "rendered": rendered,
+                "seconds": {k: round(v, 3) for k, v in timings.items()},
+            },
+        )
+
+    def publish_patch(
+        self,
+        record: DerivedRecord,
+        patch: Patch,
+        guard: Guard,
+        started: dt.datetime,
+        timings: dict[str, float],
+    ) -> None:
+        """Publish an incremental run: what it needs staged, then one short transaction
+        changes the published output in place, bumps its data version (when anything
+        changed), queues its readers and records the run."""
+        clock = time.perf_counter()
+        # nothing, unless the whole run before this one stopped before it finished the
+        # output it published: then first that (the patch keeps a finished output so)
+        derived_outputs.finish(self._engine, record.resource_id, guard)
+        clock = lap(timings, "finish", clock)
+        if patch.changes and patch.stage is not None:
+            patch.stage(self._engine, guard)
+        clock = lap(timings, "stage", clock)
+        with write_connection(self._engine) as conn, conn.begin():
+            guard(conn)
+            _check_inputs(conn, patch.inputs)
+            resource = resources.lock_resource(conn, record.resource_id)
+            version = resource.data_version
+            row_count = patch.apply(conn) if patch.changes else resource.row_count
+            now = utc_now()  # the run's end: its rows are in place
+            if patch.changes:
+                plan = derived_outputs.plan_table(record.resource_id)
+                derived_outputs.drop(conn, plan)  # small: the patch's rows only
+                version = derived_outputs.republish(conn, resource, row_count, now)
+                self._queue_readers(conn, record.resource_id, now)
+            derived_resources.record_success(
+                conn,
+                record.id,
+                now=now,
+                last_run=_last_run(started, now, patch.summary),
+                output_digest=patch.digest,
+                run_basis=_basis(patch.basis, version),
+            )
+        lap(timings, "publish", clock)
+        log.info("derived_output_readable", extra={"derived_id": record.id})
+        log.info(
+            "derived_run_finished",
+            extra={
+                "derived_id": record.id,
+                "incremental": True,
+                "seconds": {k: round(v, 3) for k, v in timings.items()},
+            },
+        )
+
+    def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
+        due = now + dt.timedelta(seconds=self._burst_seconds)
+        for reader in derived_resources.readers_of(conn, resource_id):
+            derived_resources.request_run(conn, reader, due)
+
+
+def lap(timings: dict[str, float], phase: str, since: float) -> float:
+    """Add the seconds since `since` to `phase`; now, for the next phase."""
+    now = time.perf_counter()
+    timings[phase] = timings.get(phase, 0.0) + now - since
+    return now
+
+
+def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
+    return {"started_at": started.isoformat(), "finished_at": now.isoformat(), **summary}
+
+
+def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str, Any] | None:
+    """What the run read, with the output's data version it left (a later run that finds
+    another version, or none, knows the output is not the one this basis describes)."""
+    if basis is None or output_version is None:
+        return None
+    return {**basis, "output_version": output_version}
+
+
+def _describes(basis: dict[str, Any] | None, output_version: int) -> bool:
+    """The recorded basis is that of this very output (its companion is in place: it is
+    swapped in before the basis is recorded)."""
+    return basis is not None and basis.get("output_version") == output_version
+
+
+def _check_inputs(conn: Connection, inputs: Mapping[int, tuple[Column, ...]]) -> None:
+    """The inputs' columns are still those the run read (a file that brought more
+    fractional digits rescales a column's stored values): else the run is redone."""
+    for resource_id, columns in inputs.items():
+        if resources.get_resource(conn, resource_id).columns != columns:
+            raise RunFailedError(f"resource {resource_id} changed its columns during the run")
