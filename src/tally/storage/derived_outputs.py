@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine, update
 
 from tally.core.columns import Column, ColumnType
 from tally.storage import resources
-from tally.storage.engine import backend_of, write_connection
+from tally.storage.engine import backend_of, job_step, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import Resource, table_name_for
 from tally.storage.schema import resources as resources_table
@@ -111,7 +111,7 @@ def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
         return
     steps = [f"DROP INDEX IF EXISTS {index}" for index in indexes]
     for sql in steps:
-        with write_connection(engine) as conn, conn.begin():
+        with job_step(engine) as conn:
             guard(conn)
             conn.exec_driver_sql(sql)
     batch = (
@@ -120,7 +120,7 @@ def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
     )
     deleted = True
     while deleted:
-        with write_connection(engine) as conn, conn.begin():
+        with job_step(engine) as conn:
             guard(conn)
             deleted = conn.exec_driver_sql(batch).rowcount > 0
     with write_connection(engine) as conn, conn.begin():
@@ -153,7 +153,7 @@ def write_plan(
     written = 0
     iterator = iter(rows)
     while batch := list(islice(iterator, BATCH_ROWS)):
-        with write_connection(engine) as conn, conn.begin():
+        with job_step(engine) as conn:
             guard(conn)
             if postgresql:
                 copy_rows(conn, table, batch)
@@ -192,7 +192,7 @@ def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard
     postgresql = backend_of(engine).is_postgresql
     insert = _from_plan(table, resource_id, layout, postgresql=postgresql, with_json=False)
     for low in range(1, row_count + 1, BATCH_ROWS):
-        with write_connection(engine) as conn, conn.begin():
+        with job_step(engine) as conn:
             guard(conn)
             conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
     if postgresql:

@@ -7,6 +7,11 @@ instead of failing half-way. PostgreSQL is reached through psycopg 3.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,12 @@ from tally.storage.home import prepare_sqlite_file
 from tally.storage.sql_functions import register_sql_functions
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITERS_SUFFIX = ".writers"  # beside the database: the lock file writers announce on
+WRITERS = "tally_writers"  # a pooled connection's `info` key: its lock file's descriptor
+# A long job waits at most this long between its transactions for the writers waiting
+# for SQLite's lock: under a steady stream of them it goes on regardless, one
+# transaction at a time, so it always ends.
+LONGEST_YIELD_SECONDS = 0.25
 WRITE_OPTION = "tally_write"
 
 
@@ -66,14 +77,15 @@ PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c da
 def create_database_engine(url: str, *, pool_size: int = 10) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
-        prepare_sqlite_file(Path(url.removeprefix("sqlite:///")))
+        path = Path(url.removeprefix("sqlite:///"))
+        prepare_sqlite_file(path)
         engine = create_engine(
             url,
             pool_size=pool_size,
             max_overflow=pool_size * 4,
             connect_args={"check_same_thread": False, "timeout": 30},
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, path)
         return engine
     # No pre-ping: it costs a round trip per request. A connection found dead fails that
     # request with 503 and SQLAlchemy then invalidates the pool.
@@ -89,9 +101,13 @@ def backend_of(engine: Engine | Connection) -> Backend:
     return Backend(is_postgresql=engine.dialect.name == "postgresql")
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, path: Path) -> None:
+    writers = path.with_name(path.name + WRITERS_SUFFIX)
+    prepare_sqlite_file(writers)  # created 0600, as every file of TALLY_HOME
+
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        record.info[WRITERS] = os.open(writers, os.O_RDWR)
         # Autocommit at the driver level; SQLAlchemy's "begin" event below emits BEGIN.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -107,10 +123,28 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.close()
         register_sql_functions(dbapi_connection)
 
+    @event.listens_for(engine, "close")
+    def _on_close(_dbapi_connection: Any, record: Any) -> None:
+        descriptor = record.info.pop(WRITERS, None)
+        if descriptor is not None:
+            os.close(descriptor)
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        if immediate:  # announced until its transaction ends (see `yield_to_writers`)
+            fcntl.flock(conn.connection.info[WRITERS], fcntl.LOCK_SH)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _on_end(conn: Connection) -> None:
+        fcntl.flock(conn.connection.info[WRITERS], fcntl.LOCK_UN)
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        if WRITERS in record.info:  # a transaction ended without either event
+            fcntl.flock(record.info[WRITERS], fcntl.LOCK_UN)
 
 
 def snapshot_connection(engine: Engine) -> Connection:
@@ -126,3 +160,44 @@ def snapshot_connection(engine: Engine) -> Connection:
 def write_connection(engine: Engine) -> Connection:
     """A connection whose transactions take the write lock at BEGIN on SQLite."""
     return engine.connect().execution_options(**{WRITE_OPTION: True})
+
+
+def yield_to_writers(conn: Connection) -> None:
+    """SQLite, between two transactions of a long job (a load's rows moved in chunks,
+    row text stored in batches, one index after another): let the writers that are
+    waiting for the one write lock go first, at most LONGEST_YIELD_SECONDS.
+
+    SQLite has no queue: a writer that finds the lock taken sleeps in its busy handler
+    (1 ms, then longer, up to 100 ms) and tries again, so a job that begins its next
+    transaction as soon as it commits one keeps every other writer waiting for as long
+    as the job runs, and a fixed pause after each transaction doubles the job's length
+    whether anyone waits or not. Every write transaction (`write_connection`) therefore
+    holds a shared `flock` on a lock file beside the database from before it asks for
+    the lock until it ends; here the job takes that file exclusively for an instant,
+    which succeeds at once when nobody is waiting or writing, and otherwise once they
+    are done. A hand-written handoff because SQLite offers none; `flock` is per open file,
+    so it works between threads and processes of one machine, as SQLite itself does."""
+    if backend_of(conn).is_postgresql:
+        return
+    descriptor = conn.connection.info[WRITERS]
+    deadline = time.monotonic() + LONGEST_YIELD_SECONDS
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.001)
+            continue
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return
+
+
+@contextmanager
+def job_step(engine: Engine) -> Iterator[Connection]:
+    """One write transaction of a long job split into many so that SQLite's write lock
+    is never held long: after the writers waiting for it (`yield_to_writers`)."""
+    with write_connection(engine) as conn:
+        yield_to_writers(conn)
+        with conn.begin():
+            yield conn

@@ -16,7 +16,6 @@ would be seen before they are published).
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,15 +27,15 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.pool import NullPool
 
 from tally.core.columns import Column
-from tally.storage.engine import write_connection
+from tally.storage.engine import write_connection, yield_to_writers
 from tally.storage.home import make_private_dir, prepare_sqlite_file
 from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table
 
 STAGED_TABLE = "staged_rows"
 STAGE_ALIAS = "stage"
 # Rows moved per transaction into a table not yet published: ~36 ms each for the
-# benchmark's 10 columns with fsync (20,000 rows), and as long a pause after each so
-# that writers waiting for the lock (SQLite's busy handler polls) get their turn.
+# benchmark's 10 columns with fsync (20,000 rows); writers waiting for the lock go
+# between two (`yield_to_writers`).
 CHUNK_ROWS = 20_000
 
 
@@ -170,13 +169,14 @@ def fill_in_chunks(
     guard: Callable[[Connection], None] | None = None,
 ) -> None:
     """Copy the rows of the staged table `staged` into `table` (nothing reads it yet),
-    CHUNK_ROWS per transaction, pausing after each as long as it took; `guard` runs
-    first in each transaction (a derived run's lease)."""
+    CHUNK_ROWS per transaction, each after the writers waiting for the lock
+    (`yield_to_writers`); `guard` runs first in each transaction (a derived run's
+    lease)."""
     names = ", ".join([ROW_ID, *(c.physical for c in columns)])
     with conn.begin():
         low, high = staged_row_ids(conn, staged)
     for start in range(low, high + 1, CHUNK_ROWS):
-        began = time.monotonic()
+        yield_to_writers(conn)
         with conn.begin():
             if guard is not None:
                 guard(conn)
@@ -185,7 +185,6 @@ def fill_in_chunks(
                 f"{STAGE_ALIAS}.{staged} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
                 (start, start + CHUNK_ROWS),
             )
-        time.sleep(time.monotonic() - began)
 
 
 def append_staged(conn: Connection, table: str, columns: Sequence[Column]) -> None:

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import backend_of, write_connection
+from tally.storage.engine import backend_of, job_step
 from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
@@ -141,11 +141,11 @@ def build_indexes_in_steps(
             build_indexes(conn, table, columns, names=names)
         return
     for column in columns:
-        with write_connection(engine) as conn, conn.begin():
+        with job_step(engine) as conn:
             if guard is not None:
                 guard(conn)
             build_indexes(conn, table, [column], names=names, analyze=False)
-    with write_connection(engine) as conn, conn.begin():
+    with job_step(engine) as conn:
         if guard is not None:
             guard(conn)
         conn.exec_driver_sql(f"ANALYZE {table}")

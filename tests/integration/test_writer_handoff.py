@@ -1,0 +1,93 @@
+"""SQLite: a long job split into transactions lets the writers waiting for the one
+write lock go between two of its transactions (`job_step`, `yield_to_writers`), and
+never waits for them without bound. SQLite's busy handler has no queue: a job that
+begins its next transaction as soon as it commits would keep them waiting for the whole
+job (notifications accepted while a file's rows are moved, its text stored, its
+indexes built)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+
+import pytest
+from sqlalchemy import Engine
+
+from support.databases import BACKENDS
+from support.waiting import eventually
+from tally.runtime import Runtime
+from tally.storage.engine import WRITERS_SUFFIX, job_step, write_connection
+
+pytestmark = pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "sqlite"])
+
+
+@pytest.fixture
+def engine(runtime: Runtime) -> Engine:
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE handoff (n INTEGER PRIMARY KEY, who TEXT)")
+    return runtime.engine
+
+
+def writers_file(engine: Engine) -> str:
+    assert engine.url.database is not None
+    return engine.url.database + WRITERS_SUFFIX
+
+
+def someone_writes(engine: Engine) -> bool:
+    """Whether a writer has announced itself (waits for the lock, or holds it)."""
+    descriptor = os.open(writers_file(engine), os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False
+
+
+def record(engine: Engine, who: str) -> None:
+    with write_connection(engine) as conn, conn.begin():
+        conn.exec_driver_sql("INSERT INTO handoff (who) VALUES (?)", (who,))
+
+
+def test_a_waiting_writer_goes_before_the_jobs_next_transaction(engine: Engine) -> None:
+    writer = threading.Thread(target=record, args=(engine, "writer"))
+    with job_step(engine) as conn:  # the job's first transaction holds the lock
+        conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('job 1')")
+        writer.start()
+        eventually(lambda: someone_writes(engine), timeout=10, what="the writer to wait")
+    with job_step(engine) as conn:  # at once after its commit, as a job's loop does
+        conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('job 2')")
+    writer.join()
+
+    with engine.connect() as conn:
+        order = conn.exec_driver_sql("SELECT who FROM handoff ORDER BY n").scalars().all()
+    assert order == ["job 1", "writer", "job 2"]
+    assert not someone_writes(engine)  # every transaction's announcement ended with it
+
+
+def test_a_job_does_not_wait_for_a_writer_without_end(engine: Engine) -> None:
+    stuck = os.open(writers_file(engine), os.O_RDWR)
+    fcntl.flock(stuck, fcntl.LOCK_SH)  # announced, and never writes
+    try:
+        with job_step(engine) as conn:
+            conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('job')")
+    finally:
+        os.close(stuck)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT who FROM handoff").scalars().all() == ["job"]
+
+
+def fail_half_way(engine: Engine) -> None:
+    with write_connection(engine) as conn, conn.begin():
+        conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('rolled back')")
+        raise RuntimeError("the transaction fails")
+
+
+def test_a_failed_transaction_ends_its_announcement(engine: Engine) -> None:
+    with pytest.raises(RuntimeError, match="fails"):
+        fail_half_way(engine)
+    assert not someone_writes(engine)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM handoff").scalar_one() == 0
