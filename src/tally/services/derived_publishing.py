@@ -88,14 +88,7 @@ class Publisher:
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-            derived_resources.record_success(
-                conn,
-                record.id,
-                now=now,
-                last_run=_last_run(started, now, output.summary),
-                output_digest=output.digest,
-                run_basis=_basis(output.basis, version),
-            )
+            _record_success(conn, record, output, started, now, version)
         log.info(
             "derived_run_finished",
             extra={
@@ -138,14 +131,7 @@ class Publisher:
                 derived_outputs.drop(conn, plan)  # small: the patch's rows only
                 version = derived_outputs.republish(conn, resource, row_count, now)
                 self._queue_readers(conn, record.resource_id, now)
-            derived_resources.record_success(
-                conn,
-                record.id,
-                now=now,
-                last_run=_last_run(started, now, patch.summary),
-                output_digest=patch.digest,
-                run_basis=_basis(patch.basis, version),
-            )
+            _record_success(conn, record, patch, started, now, version)
         lap(timings, "publish", clock)
         log.info("derived_output_readable", extra={"derived_id": record.id})
         log.info(
@@ -168,6 +154,26 @@ def lap(timings: dict[str, float], phase: str, since: float) -> float:
     now = time.perf_counter()
     timings[phase] = timings.get(phase, 0.0) + now - since
     return now
+
+
+def _record_success(
+    conn: Connection,
+    record: DerivedRecord,
+    result: Output | Patch,
+    started: dt.datetime,
+    now: dt.datetime,
+    version: int | None,
+) -> None:
+    """The run is over: its `last_run`, the digest of the output it leaves (`version`)
+    and what it read."""
+    derived_resources.record_success(
+        conn,
+        record.id,
+        now=now,
+        last_run=_last_run(started, now, result.summary),
+        output_digest=result.digest,
+        run_basis=_basis(result.basis, version),
+    )
 
 
 def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
