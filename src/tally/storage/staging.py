@@ -11,6 +11,10 @@ rows, attached by ATTACH (outside a transaction, as SQLite requires), either in 
 into a table nothing refers to yet (a source's first file, renamed into place when
 published) or in one INSERT ... SELECT (a later file: rows appended to a live table
 would be seen before they are published).
+
+A transformation's run stages its query's rows the same way (`derived_scratch_path`,
+`attached(scratch=True)`: written by the run's own connection), and moves them in
+chunks into its staged output (decision 0016).
 """
 
 from __future__ import annotations
