@@ -10,7 +10,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Connection
@@ -84,8 +83,7 @@ def test_queries_run_without_the_write_lock(
     assert run(runtime, grouped)["incremental"] is False
 
     assert lock_free_while_querying == [True, True, True, True]
-    rows: Any = output(runtime, filtered).row_count
-    assert rows == 5  # four settled rows, then the appended one
+    assert output(runtime, filtered).row_count == 5  # four settled rows, then the appended one
     assert staging_files(runtime) == []
 
 

@@ -31,9 +31,10 @@ def fetch_query_rows(conn: Connection, sql: str) -> Sequence[Sequence[Any]]:
 
 
 def staging_connection(engine: Engine) -> Connection:
-    """A write connection whose transaction reads one snapshot (REPEATABLE READ on
-    PostgreSQL; SQLite's write transaction already does), so the row ids a run reads
-    up to are those its INSERT ... SELECT saw."""
+    """PostgreSQL's run connection: a write connection whose transaction reads one
+    snapshot (REPEATABLE READ), so the row ids a run reads up to are those its INSERT
+    ... SELECT saw. (SQLite runs read in a plain transaction, writing a staging file:
+    services/transformations/runs.py.)"""
     conn = write_connection(engine)
     if backend_of(conn).is_postgresql:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")

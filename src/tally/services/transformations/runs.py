@@ -111,12 +111,13 @@ class _Run:
 
 
 class TransformationBuilder:
-    """The `StagingBuilder` of kind `transformation`. On SQLite (`staging_dir` given) the
-    query writes its rows into a staging file of its own, so the database's one write
-    lock is not held while it runs (a query may run up to its time limit); the rows
-    are then moved in short transactions, as a load's are (decision 0013)."""
+    """The `StagingBuilder` of kind `transformation`. On SQLite the query writes its rows
+    into a staging file of its own in `staging_dir`, so the database's one write lock is
+    not held while it runs (a query may run up to its time limit); the rows are then
+    moved in short transactions, as a load's are (decision 0013). PostgreSQL stages in
+    place: its row locks stop no other writer."""
 
-    def __init__(self, engine: Engine, limits: RunLimits, staging_dir: Path | None = None):
+    def __init__(self, engine: Engine, limits: RunLimits, staging_dir: Path) -> None:
         self._engine = engine
         self._limits = limits
         self._staging_dir = staging_dir if backend_of(engine).has_one_writer else None
