@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import threading
+import time
 
 import pytest
 from sqlalchemy import Engine
@@ -17,6 +19,7 @@ from sqlalchemy import Engine
 from support.databases import BACKENDS
 from support.waiting import eventually
 from tally.runtime import Runtime
+from tally.storage import engine as engine_module
 from tally.storage.engine import WRITERS_SUFFIX, job_step, write_connection
 
 pytestmark = pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "sqlite"])
@@ -51,12 +54,26 @@ def record(engine: Engine, who: str) -> None:
         conn.exec_driver_sql("INSERT INTO handoff (who) VALUES (?)", (who,))
 
 
-def test_a_waiting_writer_goes_before_the_jobs_next_transaction(engine: Engine) -> None:
+def test_a_waiting_writer_goes_before_the_jobs_next_transaction(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The order, not the bound, is under test: a writer whose busy handler sleeps its
+    # longest (100 ms) on a loaded CI machine may miss the 0.25 s window.
+    monkeypatch.setattr(engine_module, "LONGEST_YIELD_SECONDS", 30.0)
     writer = threading.Thread(target=record, args=(engine, "writer"))
-    with job_step(engine) as conn:  # the job's first transaction holds the lock
-        conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('job 1')")
+    # The job's previous transaction holds the lock without announcing itself, so that
+    # `someone_writes` turns true only once the writer waits for the lock.
+    assert engine.url.database is not None
+    previous = sqlite3.connect(engine.url.database, isolation_level=None)
+    try:
+        previous.execute("BEGIN IMMEDIATE")
+        previous.execute("INSERT INTO handoff (who) VALUES ('job 1')")
         writer.start()
         eventually(lambda: someone_writes(engine), timeout=10, what="the writer to wait")
+        time.sleep(0.5)  # the writer's busy handler now sleeps 100 ms between tries
+        previous.execute("COMMIT")
+    finally:
+        previous.close()
     with job_step(engine) as conn:  # at once after its commit, as a job's loop does
         conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('job 2')")
     writer.join()
