@@ -112,6 +112,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
                 "reconciliation": ReconciliationBuilder(engine),
                 "transformation": TransformationBuilder(engine, run_limits, blobs.staging_dir),
             },
+            blobs.staging_dir,
         ),
         files=FileService(engine),
         intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Connection, Engine
 
@@ -53,9 +54,14 @@ class LeaseLostError(Exception):
 
 class DerivedRuns:
     def __init__(
-        self, engine: Engine, policy: RunPolicy, builders: Mapping[str, Builder | StagingBuilder]
+        self,
+        engine: Engine,
+        policy: RunPolicy,
+        builders: Mapping[str, Builder | StagingBuilder],
+        staging_dir: Path,
     ):
         self._engine = engine
+        self._staging_dir = staging_dir  # SQLite: where whole runs write their plans
         self.policy = policy
         self._builders = builders
         self._publisher = Publisher(engine, burst_seconds=policy.burst_seconds)
@@ -200,10 +206,17 @@ class DerivedRuns:
         if isinstance(builder, StagingBuilder):
             return output, True
         clock = time.perf_counter()
-        derived_outputs.write_plan(self._engine, resource_id, output.layout, output.rows(), guard)
-        clock = lap(timings, "stage", clock)
-        derived_outputs.fill(self._engine, resource_id, output.layout, output.row_count, guard)
-        derived_outputs.discard(self._engine, derived_outputs.plan_table(resource_id), guard)
+        engine, layout = self._engine, output.layout
+        with derived_outputs.plan_aside(engine, resource_id, self._staging_dir) as scratch:
+            derived_outputs.write_plan(
+                engine, resource_id, layout, output.rows(), guard, scratch=scratch
+            )
+            clock = lap(timings, "stage", clock)
+            derived_outputs.fill(
+                engine, resource_id, layout, output.row_count, guard, scratch=scratch
+            )
+        if scratch is None:
+            derived_outputs.discard(engine, derived_outputs.plan_table(resource_id), guard)
         lap(timings, "build", clock)
         return output, True
 

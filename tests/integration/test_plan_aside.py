@@ -1,0 +1,77 @@
+"""SQLite: a reconciliation's whole run writes its plan (one row per output row) into a
+scratch file of its own, not into the main database (derived_outputs.plan_aside):
+writing it takes no write lock of the main database, puts nothing through its log, and
+deleting the file replaces freeing its pages one by one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import inspect
+
+from support.factories import Tenant
+from support.reconciliation_runs import (
+    bank_and_ledger,
+    definition_json,
+    make_reconciliation,
+    output_resource,
+)
+from tally.runtime import Runtime
+from tally.storage import derived_outputs
+from tally.storage.blobs import BlobStore
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
+
+
+def lock_is_free(runtime: Runtime) -> bool:
+    """Whether another connection takes the main database's write lock at once."""
+    path = runtime.engine.url.database
+    assert path is not None
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    except sqlite3.OperationalError as error:
+        if "locked" not in str(error):
+            raise
+        return False
+    finally:
+        other.close()
+    return True
+
+
+def test_the_plan_is_written_aside_without_the_write_lock(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    left, right = bank_and_ledger(runtime, tenant)
+    record = make_reconciliation(runtime.engine, tenant, definition_json(left, right))
+    seen: dict[str, Any] = {}
+    write_plan = derived_outputs.write_plan
+
+    def probed(rows: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
+        for n, row in enumerate(rows):
+            if n == 1:  # inside the plan's transaction, its table already written to
+                seen["lock free"] = lock_is_free(runtime)
+                seen["files"] = list(BlobStore(runtime.settings.blob_dir).staging_dir.iterdir())
+            yield row
+
+    def writing(*args: Any, **kwargs: Any) -> int:
+        engine, resource_id, layout, rows, guard = args
+        return write_plan(engine, resource_id, layout, probed(rows), guard, **kwargs)
+
+    monkeypatch.setattr(derived_outputs, "write_plan", writing)
+    runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
+
+    assert seen["lock free"] is True
+    assert [Path(f).name.startswith(f"derived-{record.resource_id}-") for f in seen["files"]] == [
+        True
+    ]
+    assert list(BlobStore(runtime.settings.blob_dir).staging_dir.iterdir()) == []
+    with runtime.engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+    assert derived_outputs.plan_table(record.resource_id) not in tables
+    assert output_resource(runtime, record).row_count == 6  # 2 pairs, a split in 2 rows, 2 alone
