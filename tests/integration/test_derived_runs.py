@@ -183,6 +183,29 @@ def test_a_run_that_changes_nothing_keeps_the_data_version(
     assert changed.last_run["counts"]["unmatched_right"] == 0
 
 
+def test_a_whole_run_that_finds_the_published_rows_keeps_the_data_version(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    left, right = bank_and_ledger(runtime, tenant)
+    keyless = {"name": "amount and date", "type": "one_to_one", "keys": []}
+    record = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, passes=[keyless])
+    )
+    run_now(runtime, record)
+    first = output_resource(runtime, record)
+    again = run_now(runtime, record)  # a pass without keys: every run is whole
+    assert again.last_run is not None
+    assert again.last_run["mode"] == "full"
+    assert again.last_run["counts"]["unmatched_right"] == 3  # the split's two parts, REF-9
+    assert output_resource(runtime, record).data_version == first.data_version
+    assert output_rows(runtime, tenant, record) == output_rows(runtime, tenant, again)
+    append(runtime, left, "reference,amount,txn_date,memo\nREF-8,1.00,2024-01-09,x\n")
+    changed = run_now(runtime, record)
+    assert output_resource(runtime, record).data_version == first.data_version + 1
+    assert changed.last_run is not None
+    assert changed.last_run["counts"]["unmatched_right"] == 2  # 4.00 and 6.00; 1.00 found one
+
+
 def record_left(record: DerivedRecord) -> int:
     return int(record.definition["left"]["resource_id"])
 
