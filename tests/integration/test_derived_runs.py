@@ -38,7 +38,7 @@ from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.settings import Settings
-from tally.storage import derived_resources
+from tally.storage import derived_outputs, derived_resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.schema import derived_resources as derived_resources_table
@@ -204,6 +204,21 @@ def test_a_whole_run_that_finds_the_published_rows_keeps_the_data_version(
     assert output_resource(runtime, record).data_version == first.data_version + 1
     assert changed.last_run is not None
     assert changed.last_run["counts"]["unmatched_right"] == 2  # 4.00 and 6.00; 1.00 found one
+
+
+def test_an_output_written_in_many_batches_is_the_one_written_in_one(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    left, right = bank_and_ledger(runtime, tenant)
+    whole = make_reconciliation(runtime.engine, tenant, definition_json(left, right))
+    run_now(runtime, whole)
+    monkeypatch.setattr(derived_outputs, "BATCH_ROWS", 2)  # plan and fill: 3 batches each
+    batched = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, name="In batches")
+    )
+    run_now(runtime, batched)
+    assert output_resource(runtime, batched).row_count == 6
+    assert output_rows(runtime, tenant, batched) == output_rows(runtime, tenant, whole)
 
 
 def record_left(record: DerivedRecord) -> int:
