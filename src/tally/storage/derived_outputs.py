@@ -3,8 +3,10 @@
 A run writes two tables of its own, neither read by anyone else: `r_{id}_plan`, one
 row per output row (its row id `seq`, the values the run computed, and the row ids of
 the input rows it shows), written in batches; and `r_{id}_next`, the output itself,
-filled from the plan by INSERT ... SELECT joins in short transactions. `publish` then
-replaces the output in one short transaction: readable from then on. As after a
+filled from the plan by INSERT ... SELECT joins (on SQLite in short transactions; a
+whole run's plan there lives in a scratch file of its own, `plan_aside`). `publish`
+then replaces the output in one short transaction: readable from then on; the table
+it replaced, kept as `r_{id}_old`, is `discard`ed after. As after a
 source's load, `finish` then gives its rows their stored JSON text (decision 0011;
 pages render what has none meanwhile) and builds its indexes (decision 0010). SQLite
 has one writer: every step is a transaction of at most `BATCH_ROWS` rows or one index,
