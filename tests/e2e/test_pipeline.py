@@ -429,9 +429,15 @@ def test_hanging_server_is_retried_until_the_deadline(own_stack: Stack, server: 
 
     [file] = stack.wait(tenant, created["id"], 1)
     assert file["status"] == "failed"
-    assert file["error"].startswith(f"timed out talking to {server.url}/hang")
-    assert f"read limit {READ_TIMEOUT_SECONDS:g} s" in file["error"]
-    assert file["error"].endswith(f"(gave up after {file['attempts']} attempts)")
+    # Either the last attempt's retry would have begun past the deadline, or, on a
+    # loaded machine, it was due before it and claimed after it: the error names the
+    # timeout either way.
+    gave_up = f"(gave up after {file['attempts']} attempts)"
+    late = "not delivered within the delivery deadline; the last attempt: "
+    error = file["error"].removeprefix(late)
+    assert error.startswith(f"timed out talking to {server.url}/hang")
+    assert f"read limit {READ_TIMEOUT_SECONDS:g} s" in error
+    assert error.endswith(gave_up) != file["error"].startswith(late)
     assert file["attempts"] >= 2
     tries = [seen for seen in server.requests_for("/hang") if tag in seen.query]
     assert len(tries) == file["attempts"]

@@ -97,6 +97,31 @@ def test_a_file_whose_workers_die_fails_after_its_attempts(short_runtime: Runtim
     assert runtime.delivery.claim_file(worker="later") is None  # never claimed again
 
 
+def test_a_retry_claimed_past_the_deadline_names_the_last_attempts_error(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    settings = make_settings(request, backend, tmp_path / "home", delivery_deadline_seconds=0.0)
+    runtime = build_runtime(settings)
+    try:
+        file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
+        claim_when_free(runtime, "first")  # its attempt failed, a retry due at once
+        with runtime.engine.begin() as conn:
+            now = utc_now()
+            files.schedule_retry(
+                conn, file_id, error="HTTP 503 from the bank", next_attempt_at=now, now=now
+            )
+        claimed = claim_when_free(runtime, "late")
+        runtime.delivery.process_file(claimed, worker="late")
+        file = stored(runtime, file_id)
+        assert file.status == "failed"
+        assert file.error == (
+            "not delivered within the delivery deadline; the last attempt: HTTP 503 from the bank"
+        )
+        assert failed_events(runtime, file) == 1
+    finally:
+        runtime.close()
+
+
 def test_a_file_past_its_deadline_fails_at_its_claim(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:

@@ -189,8 +189,9 @@ class DeliveryService:
                 "(the worker handling the file stopped or crashed)",
             )
             return True
-        if utc_now() > file.give_up_at:
-            self._fail(file, worker, "not delivered within the delivery deadline")
+        if utc_now() > file.give_up_at:  # (a retry due before it, claimed after it)
+            last = f"; the last attempt: {file.error}" if file.error else ""
+            self._fail(file, worker, f"not delivered within the delivery deadline{last}")
             return True
         return False
 
