@@ -45,6 +45,15 @@ def short_runtime(
     runtime.close()
 
 
+@pytest.fixture
+def late_runtime(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[Runtime]:
+    """Every file is past its delivery deadline from the start."""
+    settings = make_settings(request, backend, tmp_path / "home", delivery_deadline_seconds=0.0)
+    runtime = build_runtime(settings)
+    yield runtime
+    runtime.close()
+
+
 def queue_file(runtime: Runtime, tenant: Tenant) -> int:
     source = runtime.sources.create_source(
         workspace_id=tenant.workspace_id, definition=SourceDefinition("ledger")
@@ -98,45 +107,35 @@ def test_a_file_whose_workers_die_fails_after_its_attempts(short_runtime: Runtim
 
 
 def test_a_retry_claimed_past_the_deadline_names_the_last_attempts_error(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+    late_runtime: Runtime,
 ) -> None:
-    settings = make_settings(request, backend, tmp_path / "home", delivery_deadline_seconds=0.0)
-    runtime = build_runtime(settings)
-    try:
-        file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
-        claim_when_free(runtime, "first")  # its attempt failed, a retry due at once
-        with runtime.engine.begin() as conn:
-            now = utc_now()
-            files.schedule_retry(
-                conn, file_id, error="HTTP 503 from the bank", next_attempt_at=now, now=now
-            )
-        claimed = claim_when_free(runtime, "late")
-        runtime.delivery.process_file(claimed, worker="late")
-        file = stored(runtime, file_id)
-        assert file.status == "failed"
-        assert file.error == (
-            "not delivered within the delivery deadline; the last attempt: HTTP 503 from the bank"
+    runtime = late_runtime
+    file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
+    claim_when_free(runtime, "first")  # its attempt failed, a retry due at once
+    with runtime.engine.begin() as conn:
+        now = utc_now()
+        files.schedule_retry(
+            conn, file_id, error="HTTP 503 from the bank", next_attempt_at=now, now=now
         )
-        assert failed_events(runtime, file) == 1
-    finally:
-        runtime.close()
+    claimed = claim_when_free(runtime, "late")
+    runtime.delivery.process_file(claimed, worker="late")
+    file = stored(runtime, file_id)
+    assert file.status == "failed"
+    assert file.error == (
+        "not delivered within the delivery deadline; the last attempt: HTTP 503 from the bank"
+    )
+    assert failed_events(runtime, file) == 1
 
 
-def test_a_file_past_its_deadline_fails_at_its_claim(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
-) -> None:
-    settings = make_settings(request, backend, tmp_path / "home", delivery_deadline_seconds=0.0)
-    runtime = build_runtime(settings)
-    try:
-        file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
-        claimed = claim_when_free(runtime, "late")
-        runtime.delivery.process_file(claimed, worker="late")
-        file = stored(runtime, file_id)
-        assert file.status == "failed"
-        assert file.error == "not delivered within the delivery deadline"
-        assert failed_events(runtime, file) == 1
-    finally:
-        runtime.close()
+def test_a_file_past_its_deadline_fails_at_its_claim(late_runtime: Runtime) -> None:
+    runtime = late_runtime
+    file_id = queue_file(runtime, make_tenant(runtime.engine, ingestion=True))
+    claimed = claim_when_free(runtime, "late")
+    runtime.delivery.process_file(claimed, worker="late")
+    file = stored(runtime, file_id)
+    assert file.status == "failed"
+    assert file.error == "not delivered within the delivery deadline"
+    assert failed_events(runtime, file) == 1
 
 
 def test_a_crash_after_delivery_leaves_the_file_delivered(short_runtime: Runtime) -> None:

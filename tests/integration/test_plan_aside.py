@@ -5,7 +5,6 @@ deleting the file replaces freeing its pages one by one."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,28 +19,12 @@ from support.reconciliation_runs import (
     make_reconciliation,
     output_resource,
 )
+from support.sqlite_lock import write_lock_is_free
 from tally.runtime import Runtime
 from tally.storage import derived_outputs
 from tally.storage.blobs import BlobStore
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
-
-
-def lock_is_free(runtime: Runtime) -> bool:
-    """Whether another connection takes the main database's write lock at once."""
-    path = runtime.engine.url.database
-    assert path is not None
-    other = sqlite3.connect(path, timeout=0, isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        other.execute("ROLLBACK")
-    except sqlite3.OperationalError as error:
-        if "locked" not in str(error):
-            raise
-        return False
-    finally:
-        other.close()
-    return True
 
 
 def test_the_plan_is_written_aside_without_the_write_lock(
@@ -55,7 +38,7 @@ def test_the_plan_is_written_aside_without_the_write_lock(
     def probed(rows: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
         for n, row in enumerate(rows):
             if n == 1:  # inside the plan's transaction, its table already written to
-                seen["lock free"] = lock_is_free(runtime)
+                seen["lock free"] = write_lock_is_free(runtime)
                 seen["files"] = list(BlobStore(runtime.settings.blob_dir).staging_dir.iterdir())
             yield row
 

@@ -6,7 +6,6 @@ renewing leases) would otherwise wait for the query, up to its time limit."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from sqlalchemy import Connection
 
 from support.databases import BACKENDS
 from support.factories import Tenant, append
+from support.sqlite_lock import write_lock_is_free
 from support.transformations import FILTER_SQL, make_inputs, output, run, transformation
 from tally.runtime import Runtime
 from tally.storage import transformation_sql
@@ -39,17 +39,7 @@ def lock_free_while_querying(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) 
 
     @contextmanager
     def probing(conn: Connection, seconds: float) -> Iterator[None]:
-        other = sqlite3.connect(database_path(runtime), timeout=0, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            other.execute("ROLLBACK")
-            seen.append(True)
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error):
-                raise
-            seen.append(False)
-        finally:
-            other.close()
+        seen.append(write_lock_is_free(runtime))
         with within_limit(conn, seconds):
             yield
 
