@@ -23,6 +23,7 @@ from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.admin import AdminService
 from tally.services.authentication import AuthenticationService
 from tally.services.catalogue import SourceCatalogue
+from tally.services.column_snapshots import ColumnSnapshots
 from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy, DeliveryService
 from tally.services.derived_runs import DerivedRuns, RunPolicy
@@ -164,6 +165,11 @@ def _data_query_service(settings: Settings, engine: Engine) -> DataQueryService:
         engine,
         cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
         cache_entries=settings.response_cache_max_entries,
+        snapshots=ColumnSnapshots(
+            engine,
+            min_rows=settings.snapshot_min_rows,
+            memory_bytes=settings.snapshot_memory_mb * 2**20,
+        ),
     )
 
 

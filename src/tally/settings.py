@@ -45,6 +45,18 @@ class Settings(BaseSettings):
         description="Processes per API process that run Data API queries (unset: the "
         "CPUs divided among the API processes; 0: in the API process's threads).",
     )
+    snapshot_min_rows: int = Field(
+        50_000,
+        ge=0,
+        description="Resources with at least this many rows get column snapshots: "
+        "filtered counts and pages of any filter set answered from memory (decision 0014).",
+    )
+    snapshot_memory_mb: int = Field(
+        256,
+        ge=0,
+        description="Memory each query process may give column snapshots (least recently "
+        "used dropped first; ~105 MB a 1M-row, ten-column resource); 0 turns them off.",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Key that encrypts stored download credentials "

@@ -1,5 +1,6 @@
 """Random tables, random filters, orderings, fields and pages: tally answers exactly what
-the plain reference model (reference.py) answers, on SQLite and on PostgreSQL.
+the plain reference model (reference.py) answers, on SQLite and on PostgreSQL, both by
+SQL and from column snapshots (decision 0014: every filtered request once one is built).
 
 Each example writes a small CSV whose columns are typed on purpose, loads it through
 the catalogue (the real loader, the real bulk load), checks the loader inferred the
@@ -14,6 +15,7 @@ import io
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,9 +25,10 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from reference import RefColumn, RefRejectedError, RefTable, RefUnmodelledError, run_query
 
+from support.databases import make_settings
 from support.factories import Tenant, make_source, read_envelope
 from tally.core.errors import QueryNotApplicableError
-from tally.runtime import Runtime
+from tally.runtime import Runtime, build_runtime
 from tally.storage.resources import Resource
 
 INT64_MAX = 2**63 - 1
@@ -41,6 +44,19 @@ QUERIES_PER_TABLE = 5
 # Shrinking reloads a table per step and can take minutes: on only when asked
 # (TALLY_PROPERTY_SHRINK=1). A failure prints its CSV, its query and the seed anyway.
 PHASES = tuple(p for p in Phase if p is not Phase.shrink or os.environ.get("TALLY_PROPERTY_SHRINK"))
+
+
+@pytest.fixture(params=["sql", "snapshots"])
+def runtime(request: pytest.FixtureRequest, backend: str, tmp_path: Any) -> Iterator[Runtime]:
+    """Filtered requests answered by SQL alone, or from column snapshots of every
+    resource however small (`load` waits for each table's snapshot)."""
+    if request.param == "snapshots":
+        overrides: dict[str, int] = {"snapshot_min_rows": 0}
+    else:
+        overrides = {"snapshot_memory_mb": 0}
+    built = build_runtime(make_settings(request, backend, tmp_path / "home", **overrides))
+    yield built
+    built.close()
 
 
 @dataclass(frozen=True)
@@ -376,7 +392,19 @@ def load(runtime: Runtime, tenant: Tenant, table: GenTable) -> tuple[Resource, R
         (c.name, c.type, c.scale, c.timezone) for c in intended
     ]
     assert resource.row_count == len(table.cells)
-    return resource, RefTable.from_cells(intended, table.cells)
+    return snapshot_ready(runtime, resource), RefTable.from_cells(intended, table.cells)
+
+
+def snapshot_ready(runtime: Runtime, resource: Resource) -> Resource:
+    """Where `resource` gets a snapshot (the `runtime` fixture's "snapshots"), wait until
+    it is built, so that every filtered read after this is answered from it."""
+    snapshots = runtime.data_query.snapshots
+    large = resource.row_count >= runtime.settings.snapshot_min_rows
+    if snapshots is not None and snapshots.enabled and large:
+        snapshots.get(resource)
+        snapshots.wait()
+        assert snapshots.get(resource) is not None, "the snapshot answers every filtered read"
+    return resource
 
 
 def forget_row_json(runtime: Runtime, resource: Resource, *, every: int) -> None:
@@ -444,7 +472,9 @@ NINES = "9" * 30
 def test_decimal_filters_with_many_digits_are_not_rounded(
     runtime: Runtime, tenant: Tenant, key: str, value: str, amounts: list[str]
 ) -> None:
-    source = make_source(runtime.engine, tenant, "amount\n12.49\n12.50\n12.51\n")
+    source = snapshot_ready(
+        runtime, make_source(runtime.engine, tenant, "amount\n12.49\n12.50\n12.51\n")
+    )
     assert _column(runtime, tenant, source, [(key, value)], "amount") == amounts
 
 
@@ -463,17 +493,16 @@ def test_decimal_filters_with_many_digits_are_not_rounded(
 def test_booleans_compare_with_every_operator(
     runtime: Runtime, tenant: Tenant, key: str, value: str, numbers: list[int]
 ) -> None:
-    source = make_source(runtime.engine, tenant, "flag,n\ntrue,1\nfalse,2\n,3\n")
+    source = snapshot_ready(
+        runtime, make_source(runtime.engine, tenant, "flag,n\ntrue,1\nfalse,2\n,3\n")
+    )
     assert _column(runtime, tenant, source, [(key, value)], "n") == numbers
 
 
 def test_in_lists_mix_small_and_64_bit_numbers(runtime: Runtime, tenant: Tenant) -> None:
     big = str(INT64_MAX)
-    source = make_source(
-        runtime.engine,
-        tenant,
-        f"n,amount\n5,0.05\n{big},92233720368547758.07\n-{big},-92233720368547758.07\n",
-    )
+    text = f"n,amount\n5,0.05\n{big},92233720368547758.07\n-{big},-92233720368547758.07\n"
+    source = snapshot_ready(runtime, make_source(runtime.engine, tenant, text))
     assert _column(runtime, tenant, source, [("n__in", f"5,{big}")], "n") == [5, INT64_MAX]
     assert _column(runtime, tenant, source, [("n__in", f"-{big},5")], "n") == [5, -INT64_MAX]
     amounts = _column(

@@ -25,6 +25,7 @@ from tally.core.errors import (
 )
 from tally.core.filters import RowQuery, parse_row_query
 from tally.core.ids import hash_secret, secret_matches
+from tally.services.column_snapshots import ColumnSnapshot, ColumnSnapshots
 from tally.storage.access import read_access
 from tally.storage.db_errors import translated_errors
 from tally.storage.engine import snapshot_connection
@@ -150,9 +151,17 @@ def prefers_row_order_scan(query: RowQuery, matching: int, rows: int) -> bool:
 
 class DataQueryService:
     def __init__(
-        self, engine: Engine, *, cache_seconds: int | None, cache_entries: int = 2048
+        self,
+        engine: Engine,
+        *,
+        cache_seconds: int | None,
+        cache_entries: int = 2048,
+        snapshots: ColumnSnapshots | None = None,
     ) -> None:
         self._engine = engine
+        # Filtered requests on large resources are answered from column snapshots once
+        # they are built (decision 0014); None: always by SQL.
+        self._snapshots = snapshots
         self._responses = (
             _LockedCache(TTLCache[object, object](cache_entries, cache_seconds))
             if cache_seconds
@@ -167,6 +176,10 @@ class DataQueryService:
         # Per data version and column: may a row lack a value there? A descending page
         # that starts after a key seeks straight to it only when none can.
         self._missing = _LockedCache(LRUCache[object, object](COUNT_CACHE_ENTRIES))
+
+    @property
+    def snapshots(self) -> ColumnSnapshots | None:
+        return self._snapshots
 
     def read(self, request: DataRequest) -> bytes:
         """The response body (JSON envelope) for a Data API request."""
@@ -335,12 +348,37 @@ class DataQueryService:
         stop: int,
     ) -> tuple[list[str], int, CountHint | None]:
         """The rows at positions [start, stop) of the page, the total, and the count."""
+        if self._snapshots is not None and query.conditions:
+            snapshot = self._snapshots.get(resource)
+            if snapshot is not None:
+                return self._rows_from_snapshot(conn, resource, query, snapshot, start, stop)
         count = self._count(conn, resource, query, hint)
         total = resource.row_count if count is None else count.total
         rows: list[str] = []
         offset = query.offset + start
         if offset < total and start < stop:
             rows = self._page(conn, resource, query, total, offset, stop - start)
+        return rows, total, count
+
+    def _rows_from_snapshot(
+        self,
+        conn: Connection,
+        resource: Resource,
+        query: RowQuery,
+        snapshot: ColumnSnapshot,
+        start: int,
+        stop: int,
+    ) -> tuple[list[str], int, CountHint | None]:
+        """`_rows` with the count and the page's row ids from the snapshot of the
+        resource's data version, and only those rows read, in this transaction."""
+        found = snapshot.matches(query.conditions)
+        total = int(found.sum())
+        count = CountHint(resource.id, resource.data_version, query.count_key(), total)
+        offset = query.offset + start
+        if offset >= total or start >= stop:
+            return [], total, count
+        row_ids = snapshot.page_row_ids(found, query.ordering, offset, stop - start)
+        rows = pages.rows_by_id(conn, resource.table_name, resource.columns, query.fields, row_ids)
         return rows, total, count
 
     def _render(

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql as pg_types
 
 from tally.core.columns import Column
 from tally.core.filters import Condition, Operator, Ordering, RowQuery
@@ -338,3 +339,45 @@ def count_rows(conn: Connection, table: str, columns: Sequence[Column], query: R
     where = _where(source, _terms(query.conditions))
     stmt = sa.select(sa.func.count()).select_from(source).where(*where)
     return int(conn.execute(stmt, _condition_values(query.conditions)).scalar_one())
+
+
+@dataclass(frozen=True)
+class _RowsShape:
+    table: str
+    columns: tuple[Column, ...]
+    fields: tuple[Column, ...]
+    postgresql: bool
+
+
+def rows_by_id(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    fields: Sequence[Column],
+    row_ids: Sequence[int],
+) -> list[str]:
+    """The JSON object texts of the rows `row_ids`, in that order: a page whose rows
+    were chosen elsewhere (a column snapshot, decision 0014), read in the caller's
+    transaction."""
+    if not row_ids:
+        return []
+    shape = _RowsShape(table, tuple(columns), tuple(fields), backend_of(conn).is_postgresql)
+    found, _ = _driver_rows(conn, _rows_statement(shape), {"row_ids": list(row_ids)})
+    text_of = {row[1]: row[0] for row in found}
+    return [text_of[row_id] for row_id in row_ids]
+
+
+@functools.lru_cache(maxsize=PAGE_STATEMENTS)
+def _rows_statement(shape: _RowsShape) -> sa.Select[Any]:
+    source = row_table(shape.table, shape.columns)
+    stored = shape.fields == shape.columns
+    rendered, rows_from = rendered_rows(
+        source, shape.fields, f"{shape.table}.", shape.postgresql, stored
+    )
+    row_id = source.c[ROW_ID]
+    if shape.postgresql:
+        ids = sa.bindparam("row_ids", type_=pg_types.ARRAY(sa.BigInteger()))
+        chosen = row_id == sa.any_(ids)
+    else:
+        chosen = row_id.in_(sa.bindparam("row_ids", expanding=True))
+    return sa.select(rendered, row_id).select_from(rows_from).where(chosen)

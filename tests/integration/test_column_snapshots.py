@@ -1,0 +1,128 @@
+"""Column snapshots (decision 0014) over their life: built per data version, only for
+large enough resources, within the memory budget, never answering for a version they do
+not hold. What they answer is checked against the reference model in
+tests/property/test_query_semantics.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from support.databases import make_settings
+from support.factories import Tenant, append, make_source, make_tenant, read_envelope
+from tally.runtime import Runtime, build_runtime
+from tally.services.column_snapshots import ColumnSnapshots, build_snapshot
+from tally.storage.resources import Resource, find_resource
+
+CSV = "id,currency,amount,booked\n" + "".join(
+    f"{n},{'EUR' if n % 3 else 'USD'},{n}.{n % 100:02d},2026-01-{n % 28 + 1:02d}\n"
+    for n in range(1, 101)
+)
+
+
+@pytest.fixture
+def snapshot_runtime(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[Runtime]:
+    built = build_runtime(
+        make_settings(
+            request, backend, tmp_path / "home", snapshot_min_rows=50, response_cache=False
+        )
+    )
+    yield built
+    built.close()
+
+
+def current(engine: Engine, resource_id: int) -> Resource:
+    with engine.connect() as conn:
+        resource = find_resource(conn, resource_id)
+    assert resource is not None
+    return resource
+
+
+def ready(snapshots: ColumnSnapshots, resource: Resource) -> bool:
+    snapshots.get(resource)
+    snapshots.wait()
+    return snapshots.get(resource) is not None
+
+
+def test_a_delivery_is_read_at_once_and_gets_a_snapshot_of_its_own(
+    snapshot_runtime: Runtime,
+) -> None:
+    runtime = snapshot_runtime
+    tenant = make_tenant(runtime.engine)
+    snapshots = runtime.data_query.snapshots
+    assert snapshots is not None
+    source = make_source(runtime.engine, tenant, CSV)
+    assert ready(snapshots, source)
+    filters = [("currency", "USD"), ("amount__gte", "90")]
+    before = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
+    assert [r["id"] for r in before["data"]] == [99, 96, 93, 90]
+
+    append(runtime, source.id, "id,currency,amount,booked\n102,USD,500.00,2026-02-01\n")
+    after = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
+    # the old version's snapshot does not answer for the new version: SQL does, at once
+    assert [r["id"] for r in after["data"]] == [102, 99, 96, 93, 90]
+    assert after["meta"]["total_count"] == 5
+
+    newer = current(runtime.engine, source.id)
+    assert ready(snapshots, newer)
+    again = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
+    assert again == after
+    assert snapshots.get(source) is None  # the older version's was dropped for it
+
+
+def test_small_resources_are_answered_by_sql(snapshot_runtime: Runtime) -> None:
+    tenant = make_tenant(snapshot_runtime.engine)
+    snapshots = snapshot_runtime.data_query.snapshots
+    assert snapshots is not None
+    small = make_source(snapshot_runtime.engine, tenant, "id,amount\n1,2.50\n2,3.75\n")
+    assert not ready(snapshots, small)
+    rows = read_envelope(snapshot_runtime, tenant, small.id, filters=[("amount__gt", "3")])
+    assert [r["id"] for r in rows["data"]] == [2]
+
+
+def test_a_snapshot_over_the_memory_budget_is_not_kept(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(runtime.engine, tenant, CSV)
+    whole = build_snapshot(runtime.engine, source)
+    assert whole is not None
+    tight = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=whole.nbytes - 1)
+    assert not ready(tight, source)
+    roomy = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=whole.nbytes)
+    assert ready(roomy, source)
+
+
+def test_the_least_recently_used_snapshot_goes_first(runtime: Runtime, tenant: Tenant) -> None:
+    first = make_source(runtime.engine, tenant, CSV, name="first")
+    second = make_source(runtime.engine, tenant, CSV, name="second")
+    third = make_source(runtime.engine, tenant, CSV, name="third")
+    one = build_snapshot(runtime.engine, first)
+    assert one is not None
+    snapshots = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=2 * one.nbytes)
+    assert ready(snapshots, first)
+    assert ready(snapshots, second)
+    assert snapshots.get(first) is not None  # used: second is now the least recent
+    assert ready(snapshots, third)
+    assert snapshots.get(first) is not None
+    assert snapshots.get(second) is None
+
+
+def test_no_snapshot_is_built_for_a_version_that_is_gone(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(runtime.engine, tenant, CSV)
+    append(runtime, source.id, "id,currency,amount,booked\n102,USD,500.00,2026-02-01\n")
+    assert build_snapshot(runtime.engine, source) is None  # `source` is the older version
+    newer = current(runtime.engine, source.id)
+    snapshot = build_snapshot(runtime.engine, newer)
+    assert snapshot is not None
+    assert snapshot.data_version == newer.data_version
+    assert len(snapshot.row_ids) == 101
+
+
+def test_snapshots_can_be_turned_off(runtime: Runtime, tenant: Tenant) -> None:
+    source = make_source(runtime.engine, tenant, CSV)
+    off = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=0)
+    assert not off.enabled
+    assert not ready(off, source)
