@@ -17,10 +17,13 @@ from tally.runtime import Runtime, build_runtime
 from tally.services.column_snapshots import ColumnSnapshots, build_snapshot
 from tally.storage.resources import Resource, find_resource
 
-CSV = "id,currency,amount,booked\n" + "".join(
-    f"{n},{'EUR' if n % 3 else 'USD'},{n}.{n % 100:02d},2026-01-{n % 28 + 1:02d}\n"
+# References longer than 15 bytes: numpy keeps those texts outside the array itself.
+CSV = "id,currency,amount,booked,reference\n" + "".join(
+    f"{n},{'EUR' if n % 3 else 'USD'},{n}.{n % 100:02d},2026-01-{n % 28 + 1:02d},"
+    f"invoice-2026-{n % 7:05d}\n"
     for n in range(1, 101)
 )
+LATE = "id,currency,amount,booked,reference\n102,USD,500.00,2026-02-01,invoice-2026-00009\n"
 
 
 @pytest.fixture
@@ -62,7 +65,7 @@ def test_a_delivery_is_read_at_once_and_gets_a_snapshot_of_its_own(
     before = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
     assert [r["id"] for r in before["data"]] == [99, 96, 93, 90]
 
-    append(runtime, source.id, "id,currency,amount,booked\n102,USD,500.00,2026-02-01\n")
+    append(runtime, source.id, LATE)
     after = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
     # the old version's snapshot does not answer for the new version: SQL does, at once
     assert [r["id"] for r in after["data"]] == [102, 99, 96, 93, 90]
@@ -72,7 +75,30 @@ def test_a_delivery_is_read_at_once_and_gets_a_snapshot_of_its_own(
     assert ready(snapshots, newer)
     again = read_envelope(runtime, tenant, source.id, filters=filters, ordering="-amount")
     assert again == after
-    assert snapshots.get(source) is None  # the older version's was dropped for it
+    long_texts = [("reference__gte", "invoice-2026-00006"), ("reference__lt", "invoice-2026-1")]
+    found = read_envelope(runtime, tenant, source.id, filters=long_texts, ordering="reference")
+    assert [r["id"] for r in found["data"]] == [
+        6,
+        13,
+        20,
+        27,
+        34,
+        41,
+        48,
+        55,
+        62,
+        69,
+        76,
+        83,
+        90,
+        97,
+        102,
+    ]
+    exact = read_envelope(runtime, tenant, source.id, filters=[("reference", "invoice-2026-00009")])
+    assert [r["id"] for r in exact["data"]] == [102]
+    # the older version's was dropped for it, and is not built again when asked for
+    assert snapshots.get(source) is None
+    assert not snapshots.building
 
 
 def test_small_resources_are_answered_by_sql(snapshot_runtime: Runtime) -> None:
@@ -108,11 +134,12 @@ def test_the_least_recently_used_snapshot_goes_first(runtime: Runtime, tenant: T
     assert ready(snapshots, third)
     assert snapshots.get(first) is not None
     assert snapshots.get(second) is None
+    snapshots.wait()
 
 
 def test_no_snapshot_is_built_for_a_version_that_is_gone(runtime: Runtime, tenant: Tenant) -> None:
     source = make_source(runtime.engine, tenant, CSV)
-    append(runtime, source.id, "id,currency,amount,booked\n102,USD,500.00,2026-02-01\n")
+    append(runtime, source.id, LATE)
     assert build_snapshot(runtime.engine, source) is None  # `source` is the older version
     newer = current(runtime.engine, source.id)
     snapshot = build_snapshot(runtime.engine, newer)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from cachetools import Cache, LRUCache, TTLCache
 from sqlalchemy import Connection, Engine
 
@@ -372,12 +373,12 @@ class DataQueryService:
         """`_rows` with the count and the page's row ids from the snapshot of the
         resource's data version, and only those rows read, in this transaction."""
         found = snapshot.matches(query.conditions)
-        total = int(found.sum())
+        total = int(np.count_nonzero(found))
         count = CountHint(resource.id, resource.data_version, query.count_key(), total)
         offset = query.offset + start
         if offset >= total or start >= stop:
             return [], total, count
-        row_ids = snapshot.page_row_ids(found, query.ordering, offset, stop - start)
+        row_ids = snapshot.page_row_ids(found, total, query.ordering, offset, stop - start)
         rows = pages.rows_by_id(conn, resource.table_name, resource.columns, query.fields, row_ids)
         return rows, total, count
 

@@ -361,8 +361,15 @@ def rows_by_id(
     transaction."""
     if not row_ids:
         return []
-    shape = _RowsShape(table, tuple(columns), tuple(fields), backend_of(conn).is_postgresql)
-    found, _ = _driver_rows(conn, _rows_statement(shape), {"row_ids": list(row_ids)})
+    postgresql = backend_of(conn).is_postgresql
+    shape = _RowsShape(table, tuple(columns), tuple(fields), postgresql)
+    # One text parameter: on SQLite a JSON array (json_each), not an expanding IN list,
+    # which SQLAlchemy re-renders into new SQL on every call (~1.5 ms a 1000-row page);
+    # on PostgreSQL an array literal, which psycopg passes as it is (dumping a list of
+    # 1000 ints as an array cost ~0.9 ms).
+    listed = ",".join(map(str, row_ids))
+    ids = f"{{{listed}}}" if postgresql else f"[{listed}]"
+    found, _ = _driver_rows(conn, _rows_statement(shape), {"row_ids": ids})
     text_of = {row[1]: row[0] for row in found}
     return [text_of[row_id] for row_id in row_ids]
 
@@ -376,8 +383,9 @@ def _rows_statement(shape: _RowsShape) -> sa.Select[Any]:
     )
     row_id = source.c[ROW_ID]
     if shape.postgresql:
-        ids = sa.bindparam("row_ids", type_=pg_types.ARRAY(sa.BigInteger()))
+        ids = sa.cast(sa.bindparam("row_ids", type_=sa.Text()), pg_types.ARRAY(sa.BigInteger()))
         chosen = row_id == sa.any_(ids)
     else:
-        chosen = row_id.in_(sa.bindparam("row_ids", expanding=True))
+        listed = sa.func.json_each(sa.bindparam("row_ids", type_=sa.Text()))
+        chosen = row_id.in_(sa.select(sa.literal_column("value")).select_from(listed))
     return sa.select(rendered, row_id).select_from(rows_from).where(chosen)
