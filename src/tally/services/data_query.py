@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from cachetools import Cache, LRUCache, TTLCache
 from sqlalchemy import Connection, Engine
 
@@ -390,8 +389,7 @@ class DataQueryService:
     ) -> tuple[list[str], int, CountHint | None]:
         """`_rows` with the count and the page's row ids from the snapshot of the
         resource's data version, and only those rows read, in this transaction."""
-        found = snapshot.matches(query.conditions)
-        total = int(np.count_nonzero(found))
+        found, total = snapshot.matches(query.conditions)
         count = CountHint(resource.id, resource.data_version, query.count_key(), total)
         self._counts.put((resource.id, resource.data_version, count.count_key), total)
         offset = query.offset + start
