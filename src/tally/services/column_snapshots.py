@@ -40,12 +40,6 @@ log = logging.getLogger(__name__)
 
 TEXT_LIKE = frozenset({ColumnType.TEXT, ColumnType.DATE, ColumnType.TIMESTAMP})
 
-# numpy's variable-width text: one compact array of a column's distinct values, sorted
-# by code point (the byte order of UTF-8, as both backends compare text). Searched with
-# `bisect`, element by element: numpy 2.4's searchsorted fails on these arrays once a
-# text is longer than 15 bytes ("Failed to load string in string comparison").
-STRINGS = np.dtypes.StringDType()
-
 Mask = npt.NDArray[np.bool_]
 Keys = npt.NDArray[np.integer[Any]]
 Positions = npt.NDArray[np.integer[Any]]
@@ -57,15 +51,14 @@ class SnapshotColumn:
 
     keys: Keys
     missing: Mask | None  # where the value is missing; None when no row lacks one
-    distinct: npt.NDArray[Any] | None  # text-like: the sorted values the keys index
+    distinct: list[str] | None  # text-like: the sorted values the keys index
     order: Positions  # positions, ascending, missing first
 
     @property
     def nbytes(self) -> int:
         missing = 0 if self.missing is None else self.missing.nbytes
-        text = 0
-        if self.distinct is not None:  # (an upper bound: short texts are stored inline)
-            text = self.distinct.nbytes + int(np.strings.str_len(self.distinct).sum())
+        # A Python str costs ~50 bytes besides its characters (an estimate).
+        text = sum(len(v) + 50 for v in self.distinct) if self.distinct is not None else 0
         return self.keys.nbytes + missing + self.order.nbytes + text
 
     def matches(self, condition: Condition) -> Mask | None:
@@ -191,7 +184,6 @@ class ColumnSnapshot:
         return [int(i) for i in self.row_ids[positions]]
 
 
-NUMPY_CODING_FROM = 100_000  # distinct texts in a column (see _coded)
 SORT_COST = 30  # sorting a match (~150 ns at 1M rows) costs walking ~30 entries (~5 ns each)
 WALK_CHUNK = 65_536  # entries of an order tested at a time
 
@@ -235,7 +227,7 @@ def build_snapshot(engine: Engine, resource: Resource) -> ColumnSnapshot | None:
 def _snapshot_column(column: Column, values: list[Any]) -> SnapshotColumn:
     missing_list = [v is None for v in values]
     missing = np.asarray(missing_list, dtype=np.bool_) if any(missing_list) else None
-    distinct: npt.NDArray[Any] | None = None
+    distinct: list[str] | None = None
     if column.type in TEXT_LIKE:
         present = values if missing is None else [v for v in values if v is not None]
         distinct, codes = _coded(present)
@@ -256,17 +248,15 @@ def _snapshot_column(column: Column, values: list[Any]) -> SnapshotColumn:
     return SnapshotColumn(keys, missing, distinct, positions)
 
 
-def _coded(texts: list[str]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
-    """The sorted distinct texts, and each text's position among them. A dict codes a
-    column of few distinct values fastest (0.1-0.2 s at 1M rows); numpy's sort, ~1 s
-    whatever the values, beats it past ~100,000 distinct (3 s at 1M)."""
-    unique = set(texts)
-    if len(unique) > NUMPY_CODING_FROM:
-        return np.unique(np.array(texts, dtype=STRINGS), return_inverse=True)
-    ordered = sorted(unique)
-    position = {v: i for i, v in enumerate(ordered)}
-    codes = np.fromiter((position[v] for v in texts), np.int64, len(texts))
-    return np.array(ordered, dtype=STRINGS), codes
+def _coded(texts: list[str]) -> tuple[list[str], npt.NDArray[np.int64]]:
+    """The sorted distinct texts (code point order: UTF-8's byte order), and each text's
+    position among them. Plain Python on purpose: numpy 2.4's variable-width text
+    arrays crashed the process in `np.unique` in a background thread (a segmentation
+    fault in CI) and fail `searchsorted` on texts over 15 bytes; ~3 s at 1M distinct
+    values, 0.1-0.2 s for a column of few."""
+    distinct = sorted(set(texts))
+    position = {v: i for i, v in enumerate(distinct)}
+    return distinct, np.fromiter((position[v] for v in texts), np.int64, len(texts))
 
 
 def _narrow(keys: npt.NDArray[np.int64]) -> Keys:
