@@ -78,6 +78,9 @@ class Runtime:
 
     def close(self) -> None:
         self.intake.close()
+        if self.data_query.snapshots is not None:
+            # A column snapshot still being built holds a connection of this engine.
+            self.data_query.snapshots.wait()
         self.engine.dispose()
 
 
