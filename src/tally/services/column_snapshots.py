@@ -163,22 +163,18 @@ class ColumnSnapshot:
         the order the database would give them (`pages._order_by`). Descending is
         ascending reversed: missing values last, ties by row id from the highest."""
         wanted = offset + limit
-        if ordering.column is None:
-            positions: Positions = np.flatnonzero(found)
-            if ordering.descending:
-                positions = positions[::-1]
-            return self._ids(positions[offset:wanted])
-        column = self.columns[ordering.column.physical]
-        rows = len(self.row_ids)
+        column = None if ordering.column is None else self.columns[ordering.column.physical]
         # Walking the column's order until the page's rows are found reads about
         # wanted * rows / matching entries; sorting the matches costs SORT_COST walked
         # entries each. The cheaper one is taken.
-        if wanted * rows > matching * matching * SORT_COST:
-            positions = column.sorted_positions(np.flatnonzero(found))
-            if ordering.descending:
-                positions = positions[::-1]
-            return self._ids(positions[offset:wanted])
-        return self._ids(_walk(column.order, found, ordering.descending, offset, wanted))
+        if column is not None and wanted * len(self.row_ids) <= matching * matching * SORT_COST:
+            return self._ids(_walk(column.order, found, ordering.descending, offset, wanted))
+        positions: Positions = np.flatnonzero(found)
+        if column is not None:
+            positions = column.sorted_positions(positions)
+        if ordering.descending:
+            positions = positions[::-1]
+        return self._ids(positions[offset:wanted])
 
     def _ids(self, positions: Positions) -> list[int]:
         return [int(i) for i in self.row_ids[positions]]
