@@ -39,6 +39,7 @@ sys.path[:0] = [str(REPO / "tests")]
 from support.factories import Tenant  # noqa: E402
 from support.reconciliation_pairs import PEER_DEFINITION  # noqa: E402
 from support.reconciliation_runs import make_reconciliation  # noqa: E402
+from tally.core.collector import settle_garbage_collector  # noqa: E402
 from tally.runtime import build_runtime  # noqa: E402
 from tally.settings import load_settings  # noqa: E402
 
@@ -92,6 +93,7 @@ def setup(folder: Path, late: int) -> None:
 
 def run(derived_id: int, profile: str | None) -> None:
     runtime = build_runtime(load_settings())
+    settle_garbage_collector()  # as a worker does
     phases = _Phases()
     logging.getLogger("tally.derived").addHandler(phases)
     logging.getLogger("tally.derived").setLevel(logging.INFO)
@@ -133,6 +135,7 @@ def run(derived_id: int, profile: str | None) -> None:
 
 def late(derived_id: int, path: Path) -> None:
     runtime = build_runtime(load_settings())
+    settle_garbage_collector()  # as a worker does
     phases = _Phases()
     logging.getLogger("tally.derived").addHandler(phases)
     logging.getLogger("tally.derived").setLevel(logging.INFO)

@@ -186,6 +186,7 @@ def run_reconciliation(
 ) -> None:
     """Run a reconciliation now, in this process; returns once its output is readable
     and prints its last run (a run another worker holds is waited for)."""
+    settle_garbage_collector()
     with _runtime() as runtime:
         record = runtime.derived.run_now(
             reconciliation,
@@ -242,6 +243,7 @@ def run_transformation(
 ) -> None:
     """Run a transformation now, in this process; returns once its output is readable
     and prints its last run (a run another worker holds is waited for)."""
+    settle_garbage_collector()
     with _runtime() as runtime:
         record = runtime.derived.run_now(
             transformation,

@@ -24,6 +24,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
+from tally.core.collector import paused_collector
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
 from tally.services.derived_publishing import Publisher, lap
@@ -177,7 +178,8 @@ class DerivedRuns:
         it (services/derived_publishing.py)."""
         timings: dict[str, float] = {}
         guard = self._guard(record.id, worker)
-        staged = self._stage(record, guard, timings)
+        with paused_collector():  # the inputs and the engine's millions of objects
+            staged = self._stage(record, guard, timings)
         if isinstance(staged, Patch):
             self._publisher.publish_patch(record, staged, guard, started, timings)
             return
