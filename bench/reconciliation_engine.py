@@ -31,7 +31,7 @@ from support.reconciliation_pairs import (  # noqa: E402
     read_truth,
 )
 from tally.core.reconciliation import ManualWork, SideName  # noqa: E402
-from tally.services.reconciliation.matching import output_rows, reconcile  # noqa: E402
+from tally.services.reconciliation.matching import SideTable, output_rows, reconcile  # noqa: E402
 
 
 def _status_mb(field: str) -> float:
@@ -73,7 +73,12 @@ def main() -> int:
     if profiler:
         profiler.enable()
     outcome = reconcile(
-        definition, left, right, ManualWork(), scale=SCALE, content=content_lookup(paths)
+        definition,
+        SideTable.of(left),
+        SideTable.of(right),
+        ManualWork(),
+        scale=SCALE,
+        content=content_lookup(paths),
     )
     if profiler:
         profiler.disable()

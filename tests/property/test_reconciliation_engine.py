@@ -19,7 +19,7 @@ from support.reconciliation_cases import (
     side_rows,
 )
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, SideName
-from tally.services.reconciliation.matching import output_rows, reconcile
+from tally.services.reconciliation.matching import SideTable, output_rows, reconcile
 
 # Few distinct values, so that keys collide, sums fit and ties happen; the rarer ones test
 # the normalisers and empty values.
@@ -144,7 +144,9 @@ def test_shuffled_input_gives_the_same_outcome(case: tuple[Any, ...], rnd: rando
     lookup = content(left, right)
     left_rows = side_rows(d, SideName.LEFT, left)
     right_rows = side_rows(d, SideName.RIGHT, right)
-    first = reconcile(d, left_rows, right_rows, manual, scale=SCALE, content=lookup)
+    tables = SideTable.of(left_rows), SideTable.of(right_rows)
+    first = reconcile(d, *tables, manual, scale=SCALE, content=lookup)
     rnd.shuffle(left_rows)
     rnd.shuffle(right_rows)
-    assert reconcile(d, left_rows, right_rows, manual, scale=SCALE, content=lookup) == first
+    tables = SideTable.of(left_rows), SideTable.of(right_rows)
+    assert reconcile(d, *tables, manual, scale=SCALE, content=lookup) == first

@@ -8,7 +8,13 @@ from typing import Any
 
 from support.reconciliation_model import Model, ModelMatch, ModelRow
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
-from tally.services.reconciliation.matching import Outcome, SideRow, key_columns, reconcile
+from tally.services.reconciliation.matching import (
+    Outcome,
+    SideRow,
+    SideTable,
+    key_columns,
+    reconcile,
+)
 
 COLUMNS = ("ref", "code", "amount", "day", "note")  # every test row's columns, in order
 SCALE = 2
@@ -69,8 +75,8 @@ def run_engine(
 ) -> Outcome:
     return reconcile(
         d,
-        side_rows(d, SideName.LEFT, left),
-        side_rows(d, SideName.RIGHT, right),
+        SideTable.of(side_rows(d, SideName.LEFT, left)),
+        SideTable.of(side_rows(d, SideName.RIGHT, right)),
         manual,
         scale=SCALE,
         content=content(left, right),

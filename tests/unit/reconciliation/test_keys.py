@@ -7,7 +7,7 @@ from __future__ import annotations
 from support.reconciliation_cases import definition
 from tally.core.reconciliation import SideName
 from tally.services.reconciliation.keys import chains, side_keys
-from tally.services.reconciliation.matching import SideRow
+from tally.services.reconciliation.matching import SideRow, SideTable
 
 EXACT = {"name": "exact", "type": "one_to_one", "keys": [{"left": "ref", "right": "ref"}]}
 TRIMMED = {
@@ -22,8 +22,8 @@ DIGITS = {
 }
 
 
-def rows(*refs: str | None) -> list[SideRow]:
-    return [SideRow(n, (ref,), 0, 0) for n, ref in enumerate(refs, 1)]
+def rows(*refs: str | None) -> SideTable:
+    return SideTable.of(SideRow(n, (ref,), 0, 0) for n, ref in enumerate(refs, 1))
 
 
 def test_extending_normalisers_share_a_column_and_others_do_not() -> None:

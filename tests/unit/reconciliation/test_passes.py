@@ -10,6 +10,7 @@ from support.reconciliation_cases import definition, row, run_engine, side_rows
 from tally.core.reconciliation import ManualMatch, ManualWork, MatchStatus, Rejection, SideName
 from tally.services.reconciliation.matching import (
     SideRow,
+    SideTable,
     key_columns,
     output_rows,
     reconcile,
@@ -112,7 +113,9 @@ def test_the_content_lookup_is_asked_only_to_break_ties() -> None:
     d = definition([EXACT])
     left = side_rows(d, SideName.LEFT, [row("R", 1), row("S", 2), row("S", 2), row("T", 3)])
     right = side_rows(d, SideName.RIGHT, [row("R", 1), row("S", 2), row("T", 3), row("T", 4)])
-    outcome = reconcile(d, left, right, ManualWork(), scale=2, content=content)
+    outcome = reconcile(
+        d, SideTable.of(left), SideTable.of(right), ManualWork(), scale=2, content=content
+    )
     assert asked == [(SideName.LEFT, (2, 3)), (SideName.RIGHT, (2,))]  # the tied rows only
     assert pairs(outcome) == [((1,), (1,)), ((3,), (2,)), ((4,), (3,))]
 
@@ -302,14 +305,10 @@ def test_a_rejected_pair_is_never_matched_again() -> None:
 def test_positions_name_rows_and_may_not_repeat() -> None:
     d = definition([EXACT])
     with pytest.raises(ValueError, match="ledger: position 4 appears twice"):
-        reconcile(
-            d,
-            [],
-            [SideRow(4, ("R",), 1, 1), SideRow(4, ("R",), 1, 1)],
-            ManualWork(),
-            scale=2,
-            content=dict,
-        )  # type: ignore[arg-type]
+        SideTable.of([SideRow(4, ("R",), 1, 1), SideRow(4, ("R",), 1, 1)], "ledger")
+    unordered = SideTable([2, 1], (["R", "R"],), [1, 1], [1, 1])
+    with pytest.raises(ValueError, match="ledger: positions are not ascending"):
+        reconcile(d, SideTable.of([]), unordered, ManualWork(), scale=2, content=dict)  # type: ignore[arg-type]
 
 
 def test_key_columns_are_each_sides_distinct_keys_in_order() -> None:

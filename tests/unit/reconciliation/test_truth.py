@@ -21,7 +21,7 @@ from support.reconciliation_pairs import (
     read_truth,
 )
 from tally.core.reconciliation import ManualWork, SideName
-from tally.services.reconciliation.matching import SideRow, reconcile
+from tally.services.reconciliation.matching import SideRow, SideTable, reconcile
 
 pytestmark = pytest.mark.skipif(kit() is None, reason="the shared benchmark kit is absent")
 
@@ -37,7 +37,14 @@ def test_every_true_pair_and_only_those_or_what_the_model_decides(
     left = read_side(paths[SideName.LEFT], PEER_DEFINITION, SideName.LEFT)
     right = read_side(paths[SideName.RIGHT], PEER_DEFINITION, SideName.RIGHT)
     lookup = content_lookup(paths)
-    outcome = reconcile(PEER_DEFINITION, left, right, ManualWork(), scale=SCALE, content=lookup)
+    outcome = reconcile(
+        PEER_DEFINITION,
+        SideTable.of(left),
+        SideTable.of(right),
+        ManualWork(),
+        scale=SCALE,
+        content=lookup,
+    )
     truth, bank_only, ledger_only = read_truth(tmp_path / "truth.csv")
 
     found = {(m.left[0], r) for m in outcome.matches for r in m.right}

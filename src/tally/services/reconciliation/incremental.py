@@ -25,11 +25,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from tally.core.errors import RunFailedError
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived_builders import Patch
 from tally.services.reconciliation.keys import chains, component, key_rows
-from tally.services.reconciliation.matching import Outcome, SideRow, reconcile
+from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
@@ -124,9 +125,9 @@ class _Side:
     input: Input
     old: int  # rows the last run read
     last_row_id: int
-    new: list[SideRow]
-    new_ids: list[int]
-    rows: list[SideRow] = dataclasses.field(default_factory=list)
+    new: SideTable
+    new_ids: Sequence[int]
+    rows: SideTable = dataclasses.field(default_factory=lambda: SideTable.of([]))
     ids: dict[int, int] = dataclasses.field(default_factory=dict)  # position -> row id
 
 
@@ -147,15 +148,14 @@ def patch(
     sides = []
     for given in inputs:
         seen = last[str(given.which)]
-        new = list(
-            reconciliation_inputs.read_side(
-                conn, given.resource.table_name, given.wanted, scale, after=seen["last_row_id"]
-            )
+        new = reconciliation_inputs.read_side(
+            conn, given.resource.table_name, given.wanted, scale, after=seen["last_row_id"]
         )
         if given.resource.row_count != seen["rows"] + len(new):  # its count is the load's
             return f"rows the last run read from the {given.which} input changed"
-        rows = [SideRow(seen["rows"] + n, k, a, d) for n, (_, k, a, d) in enumerate(new, 1)]
-        sides.append(_Side(given, seen["rows"], seen["last_row_id"], rows, [r[0] for r in new]))
+        numbered = range(seen["rows"] + 1, seen["rows"] + len(new) + 1)
+        rows = SideTable(numbered, new.keys, new.amounts, new.days)
+        sides.append(_Side(given, seen["rows"], seen["last_row_id"], rows, new.row_ids))
     left, right = sides
     reconciled = left.old + right.old
     fresh = len(left.new) + len(right.new)
@@ -185,12 +185,14 @@ def patch(
         values = reconciliation_inputs.read_side(
             conn, side.input.resource.table_name, side.input.wanted, scale, row_ids=ids
         )
-        side.rows = [SideRow(p, k, a, d) for p, (_, k, a, d) in zip(positions, values, strict=True)]
+        if len(values) != len(positions):
+            raise RunFailedError(f"the {side.input.which} input lost rows the key table names")
+        side.rows = SideTable(positions, values.keys, values.amounts, values.days)
         side.ids = dict(zip(positions, ids, strict=True))
-    old_rows = {s.input.which: [r.position for r in s.rows] for s in sides}
+    old_rows = {s.input.which: list(s.rows.positions) for s in sides}
     for side in sides:
         side.rows += side.new
-        side.ids.update(zip((r.position for r in side.new), side.new_ids, strict=True))
+        side.ids.update(zip(side.new.positions, side.new_ids, strict=True))
     outcome = reconcile(
         definition, left.rows, right.rows, manual, scale=scale, content=_content(conn, sides)
     )
@@ -308,14 +310,14 @@ def _adjusted(
             outcome.unmatched_left if which is SideName.LEFT else outcome.unmatched_right
         )
         new_from = side.old + 1
-        for row in side.rows:
-            amount = row.amount or 0
-            if row.position < new_from:  # its earlier share out
-                if row.position in was_unmatched[which]:
+        for position, amount_or_none in zip(side.rows.positions, side.rows.amounts, strict=True):
+            amount = amount_or_none or 0
+            if position < new_from:  # its earlier share out
+                if position in was_unmatched[which]:
                     apart -= amount
                 else:
                     matched -= amount
-            if row.position in now_unmatched:
+            if position in now_unmatched:
                 apart += amount
             else:
                 matched += amount

@@ -11,12 +11,11 @@ it reaches through groups of any signature (incremental.py).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from operator import itemgetter
 
 from sqlalchemy import Connection, Engine
 
 from tally.core.reconciliation import ManualWork, Normalizer, ReconciliationDefinition, SideName
-from tally.services.reconciliation.matching import SideRow, key_columns
+from tally.services.reconciliation.matching import SideTable, key_columns
 from tally.services.reconciliation.normalizers import normalized_column
 from tally.storage import reconciliation_keys
 from tally.storage.derived_outputs import Guard
@@ -65,7 +64,7 @@ def _extends(coarser: Signature, finer: Signature) -> bool:
 
 
 def side_keys(
-    definition: ReconciliationDefinition, which: SideName, rows: Sequence[SideRow]
+    definition: ReconciliationDefinition, which: SideName, rows: SideTable
 ) -> list[list[str | None]]:
     """Per chain, each row's key on this side (None: empty): its key under the chain's
     most normalised signature, or where that is empty, under the next one, tagged with
@@ -90,12 +89,12 @@ def side_keys(
 
 
 def _signature_keys(
-    signature: Signature, columns: tuple[str, ...], which: SideName, rows: Sequence[SideRow]
+    signature: Signature, columns: tuple[str, ...], which: SideName, rows: SideTable
 ) -> list[str | None]:
     parts = []
     for left, right, normalize in signature:
         index = columns.index(left if which is SideName.LEFT else right)
-        raw = list(map(itemgetter(index), map(itemgetter(1), rows)))
+        raw = list(rows.keys[index])
         parts.append(normalized_column(raw, normalize))
     if len(parts) == 1:
         return parts[0]
@@ -105,13 +104,13 @@ def _signature_keys(
 def key_rows(
     definition: ReconciliationDefinition,
     which: SideName,
-    rows: Sequence[SideRow],
+    rows: SideTable,
     row_ids: Sequence[int],
 ) -> Iterator[KeyRow]:
     """The key table's rows of these input rows: (pos, row id, keys...), pos being a
     left row's position or minus a right row's."""
     sign = 1 if which is SideName.LEFT else -1
-    positions = (sign * row.position for row in rows)
+    positions = (sign * position for position in rows.positions)
     columns = side_keys(definition, which, rows)
     return zip(positions, row_ids, *columns, strict=True)
 
@@ -121,7 +120,7 @@ def component(
     resource_id: int,
     definition: ReconciliationDefinition,
     manual: ManualWork,
-    new: Sequence[tuple[SideName, Sequence[SideRow]]],
+    new: Sequence[tuple[SideName, SideTable]],
     limit: float,
 ) -> list[KeyRow] | str:
     """The key table's rows of the earlier rows the new rows reach through key groups
@@ -183,7 +182,7 @@ class KeyTable:
         self,
         resource_id: int,
         definition: ReconciliationDefinition,
-        sides: Sequence[tuple[Sequence[SideRow], Sequence[int]]],
+        sides: Sequence[tuple[SideTable, Sequence[int]]],
     ) -> None:
         self._resource_id = resource_id
         self._definition = definition

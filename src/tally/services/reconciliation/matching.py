@@ -1,8 +1,9 @@
 """The matching engine: two sides' rows and a definition in, matches and reasons out.
 
 A pure function (no database, no I/O), so the runs, the incremental path and the tests
-all call the same code. `reconcile` takes each side's rows as `SideRow`s (position, key
-values, amount as an integer at the run's common scale, date as a day ordinal), the
+all call the same code. `reconcile` takes each side's rows as a `SideTable` (columns of
+positions, key values, amounts as integers at the run's common scale, dates as day
+ordinals; `SideTable.of` makes one of `SideRow`s), the
 analysts' manual work, and a `content` lookup that gives a row's own typed values; it
 returns every match and a reason for every unmatched row.
 
@@ -57,7 +58,7 @@ from tally.core.reconciliation import (
 from tally.services.reconciliation.explain import unmatched
 from tally.services.reconciliation.grouped import grouped
 from tally.services.reconciliation.passes import apply_manual, one_to_one
-from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow
+from tally.services.reconciliation.rows import ContentLookup, Match, Outcome, SideRow, SideTable
 from tally.services.reconciliation.state import Run, Side
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Outcome",
     "OutputRow",
     "SideRow",
+    "SideTable",
     "key_columns",
     "output_rows",
     "reconcile",
@@ -75,7 +77,7 @@ __all__ = [
 
 def key_columns(definition: ReconciliationDefinition, side: SideName) -> tuple[str, ...]:
     """The distinct columns the passes use as keys on one side, in order of first use:
-    the order of `SideRow.keys`."""
+    the order of `SideRow.keys` and `SideTable.keys`."""
     seen: dict[str, None] = {}
     for match_pass in definition.passes:
         for pair in match_pass.keys:
@@ -85,8 +87,8 @@ def key_columns(definition: ReconciliationDefinition, side: SideName) -> tuple[s
 
 def reconcile(
     definition: ReconciliationDefinition,
-    left: Sequence[SideRow],
-    right: Sequence[SideRow],
+    left: SideTable,
+    right: SideTable,
     manual: ManualWork,
     *,
     scale: int,

@@ -91,10 +91,9 @@ def _columns(run: Run, side: Side, match_pass: MatchPass) -> list[str]:
 
 
 def _keys(run: Run, side: Side, i: int, match_pass: MatchPass) -> list[tuple[str, str]]:
-    values = side.row_keys[i]
     out = []
     for column in _columns(run, side, match_pass):
-        value = values[side.key_columns.index(column)]
+        value = side.key_values[side.key_columns.index(column)][i]
         out.append((column, "(empty)" if value is None else value))
     return out
 

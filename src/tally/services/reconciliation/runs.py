@@ -32,7 +32,7 @@ from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
     Matches,
     Outcome,
-    SideRow,
+    SideTable,
     key_columns,
     output_rows,
     reconcile,
@@ -59,7 +59,7 @@ class _Input:
     """One side as read: its resource, its rows for the engine, their row ids."""
 
     resource: Resource
-    rows: list[SideRow]
+    rows: SideTable
     row_ids: array[int]
 
 
@@ -181,15 +181,11 @@ def _wanted(
 
 
 def _read(conn: Connection, side: Input, scale: int) -> _Input:
-    resource = side.resource
-    rows: list[SideRow] = []
-    row_ids: array[int] = array("q")
-    for position, (row_id, keys, amount, day) in enumerate(
-        reconciliation_inputs.read_side(conn, resource.table_name, side.wanted, scale), start=1
-    ):
-        rows.append(SideRow(position, keys, amount, day))
-        row_ids.append(row_id)
-    return _Input(resource, rows, row_ids)
+    read = reconciliation_inputs.read_side(conn, side.resource.table_name, side.wanted, scale)
+    positions = range(1, len(read) + 1)
+    return _Input(
+        side.resource, SideTable(positions, read.keys, read.amounts, read.days), read.row_ids
+    )
 
 
 def _column(resource: Resource, side: Side, name: str) -> Column:
@@ -280,8 +276,9 @@ def _summary(
         if definition.side(SideName(name)).amount is None:
             amounts[name] = None
             continue
-        total = sum(row.amount or 0 for row in side.rows)
-        apart = sum(side.rows[p - 1].amount or 0 for p in unmatched)  # every other is matched
+        values = side.rows.amounts  # by position (1-based: a full run reads every row)
+        total = sum(filter(None, values))
+        apart = sum(values[p - 1] or 0 for p in unmatched)  # every other is matched
         amounts[name] = {
             "matched": money(total - apart, scale),
             "unmatched": money(apart, scale),

@@ -12,9 +12,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
-from itertools import compress, count, islice, pairwise, repeat
-from operator import eq, itemgetter, lt
-from typing import Any
+from itertools import compress, count, islice, repeat
+from operator import eq, lt
 
 from tally.core.reconciliation import (
     MANUAL_PASS_NAME,
@@ -26,12 +25,12 @@ from tally.core.reconciliation import (
 )
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.normalizers import normalized_column
-from tally.services.reconciliation.rows import ContentLookup, Match, SideRow
+from tally.services.reconciliation.rows import ContentLookup, Match, SideTable
 
 FREE = -1
 
 
-KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideRow.keys, normalisers)
+KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideTable.keys, normalisers)
 Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
 
 
@@ -48,25 +47,26 @@ class Side:
         "amounts",
         "days",
         "key_columns",
+        "key_values",
         "label",
         "open",
         "positions",
-        "row_keys",
         "taken",
         "which",
     )
 
     def __init__(
-        self, which: SideName, label: str, rows: Sequence[SideRow], key_columns: tuple[str, ...]
+        self, which: SideName, label: str, table: SideTable, key_columns: tuple[str, ...]
     ) -> None:
         self.which = which
         self.label = label  # the definition's side name (`bank`)
         self.key_columns = key_columns
-        columns = _columns_in_position_order(rows, label)
-        self.positions: Sequence[int] = columns[0]
-        self.row_keys: Sequence[tuple[str | None, ...]] = columns[1]
-        self.amounts: Sequence[int | None] = columns[2]
-        self.days: Sequence[int | None] = columns[3]
+        if not all(map(lt, table.positions, islice(table.positions, 1, None))):
+            raise ValueError(f"{label}: positions are not ascending")
+        self.positions: Sequence[int] = table.positions
+        self.key_values: tuple[Sequence[str | None], ...] = table.keys
+        self.amounts: Sequence[int | None] = table.amounts
+        self.days: Sequence[int | None] = table.days
         self.taken = array("q", [FREE]) * len(self.positions)
         # The free rows a pass may still take (see Run.__init__); shrinks after each pass.
         # One int object per row index, made once and shared by every list of rows.
@@ -79,10 +79,10 @@ class Side:
         if cached is not None:
             return cached
         column: Sequence[Hashable | None]
-        if not spec:  # no keys: every row is in one group
+        if not spec or not self.positions:  # no keys: every row is in one group
             column = [()] * len(self.positions)
-        else:
-            parts = [normalized_column(list(map(itemgetter(i), self.row_keys)), n) for i, n in spec]
+        else:  # (a table of no rows may have no key columns: SideTable.of([]))
+            parts = [normalized_column(list(self.key_values[i]), n) for i, n in spec]
             if len(parts) == 1:
                 column = parts[0]
             else:
@@ -96,24 +96,12 @@ class Side:
 
     def release(self) -> None:
         """Keep only the positions and the taken marks (see Run.release)."""
-        self.row_keys = self.amounts = self.days = self.open = ()
+        self.key_values, self.amounts, self.days, self.open = (), (), (), ()
         self._keys.clear()
 
     def close_taken(self) -> None:
         still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
         self.open = list(compress(self.open, still_free))
-
-
-def _columns_in_position_order(rows: Sequence[SideRow], label: str) -> list[Sequence[Any]]:
-    """positions, keys, amounts, days: one sequence each, in position order."""
-    positions = list(map(itemgetter(0), rows))
-    if not all(map(lt, positions, islice(positions, 1, None))):
-        rows = sorted(rows, key=itemgetter(0))
-        positions = list(map(itemgetter(0), rows))
-        for before, after in pairwise(positions):
-            if before == after:
-                raise ValueError(f"{label}: position {after} appears twice")
-    return [positions, *(list(map(itemgetter(field), rows)) for field in (1, 2, 3))]
 
 
 class Run:
