@@ -2,7 +2,7 @@
 
   .venv/bin/python bench/reconciliation_engine.py --dir /tmp/pair1m [--profile out.prof]
 
-Reads bank.csv and ledger.csv into SideRows (as the runs would from the database), then
+Reads bank.csv and ledger.csv into SideTables (as the runs do from the database), then
 times `reconcile` with the issue's first three passes (tests/support/reconciliation_pairs.py)
 and prints one JSON object: seconds (wall and CPU), the engine's own peak memory (peak RSS
 during the engine minus RSS with the inputs read), counts, truth found.
@@ -30,6 +30,7 @@ from support.reconciliation_pairs import (  # noqa: E402
     read_side,
     read_truth,
 )
+from tally.core.collector import paused_collector  # noqa: E402
 from tally.core.reconciliation import ManualWork, SideName  # noqa: E402
 from tally.services.reconciliation.matching import SideTable, output_rows, reconcile  # noqa: E402
 
@@ -61,8 +62,8 @@ def main() -> int:
     definition = PEER_DEFINITION if args.definition == "peers" else ISSUE_DEFINITION
     paths = {SideName.LEFT: args.dir / "bank.csv", SideName.RIGHT: args.dir / "ledger.csv"}
     t0 = time.perf_counter()
-    left = read_side(paths[SideName.LEFT], definition, SideName.LEFT)
-    right = read_side(paths[SideName.RIGHT], definition, SideName.RIGHT)
+    left = SideTable.of(read_side(paths[SideName.LEFT], definition, SideName.LEFT))
+    right = SideTable.of(read_side(paths[SideName.RIGHT], definition, SideName.RIGHT))
     read_seconds = time.perf_counter() - t0
     gc.collect()
     _reset_peak()
@@ -72,14 +73,10 @@ def main() -> int:
     t0 = time.perf_counter()
     if profiler:
         profiler.enable()
-    outcome = reconcile(
-        definition,
-        SideTable.of(left),
-        SideTable.of(right),
-        ManualWork(),
-        scale=SCALE,
-        content=content_lookup(paths),
-    )
+    with paused_collector():  # as a run builds (services/derived_runs.py)
+        outcome = reconcile(
+            definition, left, right, ManualWork(), scale=SCALE, content=content_lookup(paths)
+        )
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.profile)

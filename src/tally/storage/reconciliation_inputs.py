@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, select
 
 from tally.core.columns import Column, ColumnType
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables import ddl, row_json
 
-READ_BATCH_ROWS = 100_000
+READ_BATCH_ROWS = 200_000
 IDS_PER_QUERY = 500  # row ids per IN list when rows are fetched by position
 # date.toordinal() of a Julian day number's date: 0001-01-01 is ordinal 1, Julian day
 # 1721425.5 (SQLite's julianday() of a date is the day's noon-less start, x.5).
@@ -82,6 +83,17 @@ def _read(
     select_list.append(_scaled_sql(wanted.amount, scale, postgresql))
     select_list.append(_day_sql(wanted.date, postgresql))
     columns: list[Any] = [into.row_ids, *into.keys, into.amounts, into.days]
+    if postgresql:
+        _read_rows(conn, table, select_list, where, columns)
+    else:
+        _read_json_arrays(conn, table, select_list, where, columns)
+
+
+def _read_rows(
+    conn: Connection, table: str, select_list: list[str], where: str, columns: list[Any]
+) -> None:
+    """PostgreSQL: the driver's rows, transposed a batch at a time (psycopg builds them in
+    C: 2.6 s a 1M-row side, against 2.4-3.5 s as JSON arrays)."""
     driver = conn.connection.dbapi_connection  # plain tuples: ~2x faster than Rows
     assert driver is not None
     cursor = driver.cursor()
@@ -94,6 +106,33 @@ def _read(
                 column.extend(values)
     finally:
         cursor.close()
+
+
+def _read_json_arrays(
+    conn: Connection, table: str, select_list: list[str], where: str, columns: list[Any]
+) -> None:
+    """SQLite: each column of a batch as one JSON array built by the database and parsed by
+    orjson (a 1M-row side: 1.5 s, against 3.1 s stepping the driver's rows, which builds a
+    tuple and its objects per row in Python). Batches follow the row ids (keyset), so the
+    texts stay small; the aggregate takes the subquery's rows in their order (SQLite
+    documents no other for a subquery in FROM with ORDER BY and no join)."""
+    aliases = [f"c{i}" for i in range(len(select_list))]
+    inner = ", ".join(f"{e} AS {a}" for e, a in zip(select_list, aliases, strict=True))
+    arrays = ", ".join(f"json_group_array({a})" for a in aliases)
+    after = 0
+    while True:
+        bound = f"{ddl.ROW_ID} > {after}"
+        condition = f"{where} AND {bound}" if where else f"WHERE {bound}"
+        texts = conn.exec_driver_sql(
+            f"SELECT {arrays} FROM (SELECT {inner} FROM {table} {condition} "
+            f"ORDER BY {ddl.ROW_ID} LIMIT {READ_BATCH_ROWS})"
+        ).one()
+        batch = [orjson.loads(text) for text in texts]
+        for column, values in zip(columns, batch, strict=True):
+            column.extend(values)
+        if len(batch[0]) < READ_BATCH_ROWS:
+            return
+        after = int(batch[0][-1])
 
 
 def _scaled_sql(column: Column | None, scale: int, postgresql: bool) -> str:

@@ -1,0 +1,79 @@
+"""What a reconciliation's run reads of a side (storage/reconciliation_inputs.py), on both
+backends: every row in row id order as columns, keys as text with empty as None,
+amounts as exact integers at the run's scale, dates as day ordinals, across the read's
+batches (SQLite reads each batch as JSON arrays, PostgreSQL as the driver's rows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from support.factories import Tenant, make_source
+from tally.runtime import Runtime
+from tally.storage import reconciliation_inputs
+from tally.storage.reconciliation_inputs import SideColumns
+from tally.storage.resource_tables import ddl
+
+LINES = [
+    ("REF-1", "12.30", "2024-02-29"),
+    ("", "-0.05", "2024-03-01"),
+    ('Zürich "quoted" ✓', "", "2024-03-02"),
+    ("REF-4", "99999999.99", ""),
+    ("  spaced  ", "0.00", "1999-12-31"),
+]
+
+
+def model(scale: int) -> list[tuple[str | None, int | None, int | None]]:
+    """The plain reading of LINES: (key, amount at `scale`, day ordinal)."""
+    out = []
+    for key, amount, day in LINES:
+        scaled = None
+        if amount:
+            whole, _, fraction = amount.partition(".")
+            sign = -1 if whole.startswith("-") else 1
+            digits = int(whole.lstrip("-") + fraction.ljust(scale, "0"))
+            scaled = sign * digits
+        out.append((key or None, scaled, dt.date.fromisoformat(day).toordinal() if day else None))
+    return out
+
+
+@pytest.mark.parametrize("batch", [2, 200_000])
+@pytest.mark.parametrize("scale", [2, 4])
+def test_a_side_reads_as_the_plain_model_in_any_batch_size(
+    runtime: Runtime,
+    tenant: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int,
+    scale: int,
+) -> None:
+    content = "reference,amount,txn_date\n" + "".join(
+        f'"{k.replace(chr(34), chr(34) * 2)}",{a},{d}\n' for k, a, d in LINES
+    )
+    source = make_source(runtime.engine, tenant, content)
+    named = {c.name: c for c in source.columns}
+    wanted = SideColumns(keys=(named["reference"],), amount=named["amount"], date=named["txn_date"])
+    monkeypatch.setattr(reconciliation_inputs, "READ_BATCH_ROWS", batch)
+    with runtime.engine.begin() as conn:
+        row_ids = [
+            int(r[0])
+            for r in conn.exec_driver_sql(
+                f"SELECT {ddl.ROW_ID} FROM {source.table_name} ORDER BY {ddl.ROW_ID}"
+            )
+        ]
+        whole = reconciliation_inputs.read_side(conn, source.table_name, wanted, scale)
+        later = reconciliation_inputs.read_side(
+            conn, source.table_name, wanted, scale, after=row_ids[1]
+        )
+        some = reconciliation_inputs.read_side(
+            conn, source.table_name, wanted, scale, row_ids=[row_ids[4], row_ids[0]]
+        )
+    expected = model(scale)
+
+    def rows(values: reconciliation_inputs.SideValues) -> list[tuple[object, ...]]:
+        return list(zip(values.row_ids, values.keys[0], values.amounts, values.days, strict=True))
+
+    assert rows(whole) == [(i, *e) for i, e in zip(row_ids, expected, strict=True)]
+    assert rows(later) == [(i, *e) for i, e in zip(row_ids[2:], expected[2:], strict=True)]
+    assert rows(some) == [(row_ids[0], *expected[0]), (row_ids[4], *expected[4])]
+    assert all(type(a) is int for a in whole.amounts if a is not None)  # never a float
