@@ -127,6 +127,7 @@ class _Side:
     last_row_id: int
     new: SideTable
     new_ids: Sequence[int]
+    # The component's earlier rows, then the new ones (set by `patch`).
     rows: SideTable = dataclasses.field(default_factory=lambda: SideTable.of([]))
     ids: dict[int, int] = dataclasses.field(default_factory=dict)  # position -> row id
 

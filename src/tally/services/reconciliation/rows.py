@@ -56,9 +56,7 @@ class SideTable:
             raise ValueError(f"position {later.positions[0]} is not after the table's")
         return SideTable(
             [*self.positions, *later.positions],
-            tuple([*a, *b] for a, b in zip(self.keys, later.keys, strict=True))
-            if self.positions and later.positions
-            else (self.keys if self.positions else later.keys),
+            tuple([*a, *b] for a, b in zip(self.keys, later.keys, strict=True)),
             [*self.amounts, *later.amounts],
             [*self.days, *later.days],
         )
