@@ -1,5 +1,5 @@
 """SQLite: a reconciliation's whole run writes its plan (one row per output row) into a
-scratch file of its own, not into the main database (derived_outputs.plan_aside):
+scratch file of its own, not into the main database (derived_plans.plan_aside):
 writing it takes no write lock of the main database, puts nothing through its log, and
 deleting the file replaces freeing its pages one by one."""
 
@@ -21,7 +21,7 @@ from support.reconciliation_runs import (
 )
 from support.sqlite_lock import write_lock_is_free
 from tally.runtime import Runtime
-from tally.storage import derived_outputs
+from tally.storage import derived_outputs, derived_plans
 from tally.storage.blobs import BlobStore
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
@@ -33,7 +33,7 @@ def test_the_plan_is_written_aside_without_the_write_lock(
     left, right = bank_and_ledger(runtime, tenant)
     record = make_reconciliation(runtime.engine, tenant, definition_json(left, right))
     seen: dict[str, Any] = {}
-    write_plan = derived_outputs.write_plan
+    write_plan = derived_plans.write_plan
 
     def probed(rows: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
         for n, row in enumerate(rows):
@@ -46,7 +46,7 @@ def test_the_plan_is_written_aside_without_the_write_lock(
         engine, resource_id, layout, rows, guard = args
         return write_plan(engine, resource_id, layout, probed(rows), guard, **kwargs)
 
-    monkeypatch.setattr(derived_outputs, "write_plan", writing)
+    monkeypatch.setattr(derived_plans, "write_plan", writing)
     runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
 
     assert seen["lock free"] is True

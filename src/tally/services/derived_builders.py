@@ -14,7 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.storage.derived_outputs import Guard, Layout
+from tally.storage.derived_outputs import Guard
+from tally.storage.derived_plans import Layout
 from tally.storage.derived_resources import DerivedRecord
 
 

@@ -28,7 +28,7 @@ from tally.core.collector import paused_collector
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
 from tally.services.derived_publishing import Publisher, lap
-from tally.storage import derived_outputs, derived_resources, outbox
+from tally.storage import derived_outputs, derived_plans, derived_resources, outbox
 from tally.storage.derived_outputs import Guard
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -209,12 +209,12 @@ class DerivedRuns:
             return output, True
         clock = time.perf_counter()
         engine, layout = self._engine, output.layout
-        with derived_outputs.plan_aside(engine, resource_id, self._staging_dir) as scratch:
-            derived_outputs.write_plan(
+        with derived_plans.plan_aside(engine, resource_id, self._staging_dir) as scratch:
+            derived_plans.write_plan(
                 engine, resource_id, layout, output.rows(), guard, scratch=scratch
             )
             clock = lap(timings, "stage", clock)
-            derived_outputs.fill(
+            derived_plans.fill(
                 engine, resource_id, layout, output.row_count, guard, scratch=scratch
             )
         if scratch is None:

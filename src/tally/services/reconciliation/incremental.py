@@ -34,8 +34,14 @@ from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
 from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
-from tally.storage import derived_outputs, reconciliation_inputs, reconciliation_keys, resources
-from tally.storage.derived_outputs import Guard, Layout
+from tally.storage import (
+    derived_plans,
+    reconciliation_inputs,
+    reconciliation_keys,
+    resources,
+)
+from tally.storage.derived_outputs import Guard
+from tally.storage.derived_plans import Layout
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.reconciliation_keys import KeyRow
@@ -214,11 +220,11 @@ def patch(
         keys += key_rows(definition, side.input.which, side.new, side.new_ids)
 
     def stage(engine: Engine, guard: Guard) -> None:
-        derived_outputs.write_plan(engine, record.resource_id, layout, plan, guard)
+        derived_plans.write_plan(engine, record.resource_id, layout, plan, guard)
 
     def apply(conn: Connection) -> int:
         before.delete(conn)
-        derived_outputs.insert_planned(conn, record.resource_id, layout, first, first + len(plan))
+        derived_plans.insert_planned(conn, record.resource_id, layout, first, first + len(plan))
         reconciliation_keys.append(conn, record.resource_id, width, keys)
         return row_count
 

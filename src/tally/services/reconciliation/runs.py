@@ -41,7 +41,7 @@ from tally.services.reconciliation.output_columns import common_scale, output_co
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
-from tally.storage.derived_outputs import Layout, Part
+from tally.storage.derived_plans import Layout, Part
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import snapshot_connection
 from tally.storage.reconciliation_inputs import SideColumns

@@ -25,7 +25,8 @@ from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
 from tally.storage import resources, staging, transformation_sql
-from tally.storage.derived_outputs import Guard, Layout, next_table, plan_table
+from tally.storage.derived_outputs import Guard, next_table, plan_table
+from tally.storage.derived_plans import Layout
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
