@@ -374,3 +374,17 @@ def test_an_empty_side_leaves_the_other_unmatched() -> None:
         {1: "no bank row with ref 'R'; loose: no bank row"},
     )
     assert run_engine(d, [], []) == ([], {}, {})
+
+
+def test_amounts_past_64_bits_are_compared_exactly() -> None:
+    big = 10**30
+    outcome = run_engine(
+        definition([near("0.01")]),
+        [row("R", big), row("S", big), row("T", -big)],
+        [row("R", big + 1), row("S", big + 2), row("T", -big)],
+    )
+    assert [(m.left, m.right, m.difference) for m in outcome.matches] == [
+        ((1,), (1,), -1),
+        ((3,), (3,), 0),
+    ]
+    assert "amount differs by 0.02, tolerance 0.01" in outcome.unmatched_left[2]

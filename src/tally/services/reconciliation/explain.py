@@ -28,7 +28,11 @@ from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.state import FREE, Run, Side
 
-Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]]]
+# This side's keys under a pass; the other side's rows (any state) under each key this
+# side's unmatched rows have; how many of this side's rows have each of those keys.
+Index = tuple[
+    Sequence[Hashable | None], dict[Hashable | None, list[int]], Counter[Hashable | None]
+]
 Sorted = tuple[list[int], list[int]]  # rows' amounts (or days) ascending, and the rows
 MANY = 64  # candidates beyond which the nearest is found by bisection
 
@@ -49,7 +53,7 @@ class _Explainer:
         self.keyless = [i for i, p in enumerate(passes) if not p.keys]
         self._sorted_free: Sorted | None = None
         self._many: dict[int, Sorted] = {}  # id(candidates) -> those rows sorted
-        self._own_counts: dict[int, Counter[Hashable | None]] = {}  # id(keys) -> rows a key
+        self._unfound: list[tuple[Sequence[Hashable | None], MatchPass, str]] | None = None
 
     def reasons(self) -> dict[int, str]:
         if not self.rows:
@@ -68,7 +72,7 @@ class _Explainer:
         return self.run.spec(match_pass, self.other.which)
 
     def _index(self, match_pass: MatchPass) -> Index:
-        """This side's keys, and the other side's rows (any state) under the keys needed."""
+        """See `Index`: only the keys of this side's unmatched rows are looked at."""
         own = self.side.keys(self.run.spec(match_pass, self.side.which))
         theirs = self.other.keys(self.run.spec(match_pass, self.other.which))
         needed = {own[i] for i in self.rows}
@@ -77,11 +81,11 @@ class _Explainer:
         if needed:
             for j in compress(count(), map(needed.__contains__, theirs)):
                 found.setdefault(theirs[j], []).append(j)
-        return own, found
+        return own, found, Counter(compress(own, map(needed.__contains__, own)))
 
     def _explain(self, i: int, indexes: list[tuple[int, Index]]) -> str:
         chosen: tuple[int, list[int]] | None = None
-        for pass_index, (own, found) in indexes:
+        for pass_index, (own, found, own_counts) in indexes:
             key = own[i]
             candidates = found.get(key) if key is not None else None
             if not candidates:
@@ -89,7 +93,7 @@ class _Explainer:
             one_to_one = self.run.definition.passes[pass_index].type is PassType.ONE_TO_ONE
             if chosen is None or one_to_one:
                 chosen = pass_index, candidates
-            if not self._one_to_one_inside_group(pass_index, own, key, candidates):
+            if not self._one_to_one_inside_group(pass_index, own_counts[key], candidates):
                 break
         if chosen is not None:
             return self._nearest(chosen[0], i, chosen[1])
@@ -98,20 +102,13 @@ class _Explainer:
             return f"{self._no_candidate(i)}; {nearest}" if self.keyed else nearest
         return self._no_candidate(i)
 
-    def _one_to_one_inside_group(
-        self, pass_index: int, own: Sequence[Hashable | None], key: Hashable, theirs: list[int]
-    ) -> bool:
+    def _one_to_one_inside_group(self, pass_index: int, mine: int, theirs: list[int]) -> bool:
         """A group pass whose group would hold one row a side says less than a one-to-one
         pass before it, whose tolerance and window are the row's real yardstick
         (`amount differs by 0.07, tolerance 0.05`): the explanation moves there."""
         if self.run.definition.passes[pass_index].type is PassType.ONE_TO_ONE:
             return False
-        if len(theirs) > 1:
-            return False
-        counts = self._own_counts.get(id(own))
-        if counts is None:
-            counts = self._own_counts[id(own)] = Counter(own)
-        return counts[key] == 1
+        return len(theirs) == 1 and mine == 1
 
     def _nearest(self, pass_index: int, i: int, candidates: list[int]) -> str:
         failure = self.run.failures.get((self.side.which, i))
@@ -221,13 +218,17 @@ class _Explainer:
         return [v for v, _ in ordered], [j for _, j in ordered]
 
     def _no_candidate(self, i: int) -> str:
-        for pass_index in self.keyed:
-            match_pass = self.run.definition.passes[pass_index]
-            own = self.side.keys(self.run.spec(match_pass, self.side.which))
-            if own[i] is not None:
-                keys = reasons.key_quoted(self.run, self.side, i, match_pass)
+        if self._unfound is None:  # per keyed pass: this side's keys, the normalisers
+            self._unfound = []
+            for pass_index in self.keyed:
+                match_pass = self.run.definition.passes[pass_index]
+                own = self.side.keys(self.run.spec(match_pass, self.side.which))
                 steps = {str(n): None for pair in match_pass.keys for n in pair.normalize}
                 after = f" (after {', '.join(steps)})" if steps else ""
+                self._unfound.append((own, match_pass, after))
+        for own, match_pass, after in self._unfound:
+            if own[i] is not None:
+                keys = reasons.key_quoted(self.run, self.side, i, match_pass)
                 return f"no {self.other.label} row with {keys}{after}"
         return f"{self.side.label} keys are empty: no pass can match this row"
 

@@ -212,6 +212,26 @@ class Matches(Sequence[Match]):
         for position, reason in unmatched_right.items():
             yield (None, UNMATCHED, None, None, reason, None, position)
 
+    def state(
+        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
+    ) -> Iterator[object]:
+        """What `output_rows` is computed from, part by part: the rows' positions, the
+        match each row is in, each match's rows, entry and group, the entries and the
+        unmatched rows' reasons. The engine is deterministic, so equal inputs and work give
+        equal parts, and equal parts give equal rows: a run's digest is taken over these
+        (a few arrays' bytes) instead of over a million rows."""
+        run = self._run
+        for side in (run.left, run.right):
+            yield array("q", side.positions).tobytes()
+            yield side.taken.tobytes()
+        yield run.match_left.tobytes()
+        yield run.match_right.tobytes()
+        yield run.match_entry.tobytes()
+        yield sorted(run.groups.items())
+        yield run.entries
+        yield list(unmatched_left.items())
+        yield list(unmatched_right.items())
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
             return NotImplemented

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import is_not, le, ne, sub
+from itertools import compress
+from operator import ne
 from typing import Any
 
+import numpy as np
+
 from tally.core.reconciliation import ManualWork, SideName
+from tally.services.reconciliation import key_join
 from tally.services.reconciliation.state import Run, Side
 
 Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
@@ -78,8 +81,11 @@ def one_to_one(run: Run, pass_index: int) -> None:
     left, right = run.left, run.right
     left_keys = left.keys(run.spec(match_pass, SideName.LEFT))
     right_keys = right.keys(run.spec(match_pass, SideName.RIGHT))
-    left_single, left_shared = index_rows(left_keys, run.eligible(left, left_keys))
-    right_single, right_shared = index_rows(right_keys, run.eligible(right, right_keys))
+    found = key_join.split(
+        left_keys, run.eligible(left, left_keys), right_keys, run.eligible(right, right_keys)
+    )
+    left_single, left_shared = index_rows(left_keys, found.left_rest)
+    right_single, right_shared = index_rows(right_keys, found.right_rest)
     tolerance = run.tolerance(match_pass)
     window = match_pass.date_window
     groups: list[list[Pair]] = []
@@ -93,12 +99,13 @@ def one_to_one(run: Run, pass_index: int) -> None:
         )
         if pairs:
             groups.append(pairs)
-    found = list(map(left_single.get, right_single))  # each right key's left row, or None
-    del left_single
-    has_left = list(map(is_not, found, repeat(None)))
-    lefts: list[int] = list(compress(found, has_left))  # type: ignore[arg-type]
-    rights = list(compress(right_single.values(), has_left))
-    del right_single, found, has_left
+    # The rest's keys one row a side has (a hash collision's rows only, as split
+    # leaves the rest), after split's pairs.
+    lefts, rights = found.lefts, found.rights
+    rest = [(i, right_single[key]) for key, i in left_single.items() if key in right_single]
+    if rest:
+        lefts = np.concatenate([lefts, np.array([i for i, _ in rest], dtype=np.int64)])
+        rights = np.concatenate([rights, np.array([j for _, j in rest], dtype=np.int64)])
     _single_pairs(run, pass_index, lefts, rights, tolerance, window)
     if groups:
         _greedy(run, pass_index, groups)
@@ -109,42 +116,41 @@ def one_to_one(run: Run, pass_index: int) -> None:
 def _single_pairs(
     run: Run,
     pass_index: int,
-    lefts: list[int],
-    rights: list[int],
+    lefts: key_join.Rows,
+    rights: key_join.Rows,
     tolerance: int,
     window: tuple[int, int],
 ) -> None:
-    """Match the keys one left row and one right row have, where the pair fits."""
+    """Match the pairs of rows whose key only they have, where the pair fits: each
+    test made on every pair at once (numpy)."""
     left, right = run.left, run.right
-    count = len(lefts)
-    differences: list[Any] = [None] * count
-    shifts: list[Any] = [None] * count
+    fits = np.ones(len(lefts), dtype=np.bool_)
+    differences: Any = None
+    shifts: Any = None
     if run.amounts:
-        get_left, get_right = left.amounts.__getitem__, right.amounts.__getitem__
-        differences = list(map(sub, map(get_left, lefts), map(get_right, rights)))
+        differences = left.numbers(days=False)[lefts] - right.numbers(days=False)[rights]
+        fits &= (np.abs(differences) <= tolerance).astype(np.bool_)
     if run.dates:
-        get_left, get_right = left.days.__getitem__, right.days.__getitem__
-        shifts = list(map(sub, map(get_right, rights), map(get_left, lefts)))
-    before, after = window
-    conditions: list[Iterator[bool]] = []  # each pair's tests, as C-level maps
-    if run.amounts:
-        conditions.append(map(le, map(abs, differences), repeat(tolerance)))
-    if run.dates:
-        conditions.append(map(le, repeat(before), shifts))
-        conditions.append(map(le, shifts, repeat(after)))
-    fits = list(map(all, zip(*conditions, strict=True))) if conditions else [True] * count
+        shifts = right.numbers(days=True)[rights] - left.numbers(days=True)[lefts]
+        before, after = window
+        fits &= (before <= shifts) & (shifts <= after)
     if run.rejected:
-        rejected = run.rejected
-        fits = [
-            fit and (left.positions[i], right.positions[j]) not in rejected
-            for fit, i, j in zip(fits, lefts, rights, strict=True)
-        ]
+        rejected, left_at, right_at = run.rejected, left.positions, right.positions
+        fits &= np.fromiter(
+            (
+                (left_at[i], right_at[j]) not in rejected
+                for i, j in zip(lefts.tolist(), rights.tolist(), strict=True)
+            ),
+            dtype=np.bool_,
+            count=len(lefts),
+        )
+    count = int(fits.sum())
     run.pairs(
         pass_index,
-        list(compress(lefts, fits)),
-        list(compress(rights, fits)),
-        list(compress(differences, fits)),
-        list(compress(shifts, fits)),
+        lefts[fits].tolist(),
+        rights[fits].tolist(),
+        [None] * count if differences is None else differences[fits].tolist(),
+        [None] * count if shifts is None else shifts[fits].tolist(),
     )
 
 

@@ -17,7 +17,6 @@ import time
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -34,7 +33,6 @@ from tally.services.reconciliation.matching import (
     Outcome,
     SideTable,
     key_columns,
-    output_rows,
     reconcile,
 )
 from tally.services.reconciliation.output_columns import common_scale, output_columns
@@ -49,7 +47,9 @@ from tally.storage.resources import Resource
 
 # The plan's values, before the row ids of the left and right rows.
 PLAN_VALUES = ("match_id", "status", "pass", "difference", "reason", "left._row", "right._row")
-DIGEST_CHUNK = 50_000  # output rows hashed per update
+# Named in every full run's digest: a change to how the engine's state becomes output
+# rows must change it, so that an unchanged state is not taken for an unchanged output.
+DIGEST_FORMAT = "reconciliation-state/1"
 
 log = logging.getLogger("tally.derived")
 
@@ -232,14 +232,14 @@ class _Tally:
 
 def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:
     """Equal digests, equal outputs (its columns, the inputs' versions, hence their
-    rows, and every output row: match, status, pass, difference, reason, positions): a
-    run whose digest is the published output's publishes nothing."""
-    digest = hashlib.sha256(_serialized(([c.to_json() for c in columns], inputs)))
-    rows = output_rows(outcome)
-    while chunk := list(islice(rows, DIGEST_CHUNK)):
-        digest.update(_serialized(chunk))
+    rows, and the engine's state the output rows are made of: `Matches.state`): a run
+    whose digest is the published output's publishes nothing."""
     matches = outcome.matches
-    assert isinstance(matches, Matches)  # (output_rows has checked it)
+    if not isinstance(matches, Matches):
+        raise TypeError("_tally takes an Outcome that reconcile returned")
+    digest = hashlib.sha256(_serialized((DIGEST_FORMAT, [c.to_json() for c in columns], inputs)))
+    for part in matches.state(outcome.unmatched_left, outcome.unmatched_right):
+        digest.update(part if isinstance(part, bytes) else _serialized(part))
     counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
     counts.update((str(status), n) for status, n in matches.per_status().items())
     unmatched = len(outcome.unmatched_left) + len(outcome.unmatched_right)

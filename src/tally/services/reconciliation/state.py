@@ -10,10 +10,13 @@ the rows of the few matches with more than one row on a side in `groups`.
 from __future__ import annotations
 
 from array import array
-from collections import deque
-from collections.abc import Hashable, Iterator, Sequence
-from itertools import compress, count, islice, repeat
-from operator import eq, lt
+from collections.abc import Hashable, Sequence
+from itertools import islice
+from operator import lt
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from tally.core.reconciliation import (
     MANUAL_PASS_NAME,
@@ -31,12 +34,8 @@ FREE = -1
 
 
 KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideTable.keys, normalisers)
+Numbers = npt.NDArray[Any]  # int64, or object for integers past 2**62 (Side.numbers)
 Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, difference, reason
-
-
-def consume(iterator: Iterator[object]) -> None:
-    """Run an iterator to its end at C speed (`map` over a setter, a million items)."""
-    deque(iterator, maxlen=0)
 
 
 class Side:
@@ -44,6 +43,7 @@ class Side:
 
     __slots__ = (
         "_keys",
+        "_numbers",
         "amounts",
         "days",
         "key_columns",
@@ -72,6 +72,7 @@ class Side:
         # One int object per row index, made once and shared by every list of rows.
         self.open: Sequence[int] = list(range(len(self.positions)))
         self._keys: dict[KeySpec, Sequence[Hashable | None]] = {}
+        self._numbers: dict[bool, Numbers] = {}
 
     def keys(self, spec: KeySpec) -> Sequence[Hashable | None]:
         """Each row's key under `spec` (None: empty, equals nothing), computed once per spec."""
@@ -90,18 +91,43 @@ class Side:
         self._keys[spec] = column
         return column
 
+    def numbers(self, *, days: bool) -> Numbers:
+        """The amounts (or the days) as a numpy array, for comparing many pairs at once:
+        int64 when every value is within 2**62 (so a difference cannot overflow), else
+        Python integers (object); an empty value is 0 (no pass compares it: a row with an
+        empty compared value is never open)."""
+        cached = self._numbers.get(days)
+        if cached is not None:
+            return cached
+        values = self.days if days else self.amounts
+        plain = [0 if v is None else v for v in values] if None in values else values
+        try:
+            numbers = np.array(plain, dtype=np.int64)
+            if len(numbers) and max(-int(numbers.min()), int(numbers.max())) > 2**62:
+                raise OverflowError
+        except OverflowError:
+            numbers = np.array(plain, dtype=object)
+        self._numbers[days] = numbers
+        return numbers
+
     def free(self) -> list[int]:
         """Every row in no match."""
-        return list(compress(count(), map(eq, self.taken, repeat(FREE))))
+        return np.flatnonzero(self.taken_array() == FREE).tolist()
 
     def release(self) -> None:
         """Keep only the positions and the taken marks (see Run.release)."""
         self.key_values, self.amounts, self.days, self.open = (), (), (), ()
         self._keys.clear()
+        self._numbers.clear()
 
     def close_taken(self) -> None:
-        still_free = map(eq, map(self.taken.__getitem__, self.open), repeat(FREE))
-        self.open = list(compress(self.open, still_free))
+        """Drop the rows a pass took from `open` (numpy: a million rows is usual)."""
+        rows = np.asarray(self.open, dtype=np.int64)
+        self.open = rows[self.taken_array()[rows] == FREE].tolist()
+
+    def taken_array(self) -> npt.NDArray[np.int64]:
+        """`taken` as a numpy array sharing its memory: writes go to `taken`."""
+        return np.frombuffer(self.taken, dtype=np.int64)
 
 
 class Run:
@@ -203,8 +229,9 @@ class Run:
         self.match_left.extend(lefts)
         self.match_right.extend(rights)
         self.match_entry.extend(entries)
-        consume(map(self.left.taken.__setitem__, lefts, count(start)))
-        consume(map(self.right.taken.__setitem__, rights, count(start)))
+        numbers = np.arange(start, start + len(lefts), dtype=np.int64)
+        self.left.taken_array()[np.asarray(lefts, dtype=np.int64)] = numbers
+        self.right.taken_array()[np.asarray(rights, dtype=np.int64)] = numbers
 
     def add_match(
         self,
