@@ -9,9 +9,13 @@ import datetime as dt
 
 import pytest
 
-from support.factories import Tenant, make_source
+from support.factories import Tenant, append, make_source
+from tally.core.reconciliation import SideName
 from tally.runtime import Runtime
-from tally.storage import reconciliation_inputs
+from tally.services.reconciliation.incremental import Input
+from tally.services.reconciliation.runs import _read_both
+from tally.storage import reconciliation_inputs, resources
+from tally.storage.engine import snapshot_connection
 from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.resource_tables import ddl
 
@@ -77,3 +81,28 @@ def test_a_side_reads_as_the_plain_model_in_any_batch_size(
     assert rows(later) == [(i, *e) for i, e in zip(row_ids[2:], expected[2:], strict=True)]
     assert rows(some) == [(row_ids[0], *expected[0]), (row_ids[4], *expected[4])]
     assert all(type(a) is int for a in whole.amounts if a is not None)  # never a float
+
+
+@pytest.mark.parametrize("appended", [False, True])
+def test_a_run_reads_both_sides_in_its_own_snapshot(
+    runtime: Runtime, tenant: Tenant, appended: bool
+) -> None:
+    """The right side is read on a second connection at the same time as the left
+    (runs._read_both): only when that connection sees the data version the run's
+    snapshot saw; a delivery between the two is not in the run's rows."""
+    content = "reference,amount,txn_date\nREF-1,1.00,2024-01-01\nREF-2,2.00,2024-01-02\n"
+    sources = [make_source(runtime.engine, tenant, content) for _ in range(2)]
+    with snapshot_connection(runtime.engine) as conn, conn.begin():
+        sides = []
+        for which, source in zip((SideName.LEFT, SideName.RIGHT), sources, strict=True):
+            resource = resources.get_resource(conn, source.id)
+            named = {c.name: c for c in resource.columns}
+            wanted = SideColumns((named["reference"],), named["amount"], named["txn_date"])
+            sides.append(Input(which, resource, wanted))
+        if appended:
+            append(runtime, sources[1].id, "reference,amount,txn_date\nREF-3,3.00,2024-01-03\n")
+        left, right = _read_both(runtime.engine, conn, sides, 2)
+    for side in (left, right):
+        assert list(side.rows.keys[0]) == ["REF-1", "REF-2"]
+        assert list(side.rows.amounts) == [100, 200]
+        assert len(side.row_ids) == 2

@@ -16,6 +16,7 @@ import logging
 import time
 from array import array
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +112,7 @@ class ReconciliationBuilder:
                 if isinstance(found, Patch):
                     return found
                 why = found
-            left = _read(conn, sides[0], scale)
-            right = _read(conn, sides[1], scale)
+            left, right = _read_both(self._engine, conn, sides, scale)
             now = time.perf_counter()
             timings["read"] = now - clock
             clock = now
@@ -178,6 +178,30 @@ def _wanted(
         amount=_column(resource, side, side.amount) if side.amount else None,
         date=_column(resource, side, side.date) if side.date else None,
     )
+
+
+def _read_both(
+    engine: Engine, conn: Connection, sides: Sequence[Input], scale: int
+) -> tuple[_Input, _Input]:
+    """Both sides as the run's snapshot (`conn`) has them, read at once: the right side
+    on a connection of its own in a thread while this one reads the left (the database
+    reads with the GIL released; a 1M-row side is seconds of it). That connection's
+    snapshot is used only if it has the right input at the data version `conn` saw (a
+    version names its rows: an input that changed between the two is read here after)."""
+    left_side, right_side = sides
+
+    def read_right() -> _Input | None:
+        with snapshot_connection(engine) as other, other.begin():
+            seen = resources.get_resource(other, right_side.resource.id).data_version
+            if seen != right_side.resource.data_version:
+                return None
+            return _read(other, right_side, scale)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tally-read") as pool:
+        reading = pool.submit(read_right)
+        left = _read(conn, left_side, scale)
+        right = reading.result()
+    return left, right or _read(conn, right_side, scale)
 
 
 def _read(conn: Connection, side: Input, scale: int) -> _Input:

@@ -61,7 +61,8 @@ class Side:
         self.which = which
         self.label = label  # the definition's side name (`bank`)
         self.key_columns = key_columns
-        if not all(map(lt, table.positions, islice(table.positions, 1, None))):
+        ascending = isinstance(table.positions, range) and table.positions.step > 0  # a run's
+        if not ascending and not all(map(lt, table.positions, islice(table.positions, 1, None))):
             raise ValueError(f"{label}: positions are not ascending")
         self.positions: Sequence[int] = table.positions
         self.key_values: tuple[Sequence[str | None], ...] = table.keys
