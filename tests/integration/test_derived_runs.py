@@ -38,7 +38,7 @@ from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.settings import Settings
-from tally.storage import derived_outputs, derived_resources
+from tally.storage import derived_outputs, derived_plans, derived_resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.schema import derived_resources as derived_resources_table
@@ -219,6 +219,24 @@ def test_an_output_written_in_many_batches_is_the_one_written_in_one(
     run_now(runtime, batched)
     assert output_resource(runtime, batched).row_count == 6
     assert output_rows(runtime, tenant, batched) == output_rows(runtime, tenant, whole)
+
+
+def test_an_output_filled_in_several_sessions_is_the_one_filled_in_one(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL fills a large output in sessions at once (derived_plans.FILL_SESSIONS);
+    here every output is large enough, and six rows are filled in three sessions."""
+    left, right = bank_and_ledger(runtime, tenant)
+    whole = make_reconciliation(runtime.engine, tenant, definition_json(left, right))
+    run_now(runtime, whole)
+    monkeypatch.setattr(derived_plans, "FILL_SESSIONS_FROM", 0)
+    monkeypatch.setattr(derived_plans, "FILL_SESSIONS", 4)  # ranges of ceil(6 / 4) = 2 rows
+    split = make_reconciliation(
+        runtime.engine, tenant, definition_json(left, right, name="In sessions")
+    )
+    run_now(runtime, split)
+    assert output_resource(runtime, split).row_count == 6
+    assert output_rows(runtime, tenant, split) == output_rows(runtime, tenant, whole)
 
 
 def record_left(record: DerivedRecord) -> int:

@@ -12,6 +12,7 @@ tables after, publishing included, is derived_outputs.py's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from itertools import islice
@@ -27,6 +28,10 @@ from tally.storage.derived_outputs import BATCH_ROWS, Guard, copy_rows, next_tab
 from tally.storage.engine import backend_of, job_step, write_connection, yield_to_writers
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.resources import table_name_for
+
+# PostgreSQL fills a large output in this many sessions at once (_fill_in_sessions).
+FILL_SESSIONS = 2
+FILL_SESSIONS_FROM = 100_000  # rows: below, one statement is as quick
 
 
 @dataclass(frozen=True)
@@ -157,18 +162,18 @@ def fill(
     its JSON text left to `finish`.
 
     SQLite: in transactions of `BATCH_ROWS` rows, each after the writers waiting for
-    its one write lock (`yield_to_writers`). PostgreSQL: in one statement, its primary
-    key added after (one index build instead of a row-by-row upkeep). Its row locks stop
-    no other writer, and its planner joins the whole plan to each input in one hash join;
-    in batches, once autovacuum had analysed the plan table, it chose the same hash
-    joins for every batch, scanning both inputs whole each time (1M pair: 27 s)."""
+    its one write lock (`yield_to_writers`). PostgreSQL: in one statement per session
+    (`_fill_in_sessions`), its primary key added after (one index build instead of a
+    row-by-row upkeep). Its row locks stop no other writer, and its planner joins a
+    session's part of the plan to each input in one hash join; in many small batches,
+    once autovacuum had analysed the plan table, it chose the same hash joins for every
+    batch, scanning both inputs whole each time (1M pair: 27 s)."""
     table = next_table(resource_id)
     postgresql = backend_of(engine).is_postgresql
     plan = plan_table(resource_id)
     if scratch is not None:
         plan = f"{staging.STAGE_ALIAS}.{plan}"
     insert = _from_plan(table, plan, layout, postgresql=postgresql, with_json=False)
-    batch = row_count + 1 if postgresql else BATCH_ROWS
     with (
         write_connection(engine) as conn,
         staging.attached(conn, scratch) if scratch is not None else nullcontext(),
@@ -176,15 +181,47 @@ def fill(
         with conn.begin():
             guard(conn)
             ddl.create_table(conn, table, layout.columns, primary_key=False, generated_ids=False)
-        for low in range(1, row_count + 1, batch):
-            yield_to_writers(conn)
-            with conn.begin():
-                guard(conn)
-                conn.execute(insert, {"low": low, "high": low + batch})
         if postgresql:
+            _fill_in_sessions(engine, conn, insert, row_count, guard)
             with conn.begin():
                 guard(conn)
                 ddl.add_primary_key(conn, table)
+            return
+        for low in range(1, row_count + 1, BATCH_ROWS):
+            yield_to_writers(conn)
+            with conn.begin():
+                guard(conn)
+                conn.execute(insert, {"low": low, "high": low + BATCH_ROWS})
+
+
+def _fill_in_sessions(
+    engine: Engine, conn: Connection, insert: Any, row_count: int, guard: Guard
+) -> None:
+    """PostgreSQL: the plan's rows in FILL_SESSIONS equal ranges, each one statement in
+    a session of its own, at the same time (PostgreSQL runs no INSERT ... SELECT in
+    parallel itself; a 1M-row output's fill is seconds of one core). Only `conn`'s
+    transaction renews the lease (the renewal locks its row until commit: the others
+    would wait for it); if it finds the lease lost, what the others wrote is in
+    `r_{id}_next`, which the run that took over clears first."""
+    step = -(-row_count // FILL_SESSIONS) if row_count else 1
+    ranges = [(low, low + step) for low in range(1, row_count + 1, step)]
+    if len(ranges) < 2 or row_count < FILL_SESSIONS_FROM:
+        with conn.begin():
+            guard(conn)
+            conn.execute(insert, {"low": 1, "high": row_count + 1})
+        return
+
+    def fill_range(low: int, high: int) -> None:
+        with write_connection(engine) as other, other.begin():
+            other.execute(insert, {"low": low, "high": high})
+
+    with ThreadPoolExecutor(len(ranges) - 1, thread_name_prefix="tally-fill") as pool:
+        others = [pool.submit(fill_range, *bounds) for bounds in ranges[1:]]
+        with conn.begin():
+            guard(conn)
+            conn.execute(insert, {"low": ranges[0][0], "high": ranges[0][1]})
+        for other in others:
+            other.result()
 
 
 def insert_planned(conn: Connection, resource_id: int, layout: Layout, low: int, high: int) -> None:

@@ -30,9 +30,7 @@ from tally.services.reconciliation.state import FREE, Run, Side
 
 # This side's keys under a pass; the other side's rows (any state) under each key this
 # side's unmatched rows have; how many of this side's rows have each of those keys.
-Index = tuple[
-    Sequence[Hashable | None], dict[Hashable | None, list[int]], Counter[Hashable | None]
-]
+Index = tuple[Sequence[Hashable | None], dict[Hashable | None, list[int]], Counter[Hashable | None]]
 Sorted = tuple[list[int], list[int]]  # rows' amounts (or days) ascending, and the rows
 MANY = 64  # candidates beyond which the nearest is found by bisection
 
