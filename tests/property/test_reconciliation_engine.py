@@ -19,7 +19,13 @@ from support.reconciliation_cases import (
     run_model,
     side_rows,
 )
-from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, SideName
+from tally.core.reconciliation import (
+    ManualMatch,
+    ManualWork,
+    MatchStatus,
+    Rejection,
+    SideName,
+)
 from tally.services.reconciliation import key_join
 from tally.services.reconciliation.matching import SideTable, output_rows, reconcile
 
@@ -118,6 +124,26 @@ def cases(draw: st.DrawFn) -> tuple[Any, ...]:
     return d, left, right, draw(manual_work(len(left), len(right)))
 
 
+def plain_output_rows(outcome: Any, left_count: int) -> list[tuple[Any, ...]]:
+    """The output's rows as the issue lays them out, from the `Match` objects: the plain
+    model of `output_rows`, which builds them from the engine's arrays."""
+    by_left = {p: m for m in outcome.matches for p in m.left}
+    rows: list[tuple[Any, ...]] = []
+    for position in range(1, left_count + 1):
+        m = by_left.get(position)
+        if m is None:
+            reason = outcome.unmatched_left[position]
+            rows.append((None, MatchStatus.UNMATCHED, None, None, reason, position, None))
+            continue
+        for right in m.right:
+            rows.append(
+                (m.match_id, m.status, m.pass_name, m.difference, m.reason, position, right)
+            )
+    for position, reason in sorted(outcome.unmatched_right.items()):
+        rows.append((None, MatchStatus.UNMATCHED, None, None, reason, None, position))
+    return rows
+
+
 @settings(max_examples=400, deadline=None)
 @given(cases())
 def test_the_engine_decides_as_the_model_does(case: tuple[Any, ...]) -> None:
@@ -127,6 +153,7 @@ def test_the_engine_decides_as_the_model_does(case: tuple[Any, ...]) -> None:
     for m in outcome.matches:
         assert m.match_id == min(m.left)
     rows = list(output_rows(outcome))
+    assert rows == plain_output_rows(outcome, len(left))
     lefts = [r[5] for r in rows if r[5] is not None]
     assert lefts == sorted(lefts)
     assert set(lefts) == set(range(1, len(left) + 1))

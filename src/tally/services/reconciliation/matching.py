@@ -44,9 +44,13 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import ge
-from typing import overload
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
 
 from tally.core.reconciliation import (
     ManualWork,
@@ -66,6 +70,7 @@ __all__ = [
     "Match",
     "Matches",
     "Outcome",
+    "OutputColumns",
     "OutputRow",
     "SideRow",
     "SideTable",
@@ -123,6 +128,62 @@ def reconcile(
 
 OutputRow = tuple[int | None, MatchStatus, str | None, int | None, str, int | None, int | None]
 """match_id, status, pass name, difference, reason, left position, right position."""
+ROWS_PER_STEP = 50_000  # rows OutputColumns turns into Python values at a time
+
+
+def _positions(positions: Sequence[int]) -> npt.NDArray[np.int64]:
+    if isinstance(positions, range):
+        return np.arange(positions.start, positions.stop, positions.step, dtype=np.int64)
+    return np.asarray(positions, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class OutputColumns:
+    """The output's rows as columns: match id, left and right position (0: empty), and
+    an index into `entries`, the distinct (pass name, status, difference, reason)."""
+
+    match_ids: npt.NDArray[np.int64]
+    entries_at: npt.NDArray[np.int64]
+    left: npt.NDArray[np.int64]
+    right: npt.NDArray[np.int64]
+    entries: list[tuple[str | None, MatchStatus, int | None, str]]
+
+    def __len__(self) -> int:
+        return len(self.match_ids)
+
+    def rows(self) -> Iterator[OutputRow]:
+        """The rows as `OutputRow`s (a batch at a time: see `batches`)."""
+        for _, values in self.batches():
+            yield from zip(*values, strict=True)
+
+    def batches(self) -> Iterator[tuple[slice, list[Sequence[Any]]]]:
+        """Each batch's slice of the rows and its columns as Python values, in
+        `OutputRow`'s order: a million rows never exist as Python values at once."""
+        if self.entries:
+            names, statuses, differences, reasons = map(list, zip(*self.entries, strict=True))
+        for low in range(0, len(self), ROWS_PER_STEP):
+            part = slice(low, min(low + ROWS_PER_STEP, len(self)))
+            at = self.entries_at[part].tolist()
+            yield (
+                part,
+                [
+                    or_none(self.match_ids[part]),
+                    list(map(statuses.__getitem__, at)),
+                    list(map(names.__getitem__, at)),
+                    list(map(differences.__getitem__, at)),
+                    list(map(reasons.__getitem__, at)),
+                    or_none(self.left[part]),
+                    or_none(self.right[part]),
+                ],
+            )
+
+
+def or_none(values: npt.NDArray[np.int64]) -> list[int | None]:
+    """The values as Python integers, 0 as None."""
+    out = values.astype(object)
+    out[values == 0] = None
+    return out.tolist()  # type: ignore[no-any-return]
+
 
 UNMATCHED = MatchStatus.UNMATCHED
 
@@ -135,6 +196,13 @@ def output_rows(outcome: Outcome) -> Iterator[OutputRow]:
     if not isinstance(outcome.matches, Matches):
         raise TypeError("output_rows takes an Outcome that reconcile returned")
     return outcome.matches.output_rows(outcome.unmatched_left, outcome.unmatched_right)
+
+
+def output_columns(outcome: Outcome) -> OutputColumns:
+    """`output_rows` as numpy columns (`Matches.output_columns`)."""
+    if not isinstance(outcome.matches, Matches):
+        raise TypeError("output_columns takes an Outcome that reconcile returned")
+    return outcome.matches.output_columns(outcome.unmatched_left, outcome.unmatched_right)
 
 
 class Matches(Sequence[Match]):
@@ -194,23 +262,61 @@ class Matches(Sequence[Match]):
     def output_rows(
         self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
     ) -> Iterator[OutputRow]:
-        """See `output_rows`: one pass over the left rows, no `Match` built."""
+        """See `output_rows`: `output_columns`' rows, a batch of columns at a time."""
+        columns = self.output_columns(unmatched_left, unmatched_right)
+        return columns.rows()
+
+    def output_columns(
+        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
+    ) -> OutputColumns:
+        """The output's rows in its order (see `output_rows`) as numpy columns, built
+        from the run's arrays without a Python step per row: each left row gives one row,
+        or one per right row of its match where that has several, then each unmatched
+        right row gives one."""
         run = self._run
-        entries, groups, entry_of = run.entries, run.groups, run.match_entry
-        first_left, first_right = run.match_left, run.match_right
-        left_positions, right_positions = run.left.positions, run.right.positions
-        for i, m in enumerate(run.left.taken):
-            position = left_positions[i]
-            if m < 0:
-                yield (None, UNMATCHED, None, None, unmatched_left[position], position, None)
-                continue
-            name, status, difference, reason = entries[entry_of[m]]
-            match_id = left_positions[first_left[m]]
-            group = groups.get(m)
-            for j in group[1] if group else (first_right[m],):
-                yield (match_id, status, name, difference, reason, position, right_positions[j])
-        for position, reason in unmatched_right.items():
-            yield (None, UNMATCHED, None, None, reason, None, position)
+        taken = run.left.taken_array()
+        repeats = np.ones(len(taken), dtype=np.int64)
+        spread = [(lefts, rights) for lefts, rights in run.groups.values() if len(rights) > 1]
+        for lefts, rights in spread:
+            repeats[list(lefts)] = len(rights)
+        match = np.repeat(taken, repeats)
+        free = match < 0
+        match[free] = 0  # (any match: its values are replaced below)
+        first_left, first_right, entry_of = (
+            np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(1, dtype=np.int64)
+            for a in (run.match_left, run.match_right, run.match_entry)
+        )
+        left_positions = _positions(run.left.positions)
+        right_positions = _positions(run.right.positions)
+        right = first_right[match]
+        starts = np.cumsum(repeats) - repeats  # each left row's first output row
+        for lefts, rights in spread:
+            for i in lefts:
+                right[starts[i] : starts[i] + len(rights)] = rights
+        entries = len(run.entries)
+        entry = entry_of[match]
+        entry[free] = np.arange(entries, entries + int(free.sum()))
+        match_ids = left_positions[first_left[match]]
+        match_ids[free] = 0
+        right_column = right_positions[right] if len(right_positions) else right
+        right_column[free] = 0
+        unmatched = [
+            (None, UNMATCHED, None, unmatched_left[p]) for p in left_positions[taken < 0].tolist()
+        ]
+        later = np.fromiter(unmatched_right, dtype=np.int64, count=len(unmatched_right))
+        return OutputColumns(
+            np.concatenate([match_ids, np.zeros_like(later)]),
+            np.concatenate([entry, np.arange(len(later)) + entries + len(unmatched)]),
+            np.concatenate(
+                [np.repeat(left_positions, repeats), np.zeros(len(later), dtype=np.int64)]
+            ),
+            np.concatenate([right_column, later]),
+            [
+                *run.entries,
+                *unmatched,
+                *((None, UNMATCHED, None, reason) for reason in unmatched_right.values()),
+            ],
+        )
 
     def state(
         self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
