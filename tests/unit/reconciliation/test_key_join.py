@@ -3,6 +3,8 @@ general path, hash collisions included (Python's hash(-1) == hash(-2))."""
 
 from __future__ import annotations
 
+import pytest
+
 from tally.services.reconciliation import key_join
 
 
@@ -24,7 +26,11 @@ def test_only_the_rows_asked_for_are_read() -> None:
     assert (found.lefts.tolist(), found.rights.tolist()) == ([2, 3], [1, 0])
 
 
-def test_equal_hashes_of_different_keys_are_never_paired() -> None:
+@pytest.mark.parametrize("check_rows", [1, 100_000])
+def test_equal_hashes_of_different_keys_are_never_paired(
+    monkeypatch: pytest.MonkeyPatch, check_rows: int
+) -> None:
+    monkeypatch.setattr(key_join, "CHECK_ROWS", check_rows)  # keys compared in batches
     assert hash(-1) == hash(-2)
     found = key_join.split([-1, 5], [0, 1], [5, -2], [0, 1])
     assert (found.lefts.tolist(), found.rights.tolist()) == ([1], [0])

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 Rows = npt.NDArray[np.int64]
 key_hash = hash  # the hash keys are joined by (a test makes keys collide through it)
+CHECK_ROWS = 100_000  # pairs whose keys are compared at a time
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,13 @@ def split(
     hashes = np.concatenate([_hashes(left_keys, left_rows), _hashes(right_keys, right_rows)])
     order = np.argsort(hashes)
     ordered = hashes[order]
-    is_left = (order < len(left_rows)).astype(np.int64)  # (left rows come first in `rows`)
+    del hashes  # (a million-row side: each of these arrays is tens of megabytes)
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    lengths = np.diff(np.append(starts, len(ordered)))
+    del ordered
+    lengths = np.diff(np.append(starts, len(order)))
+    is_left = (order < len(left_rows)).astype(np.int32)  # (left rows come first in `rows`)
     lefts_in_run = np.add.reduceat(is_left, starts)
+    del is_left
     both = (lefts_in_run > 0) & (lefts_in_run < lengths)
     once = both & (lengths == 2)
     first, second = order[starts[once]], order[starts[once] + 1]
@@ -68,8 +72,15 @@ def split(
     rights = rows[np.where(left_first, second, first)]
     by_left = np.argsort(lefts)
     lefts, rights = lefts[by_left], rights[by_left]
-    pairs = map(left_keys.__getitem__, lefts.tolist()), map(right_keys.__getitem__, rights.tolist())
-    equal = np.fromiter(map(eq, *pairs), dtype=np.bool_, count=len(lefts))
+    equal = np.concatenate(
+        [
+            _equal(
+                left_keys, lefts[low : low + CHECK_ROWS], right_keys, rights[low : low + CHECK_ROWS]
+            )
+            for low in range(0, len(lefts), CHECK_ROWS)
+        ]
+        or [np.zeros(0, dtype=np.bool_)]
+    )
     in_rest = np.repeat(both & ~once, lengths)  # per row, in `order`
     rest = order[in_rest]
     left_rest = rows[rest[rest < len(left_rows)]]
@@ -79,6 +90,14 @@ def split(
         right_rest = np.concatenate([right_rest, rights[~equal]])
         lefts, rights = lefts[equal], rights[equal]
     return Split(lefts, rights, np.sort(left_rest).tolist(), np.sort(right_rest).tolist())
+
+
+def _equal(
+    left_keys: Sequence[Hashable], lefts: Rows, right_keys: Sequence[Hashable], rights: Rows
+) -> npt.NDArray[np.bool_]:
+    """Whether each pair's keys are equal (a batch: its rows as Python integers)."""
+    pairs = map(left_keys.__getitem__, lefts.tolist()), map(right_keys.__getitem__, rights.tolist())
+    return np.fromiter(map(eq, *pairs), dtype=np.bool_, count=len(lefts))
 
 
 def _hashes(keys: Sequence[Hashable], rows: Sequence[int]) -> npt.NDArray[np.int64]:

@@ -144,13 +144,12 @@ def _single_pairs(
             dtype=np.bool_,
             count=len(lefts),
         )
-    count = int(fits.sum())
     run.pairs(
         pass_index,
-        lefts[fits].tolist(),
-        rights[fits].tolist(),
-        [None] * count if differences is None else differences[fits].tolist(),
-        [None] * count if shifts is None else shifts[fits].tolist(),
+        lefts[fits],
+        rights[fits],
+        None if differences is None else differences[fits],
+        None if shifts is None else shifts[fits],
     )
 
 
@@ -218,15 +217,18 @@ def _greedy(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
             )
         for _, _, i, j in pairs:
             if left_taken[i] < 0 and right_taken[j] < 0:
-                run.pairs(pass_index, (i,), (j,), *_gaps(run, i, j))
+                run.pairs(pass_index, np.array([i]), np.array([j]), *_gaps(run, i, j))
 
 
-def _gaps(run: Run, i: int, j: int) -> tuple[tuple[int | None], tuple[int | None]]:
+def _gaps(run: Run, i: int, j: int) -> tuple[Any, Any]:
     """The amount difference and the date shift of a pair, as `Run.pairs` takes them."""
     left, right = run.left, run.right
     difference = left.amounts[i] - right.amounts[j] if run.amounts else None  # type: ignore[operator]
     shift = right.days[j] - left.days[i] if run.dates else None  # type: ignore[operator]
-    return (difference,), (shift,)
+    return (
+        None if difference is None else np.array([difference], dtype=object),
+        None if shift is None else np.array([shift], dtype=object),
+    )
 
 
 def _ties(pairs: list[Pair]) -> list[list[Pair]]:

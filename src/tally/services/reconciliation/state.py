@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Sequence
-from itertools import islice
+from itertools import islice, repeat
 from operator import lt
 from typing import Any
 
@@ -61,7 +61,8 @@ class Side:
         self.which = which
         self.label = label  # the definition's side name (`bank`)
         self.key_columns = key_columns
-        ascending = isinstance(table.positions, range) and table.positions.step > 0  # a run's
+        # A full run's positions are a range: ascending without a look at each.
+        ascending = isinstance(table.positions, range) and table.positions.step > 0
         if not ascending and not all(map(lt, table.positions, islice(table.positions, 1, None))):
             raise ValueError(f"{label}: positions are not ascending")
         self.positions: Sequence[int] = table.positions
@@ -69,8 +70,8 @@ class Side:
         self.amounts: Sequence[int | None] = table.amounts
         self.days: Sequence[int | None] = table.days
         self.taken = array("q", [FREE]) * len(self.positions)
-        # The free rows a pass may still take (see Run.__init__); shrinks after each pass.
-        # One int object per row index, made once and shared by every list of rows.
+        # The free rows a pass may still take (see Run.__init__); shrinks after each pass
+        # (close_taken), which usually leaves a few percent of them.
         self.open: Sequence[int] = list(range(len(self.positions)))
         self._keys: dict[KeySpec, Sequence[Hashable | None]] = {}
         self._numbers: dict[bool, Numbers] = {}
@@ -204,35 +205,39 @@ class Run:
     def pairs(
         self,
         pass_index: int,
-        lefts: Sequence[int],
-        rights: Sequence[int],
-        differences: Sequence[int | None],
-        shifts: Sequence[int | None],
+        lefts: npt.NDArray[np.int64],
+        rights: npt.NDArray[np.int64],
+        differences: Numbers | None,
+        shifts: Numbers | None,
     ) -> None:
         """Record one-to-one matches: lefts[k] with rights[k], whose amount difference and
-        date shift (right minus left; None where not compared) are given."""
-        if not lefts:
+        date shift (right minus left) are given, None where not compared. Arrays: the
+        first pass records a million pairs, never as Python integers."""
+        count = len(lefts)
+        if not count:
             return
-        entries = array("q")
-        same = differences.count(differences[0]) == shifts.count(shifts[0]) == len(lefts)
-        for difference, shift in (
-            [(differences[0], shifts[0])] if same else zip(differences, shifts, strict=True)
-        ):
+        columns = (differences, shifts)
+        same = all(c is None or bool((c == c[0]).all()) for c in columns)
+        # Each pair's (difference, shift), or the one they all share (the usual first
+        # pass: every pair equal in amount and date); a column not compared is None (an
+        # endless repeat: zip is not strict).
+        values = [repeat(None) if c is None else (c[:1] if same else c).tolist() for c in columns]
+        found = array("q")
+        for difference, shift in islice(zip(*values, strict=False), 1 if same else count):
             entry = self._entry_ids.get((pass_index, difference, shift))
             if entry is None:
                 both = None if shift is None else (shift, shift)
                 entry = self._entry(pass_index, difference, both, (1, 1), None)
                 self._entry_ids[pass_index, difference, shift] = entry
-            entries.append(entry)
-        if same:  # the usual first pass: every pair equal in amount and date
-            entries *= len(lefts)
+            found.append(entry)
+        entries = found * count if same else found
         start = len(self.match_entry)
-        self.match_left.extend(lefts)
-        self.match_right.extend(rights)
+        self.match_left.frombytes(lefts.astype(np.int64).tobytes())
+        self.match_right.frombytes(rights.astype(np.int64).tobytes())
         self.match_entry.extend(entries)
-        numbers = np.arange(start, start + len(lefts), dtype=np.int64)
-        self.left.taken_array()[np.asarray(lefts, dtype=np.int64)] = numbers
-        self.right.taken_array()[np.asarray(rights, dtype=np.int64)] = numbers
+        numbers = np.arange(start, start + count, dtype=np.int64)
+        self.left.taken_array()[lefts] = numbers
+        self.right.taken_array()[rights] = numbers
 
     def add_match(
         self,
