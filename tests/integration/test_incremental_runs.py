@@ -190,6 +190,32 @@ def test_a_late_file_reads_only_the_rows_it_can_affect(runtime: Runtime, tenant:
     assert_same_as_full(runtime, tenant, pair.record)
 
 
+def test_a_late_file_keeps_the_rows_it_does_not_change(runtime: Runtime, tenant: Tenant) -> None:
+    """The late row shares its key with a match it does not undo: the match's output row
+    stays as it was (its row id too: no delete and insert under the output's indexes),
+    and only the late row's own row is added."""
+    pair = Pair(runtime, tenant, ["K-1,10.00,2024-01-01,m"], ["K-1,10.00,2024-01-01,1"])
+
+    def matched() -> list[tuple[Any, ...]]:
+        with runtime.engine.connect() as conn:
+            output = resources.get_resource(conn, pair.record.resource_id)
+            named = {c.name: c.physical for c in output.columns}
+            return [
+                tuple(r)
+                for r in conn.exec_driver_sql(
+                    f"SELECT * FROM {output.table_name} WHERE {named['status']} = 'matched'"
+                    f" AND {named['bank.reference']} = 'K-1'"
+                )
+            ]
+
+    was = matched()
+    assert len(was) == 1
+    last_run = pair.late([], ["K-1,99.00,2024-01-01,2"])
+    assert (last_run["mode"], last_run["rows_examined"]) == ("incremental", 3)
+    assert matched() == was
+    assert_same_as_full(runtime, tenant, pair.record)
+
+
 def test_a_run_without_new_rows_changes_nothing(runtime: Runtime, tenant: Tenant) -> None:
     pair = Pair(runtime, tenant, ["A-1,1.00,2024-01-01,m"], [])
     with runtime.engine.connect() as conn:

@@ -1,10 +1,12 @@
 """The rows of a reconciliation's published output that an incremental run replaces:
-read in its snapshot (to adjust last_run's counts), deleted in its patch transaction."""
+read in its snapshot (to adjust last_run's counts, and to keep the rows the run makes
+again as they are), the others deleted in its patch transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -18,15 +20,21 @@ VALUES_PER_QUERY = 500  # positions per IN list
 
 @dataclass(frozen=True)
 class Columns:
-    """The output's columns an incremental run reads: match id, status, the positions."""
+    """The output's columns an incremental run reads: the match's values and the
+    positions (the plan's values: an output row is these and its two input rows)."""
 
     match_id: Column
     status: Column
+    pass_name: Column
+    difference: Column
+    reason: Column
     left: Column
     right: Column
 
 
 OutputRow = tuple[int | None, str, int | None, int | None]  # match id, status, positions
+# match id, status, pass, difference (an integer at its column's scale), reason, positions
+PlanValues = tuple[int | None, str, str | None, int | None, str, int | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class OutputRows:
     lefts: Sequence[int]
     rights: Sequence[int]
     rows: list[OutputRow]
+    values: dict[int, PlanValues]  # by row id
     max_row_id: int
 
     @classmethod
@@ -51,24 +60,27 @@ class OutputRows:
         rights: Sequence[int],
     ) -> OutputRows:
         c = columns
-        table = ddl.row_table(output.table_name, [c.match_id, c.status, c.left, c.right])
+        named = (c.match_id, c.status, c.pass_name, c.difference, c.reason, c.left, c.right)
+        table = ddl.row_table(output.table_name, list(named))
         row_id = table.c[ddl.ROW_ID]
-        values = [table.c[x.physical] for x in (c.match_id, c.status, c.left, c.right)]
-        found: dict[int, OutputRow] = {}
+        selected = [table.c[x.physical] for x in named]
+        found: dict[int, PlanValues] = {}
         for column, wanted in ((c.left, lefts), (c.right, rights)):
             for start in range(0, len(wanted), VALUES_PER_QUERY):
                 chunk = list(wanted[start : start + VALUES_PER_QUERY])
-                stmt = sa.select(row_id, *values).where(table.c[column.physical].in_(chunk))
+                stmt = sa.select(row_id, *selected).where(table.c[column.physical].in_(chunk))
                 for row in conn.execute(stmt):
-                    found[int(row[0])] = (row[1], row[2], row[3], row[4])
+                    difference = row[4]
+                    if isinstance(difference, Decimal):  # PostgreSQL's NUMERIC
+                        difference = int(difference.scaleb(c.difference.scale))
+                    found[int(row[0])] = (row[1], row[2], row[3], difference, *row[5:])
         top = conn.execute(sa.select(sa.func.max(row_id))).scalar_one()
-        return cls(output, columns, lefts, rights, list(found.values()), int(top or 0))
+        rows = [(v[0], v[1], v[5], v[6]) for v in found.values()]
+        return cls(output, columns, lefts, rights, rows, found, int(top or 0))
 
-    def delete(self, conn: Connection) -> None:
-        """In the caller's (patch) transaction: delete these rows."""
-        left, right = self.columns.left.physical, self.columns.right.physical
-        table = sa.table(self.output.table_name, sa.column(left), sa.column(right))
-        for name, wanted in ((left, self.lefts), (right, self.rights)):
-            for start in range(0, len(wanted), VALUES_PER_QUERY):
-                chunk = list(wanted[start : start + VALUES_PER_QUERY])
-                conn.execute(sa.delete(table).where(table.c[name].in_(chunk)))
+    def delete(self, conn: Connection, row_ids: Sequence[int]) -> None:
+        """In the caller's (patch) transaction: delete these of the rows."""
+        table = sa.table(self.output.table_name, sa.column(ddl.ROW_ID))
+        for start in range(0, len(row_ids), VALUES_PER_QUERY):
+            chunk = list(row_ids[start : start + VALUES_PER_QUERY])
+            conn.execute(sa.delete(table).where(table.c[ddl.ROW_ID].in_(chunk)))

@@ -31,7 +31,14 @@ from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived_builders import Patch
 from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
-from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
+from tally.services.reconciliation.output_columns import (
+    DIFFERENCE,
+    MATCH_ID,
+    PASS,
+    REASON,
+    ROW,
+    STATUS,
+)
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import (
@@ -213,18 +220,19 @@ def patch(
     )
     first = before.max_row_id + 1
     plan = list(plan_rows(outcome, left.ids, right.ids, first))
-    row_count = output.row_count - len(before.rows) + len(plan)
+    gone, added = _changed(before, plan, first)
+    row_count = output.row_count - len(gone) + len(added)
     width = len(chains(definition))
     keys: list[KeyRow] = []
     for side in sides:
         keys += key_rows(definition, side.input.which, side.new, side.new_ids)
 
     def stage(engine: Engine, guard: Guard) -> None:
-        derived_plans.write_plan(engine, record.resource_id, layout, plan, guard)
+        derived_plans.write_plan(engine, record.resource_id, layout, added, guard)
 
     def apply(conn: Connection) -> int:
-        before.delete(conn)
-        derived_plans.insert_planned(conn, record.resource_id, layout, first, first + len(plan))
+        before.delete(conn, gone)
+        derived_plans.insert_planned(conn, record.resource_id, layout, first, first + len(added))
         reconciliation_keys.append(conn, record.resource_id, width, keys)
         return row_count
 
@@ -254,6 +262,28 @@ def patch(
     )
 
 
+def _changed(
+    before: OutputRows, plan: list[tuple[Any, ...]], first: int
+) -> tuple[list[int], list[tuple[Any, ...]]]:
+    """What the patch changes of the component's published rows: the row ids of those
+    the run no longer makes, and its plan rows not already published (renumbered from
+    `first`). A row the run makes again stays as it is, row id, text and index entries
+    included: under an output's ~30 indexes, each row deleted or inserted is the
+    patch's cost (most of a late file's component is unchanged)."""
+    published: dict[tuple[Any, ...], list[int]] = {}
+    for row_id, values in before.values.items():
+        published.setdefault(values, []).append(row_id)
+    added: list[tuple[Any, ...]] = []
+    for row in plan:
+        kept = published.get(tuple(row[1:8]))
+        if kept:
+            kept.pop()
+        else:
+            added.append((first + len(added), *row[1:]))
+    gone = sorted(row_id for row_ids in published.values() for row_id in row_ids)
+    return gone, added
+
+
 def _no_rows(conn: Connection) -> int:
     raise AssertionError("a patch without changes is not applied")
 
@@ -278,6 +308,9 @@ def _columns(output: Resource, definition: ReconciliationDefinition) -> Columns:
     return Columns(
         match_id=named[MATCH_ID],
         status=named[STATUS],
+        pass_name=named[PASS],
+        difference=named[DIFFERENCE],
+        reason=named[REASON],
         left=named[f"{definition.left.name}.{ROW}"],
         right=named[f"{definition.right.name}.{ROW}"],
     )
