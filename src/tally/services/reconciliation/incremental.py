@@ -269,7 +269,7 @@ def _changed(
     the run no longer makes, and its plan rows not already published (renumbered from
     `first`). A row the run makes again stays as it is, row id, text and index entries
     included: under an output's ~30 indexes, each row deleted or inserted is the
-    patch's cost (most of a late file's component is unchanged)."""
+    patch's cost (a component often holds rows the late ones leave as they were)."""
     published: dict[tuple[Any, ...], list[int]] = {}
     for row_id, values in before.values.items():
         published.setdefault(values, []).append(row_id)
