@@ -43,12 +43,14 @@ class OutputRows:
     and the largest row id (the patch's rows come after it)."""
 
     output: Resource
-    columns: Columns
-    lefts: Sequence[int]
-    rights: Sequence[int]
-    rows: list[OutputRow]
     values: dict[int, PlanValues]  # by row id
     max_row_id: int
+
+    @property
+    def rows(self) -> list[OutputRow]:
+        """Each row's match id, status and positions (last_run's counts are adjusted by
+        them)."""
+        return [(v[0], v[1], v[5], v[6]) for v in self.values.values()]
 
     @classmethod
     def read(
@@ -75,8 +77,7 @@ class OutputRows:
                         difference = int(difference.scaleb(c.difference.scale))
                     found[int(row[0])] = (row[1], row[2], row[3], difference, *row[5:])
         top = conn.execute(sa.select(sa.func.max(row_id))).scalar_one()
-        rows = [(v[0], v[1], v[5], v[6]) for v in found.values()]
-        return cls(output, columns, lefts, rights, rows, found, int(top or 0))
+        return cls(output, found, int(top or 0))
 
     def delete(self, conn: Connection, row_ids: Sequence[int]) -> None:
         """In the caller's (patch) transaction: delete these of the rows."""
