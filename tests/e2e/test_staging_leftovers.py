@@ -4,14 +4,16 @@ on SQLite and PostgreSQL, with real `tally worker` processes.
 On SQLite a load is staged in a database file of its own, and a source's first file
 fills a table that is renamed into place when published (decision 0013): a worker
 killed meanwhile leaves both. Every way the file then ends removes them, and a worker
-sweeps at its start the leftovers of files that ended without it. On PostgreSQL the
-load is one transaction, which the killed connection rolls back: the same checks hold
-there, with nothing to remove.
+sweeps at its start the leftovers of files that ended without it. `tally admin load`
+stages the same way with no file record: a worker's start removes what a killed one left,
+and nothing of one still running. On PostgreSQL the load is one transaction, which the
+killed connection rolls back: the same checks hold there, with nothing to remove.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,7 @@ from support.processes import (
     list_files,
     notify,
     process_defaults,
+    process_env,
     register_webhook,
 )
 from support.servers import file_server_app, serve_app
@@ -193,3 +196,108 @@ def test_a_delivered_file_leaves_no_staging_file_of_a_killed_attempt(
     )
     assert second.terminate(timeout=20) == 0
     assert second.stderr_text().count("staging_leftover_removed") == expected
+
+
+def admin_load(runtime: Runtime, processes: Processes, csv: Path) -> TallyProcess:
+    """`tally admin load` of `csv` into a new source of a new workspace, as a process."""
+    tenant = make_tenant(runtime.engine)
+    args = ["load", "--workspace", str(tenant.workspace_id), "--name", csv.stem, str(csv)]
+    load = TallyProcess("admin", args, process_env(runtime.settings), processes.log_dir)
+    processes.started.append(load)
+    return load
+
+
+def command_scratch(runtime: Runtime, before: set[str]) -> tuple[list[str], set[str]]:
+    """A `tally admin load`'s staging and lock files, and its table in the main database."""
+    named = [n for n in staging_files(runtime.settings) if "load-" in n]
+    return named, {t for t in table_names(runtime) - before if t.startswith("staged_")}
+
+
+def loading(runtime: Runtime, load: TallyProcess, before: set[str]) -> None:
+    """Wait until the load fills its table (SQLite) or is well under way (PostgreSQL)."""
+    if runtime.backend_name == "sqlite":
+        eventually(
+            lambda: len(command_scratch(runtime, before)[1]) == 1,
+            timeout=WAIT_SECONDS,
+            what="the load's table to be filled",
+            interval=0.01,
+            explain=load.describe,
+        )
+    else:  # its one transaction has written (a transaction id is given at its first write)
+        eventually(
+            lambda: writing_transactions(runtime) == 1,
+            timeout=WAIT_SECONDS,
+            what="the load's transaction to write",
+            interval=0.01,
+            explain=load.describe,
+        )
+
+
+def writing_transactions(runtime: Runtime) -> int:
+    with runtime.engine.connect() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
+            ).scalar_one()
+        )
+
+
+def test_a_worker_sweeps_at_start_what_a_killed_admin_load_left(
+    runtime: Runtime, processes: Processes, tmp_path: Path
+) -> None:
+    """No file record tells a killed `tally admin load` from a running one: its lock
+    file does. Killed while it fills its table, it leaves its staging file, lock file
+    and table (SQLite); the next worker to start removes all three."""
+    csv = tmp_path / "killed.csv"
+    csv.write_bytes(ledger_csv(ROWS))
+    before = table_names(runtime)
+    load = admin_load(runtime, processes, csv)
+    loading(runtime, load, before)
+    assert load.kill() == -signal.SIGKILL
+    names, tables = command_scratch(runtime, before)
+    if runtime.backend_name == "sqlite":  # what the kill left
+        assert sorted(n.rsplit(".", 1)[1] for n in names) == ["db", "lock"], names
+        assert len(tables) == 1
+    else:
+        assert (names, tables) == ([], set())
+    worker = processes.worker(runtime.settings, concurrency=1)
+    worker.wait_ready()
+    eventually(
+        lambda: command_scratch(runtime, before) == ([], set()),
+        timeout=10,
+        what="no staging file, lock file or table left",
+        explain=lambda: str(command_scratch(runtime, before)),
+    )
+    removed = worker.stderr_text().count("staging_leftover_removed")
+    assert removed == (3 if runtime.backend_name == "sqlite" else 0), worker.describe()
+    assert table_names(runtime) == before
+    assert worker.terminate(timeout=20) == 0
+
+
+def test_a_sweep_leaves_a_running_admin_load_alone(
+    runtime: Runtime, processes: Processes, tmp_path: Path
+) -> None:
+    """The sweep a worker runs at its start, run while `tally admin load` stages its file
+    and again while it fills its table, removes nothing of it (either removal would
+    fail the load): the load then publishes every row, and leaves nothing behind."""
+    csv = tmp_path / "running.csv"
+    csv.write_bytes(ledger_csv(ROWS))
+    before = table_names(runtime)
+    load = admin_load(runtime, processes, csv)
+    if runtime.backend_name == "sqlite":
+        eventually(
+            lambda: any(n.endswith(".db") for n in command_scratch(runtime, before)[0]),
+            timeout=WAIT_SECONDS,
+            what="the load's staging file",
+            interval=0.01,
+            explain=load.describe,
+        )
+        staged = command_scratch(runtime, before)
+        assert runtime.delivery.sweep_leftovers() == 0
+        assert command_scratch(runtime, before)[0] == staged[0]
+    loading(runtime, load, before)
+    assert runtime.delivery.sweep_leftovers() == 0
+    assert load.popen.wait(WAIT_SECONDS) == 0, load.describe()
+    assert json.loads(load.stdout_path.read_text())["rows"] == ROWS
+    assert command_scratch(runtime, before) == ([], set())

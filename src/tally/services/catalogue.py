@@ -151,30 +151,27 @@ class SourceCatalogue:
         with self._engine.connect() as conn:  # refused before the file is read
             accounts.get_workspace(conn, workspace_id)
             encoding = check_source_definition(conn, workspace_id, name, None, encoding)
-        staged_path = staging.scratch_path(self._staging_dir)
-        try:
+        # Its scratch is found and removed by a worker's sweep if this process is killed.
+        with staging.command_load(self._staging_dir) as scratch:
             staged = stage_file(
-                staged_path,
+                scratch.path,
                 None,
                 path,
                 encoding=encoding,
                 limits=self.limits,
                 on_progress=on_progress,
             )
-            with write_connection(self._engine) as conn, staging.attached(conn, staged_path):
-                filled = staging.scratch_table()
+            with write_connection(self._engine) as conn, staging.attached(conn, scratch.path):
                 try:
-                    fill_staged(conn, staged, filled)
+                    fill_staged(conn, staged, scratch.table)
                     with conn.begin():
                         resource = create_source_in(
                             conn, workspace_id=workspace_id, name=name, encoding=encoding
                         )
-                        return publish_staged(conn, resource.id, staged, filled)
+                        return publish_staged(conn, resource.id, staged, scratch.table)
                 finally:
                     with conn.begin():
-                        ddl.drop_table(conn, filled)
-        finally:
-            staged_path.unlink(missing_ok=True)
+                        ddl.drop_table(conn, scratch.table)
 
     def append_file(
         self, resource_id: int, path: Path, on_progress: ProgressCallback | None = None

@@ -97,7 +97,8 @@ class FileLoading:
     def discard_leftovers(self, file: FileRecord | None = None) -> int:
         """Remove what killed attempts left (staging files, tables filled and never
         published) of files that have ended or are gone: `file`'s, as it ends, or any
-        file's (at a worker's start), at most SWEEP_ITEMS. Each is logged once; how many
+        file's and any killed `tally admin load`'s (at a worker's start), at most
+        SWEEP_ITEMS. Each is logged once; how many
         were removed."""
         with self._engine.connect() as conn:
             if file is None:
@@ -105,8 +106,11 @@ class FileLoading:
             else:
                 table = staging.filled_table(resources.table_name_for(file.resource_id), file.id)
                 found = staging.leftovers_of(conn, self._staging_dir, file.id, table)
-            ended = files.ended_or_gone(conn, {item.file_id for item in found})
-        removed = [item for item in found if item.file_id in ended][:SWEEP_ITEMS]
+            ended = files.ended_or_gone(
+                conn, {item.file_id for item in found if item.file_id is not None}
+            )
+        # A leftover of no file is a `tally admin load` that is no longer running.
+        removed = [i for i in found if i.file_id is None or i.file_id in ended][:SWEEP_ITEMS]
         for item in removed:
             staging.remove(self._engine, item)
             log.warning(

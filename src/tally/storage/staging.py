@@ -4,7 +4,8 @@ database in short transactions (decision 0013).
 The staging file is scratch: no journal, no fsync, one per load attempt, deleted when
 the attempt ends. A killed attempt leaves its staging file, and perhaps the table it was
 filling; both are named after the file, and removed once the file has ended (or by the
-sweep at a worker's start, `leftovers`). Writing it
+sweep at a worker's start, `leftovers`). `tally admin load` has no file record to tell
+a killed load from a running one: it holds a lock file instead (`command_load`). Writing it
 takes no lock of the main database, so reading, checking and converting a file of any
 size never makes another writer wait. The main database then receives the converted
 rows, attached by ATTACH (outside a transaction, as SQLite requires), either in chunks
@@ -19,7 +20,10 @@ chunks into its staged output (decision 0016).
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -43,12 +47,50 @@ STAGE_ALIAS = "stage"
 CHUNK_ROWS = 20_000
 
 
-def scratch_path(folder: Path, file_id: int | None = None) -> Path:
+def scratch_path(folder: Path, file_id: int) -> Path:
     """A new staging database's path in `folder` (private, as all of TALLY_HOME), named
-    after the file it stages (None: `tally admin load`'s), one per attempt: a killed
-    attempt's is told apart by its file's state, and removed once the file has ended."""
-    prefix = "load" if file_id is None else f"file-{file_id}"
-    return make_private_dir(folder) / f"{prefix}-{uuid.uuid4().hex}.db"
+    after the file it stages, one per attempt: a killed attempt's is told apart by its
+    file's state, and removed once the file has ended."""
+    return make_private_dir(folder) / f"file-{file_id}-{uuid.uuid4().hex}.db"
+
+
+@dataclass(frozen=True)
+class CommandLoad:
+    """What one `tally admin load` stages into: its staging file and the table it fills
+    in the main database, named by one key."""
+
+    path: Path
+    table: str
+
+
+# A lock file not yet renamed into place is a killed load's once it is this old (younger,
+# its load may be between creating and locking it).
+PENDING_LOCK_SECONDS = 60.0
+
+
+@contextmanager
+def command_load(folder: Path) -> Iterator[CommandLoad]:
+    """A `tally admin load`'s scratch names, alive while this holds an exclusive `flock`
+    on `load-{key}.lock` (released by the kernel when the process dies, however it dies).
+    The lock file is created and locked under a pending name, then renamed: it never
+    exists unlocked while its load lives. It is removed last, after the staging file
+    (and the caller drops its table inside), so a staging file or table without a lock
+    file is a dead load's too (`leftovers`)."""
+    folder = make_private_dir(folder)
+    key = uuid.uuid4().hex
+    pending, lock = folder / f".load-{key}.lock", folder / f"load-{key}.lock"
+    descriptor = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        pending.rename(lock)
+        path = folder / f"load-{key}.db"
+        try:
+            yield CommandLoad(path, f"staged_{key}")
+        finally:
+            path.unlink(missing_ok=True)
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(descriptor)
 
 
 def derived_scratch_path(folder: Path, resource_id: int) -> Path:
@@ -68,31 +110,86 @@ def filled_table(table: str, file_id: int) -> str:
 
 _FILE_STAGING = re.compile(r"file-(\d+)-[0-9a-f]+\.db")
 _FILLED_TABLE = re.compile(r"r_\d+_f(\d+)")
+_COMMAND_STAGING = re.compile(r"load-([0-9a-f]{32})\.db")
+_COMMAND_TABLE = re.compile(r"staged_([0-9a-f]{32})")
+_COMMAND_LOCK = re.compile(r"(\.?)load-([0-9a-f]{32})\.lock")
 
 
 @dataclass(frozen=True)
 class Leftover:
-    """A staging file or an unpublished table an attempt at a file left behind."""
+    """A staging file or an unpublished table an attempt at a file left behind
+    (`file_id`), or a killed `tally admin load` (`file_id` None: known dead)."""
 
-    file_id: int
+    file_id: int | None
     name: str  # the staging file's path, or the table's name
     is_table: bool
 
 
 def leftovers(conn: Connection, folder: Path) -> list[Leftover]:
-    """What loads of files left: staging files in `folder`, and tables of the main
-    database filled and never published."""
+    """What loads left: of files, staging files in `folder` and tables of the main
+    database filled and never published; of `tally admin load`s no longer running,
+    their staging files, tables and lock files."""
     names = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    tables = inspect(conn).get_table_names()
     found = [
         Leftover(int(m[1]), str(path), is_table=False)
         for path in names
         if (m := _FILE_STAGING.fullmatch(path.name))
     ]
-    return found + [
+    found += [
         Leftover(int(m[1]), table, is_table=True)
-        for table in inspect(conn).get_table_names()
+        for table in tables
         if (m := _FILLED_TABLE.fullmatch(table))
     ]
+    return found + _dead_command_loads(folder, names, tables)
+
+
+def _dead_command_loads(
+    folder: Path, names: Sequence[Path], tables: Sequence[str]
+) -> list[Leftover]:
+    """Killed `tally admin load`s' leftovers. The staging files and tables were listed
+    before the lock files are: one whose lock file is gone by then belongs to a load
+    that ended (its lock file existed before them, and goes after them)."""
+    staged = {m[1]: path for path in names if (m := _COMMAND_STAGING.fullmatch(path.name))}
+    filled = {m[1]: table for table in tables if (m := _COMMAND_TABLE.fullmatch(table))}
+    locks = sorted(folder.glob("*load-*.lock")) if folder.is_dir() else []
+    live: set[str] = set()
+    dead: list[Leftover] = []
+    for lock in locks:
+        if not (m := _COMMAND_LOCK.fullmatch(lock.name)):
+            continue
+        if _held(lock) or (m[1] and time.time() - _mtime(lock) < PENDING_LOCK_SECONDS):
+            live.add(m[2])
+        else:
+            dead.append(Leftover(None, str(lock), is_table=False))
+    # The lock files last: a sweep cut short leaves what it has not removed findable.
+    return [
+        *(Leftover(None, str(path), is_table=False) for k, path in staged.items() if k not in live),
+        *(Leftover(None, table, is_table=True) for k, table in filled.items() if k not in live),
+        *dead,
+    ]
+
+
+def _held(lock: Path) -> bool:
+    """Whether a live process holds `lock` (a file gone meanwhile: its load ended)."""
+    try:
+        descriptor = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)  # releases the lock if taken
+    return False
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def leftovers_of(conn: Connection, folder: Path, file_id: int, table: str) -> list[Leftover]:
@@ -110,11 +207,6 @@ def remove(engine: Engine, leftover: Leftover) -> None:
             drop_table(conn, leftover.name)
     else:
         Path(leftover.name).unlink(missing_ok=True)
-
-
-def scratch_table() -> str:
-    """A name for a table filled before it is published (renamed into place)."""
-    return f"staged_{uuid.uuid4().hex}"
 
 
 def staging_engine(path: Path) -> Engine:
