@@ -208,18 +208,16 @@ class DerivedRuns:
         if isinstance(builder, StagingBuilder):
             return output, True
         clock = time.perf_counter()
-        engine, layout = self._engine, output.layout
-        with derived_plans.plan_aside(engine, resource_id, self._staging_dir) as scratch:
-            derived_plans.write_plan(
-                engine, resource_id, layout, output.rows(), guard, scratch=scratch
-            )
-            clock = lap(timings, "stage", clock)
-            derived_plans.fill(
-                engine, resource_id, layout, output.row_count, guard, scratch=scratch
-            )
-        if scratch is None:
-            derived_outputs.discard(engine, derived_outputs.plan_table(resource_id), guard)
-        lap(timings, "build", clock)
+        derived_plans.build(
+            self._engine,
+            resource_id,
+            output.layout,
+            output.rows(),
+            output.row_count,
+            guard,
+            self._staging_dir,
+        )
+        lap(timings, "build", clock)  # the plan and the fill (at once on SQLite)
         return output, True
 
     def _guard(self, derived_id: int, worker: str) -> Callable[[Connection], None]:
