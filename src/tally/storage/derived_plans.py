@@ -2,7 +2,7 @@
 
 The plan (`r_{id}_plan`) has one row per output row: its row id `seq`, the values the run
 computed, and the row ids of the input rows it shows (a `Layout` says which column comes
-from where). A whole run writes it in batches (`write_plan`), then `fill` builds
+from where). A whole run writes it in batches (`write_plan`), then builds
 `r_{id}_next` from it by INSERT ... SELECT joins (`build`; on SQLite the plan lives in
 scratch files and the output fills while it is written, `write_and_fill`), and an
 incremental run's few rows go straight into the published output (`insert_planned`).
@@ -158,34 +158,27 @@ def build(
         write_and_fill(engine, resource_id, layout, rows, guard, staging_dir)
         return
     write_plan(engine, resource_id, layout, rows, guard)
-    fill(engine, resource_id, layout, row_count, guard)
+    _fill_postgresql(engine, resource_id, layout, row_count, guard)
     discard(engine, plan_table(resource_id), guard)
 
 
-def fill(engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard) -> None:
-    """`r_{id}_next` filled from the plan, its JSON text left to `finish`.
-
-    SQLite: in transactions of `BATCH_ROWS` rows, each after the writers waiting for
-    its one write lock (`yield_to_writers`). PostgreSQL: in one statement per session
-    (`_fill_in_sessions`), its primary key added after (one index build instead of a
-    row-by-row upkeep). Its row locks stop no other writer, and its planner joins a
-    session's part of the plan to each input in one hash join; in many small batches,
-    once autovacuum had analysed the plan table, it chose the same hash joins for every
-    batch, scanning both inputs whole each time (1M pair: 27 s)."""
+def _fill_postgresql(
+    engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard
+) -> None:
+    """PostgreSQL: `r_{id}_next` filled from the plan, its JSON text left to `finish`,
+    in one statement per session (`_fill_in_sessions`), its primary key added after (one
+    index build instead of a row-by-row upkeep). Its row locks stop no other writer, and
+    its planner joins a session's part of the plan to each input in one hash join; in
+    many small batches, once autovacuum had analysed the plan table, it chose the same
+    hash joins for every batch, scanning both inputs whole each time (1M pair: 27 s)."""
     table = next_table(resource_id)
-    postgresql = backend_of(engine).is_postgresql
-    insert = _from_plan(
-        table, plan_table(resource_id), layout, postgresql=postgresql, with_json=False
-    )
+    insert = _from_plan(table, plan_table(resource_id), layout, postgresql=True, with_json=False)
     with write_connection(engine) as conn:
         _create_next(conn, table, layout, guard)
-        if postgresql:
-            _fill_in_sessions(engine, conn, insert, row_count, guard)
-            with conn.begin():
-                guard(conn)
-                ddl.add_primary_key(conn, table)
-            return
-        _fill_range(conn, insert, 1, row_count + 1, guard)
+        _fill_in_sessions(engine, conn, insert, row_count, guard)
+        with conn.begin():
+            guard(conn)
+            ddl.add_primary_key(conn, table)
 
 
 def _create_next(conn: Connection, table: str, layout: Layout, guard: Guard) -> None:
@@ -196,7 +189,8 @@ def _create_next(conn: Connection, table: str, layout: Layout, guard: Guard) -> 
 
 def _fill_range(conn: Connection, insert: Any, low: int, high: int, guard: Guard) -> None:
     """SQLite: the plan's rows `low` <= seq < `high` into the output, BATCH_ROWS a
-    transaction, each after the writers waiting for the lock."""
+    transaction, each after the writers waiting for its one write lock
+    (`yield_to_writers`)."""
     for start in range(low, high, BATCH_ROWS):
         yield_to_writers(conn)
         with conn.begin():
