@@ -39,7 +39,7 @@ from tally.api.queries.pool import QueryProcessPool
 from tally.api.queries.processes import QueryProcesses
 from tally.api.queries.runner import default_query_processes
 from tally.runtime import Runtime, build_runtime
-from tally.services.data_query import PagePart, stitch_parts
+from tally.services.page_bodies import PagePart, stitch_parts
 
 CSV = "id,amount,memo\n" + "".join(f"{n},{n}.{n % 100:02d},memo {n % 7}\n" for n in range(1, 301))
 PROCESSES = 2

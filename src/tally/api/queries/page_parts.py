@@ -29,14 +29,8 @@ from tally.api.compression import (
 from tally.api.queries.pool import QueryProcessLostError, QueryProcessPool
 from tally.api.queries.query_process import read_page_part, remember_page
 from tally.core.filters import cap_page_size
-from tally.services.data_query import (
-    CountHint,
-    DataAnswer,
-    DataRequest,
-    PagePart,
-    StitchedPage,
-    stitch_parts,
-)
+from tally.services.data_query import CountHint, DataAnswer, DataRequest
+from tally.services.page_bodies import PagePart, StitchedPage, stitch_parts
 
 # Pages of fewer rows are read whole: a part costs ~0.7 ms of hand-over, and rendering
 # 1,000 rows costs about 2 ms.
