@@ -124,6 +124,7 @@ def test_a_retry_claimed_past_the_deadline_names_the_last_attempts_error(
     assert file.error == (
         "not delivered within the delivery deadline; the last attempt: HTTP 503 from the bank"
     )
+    assert file.attempts == 1  # the claim that found the deadline passed tried nothing
     assert failed_events(runtime, file) == 1
 
 
@@ -135,6 +136,7 @@ def test_a_file_past_its_deadline_fails_at_its_claim(late_runtime: Runtime) -> N
     file = stored(runtime, file_id)
     assert file.status == "failed"
     assert file.error == "not delivered within the delivery deadline"
+    assert file.attempts == 0  # no attempt was made
     assert failed_events(runtime, file) == 1
 
 

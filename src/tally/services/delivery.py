@@ -155,12 +155,12 @@ class DeliveryService:
             )
         return blob.path
 
-    def _fail(self, file: FileRecord, worker: str, reason: str) -> None:
+    def _fail(self, file: FileRecord, worker: str, reason: str, **values: int) -> None:
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             if not files.holds_lease(conn, file.id, worker, now, lock=True):
                 return
-            files.finish(conn, file.id, status=FileStatus.FAILED, now=now, error=reason)
+            files.finish(conn, file.id, status=FileStatus.FAILED, now=now, error=reason, **values)
             file_events.queue_event(
                 conn, event=file_events.FAILED, resource_id=file.resource_id, file=file, now=now
             )
@@ -191,7 +191,9 @@ class DeliveryService:
             return True
         if utc_now() > file.give_up_at:  # (a retry due before it, claimed after it)
             last = f"; the last attempt: {file.error}" if file.error else ""
-            self._fail(file, worker, f"not delivered within the delivery deadline{last}")
+            # This claim tried nothing: `attempts` counts the attempts made.
+            reason = f"not delivered within the delivery deadline{last}"
+            self._fail(file, worker, reason, attempts=file.attempts - 1)
             return True
         return False
 
