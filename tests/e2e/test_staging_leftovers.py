@@ -31,7 +31,6 @@ from support.processes import (
     list_files,
     notify,
     process_defaults,
-    process_env,
     register_webhook,
 )
 from support.servers import file_server_app, serve_app
@@ -201,10 +200,10 @@ def test_a_delivered_file_leaves_no_staging_file_of_a_killed_attempt(
 def admin_load(runtime: Runtime, processes: Processes, csv: Path) -> TallyProcess:
     """`tally admin load` of `csv` into a new source of a new workspace, as a process."""
     tenant = make_tenant(runtime.engine)
-    args = ["load", "--workspace", str(tenant.workspace_id), "--name", csv.stem, str(csv)]
-    load = TallyProcess("admin", args, process_env(runtime.settings), processes.log_dir)
-    processes.started.append(load)
-    return load
+    workspace = str(tenant.workspace_id)
+    return processes.admin(
+        runtime.settings, "load", "--workspace", workspace, "--name", csv.stem, str(csv)
+    )
 
 
 def command_scratch(runtime: Runtime, before: set[str]) -> tuple[list[str], set[str]]:

@@ -209,6 +209,12 @@ class Processes:
         self.started.append(process)
         return process
 
+    def admin(self, settings: Settings, *args: str) -> TallyProcess:
+        """Start `tally admin ARGS...` (its JSON answer is in `stdout_path` once it exits)."""
+        process = TallyProcess("admin", list(args), process_env(settings), self.log_dir)
+        self.started.append(process)
+        return process
+
     def close(self) -> None:
         for process in reversed(self.started):
             process.close()

@@ -206,9 +206,9 @@ def write_and_fill(
     guard: Guard,
     staging_dir: Path,
 ) -> None:
-    """SQLite: `write_plan` and `fill` at once. A second thread writes the plan part by
-    part (PART_ROWS rows), each into a scratch file of its own, while this one fills
-    `r_{id}_next` from the parts already written, then deletes them. Making the plan's
+    """SQLite: the plan written and `r_{id}_next` filled at once. A second thread writes
+    the plan part by part (PART_ROWS rows), each into a scratch file of its own, while
+    this one fills from the parts already written, then deletes them. Making the plan's
     rows is Python (it holds the GIL); the fill runs inside SQLite, which releases it:
     on two cores they overlap (1M pair: plan 3.4-5.3 s and fill 6.3-7.3 s one after the
     other). At most three parts are on disk at once. A killed run's parts are removed by

@@ -58,7 +58,6 @@ from tally.storage.resources import Resource
 # New rows, and rows re-examined, at most this share of the rows already reconciled: past
 # it the component's reads by index cost about what a full run's sequential read costs.
 MAX_SHARE = 0.1
-VALUES_PER_QUERY = 500
 UNMATCHED = "unmatched"
 
 
