@@ -123,6 +123,16 @@ class Settings(BaseSettings):
         "its worker stops renewing it.",
     )
     worker_concurrency: int = Field(2, ge=1, description="Jobs a worker process runs at once.")
+    worker_niceness: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="CPU niceness `tally worker` runs at (0-19, Linux `nice`): when the "
+        "machine is busy, the API's requests get the CPU before loads and runs do; an "
+        "idle machine gives the worker all of it. Never lowered below what the process "
+        "was started with; `tally serve`'s own worker shares the API's process and is "
+        "not reniced.",
+    )
     worker_poll_seconds: float = Field(
         0.5,
         description="Idle worker's polling interval (on PostgreSQL, queued files also "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import signal
 import subprocess
 import sys
@@ -115,6 +116,38 @@ def register(api: httpx.Client, tenant: Tenant, name: str) -> tuple[int, str]:
 def only_file_id(api: httpx.Client, tenant: Tenant, source_id: int) -> int:
     [file] = list_files(api, tenant, source_id)
     return int(file["id"])
+
+
+def thread_niceness(pid: int) -> dict[int, int]:
+    """Each thread's niceness, from /proc (field 19 of a task's stat line)."""
+    niceness = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        niceness[int(task.name)] = int(fields[16])
+    return niceness
+
+
+# --- CPU priority ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_worker_threads_run_nicer_than_serve(settings: Settings, processes: Processes) -> None:
+    """TALLY_WORKER_NICENESS (default 10) is every thread of `tally worker`'s; `tally
+    serve`, whose own worker shares the API's process, keeps the niceness it was given."""
+    default = Settings.model_fields["worker_niceness"].default
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    worker = processes.worker(settings, worker_niceness=default)
+    serve = processes.serve(settings, serve_worker=True, worker_niceness=default)
+    worker.wait_ready()
+    serve.wait_ready()
+
+    worker_threads = thread_niceness(worker.pid)
+    serve_threads = thread_niceness(serve.pid)
+
+    assert len(worker_threads) > 2  # the job threads have started
+    assert set(worker_threads.values()) == {max(default, own)}
+    assert set(serve_threads.values()) == {own}
+    assert f"nice {max(default, own)}" in worker.stderr_text()
 
 
 # --- `tally serve` alone ------------------------------------------------------------------

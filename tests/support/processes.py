@@ -56,6 +56,9 @@ def process_defaults(**overrides: object) -> dict[str, object]:
         "notification_retry_schedule": "0.2,0.5,1",
         "notification_timeout_seconds": 5.0,
         "serve_worker": False,
+        # The default (10) would let the other test runner's work starve the worker on
+        # a busy machine; tests/e2e/test_worker_processes.py checks the niceness itself.
+        "worker_niceness": 0,
     }
     values.update(overrides)
     return values

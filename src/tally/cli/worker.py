@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tally.core.collector import settle_garbage_collector
+from tally.core.priority import lower_cpu_priority
 from tally.runtime import build_runtime
 from tally.settings import load_settings
 from tally.worker.runner import Worker
@@ -21,6 +22,7 @@ def worker(
 ) -> None:
     """Run workers until SIGTERM or Ctrl-C; the jobs in hand are finished first."""
     settings = load_settings()
+    niceness = lower_cpu_priority(settings.worker_niceness)
     runtime = build_runtime(settings)
     running = Worker(
         runtime,
@@ -33,7 +35,7 @@ def worker(
     try:
         settle_garbage_collector()
         running.start()
-        typer.echo(f"tally worker ({runtime.backend_name}) started", err=True)
+        typer.echo(f"tally worker ({runtime.backend_name}) started, nice {niceness}", err=True)
         stop.wait()
     finally:  # whatever happened, finish the jobs in hand and let the process end
         running.stop()
