@@ -108,3 +108,41 @@ def test_a_failed_transaction_ends_its_announcement(engine: Engine) -> None:
     assert not someone_writes(engine)
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM handoff").scalar_one() == 0
+
+
+def test_threads_of_one_process_take_turns(engine: Engine) -> None:
+    """A thread that commits and begins again at once (the notification intake under a
+    stream of notifications) lets another thread's write in after its current
+    transaction: SQLite's busy handler alone let the stream win for as long as it ran."""
+    stop = threading.Event()
+    holding = threading.Event()
+
+    def stream() -> None:
+        for _ in range(100):  # 2 s at most
+            with write_connection(engine) as conn, conn.begin():
+                conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('stream')")
+                holding.set()
+                time.sleep(0.02)
+            if stop.is_set():
+                return
+
+    streaming = threading.Thread(target=stream)
+    streaming.start()
+    try:
+        assert holding.wait(10)
+        with engine.connect() as conn:
+            before = conn.exec_driver_sql("SELECT coalesce(max(n), 0) FROM handoff").scalar_one()
+        record(engine, "writer")
+    finally:
+        stop.set()
+        streaming.join()
+
+    with engine.connect() as conn:
+        order = (
+            conn.exec_driver_sql("SELECT who FROM handoff WHERE n > ? ORDER BY n", (before,))
+            .scalars()
+            .all()
+        )
+    # The stream's transaction in progress when the writer came, then the writer.
+    assert order.index("writer") <= 1, order
+    assert not someone_writes(engine)
