@@ -32,6 +32,7 @@ WRITERS = "tally_writers"  # a pooled connection's `info` key: its lock file's d
 LONGEST_YIELD_SECONDS = 0.25
 WRITE_OPTION = "tally_write"
 IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its engine's queue
+JOB_NEXT = "tally_job_next"  # `info` key: its next transaction is a long job's (no turn)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,12 @@ def _line_up_writers(engine: Engine) -> None:
     registering a webhook beside 64 notifying connections waited up to 5 s (p90 0.6 s;
     with the turns at most 0.1 s). A waiting thread is woken when the lock is released
     and holds it before the releasing thread can begin again. Hand-written for the
-    reason `yield_to_writers` is."""
+    reason `yield_to_writers` is.
+
+    A long job's transactions take no turn: they come after the writers waiting
+    (`yield_to_writers`) and then meet them in the busy handler, as before. In turn with
+    them, the 64 connections' notifications waited for a job transaction every other
+    time while a 1M-row file's text and indexes were written (p99 0.25 s → 0.9 s)."""
     in_line = threading.Lock()
 
     @event.listens_for(engine, "begin")
@@ -156,7 +162,7 @@ def _line_up_writers(engine: Engine) -> None:
             # Past SQLite's own wait, go on without a turn and let SQLite decide, as it
             # would have: a write nested in another's transaction fails, never hangs.
             # A BEGIN that failed keeps its turn for the next.
-            if not info.get(IN_LINE):
+            if not info.pop(JOB_NEXT, False) and not info.get(IN_LINE):
                 info[IN_LINE] = in_line.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
@@ -173,6 +179,7 @@ def _line_up_writers(engine: Engine) -> None:
 
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info.pop(JOB_NEXT, None)  # a job that yielded, then began nothing
         _end_turn(record.info)  # a transaction ended without either event
 
 
@@ -208,6 +215,7 @@ def yield_to_writers(conn: Connection) -> None:
     so it works between threads and processes of one machine, as SQLite itself does."""
     if backend_of(conn).is_postgresql:
         return
+    conn.connection.info[JOB_NEXT] = True  # its next transaction takes no turn
     descriptor = conn.connection.info[WRITERS]
     deadline = time.monotonic() + LONGEST_YIELD_SECONDS
     while True:
