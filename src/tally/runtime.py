@@ -17,6 +17,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from tally.core.limits import FileLimits
+from tally.core.log_lines import ContextFormatter
 from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
 from tally.net.fetch import AddressPolicy, FetchLimits
@@ -45,6 +46,7 @@ from tally.storage.home import open_private, prepare_home, write_private
 from tally.storage.migrate import upgrade_database
 
 UVICORN_LOGGERS = ("uvicorn.access", "uvicorn.error")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,10 @@ def build_query_process_service(settings: Settings) -> DataQueryService:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    if not logging.getLogger().handlers:  # else the host (a test, an embedding) decides
+        handler = logging.StreamHandler()  # stderr, each line with its context
+        handler.setFormatter(ContextFormatter(LOG_FORMAT))
+        logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     # Migration chatter ("Context impl SQLiteImpl") on every start helps nobody.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     # No key or webhook id in any line: uvicorn's own loggers (its access log names each
