@@ -179,7 +179,12 @@ class Settings(BaseSettings):
     max_notification_bytes: int = Field(
         65536, description="Largest webhook notification body accepted."
     )
-    log_level: str = Field("INFO", description="Python logging level.")
+    log_level: str = Field(
+        "INFO",
+        description="Python logging level. Each line on stderr reads `time level logger "
+        "event key=value ...`: the event, then its context (`file_id`, `derived_id`, a "
+        "run's `seconds` per phase), keys and webhook ids blanked.",
+    )
 
     @property
     def sqlite_path(self) -> Path:
