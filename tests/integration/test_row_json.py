@@ -4,12 +4,15 @@ not; cleared when a load changes stored values; filled by the workers' job."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import Engine
 
 from support.awkward import AWKWARD, QUERIES
 from support.factories import Tenant, make_source, read_body, write_file
 from tally.runtime import Runtime
+from tally.services.catalogue import SourceCatalogue
 from tally.services.loader.load import load_into
 from tally.storage import resources
 from tally.storage.engine import write_connection
@@ -87,6 +90,48 @@ def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Ten
     assert finished.rendered_version == finished.data_version
     assert runtime.catalogue.finish_one_unfinished() is False
     assert read_body(runtime, tenant, resource.id) == before
+
+
+class _HeldCatalogue(SourceCatalogue):
+    """A real catalogue whose first finish waits until the test lets it go on, so a
+    second thread's job runs while the first is inside it."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.inside, self.go_on = threading.Event(), threading.Event()
+        self.finished: list[int] = []
+
+    def finish_resource(self, resource_id: int) -> None:
+        if not self.inside.is_set():
+            self.inside.set()
+            assert self.go_on.wait(30)
+        super().finish_resource(resource_id)
+        self.finished.append(resource_id)
+
+
+def test_threads_of_one_process_finish_different_resources(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """A worker thread does not wait behind another finishing the same rows: it takes the
+    next resource, or finds nothing to do, and goes on to its other jobs."""
+    first = make_source(runtime.engine, tenant, "id,memo\n1,a\n", name="first")
+    second = make_source(runtime.engine, tenant, "id,memo\n1,a\n", name="second")
+    load_unfinished(runtime.engine, first, "id,memo\n2,b\n")
+    load_unfinished(runtime.engine, second, "id,memo\n2,b\n")
+    catalogue = _HeldCatalogue(runtime.engine)
+    held = threading.Thread(target=catalogue.finish_one_unfinished)
+    held.start()
+    try:
+        assert catalogue.inside.wait(30)
+        assert catalogue.finish_one_unfinished() is True  # the other one, at once
+        assert catalogue.finished == [second.id]
+        assert catalogue.finish_one_unfinished() is False  # the first is in hand
+    finally:
+        catalogue.go_on.set()
+        held.join()
+    assert catalogue.finished == [second.id, first.id]
+    assert catalogue.finish_one_unfinished() is False
+    assert stored(runtime.engine, first)[-1] == '{"id":2,"memo":"b"}'
 
 
 def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Tenant) -> None:

@@ -4,6 +4,7 @@ source; what loads leave to the workers (rows' stored JSON text, indexes)."""
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, exc
@@ -123,6 +124,10 @@ class SourceCatalogue:
         self._engine = engine
         self.limits = limits
         self._staging_dir = staging_dir
+        # Resources a thread of this process is finishing: another thread skips them
+        # rather than wait for the same rows' locks (and miss a run that falls due).
+        self._finishing: set[int] = set()
+        self._finishing_lock = threading.Lock()
 
     def create_source_from_file(
         self,
@@ -240,10 +245,18 @@ class SourceCatalogue:
         made by `tally admin load`, given a file, or left by a process that stopped
         before finishing it; False when none is left. Workers run it as a job. Two at
         once are safe: storing the text only fills what is missing, and
-        `index_resource` locks the resource and checks."""
-        with self._engine.connect() as conn:
-            resource_id = resources.next_unfinished(conn)
-        if resource_id is None:
-            return False
-        self.finish_resource(resource_id)
+        `index_resource` locks the resource and checks. The threads of one process do
+        not take the same resource: a second one waiting for the first one's rows would
+        be kept from every other job meanwhile (a derived run falling due)."""
+        with self._finishing_lock:
+            with self._engine.connect() as conn:
+                resource_id = resources.next_unfinished(conn, skip=self._finishing)
+            if resource_id is None:
+                return False
+            self._finishing.add(resource_id)
+        try:
+            self.finish_resource(resource_id)
+        finally:
+            with self._finishing_lock:
+                self._finishing.discard(resource_id)
         return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,10 +188,10 @@ def record_load(
     )
 
 
-def next_unfinished(conn: Connection) -> int | None:
+def next_unfinished(conn: Connection, skip: Collection[int] = ()) -> int | None:
     """A source with rows whose indexes were never built, or whose latest rows have
-    no stored JSON text yet, if any (the oldest first). A derived output's run stores
-    and indexes its own (storage/derived_outputs.py)."""
+    no stored JSON text yet, if any (the oldest first), other than those in `skip`. A
+    derived output's run stores and indexes its own (storage/derived_outputs.py)."""
     stmt = (
         select(resources.c.id)
         .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))
@@ -203,6 +203,8 @@ def next_unfinished(conn: Connection) -> int | None:
         .order_by(resources.c.id)
         .limit(1)
     )
+    if skip:
+        stmt = stmt.where(resources.c.id.not_in(sorted(skip)))
     return conn.execute(stmt).scalar()
 
 
