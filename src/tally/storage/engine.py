@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from tally.storage.home import prepare_sqlite_file
 from tally.storage.sql_functions import register_sql_functions
+from tally.storage.wal_checkpoints import Checkpointer
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITERS_SUFFIX = ".writers"  # beside the database: the lock file writers announce on
@@ -121,6 +122,7 @@ def _configure_sqlite(engine: Engine, path: Path) -> None:
             f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
             "cache_size=-65536",
             "mmap_size=1073741824",
+            "wal_autocheckpoint=0",  # a thread of its own does it (storage/wal_checkpoints.py)
         ):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
@@ -132,10 +134,10 @@ def _configure_sqlite(engine: Engine, path: Path) -> None:
         if descriptor is not None:
             os.close(descriptor)
 
-    _line_up_writers(engine)
+    _line_up_writers(engine, Checkpointer(path))
 
 
-def _line_up_writers(engine: Engine) -> None:
+def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
     """Write transactions announce themselves (see `yield_to_writers`) and take turns.
 
     The turns are the process's: its write transactions queue on one lock before
@@ -173,8 +175,13 @@ def _line_up_writers(engine: Engine) -> None:
             fcntl.flock(info[WRITERS], fcntl.LOCK_UN)
 
     @event.listens_for(engine, "commit")
+    def _on_commit(conn: Connection) -> None:
+        _end_turn(conn.connection.info)
+        if conn.get_execution_options().get(WRITE_OPTION, False):
+            checkpointer.committed()
+
     @event.listens_for(engine, "rollback")
-    def _on_end(conn: Connection) -> None:
+    def _on_rollback(conn: Connection) -> None:
         _end_turn(conn.connection.info)
 
     @event.listens_for(engine, "checkin")
