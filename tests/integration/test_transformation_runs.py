@@ -287,6 +287,40 @@ def test_a_thread_that_queues_runs_wakes_the_idle_threads(
     assert 0 < idle._idle_seconds() <= 0.25  # the burst (0.2 s), not the poll
 
 
+def test_a_delivery_queues_its_readers_runs_before_its_rows_are_finished(
+    runtime: Runtime, tenant: Tenant, inputs: Inputs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The burst starts when the delivered rows are committed: the delivering thread
+    queues the readers' runs before it stores the rows' JSON text (which takes a while
+    for a large file), not after."""
+    derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
+    run(runtime, derived_id)
+    csv = b"payout_id,currency,amount,status,txn_date\nPO-9,EUR,1.00,settled,2024-02-01\n"
+    runtime.uploads.queue_upload(
+        workspace_id=tenant.workspace_id,
+        source_id=inputs.settlements,
+        staged=runtime.uploads.stage_csv([csv]),
+        filename=None,
+        idempotency_key=None,
+    )
+    states: list[str] = []
+    finish = runtime.catalogue.finish_resource
+
+    def finishing(resource_id: int) -> None:  # the real one, once the state is seen
+        states.append(
+            runtime.transformations.get(
+                workspace_id=tenant.workspace_id, transformation_id=derived_id
+            ).state
+        )
+        finish(resource_id)
+
+    monkeypatch.setattr(runtime.catalogue, "finish_resource", finishing)
+    one_thread = Worker(runtime, concurrency=1, poll_seconds=60)  # not started: one job
+    assert one_thread._deliver_one("w") is True
+    assert states == ["queued"]
+    assert one_thread._wake.is_set()  # an idle thread is told when the run falls due
+
+
 def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:

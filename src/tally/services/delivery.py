@@ -87,8 +87,16 @@ class DeliveryService:
         with write_connection(self._engine) as conn, conn.begin():
             return files.extend_lease(conn, file_id, worker, utc_now(), self.policy.lease_seconds)
 
-    def process_file(self, file: FileRecord, *, worker: str) -> None:
-        """Take a claimed file one step to its end (or back to the queue)."""
+    def process_file(
+        self,
+        file: FileRecord,
+        *,
+        worker: str,
+        on_delivered: Callable[[], object] | None = None,
+    ) -> None:
+        """Take a claimed file one step to its end (or back to the queue). Once its rows
+        are committed, `on_delivered` runs before the rows are finished (the worker
+        queues the derived runs they ask for: finishing takes a while)."""
         if self._give_up_if_spent(file, worker):
             return
         try:
@@ -114,6 +122,8 @@ class DeliveryService:
         self._loading.discard_leftovers(file)  # of attempts killed before this one
         if result is not None:
             log.info("file_delivered", extra={"file_id": file.id, "rows": result.rows})
+            if on_delivered is not None:
+                on_delivered()
         # The rows are readable and the file reported; what is left (the rows' JSON text,
         # a first delivery's indexes) is done at once by this worker.
         self._catalogue.finish_resource(file.resource_id)

@@ -56,6 +56,14 @@ class Worker:
             self._wake.set()
         return queued
 
+    def _queue_after_delivery(self) -> None:
+        """The runs a delivery asks for, queued as soon as its rows are committed, not
+        after this thread has finished them (their JSON text): the burst starts then."""
+        try:
+            self._queue_derived_runs()
+        except Exception:  # the loop's own job queues them on its next round
+            log.exception("job_crashed")
+
     def _deliver_one(self, worker: str) -> bool:
         delivery = self._runtime.delivery
         file = delivery.claim_file(worker=worker)
@@ -65,7 +73,7 @@ class Worker:
         heartbeat = threading.Thread(target=self._renew, args=(file, worker, renewing), daemon=True)
         heartbeat.start()
         try:
-            delivery.process_file(file, worker=worker)
+            delivery.process_file(file, worker=worker, on_delivered=self._queue_after_delivery)
         except Exception as error:  # the job wrapper: the file still ends (decision 0013)
             delivery.fail_crashed(file, error, worker=worker)
         finally:
