@@ -101,11 +101,11 @@ class _HeldCatalogue(SourceCatalogue):
         self.inside, self.go_on = threading.Event(), threading.Event()
         self.finished: list[int] = []
 
-    def finish_resource(self, resource_id: int) -> None:
+    def _finish(self, resource_id: int) -> None:  # inside the registration of the work
         if not self.inside.is_set():
             self.inside.set()
             assert self.go_on.wait(30)
-        super().finish_resource(resource_id)
+        super()._finish(resource_id)
         self.finished.append(resource_id)
 
 
@@ -132,6 +132,26 @@ def test_threads_of_one_process_finish_different_resources(
     assert catalogue.finished == [second.id, first.id]
     assert catalogue.finish_one_unfinished() is False
     assert stored(runtime.engine, first)[-1] == '{"id":2,"memo":"b"}'
+
+
+def test_the_job_skips_a_resource_finished_after_its_delivery(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """The thread that delivered a file finishes its rows itself (`finish_resource`);
+    meanwhile another thread's job finds nothing to do instead of waiting for them."""
+    source = make_source(runtime.engine, tenant, "id,memo\n1,a\n")
+    load_unfinished(runtime.engine, source, "id,memo\n2,b\n")
+    catalogue = _HeldCatalogue(runtime.engine)
+    delivering = threading.Thread(target=catalogue.finish_resource, args=(source.id,))
+    delivering.start()
+    try:
+        assert catalogue.inside.wait(30)
+        assert catalogue.finish_one_unfinished() is False
+    finally:
+        catalogue.go_on.set()
+        delivering.join()
+    assert catalogue.finished == [source.id]
+    assert stored(runtime.engine, source)[-1] == '{"id":2,"memo":"b"}'
 
 
 def test_a_widened_column_clears_every_stored_text(runtime: Runtime, tenant: Tenant) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, exc
@@ -124,9 +125,10 @@ class SourceCatalogue:
         self._engine = engine
         self.limits = limits
         self._staging_dir = staging_dir
-        # Resources a thread of this process is finishing: another thread skips them
-        # rather than wait for the same rows' locks (and miss a run that falls due).
-        self._finishing: set[int] = set()
+        # Resources threads of this process are finishing (how many threads each): the
+        # job skips them rather than wait for the same rows' locks (and miss a run that
+        # falls due meanwhile).
+        self._finishing: Counter[int] = Counter()
         self._finishing_lock = threading.Lock()
 
     def create_source_from_file(
@@ -202,6 +204,20 @@ class SourceCatalogue:
         of the rows that have none, then build the per-column indexes if they were never
         built. In that order: on PostgreSQL an UPDATE maintains every index of the table.
         Readers never wait, and answer the same before, during and after."""
+        with self._finishing_lock:
+            self._finishing[resource_id] += 1
+        try:
+            self._finish(resource_id)
+        finally:
+            self._done_finishing(resource_id)
+
+    def _done_finishing(self, resource_id: int) -> None:
+        with self._finishing_lock:
+            self._finishing[resource_id] -= 1
+            if self._finishing[resource_id] <= 0:
+                del self._finishing[resource_id]
+
+    def _finish(self, resource_id: int) -> None:
         engine = self._engine
         with engine.connect() as conn:
             resource = resources.get_resource(conn, resource_id)
@@ -245,18 +261,18 @@ class SourceCatalogue:
         made by `tally admin load`, given a file, or left by a process that stopped
         before finishing it; False when none is left. Workers run it as a job. Two at
         once are safe: storing the text only fills what is missing, and
-        `index_resource` locks the resource and checks. The threads of one process do
-        not take the same resource: a second one waiting for the first one's rows would
-        be kept from every other job meanwhile (a derived run falling due)."""
+        `index_resource` locks the resource and checks. The job does not take a resource
+        another thread of this process is finishing (here, or after its delivery): it
+        would wait for that thread's rows and be kept from every other job meanwhile (a
+        derived run falling due)."""
         with self._finishing_lock:
             with self._engine.connect() as conn:
-                resource_id = resources.next_unfinished(conn, skip=self._finishing)
+                resource_id = resources.next_unfinished(conn, skip=set(self._finishing))
             if resource_id is None:
                 return False
-            self._finishing.add(resource_id)
+            self._finishing[resource_id] += 1  # from the choice on
         try:
             self.finish_resource(resource_id)
         finally:
-            with self._finishing_lock:
-                self._finishing.discard(resource_id)
+            self._done_finishing(resource_id)
         return True
