@@ -135,8 +135,8 @@ class Settings(BaseSettings):
     )
     worker_poll_seconds: float = Field(
         0.5,
-        description="Idle worker's polling interval (on PostgreSQL, queued files also "
-        "wake workers at once).",
+        description="Idle worker's polling interval (queued files also wake workers at "
+        "once: on PostgreSQL every worker, on SQLite `tally serve`'s own).",
     )
     serve_worker: bool = Field(
         True, description="`tally serve` also runs a worker in the same process."

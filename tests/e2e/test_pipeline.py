@@ -744,7 +744,8 @@ def test_queued_files_wake_an_idle_postgresql_worker(
     request: pytest.FixtureRequest, tmp_path: Path, server: FileServer, processes: Processes
 ) -> None:
     """A worker that would poll only once an hour still takes each notified file: the
-    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite workers poll.)
+    accepting transaction NOTIFYs, the worker LISTENs. (On SQLite a worker in another
+    process polls; one in the same process is woken: tests/integration/test_uploads.py.)
 
     Each file is notified only once the worker has nothing left to do: its listener is
     seen LISTENing, and the first file's follow-up work (rows' JSON, indexes) is done.

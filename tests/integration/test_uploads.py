@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from starlette.routing import Route
 from support.databases import make_settings
 from support.factories import Tenant, make_tenant, read_data, run_pipeline
 from support.servers import RequestLog, record_requests, serve_app
+from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import (
     DefinitionRejectedError,
@@ -40,6 +42,7 @@ from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore
 from tally.storage.resources import Resource
+from tally.worker.runner import Worker
 
 
 def get_file(runtime: Runtime, file_id: int) -> FileRecord:
@@ -192,6 +195,29 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
         {"id": 1, "amount": Decimal("12345678901234567.89"), "memo": "café"},
         {"id": 2, "amount": Decimal("-0.05"), "memo": "日本"},
     ]
+
+
+def test_an_upload_wakes_an_idle_worker_of_the_same_process(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    """A worker that would poll only once an hour still takes an uploaded file: the
+    queuing transaction wakes it as it commits (PostgreSQL: NOTIFY; SQLite: the
+    listeners of this process, `tally serve`'s own worker). A thread still in its last,
+    empty pass when the file comes would take it without the wake-up: the test can pass
+    without it, never fail because of the order."""
+    source = placeholder(runtime, ingestion_tenant)
+    idle = Worker(runtime, concurrency=1, poll_seconds=3600)
+    idle.start()
+    try:
+        time.sleep(0.5)  # its first pass done: asleep for the hour
+        accepted = upload(runtime, ingestion_tenant, source, b"id,memo\n1,woken\n")
+        eventually(
+            lambda: get_file(runtime, accepted.file_id).status == "delivered",
+            timeout=30,
+            what="the idle worker to be woken by the upload",
+        )
+    finally:
+        idle.stop()
 
 
 def test_json_rows_arrive_exact_flattened_and_in_first_seen_order(

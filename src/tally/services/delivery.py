@@ -79,8 +79,8 @@ class DeliveryService:
             )
 
     def listen_for_files(self, on_queued: Callable[[], None], stop: Event) -> None:
-        """Call `on_queued` whenever files are queued, until `stop` is set (returns at
-        once where the database cannot announce them: workers poll)."""
+        """Call `on_queued` whenever files are queued, until `stop` is set (on SQLite,
+        only files this process queued: other processes' are found by polling)."""
         files.listen_for_queued_files(self._engine, on_queued, stop)
 
     def renew_lease(self, file_id: int, *, worker: str) -> bool:

@@ -11,7 +11,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ LONGEST_YIELD_SECONDS = 0.25
 WRITE_OPTION = "tally_write"
 IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its engine's queue
 JOB_NEXT = "tally_job_next"  # `info` key: its next transaction is a long job's (no turn)
+AT_COMMIT = "tally_at_commit"  # `info` key: what to call when its transaction commits
 
 
 @dataclass(frozen=True)
@@ -176,18 +177,29 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
 
     @event.listens_for(engine, "commit")
     def _on_commit(conn: Connection) -> None:
-        _end_turn(conn.connection.info)
+        info = conn.connection.info
+        _end_turn(info)
         if conn.get_execution_options().get(WRITE_OPTION, False):
             checkpointer.committed()
+        for call in info.pop(AT_COMMIT, ()):
+            call()
 
     @event.listens_for(engine, "rollback")
     def _on_rollback(conn: Connection) -> None:
+        conn.connection.info.pop(AT_COMMIT, None)
         _end_turn(conn.connection.info)
 
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
         record.info.pop(JOB_NEXT, None)  # a job that yielded, then began nothing
         _end_turn(record.info)  # a transaction ended without either event
+
+
+def at_commit(conn: Connection, call: Callable[[], None]) -> None:
+    """SQLite: `call` once the transaction in progress commits (as its COMMIT is sent;
+    a writer it wakes waits for the lock until the commit is done), never on rollback.
+    For what happens within one process (PostgreSQL has NOTIFY between processes)."""
+    conn.connection.info.setdefault(AT_COMMIT, []).append(call)
 
 
 def snapshot_connection(engine: Engine) -> Connection:

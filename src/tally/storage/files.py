@@ -3,24 +3,27 @@
 Claiming takes a lease: a worker that dies loses its lease when it expires and the
 file is taken up again. PostgreSQL claims with FOR UPDATE SKIP LOCKED, so any number of
 workers on any number of machines share the queue; SQLite has one writer at a time
-(BEGIN IMMEDIATE), which makes the same statements safe there. On PostgreSQL a
-transaction that queues files also NOTIFYs, so idle workers start at once instead of at
-their next poll.
+(BEGIN IMMEDIATE), which makes the same statements safe there. A transaction that
+queues files also wakes idle workers, so they start at once instead of at their next
+poll: every process's on PostgreSQL (NOTIFY), its own process's on SQLite.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from operator import attrgetter
 from threading import Event
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, Engine, and_, exc, insert, or_, select, update
 
 from tally.core.errors import FileNotFoundInSourceError
 from tally.core.files import ACTIVE_STATUSES, FileRecord, FileStatus
-from tally.storage.engine import backend_of
+from tally.storage.engine import at_commit, backend_of
 from tally.storage.schema import MAX_ID, files
 
 QUEUE_CHANNEL = "tally_files_queued"  # PostgreSQL NOTIFY channel: files were queued
@@ -119,17 +122,40 @@ def insert_file(conn: Connection, values: dict[str, Any]) -> tuple[FileRecord, b
 
 
 def _announce(conn: Connection) -> None:
-    """PostgreSQL: tell listening workers when this transaction commits (NOTIFY is sent
-    at commit, once per transaction however often it is said, and never on rollback)."""
+    """Tell listening workers when this transaction commits, never on rollback:
+    PostgreSQL's NOTIFY (sent at commit, once per transaction however often it is said)
+    reaches every process; on SQLite only this process's listeners hear it (`tally
+    serve`'s own worker), other processes' workers poll."""
     if backend_of(conn).is_postgresql:
         conn.exec_driver_sql(f"NOTIFY {QUEUE_CHANNEL}")
+    else:
+        at_commit(conn, partial(_wake_local_listeners, conn.engine))
+
+
+# SQLite: the listeners of this process, by engine (an engine dropped takes its own).
+_local_listeners: WeakKeyDictionary[Engine, set[Callable[[], None]]] = WeakKeyDictionary()
+_local_lock = threading.Lock()
+
+
+def _wake_local_listeners(engine: Engine) -> None:
+    with _local_lock:
+        listeners = list(_local_listeners.get(engine, ()))
+    for on_queued in listeners:
+        on_queued()
 
 
 def listen_for_queued_files(engine: Engine, on_queued: Callable[[], None], stop: Event) -> None:
-    """PostgreSQL: call `on_queued` each time a transaction that queued files commits,
-    until `stop` is set. On a connection of its own, outside the pool: LISTEN holds it.
-    SQLite cannot announce: this returns at once, and workers find files by polling."""
+    """Call `on_queued` each time a transaction that queued files commits, until `stop`
+    is set. PostgreSQL: on a connection of its own, outside the pool (LISTEN holds it),
+    whichever process queued them. SQLite: when this process queued them."""
     if not backend_of(engine).can_announce_commits:
+        with _local_lock:
+            _local_listeners.setdefault(engine, set()).add(on_queued)
+        try:
+            stop.wait()
+        finally:
+            with _local_lock:
+                _local_listeners.get(engine, set()).discard(on_queued)
         return
     raw = engine.raw_connection()
     try:

@@ -6,8 +6,8 @@ queued by deliveries to their inputs (the run's service renews its lease itself)
 thread holding a file renews its lease in the background, so a slow download is not
 taken over by another worker; a killed worker stops renewing and its file is taken up
 again when the lease expires. Graceful stop: the threads finish the job in hand, then
-exit. Idle threads poll, and on PostgreSQL a listener wakes them as soon as files are
-queued."""
+exit. Idle threads poll, and a listener wakes them as soon as files are queued: by any
+process on PostgreSQL, by this one on SQLite (`tally serve`'s API and its worker)."""
 
 from __future__ import annotations
 
