@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -412,6 +413,23 @@ def test_an_idle_worker_is_told_when_a_queued_run_falls_due(
     eventually(lambda: derived_runs.seconds_until_due() == 0.0, timeout=10, what="the due time")
     assert derived_runs.run_one(worker="w")  # due: the claim takes it
     assert derived_runs.seconds_until_due() is None
+
+
+def test_a_run_falls_due_a_burst_after_the_change_not_after_it_was_noticed(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """The burst counts from the change (its outbox event, written with the rows), so a
+    worker that gets to the event late does not add another burst."""
+    derived_runs = runtime.derived
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    append(
+        runtime, record_left(record), "reference,amount,txn_date,memo\nNEW-0,1.00,2024-03-01,x\n"
+    )
+    time.sleep(derived_runs.policy.burst_seconds + 0.05)  # the burst is over
+    assert derived_runs.queue_changed_inputs()
+    assert derived_runs.seconds_until_due() == 0.0
+    assert derived_runs.run_one(worker="w")  # due at once
 
 
 def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:

@@ -76,19 +76,24 @@ class DerivedRuns:
     def queue_changed_inputs(self) -> bool:
         """Turn pending outbox events of the `reconciliation` topic (an input's rows
         changed: a file delivered, an output republished) into one queued run of each
-        derived resource reading that input, due after the burst; False when none."""
+        derived resource reading that input, due a burst after the change (the event's
+        time, written with the change: not when a worker got to it); False when none."""
         now = utc_now()
-        due = now + dt.timedelta(seconds=self.policy.burst_seconds)
+        burst = dt.timedelta(seconds=self.policy.burst_seconds)
         with write_connection(self._engine) as conn, conn.begin():
             events = outbox.list_pending(conn, outbox.RECONCILIATION, limit=EVENTS_PER_ROUND)
-            for resource_id in sorted({event.resource_id for event in events}):
+            changed: dict[int, dt.datetime] = {}
+            for event in events:
+                first = changed.get(event.resource_id, event.created_at)
+                changed[event.resource_id] = min(first, event.created_at)
+            for resource_id, changed_at in sorted(changed.items()):
                 for reader in derived_resources.readers_of(conn, resource_id):
-                    derived_resources.request_run(conn, reader, due)
+                    derived_resources.request_run(conn, reader, changed_at + burst)
             for event in events:
                 outbox.mark_processed(conn, event.id, now)
-        if events:  # (a hundredth after: the claim compares with the wall clock)
-            due_in = self.policy.burst_seconds + 0.01
-            self._next_due = min(self._next_due, time.monotonic() + due_in)
+        if changed:  # (a hundredth after: the claim compares with the wall clock)
+            due_in = (min(changed.values()) + burst - now).total_seconds() + 0.01
+            self._next_due = min(self._next_due, time.monotonic() + max(0.0, due_in))
         return bool(events)
 
     def seconds_until_due(self) -> float | None:

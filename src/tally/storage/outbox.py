@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 
+from tally.core.clock import as_utc
 from tally.storage.schema import notification_attempts, notification_deliveries, outbox_events
 
 RECONCILIATION = "reconciliation"
@@ -61,7 +62,9 @@ def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEven
         .limit(limit)
     )
     return [
-        OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, r.created_at)
+        OutboxEvent(
+            r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, as_utc(r.created_at)
+        )
         for r in rows
     ]
 
@@ -73,7 +76,9 @@ def list_events(conn: Connection, topic: str, resource_id: int) -> list[OutboxEv
         .order_by(outbox_events.c.id)
     )
     return [
-        OutboxEvent(r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, r.created_at)
+        OutboxEvent(
+            r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, as_utc(r.created_at)
+        )
         for r in rows
     ]
 
