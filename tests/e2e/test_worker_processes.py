@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +239,34 @@ def test_query_processes_exit_when_serve_is_killed(
         lambda: not any(_running(pid) for pid in children),
         timeout=15,
         what="the query processes of a killed tally serve to exit",
+    )
+
+
+def test_serve_stops_its_query_processes_itself_when_the_group_is_terminated(
+    settings: Settings, runtime: Runtime, processes: Processes
+) -> None:
+    """A service manager stops `tally serve` by sending SIGTERM to every process of its
+    group (systemd's default; Ctrl-C sends SIGINT the same way). The query processes
+    leave their end to the API process, which closes its pool: none is reported lost,
+    and none is started again on the way out."""
+    serve = processes.serve(settings, query_processes=2)
+    serve.wait_ready()
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, "id\n1\n2\n")
+    with httpx.Client(base_url=serve.url, timeout=30) as client:
+        assert total_count_v1(client, tenant, source.id) == 2  # answered by a query process
+    children = _query_processes_of(serve.pid)
+    assert len(children) == 2
+    for pid in children:  # the group's signal reaches the children too
+        os.kill(pid, signal.SIGTERM)
+    time.sleep(0.5)  # as the signal reaches each at its own moment
+    assert all(_running(pid) for pid in children)
+    assert serve.terminate(timeout=20) in (0, -signal.SIGTERM)
+    assert "query_process_lost" not in serve.stderr_text()
+    eventually(
+        lambda: not any(_running(pid) for pid in children),
+        timeout=15,
+        what="the query processes to end with their API process",
     )
 
 
