@@ -61,8 +61,12 @@ def serve_calls(sock: socket.socket, settings: Settings, api_process: int) -> No
 
 def start_query_process(settings: Settings, api_process: int) -> None:
     global _service, _gzip
-    # Ctrl-C reaches the whole process group; the API process stops its pool itself.
+    # Ctrl-C (SIGINT) and a service manager's stop (SIGTERM, e.g. systemd's to the whole
+    # control group) reach every process of the group; the API process stops its pool
+    # itself (closing the socket ends this process), and would otherwise see its query
+    # processes lost and start new ones on its way out.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # The API process's id comes from it, not from os.getppid() here: a query process
     # still starting when the API process was killed already has another parent.
     threading.Thread(
