@@ -28,6 +28,7 @@ from support.databases import make_settings
 from support.factories import Tenant, make_source, make_tenant
 from support.processes import (
     Processes,
+    ServeProcess,
     TallyProcess,
     list_files,
     notify,
@@ -221,11 +222,11 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_query_processes_exit_when_serve_is_killed(
+def _serve_with_query_processes(
     settings: Settings, runtime: Runtime, processes: Processes
-) -> None:
-    """SIGKILL gives `tally serve` no chance to stop its pool: its query processes notice
-    and exit by themselves, instead of holding database connections for ever."""
+) -> tuple[ServeProcess, set[int]]:
+    """`tally serve` with two query processes, one of which has answered a read; their
+    process ids."""
     serve = processes.serve(settings, query_processes=2)
     serve.wait_ready()
     tenant = make_tenant(runtime.engine)
@@ -234,6 +235,15 @@ def test_query_processes_exit_when_serve_is_killed(
         assert total_count_v1(client, tenant, source.id) == 2  # answered by a query process
     children = _query_processes_of(serve.pid)
     assert len(children) == 2
+    return serve, children
+
+
+def test_query_processes_exit_when_serve_is_killed(
+    settings: Settings, runtime: Runtime, processes: Processes
+) -> None:
+    """SIGKILL gives `tally serve` no chance to stop its pool: its query processes notice
+    and exit by themselves, instead of holding database connections for ever."""
+    serve, children = _serve_with_query_processes(settings, runtime, processes)
     serve.kill()
     eventually(
         lambda: not any(_running(pid) for pid in children),
@@ -249,14 +259,7 @@ def test_serve_stops_its_query_processes_itself_when_the_group_is_terminated(
     group (systemd's default; Ctrl-C sends SIGINT the same way). The query processes
     leave their end to the API process, which closes its pool: none is reported lost,
     and none is started again on the way out."""
-    serve = processes.serve(settings, query_processes=2)
-    serve.wait_ready()
-    tenant = make_tenant(runtime.engine)
-    source = make_source(runtime.engine, tenant, "id\n1\n2\n")
-    with httpx.Client(base_url=serve.url, timeout=30) as client:
-        assert total_count_v1(client, tenant, source.id) == 2  # answered by a query process
-    children = _query_processes_of(serve.pid)
-    assert len(children) == 2
+    serve, children = _serve_with_query_processes(settings, runtime, processes)
     for pid in children:  # the group's signal reaches the children too
         os.kill(pid, signal.SIGTERM)
     time.sleep(0.5)  # as the signal reaches each at its own moment

@@ -206,16 +206,17 @@ class SourceCatalogue:
         Readers never wait, and answer the same before, during and after."""
         with self._finishing_lock:
             self._finishing[resource_id] += 1
+        self._finish_counted(resource_id)
+
+    def _finish_counted(self, resource_id: int) -> None:
+        """`_finish`, the resource already counted in `_finishing` by the caller."""
         try:
             self._finish(resource_id)
         finally:
-            self._done_finishing(resource_id)
-
-    def _done_finishing(self, resource_id: int) -> None:
-        with self._finishing_lock:
-            self._finishing[resource_id] -= 1
-            if self._finishing[resource_id] <= 0:
-                del self._finishing[resource_id]
+            with self._finishing_lock:
+                self._finishing[resource_id] -= 1
+                if self._finishing[resource_id] <= 0:
+                    del self._finishing[resource_id]
 
     def _finish(self, resource_id: int) -> None:
         engine = self._engine
@@ -271,8 +272,5 @@ class SourceCatalogue:
             if resource_id is None:
                 return False
             self._finishing[resource_id] += 1  # from the choice on
-        try:
-            self.finish_resource(resource_id)
-        finally:
-            self._done_finishing(resource_id)
+        self._finish_counted(resource_id)
         return True

@@ -192,6 +192,7 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
         record.info.pop(JOB_NEXT, None)  # a job that yielded, then began nothing
+        record.info.pop(AT_COMMIT, None)
         _end_turn(record.info)  # a transaction ended without either event
 
 

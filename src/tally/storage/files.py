@@ -11,11 +11,10 @@ poll: every process's on PostgreSQL (NOTIFY), its own process's on SQLite.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from operator import attrgetter
-from threading import Event
+from threading import Event, Lock
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -134,7 +133,7 @@ def _announce(conn: Connection) -> None:
 
 # SQLite: the listeners of this process, by engine (an engine dropped takes its own).
 _local_listeners: WeakKeyDictionary[Engine, set[Callable[[], None]]] = WeakKeyDictionary()
-_local_lock = threading.Lock()
+_local_lock = Lock()
 
 
 def _wake_local_listeners(engine: Engine) -> None:
