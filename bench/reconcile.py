@@ -20,8 +20,11 @@ the output's table to count the true pairs it found):
    process's peak RSS (wait4);
 4. `tally serve`; the late file uploaded to the ledger source (`feed-source`), timed until
    the reconciliation's run that read it has finished (the worker ran it by itself);
-5. reads, TALLY_RESPONSE_CACHE=false, sequential, p50 of 30 after 5 warm-ups: the source's
-   first page, the output's first page, the output's `status=unmatched` first page;
+5. the output's rows read through the Data API into a CSV and loaded as a source (the
+   same columns, names and values; only the kind differs), then reads,
+   TALLY_RESPONSE_CACHE=false, sequential, p50 of 30 after 5 warm-ups: the bank source's
+   first page, that output-shaped source's first page, the output's first page, the
+   output's `status=unmatched` first page (each with its body's bytes);
 6. the true pairs found: the output's (bank.id, ledger.id) pairs against truth.csv;
 7. the peers on the whole pair, in the same run (`recon_peers.py --dir`).
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
 import http.client
 import json
 import os
@@ -161,9 +165,46 @@ def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict
             if n >= READ_WARMUP:
                 times.append(elapsed * 1000)
         total = json.loads(body)["meta"]["total_count"]
-        out[name] = {"path": path, "p50_ms": round(statistics.median(times), 2), "total": total}
+        out[name] = {
+            "path": path,
+            "p50_ms": round(statistics.median(times), 2),
+            "total": total,
+            "body_bytes": len(body),
+        }
     conn.close()
     return out
+
+
+def output_as_source(
+    server: tt.Server, who: dict[str, Any], output_id: int, home: Home, log_path: Path
+) -> int:
+    """The output's rows, read through the Data API (10,000 a page) into a CSV with its
+    columns and loaded as a source: the rows a reader of the output gets, in a resource
+    whose only difference is its kind. Decimals stay the text the API sent."""
+    headers = {"X-API-Key": who["key"], "workspace_id": str(who["workspace_id"])}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    path = home.path / "output_as_source.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        page = 1
+        while True:
+            url = f"/api/v1/resources/{output_id}/data?page_size=10000&page={page}"
+            status, body, _ = tt._get(conn, url, headers)
+            if status != 200:
+                raise RuntimeError(f"{url} answered {status}: {body[:300]!r}")
+            answer = json.loads(body, parse_float=decimal.Decimal)
+            rows = answer["data"]
+            if page == 1:
+                names = list(rows[0]) if rows else []
+                writer.writerow(names)
+            writer.writerows([["" if r[n] is None else r[n] for n in names] for r in rows])
+            if len(rows) < answer["meta"]["page_size"]:
+                break
+            page += 1
+    conn.close()
+    args = ["admin", "load", "--workspace", str(who["workspace_id"])]
+    loaded = tt.tally_cli([*args, "--name", "output-as-source", str(path)], home.env, log_path)
+    return int(loaded["id"])
 
 
 def true_pairs(home: Path, url: str | None, resource_id: int, folder: Path) -> dict[str, Any]:
@@ -232,11 +273,15 @@ def _measure(
         rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
         tt.wait_for_indexes(home.path, home.url, time.perf_counter())
         out = created["resource_id"]
+        log(f"{backend}: the output's rows loaded as a source")
+        alike = output_as_source(server, who, out, home, admin_log)
+        tt.wait_for_indexes(home.path, home.url, time.perf_counter())
         rec["reads"] = reads(
             server,
             who,
             {
                 "source first page": f"/api/v1/resources/{bank_id}/data",
+                "output-shaped source first page": f"/api/v1/resources/{alike}/data",
                 "output first page": f"/api/v1/resources/{out}/data",
                 "output status=unmatched": f"/api/v1/resources/{out}/data?status=unmatched",
             },
@@ -301,7 +346,9 @@ def report(
             ]
         )
         for name, read in r.get("reads", {}).items():
-            read_rows.append([r["label"], name, read["p50_ms"], f"{read['total']:,}"])
+            read_rows.append(
+                [r["label"], name, read["p50_ms"], f"{read['total']:,}", f"{read['body_bytes']:,}"]
+            )
     for p in peer_records:
         runs.append(
             [
@@ -330,7 +377,7 @@ def report(
         ]
         lines += md_table(header, runs)
     if read_rows:
-        lines += md_table(["target", "read", "p50 ms", "rows"], read_rows)
+        lines += md_table(["target", "read", "p50 ms", "rows", "body bytes"], read_rows)
     sizes = []
     for m in memory:
         if "error" in m:
