@@ -23,8 +23,8 @@ the output's table to count the true pairs it found):
 5. the output's rows read through the Data API into a CSV and loaded as a source (the
    same columns, names and values; only the kind differs), then reads,
    TALLY_RESPONSE_CACHE=false, sequential, p50 of 30 after 5 warm-ups: the bank source's
-   first page, that output-shaped source's first page, the output's first page, the
-   output's `status=unmatched` first page (each with its body's bytes);
+   first page, then the first page and the `status=unmatched` first page of that
+   output-shaped source and of the output (each with its body's bytes);
 6. the true pairs found: the output's (bank.id, ledger.id) pairs against truth.csv;
 7. the peers on the whole pair, in the same run (`recon_peers.py --dir`).
 
@@ -60,6 +60,7 @@ import tally_target as tt  # noqa: E402
 from derived_bench import (  # noqa: E402
     Home,
     api,
+    delivered_after,
     feed,
     fresh_home,
     load_sources,
@@ -130,9 +131,12 @@ def definition(bank_id: int, ledger_id: int) -> dict[str, Any]:
 def late_file(
     server: tt.Server, who: dict[str, Any], recon_id: int, ledger_id: int, late: Path
 ) -> dict[str, Any]:
-    """Upload the late ledger rows; wait until a run that read them has finished."""
+    """Upload the late ledger rows; wait until a run that read them has finished. The
+    seconds from the upload, and from the file's delivery (its rows in the ledger) to
+    the run's end (its output readable with them), by the server's clock."""
     _, before = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
     version = before["last_run"]["inputs"]["right"]["data_version"]
+    uploaded = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     feed(server, who, ledger_id, late)
     deadline = time.monotonic() + LATE_TIMEOUT_SECONDS
@@ -141,7 +145,15 @@ def late_file(
         last = now.get("last_run") or {}
         if last.get("inputs", {}).get("right", {}).get("data_version", 0) > version:
             if now["state"] in ("idle", "queued"):
-                return {"seconds": round(time.perf_counter() - t0, 3), "last_run": last}
+                seconds = time.perf_counter() - t0
+                delivered = delivered_after(server, who, ledger_id)
+                readable = dt.datetime.fromisoformat(last["finished_at"])
+                return {
+                    "seconds": round(seconds, 3),
+                    "delivered_s": round((delivered - uploaded).total_seconds(), 3),
+                    "delivered_to_readable_s": round((readable - delivered).total_seconds(), 3),
+                    "last_run": last,
+                }
             if now["state"] == "failed":
                 raise RuntimeError(f"the run failed: {now.get('error')}")
         time.sleep(tt.POLL_SECONDS)
@@ -173,6 +185,19 @@ def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict
         }
     conn.close()
     return out
+
+
+def readable_after(run_log: Path) -> float:
+    """From the run's start to its output being readable (swapped in; its rows' JSON
+    text and indexes come after), by the times of the command's two log lines."""
+
+    def at(line: str) -> dt.datetime:
+        return dt.datetime.strptime(line[:23] + "+0000", "%Y-%m-%d %H:%M:%S,%f%z")
+
+    lines = run_log.read_text().splitlines()
+    started = [at(line) for line in lines if " derived_run_started " in line][-1]
+    readable = [at(line) for line in lines if " derived_output_readable " in line][-1]
+    return round((readable - started).total_seconds(), 3)
 
 
 def output_as_source(
@@ -261,7 +286,11 @@ def _measure(
     log(f"{backend}: tally admin run-reconciliation")
     run_log = cfg.logs / f"tally-{backend}-run.log"
     rec["run"] = timed_run(home, "run-reconciliation", created["id"], run_log)
-    log(f"{backend}: run {rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB")
+    rec["run"]["readable_s"] = readable_after(run_log)
+    log(
+        f"{backend}: run readable after {rec['run']['readable_s']} s, command "
+        f"{rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB"
+    )
     if not serve:
         return
     started = time.perf_counter()
@@ -283,6 +312,9 @@ def _measure(
                 "source first page": f"/api/v1/resources/{bank_id}/data",
                 "output-shaped source first page": f"/api/v1/resources/{alike}/data",
                 "output first page": f"/api/v1/resources/{out}/data",
+                "output-shaped source status=unmatched": (
+                    f"/api/v1/resources/{alike}/data?status=unmatched"
+                ),
                 "output status=unmatched": f"/api/v1/resources/{out}/data?status=unmatched",
             },
         )
@@ -331,16 +363,17 @@ def report(
             runs.append([r["label"], f"failed: {r['error']}"])
             continue
         run_, truth = r["run"], r.get("truth", {})
-        late = r.get("late_file", {}).get("seconds")
+        late = r.get("late_file", {})
         runs.append(
             [
                 r["label"],
+                run_.get("readable_s"),
                 run_["wall_s"],
                 run_["run_s"],
                 run_["cpu_s"],
                 run_.get("db_server_cpu_s"),
                 run_["peak_rss_mb"],
-                late,
+                f"{late.get('delivered_to_readable_s')} ({late.get('seconds')})" if late else None,
                 _found(truth),
                 truth.get("wrong_pairs"),
             ]
@@ -354,6 +387,7 @@ def report(
             [
                 p.get("engine"),
                 p.get("seconds"),
+                p.get("seconds"),
                 p.get("match_seconds"),
                 None,
                 None,
@@ -366,12 +400,13 @@ def report(
     if runs:
         header = [
             "target",
+            "readable s (peers: their whole run)",
             "wall s",
             "run s (matching, for peers)",
             "CPU s",
             "DB CPU s",
             "peak RSS MB",
-            "late file s",
+            "late file: delivered to readable s (from its upload)",
             "true pairs found",
             "wrong pairs",
         ]

@@ -61,6 +61,7 @@ import transform_report  # noqa: E402
 from derived_bench import (  # noqa: E402
     Home,
     api,
+    delivered_after,
     feed,
     fresh_home,
     load_sources,
@@ -268,22 +269,6 @@ def late_runs(
         finally:
             procs.stop(server.proc)
     return out
-
-
-def delivered_after(server: tt.Server, who: dict[str, Any], source_id: int) -> dt.datetime:
-    """When the source's newest file became `delivered` (its rows readable): the input's
-    change that the refresh answers."""
-    newest: dict[str, Any] | None = None
-    after = 0
-    while True:  # the files API pages oldest first
-        _, page = api(server, "GET", f"/api/v2/sources/{source_id}/files?after={after}", who)
-        if not page["data"]:
-            break
-        newest = page["data"][-1]
-        after = newest["id"]
-    if newest is None or newest["status"] != "delivered":
-        raise RuntimeError(f"the late file was not delivered: {newest}")
-    return dt.datetime.fromisoformat(newest["finished_at"])
 
 
 def settled_run(
