@@ -397,8 +397,12 @@ def database_unreachable(
 
 
 def test_unreachable_database_is_503_without_a_trace(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    backend: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The client reads only "try again"; the log says why, for the operator."""
     settings = make_settings(request, backend, tmp_path / "h503")
     runtime = build_runtime(settings, migrate=False)  # no connection opened yet
     try:
@@ -412,6 +416,13 @@ def test_unreachable_database_is_503_without_a_trace(
                     assert response.status_code == 503
                     assert response.json() == {"detail": UNAVAILABLE}
                     assert "Traceback" not in response.text
+                causes = [
+                    getattr(r, "cause", "")
+                    for r in caplog.records
+                    if r.getMessage() == "storage_unavailable"
+                ]
+                assert len(causes) == 2
+                assert all(causes)
                 health = api.get("/health")  # does not check the data platform
                 assert (health.status_code, health.json()) == (200, {"status": "ok"})
             assert get_data_as(api, tenant.headers, source.id).status_code == 200

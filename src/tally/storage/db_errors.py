@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import exc
 
 from tally.core.errors import LoadError, QueryNotApplicableError, StorageError
+
+log = logging.getLogger("tally.storage")
 
 
 @contextmanager
@@ -20,11 +23,14 @@ def translated_errors() -> Iterator[None]:
         if error.connection_invalidated or isinstance(
             error, exc.OperationalError | exc.InterfaceError
         ):
+            # The client is told only "try again": the operator needs the cause.
+            log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
             raise StorageError() from error
         if isinstance(error, exc.DataError | exc.ProgrammingError):
             raise QueryNotApplicableError(str(error.orig)) from error
         raise
     except exc.TimeoutError as error:  # the connection pool is exhausted
+        log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
         raise StorageError() from error
 
 
