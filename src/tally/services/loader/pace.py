@@ -50,7 +50,6 @@ class CopyPace:
         for chunk in chunks:
             sent += chunk.count(b"\n")
             with self._changed:
-                self._changed.wait_for(
-                    lambda sent=sent: self._finished or sent - self._checked <= self._lead
-                )
+                while not (self._finished or sent - self._checked <= self._lead):
+                    self._changed.wait()
             yield chunk
