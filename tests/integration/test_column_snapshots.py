@@ -5,6 +5,7 @@ tests/property/test_query_semantics.py."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from sqlalchemy import Engine
 
 from support.databases import make_settings
 from support.factories import Tenant, append, make_source, make_tenant, read_envelope
-from tally.runtime import Runtime, build_runtime
+from tally.runtime import Runtime, build_runtime, query_process_engine
 from tally.services.column_snapshots import ColumnSnapshots, build_snapshot
 from tally.storage.resources import Resource, find_resource
 
@@ -153,3 +154,37 @@ def test_snapshots_can_be_turned_off(runtime: Runtime, tenant: Tenant) -> None:
     off = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=0)
     assert not off.enabled
     assert not ready(off, source)
+
+
+def test_builds_take_turns_so_a_query_always_has_a_connection(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A query process's engine has two PostgreSQL connections; a build holds one for
+    its whole read. Three builds are started while their tables are locked (each read
+    waits, holding its connection when it has one): a query must still get a
+    connection at once, not after the builds."""
+    runtime = build_runtime(make_settings(request, "postgresql", tmp_path / "home"))
+    engine = query_process_engine(runtime.settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        sources = [make_source(runtime.engine, tenant, CSV, name=f"s{n}") for n in range(3)]
+        snapshots = ColumnSnapshots(engine, min_rows=0, memory_bytes=2**30)
+        answered = threading.Event()
+
+        def query() -> None:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            answered.set()
+
+        with runtime.engine.connect() as blocker, blocker.begin():
+            for source in sources:
+                blocker.exec_driver_sql(f"LOCK TABLE {source.table_name} IN ACCESS EXCLUSIVE MODE")
+            for source in sources:
+                snapshots.get(source)
+            threading.Thread(target=query, daemon=True).start()
+            assert answered.wait(10)
+        snapshots.wait()
+        assert all(snapshots.get(source) is not None for source in sources)
+    finally:
+        engine.dispose()
+        runtime.close()

@@ -283,6 +283,10 @@ class ColumnSnapshots:
         self._building: dict[int, threading.Thread] = {}
         self._too_big: set[tuple[int, int]] = set()
         self._lock = threading.Lock()
+        # Builds take turns. Each holds a connection of the engine for its whole read,
+        # and a query process's engine has two: two builds at once (two large resources
+        # asked for in turn) left a request waiting 30 s for a connection, then 503.
+        self._one_build = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -323,7 +327,8 @@ class ColumnSnapshots:
 
     def _build(self, resource: Resource) -> None:
         try:
-            snapshot = build_snapshot(self._engine, resource)
+            with self._one_build:
+                snapshot = build_snapshot(self._engine, resource)
         except Exception:  # SQL answers meanwhile; the next request tries again
             log.exception("column_snapshot_failed resource_id=%s", resource.id)
             snapshot = None
