@@ -187,6 +187,17 @@ def reads(server: tt.Server, who: dict[str, Any], paths: dict[str, str]) -> dict
     return out
 
 
+def worker_idle(serve_log: Path, sources: int) -> None:
+    """Until the serve log says each source is indexed: a worker vacuums and analyses a
+    source's table after recording its indexes (what `wait_for_indexes` sees), and the
+    late file is to find the service idle, not queued behind that."""
+    deadline = time.monotonic() + LATE_TIMEOUT_SECONDS
+    while serve_log.read_text().count(" resource_indexed ") < sources:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker did not finish the sources")
+        time.sleep(tt.POLL_SECONDS)
+
+
 def readable_after(run_log: Path) -> float:
     """From the run's start to its output being readable (swapped in; its rows' JSON
     text and indexes come after), by the times of the command's two log lines."""
@@ -297,6 +308,7 @@ def _measure(
     server = tt.start_server(cfg, home.env, home.db_pids)
     try:
         rec["worker_finish"] = tt.wait_for_indexes(home.path, home.url, started)
+        worker_idle(cfg.logs / f"{tt.cfg_label(home.env)}-serve.log", len(files))
         assert late_csv is not None
         log(f"{backend}: the late ledger file ({late:,} rows)")
         rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
