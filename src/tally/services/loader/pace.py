@@ -50,6 +50,7 @@ class CopyPace:
         for chunk in chunks:
             sent += chunk.count(b"\n")
             with self._changed:
-                while not (self._finished or sent - self._checked <= self._lead):
-                    self._changed.wait()
+                self._changed.wait_for(
+                    lambda sent=sent: self._finished or sent - self._checked <= self._lead
+                )
             yield chunk
