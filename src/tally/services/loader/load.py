@@ -41,9 +41,7 @@ from tally.services.loader.inference import (
     values_fit,
 )
 from tally.services.loader.limits import check_width, table_refused
-from tally.services.loader.pace import CopyPace
 from tally.services.loader.reader import (
-    Batch,
     FileFormat,
     FileHead,
     detect_format,
@@ -108,7 +106,6 @@ def _infer(
     path: Path,
     file_format: FileFormat,
     on_progress: ProgressCallback | None,
-    pace: CopyPace | None,
 ) -> FirstPass:
     result = FirstPass([])
     with read_csv(path, file_format) as (header, batches):
@@ -127,7 +124,8 @@ def _infer(
                 _count_quotes(columns, result.quotes)
             elif result.quotes is not None and '"' in joined:
                 _count_quotes(list(zip(*batch.rows, strict=True)), result.quotes)
-            _progress(batch, on_progress, pace)
+            if on_progress:
+                on_progress("checking", batch.offset)
         result.blank_lines = batches.blank_lines
     _measure_again(path, file_format, guesses)
     for position, (name, guess) in enumerate(zip(header, guesses, strict=True)):
@@ -183,7 +181,6 @@ def _check_against(
     file_format: FileFormat,
     columns: Sequence[Column],
     on_progress: ProgressCallback | None,
-    pace: CopyPace | None,
 ) -> FirstPass:
     """Check every value against the known types. Numbers may widen: an integer column
     may become decimal, a decimal column may keep more digits."""
@@ -202,7 +199,8 @@ def _check_against(
             for column, values in zip(result.ordered, values_by_column, strict=True):
                 _check_column(column, values, batch.lines, numbers, result)
             _count_quotes(values_by_column, result.quotes)
-            _progress(batch, on_progress, pace)
+            if on_progress:
+                on_progress("checking", batch.offset)
         result.blank_lines = batches.blank_lines
     _check_ranges(path, file_format, result.ordered, numbers)
     result.ordered = [
@@ -210,14 +208,6 @@ def _check_against(
         for c in result.ordered
     ]
     return result
-
-
-def _progress(batch: Batch, on_progress: ProgressCallback | None, pace: CopyPace | None) -> None:
-    """The first pass is past this batch: say so to the caller, and to COPY's pace."""
-    if on_progress:
-        on_progress("checking", batch.offset)
-    if pace is not None and batch.lines:
-        pace.checked(batch.lines[-1])
 
 
 def _check_column(
@@ -344,13 +334,11 @@ def first_pass(
     file_format: FileFormat,
     known: tuple[Column, ...] | None,
     on_progress: ProgressCallback | None = None,
-    pace: CopyPace | None = None,
 ) -> FirstPass:
-    """Infer the columns (a placeholder source) or check the file against `known`;
-    `pace` is told each line passed (PostgreSQL's COPY waits for it)."""
+    """Infer the columns (a placeholder source) or check the file against `known`."""
     if known is None:
-        return _infer(path, file_format, on_progress, pace)
-    return _check_against(path, file_format, known, on_progress, pace)
+        return _infer(path, file_format, on_progress)
+    return _check_against(path, file_format, known, on_progress)
 
 
 def checked_while_staging(
@@ -406,18 +394,12 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
     return Expected(tuple(columns), create=True)
 
 
-def _stage_raw(
-    bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource, pace: CopyPace
-) -> None:
-    """Start moving the file's bytes as pass 1 reads it (PostgreSQL's COPY, at its
-    pace), into the columns the file's head suggests when it can tell them."""
+def _stage_raw(bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource) -> None:
+    """Start moving the file's bytes before pass 1 reads it (PostgreSQL's COPY), into
+    the columns the file's head suggests when it can tell them."""
     batches = GUESS_BATCHES if resource.is_placeholder else 0
     head = read_head(path, file_format, batches=batches)
-    raw = RawFile(
-        lambda: pace.paced(utf8_chunks(path, file_format)),
-        len(head.header),
-        file_format.delimiter,
-    )
+    raw = RawFile(lambda: utf8_chunks(path, file_format), len(head.header), file_format.delimiter)
     bulk.stage(raw, expected_columns(head, resource))
 
 
@@ -450,16 +432,14 @@ def load_into(
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
-    pace = CopyPace()
     with table_refused(len(header)):
         try:
             if bulk.takes_expected:
-                _stage_raw(bulk, path, file_format, resource, pace)
+                _stage_raw(bulk, path, file_format, resource)
             if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
                 first = checked_while_staging(bulk, path, file_format, known, on_progress)
             else:
-                first = first_pass(path, file_format, known, on_progress, pace)
-            pace.finish()  # what COPY has left, it sends now
+                first = first_pass(path, file_format, known, on_progress)
             appended = bulk.settle(first.reading(), first.ordered)  # before any other one
             columns = _prepare_table(conn, resource, first, created=appended)
             if not appended:
@@ -467,7 +447,6 @@ def load_into(
                 ordered = [by_physical[c.physical] for c in first.ordered]
                 bulk.append(ordered, first.shapes, row_batches(path, file_format, on_progress))
         finally:
-            pace.finish()  # before COPY's thread is joined, however the checks ended
             bulk.abort()
     updated = resources.record_load(
         conn, resource, columns=columns, added_rows=first.rows, now=utc_now()
