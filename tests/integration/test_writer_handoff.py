@@ -143,6 +143,9 @@ def test_threads_of_one_process_take_turns(engine: Engine) -> None:
             .scalars()
             .all()
         )
-    # The stream's transaction in progress when the writer came, then the writer.
-    assert order.index("writer") <= 1, order
+    # The stream's transaction in progress when the writer came, then the writer; or,
+    # when that one commits between the look at `before` and the writer's turn (a
+    # window of a statement; a fresh-clone CI run saw it once), the one after it. Without the
+    # turns the stream went first for as long as it ran (up to 100 transactions).
+    assert order.index("writer") <= 2, order
     assert not someone_writes(engine)
