@@ -8,13 +8,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
 from support.databases import make_settings
 from support.factories import Tenant, append, make_source, make_tenant, read_envelope
+from tally.core.columns import Column
 from tally.runtime import Runtime, build_runtime, query_process_engine
+from tally.services import column_snapshots
 from tally.services.column_snapshots import ColumnSnapshots, build_snapshot
 from tally.storage.resources import Resource, find_resource
 
@@ -120,6 +123,34 @@ def test_a_snapshot_over_the_memory_budget_is_not_kept(runtime: Runtime, tenant:
     assert not ready(tight, source)
     roomy = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=whole.nbytes)
     assert ready(roomy, source)
+
+
+def test_a_build_stops_at_the_column_that_passes_the_budget(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wide resource is not read whole only to be dropped: the build stops at the first
+    column that takes it over the budget, and is not tried again for that version."""
+    source = make_source(runtime.engine, tenant, CSV)
+    whole = build_snapshot(runtime.engine, source)
+    assert whole is not None
+    first = next(iter(whole.columns.values()))
+    read: list[str] = []
+    reading = column_snapshots.read_column
+
+    def counted(conn: Any, table: str, column: Column) -> list[Any]:
+        read.append(column.physical)
+        return reading(conn, table, column)
+
+    monkeypatch.setattr(column_snapshots, "read_column", counted)
+    budget = whole.row_ids.nbytes + first.nbytes  # the first column fits, the second not
+    with pytest.raises(column_snapshots.OverBudgetError):
+        build_snapshot(runtime.engine, source, max_bytes=budget)
+    assert len(read) == 2 < len(whole.columns)
+    read.clear()
+    tight = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=budget)
+    assert not ready(tight, source)
+    assert not ready(tight, source)
+    assert len(read) == 2  # one build, stopped early; never again for this version
 
 
 def test_the_least_recently_used_snapshot_goes_first(runtime: Runtime, tenant: Tenant) -> None:

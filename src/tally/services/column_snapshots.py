@@ -205,18 +205,31 @@ def _walk(order: Positions, found: Mask, descending: bool, offset: int, wanted: 
     return np.concatenate(hits)[offset:wanted]
 
 
-def build_snapshot(engine: Engine, resource: Resource) -> ColumnSnapshot | None:
+class OverBudgetError(Exception):
+    """The snapshot outgrew its memory budget while it was being built."""
+
+
+def build_snapshot(
+    engine: Engine, resource: Resource, *, max_bytes: int | None = None
+) -> ColumnSnapshot | None:
     """`resource`'s snapshot at its data version; None when that version is gone (the
-    resource changed or was deleted since the request that asked for it)."""
+    resource changed or was deleted since the request that asked for it).
+    OverBudgetError as soon as the columns built pass `max_bytes`: a wide resource's
+    whole snapshot (27 columns of 1.1M rows) would be built, over the budget, only to
+    be dropped, its connection held all the while."""
     with snapshot_connection(engine) as conn, conn.begin():
         current = find_resource(conn, resource.id)
         if current is None or current.data_version != resource.data_version:
             return None
         row_ids = np.asarray(read_row_ids(conn, current.table_name), dtype=np.int64)
-        columns = {
-            c.physical: _snapshot_column(c, read_column(conn, current.table_name, c))
-            for c in current.columns
-        }
+        columns: dict[str, SnapshotColumn] = {}
+        size = row_ids.nbytes
+        for c in current.columns:
+            column = _snapshot_column(c, read_column(conn, current.table_name, c))
+            size += column.nbytes
+            if max_bytes is not None and size > max_bytes:
+                raise OverBudgetError
+            columns[c.physical] = column
     return ColumnSnapshot(current.data_version, row_ids, columns)
 
 
@@ -328,7 +341,11 @@ class ColumnSnapshots:
     def _build(self, resource: Resource) -> None:
         try:
             with self._one_build:
-                snapshot = build_snapshot(self._engine, resource)
+                snapshot = build_snapshot(self._engine, resource, max_bytes=self._memory_bytes)
+        except OverBudgetError:
+            with self._lock:
+                self._too_big.add((resource.id, resource.data_version))
+            snapshot = None
         except Exception:  # SQL answers meanwhile; the next request tries again
             log.exception("column_snapshot_failed resource_id=%s", resource.id)
             snapshot = None
@@ -341,9 +358,6 @@ class ColumnSnapshots:
     def _keep(self, resource_id: int, snapshot: ColumnSnapshot) -> None:
         key = (resource_id, snapshot.data_version)
         with self._lock:
-            if snapshot.nbytes > self._memory_bytes:
-                self._too_big.add(key)
-                return
             for older in [k for k in self._ready if k[0] == resource_id]:
                 del self._ready[older]  # an older data version is never asked for again
             self._ready[key] = snapshot
