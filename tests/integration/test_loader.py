@@ -973,10 +973,10 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
 def test_building_indexes_leaves_the_connection_as_configured(
     runtime: Runtime, tenant: Tenant
 ) -> None:
-    """Loads and index builds use their own memory settings (on SQLite a smaller page
-    cache for both, on PostgreSQL a larger maintenance_work_mem for the indexes): the
-    pooled connection must get its own setting back, or every later query on it would
-    run with the loader's or the builder's."""
+    """Index builds use their own memory settings (on SQLite a smaller page cache, on
+    PostgreSQL a larger maintenance_work_mem): the pooled connection must keep or get
+    back its own setting after a load and after the builds, or every later query on it
+    would run with the builder's."""
     setting = (
         "PRAGMA cache_size"
         if runtime.engine.dialect.name == "sqlite"

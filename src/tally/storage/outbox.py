@@ -54,6 +54,19 @@ def add_event(
     return int(conn.execute(_INSERT_EVENT, values).scalar_one())
 
 
+def _event(row: Any) -> OutboxEvent:
+    """An event as read; its time in UTC (SQLite returns it naive)."""
+    return OutboxEvent(
+        row.id,
+        row.topic,
+        row.type,
+        row.resource_id,
+        row.file_id,
+        row.payload,
+        as_utc(row.created_at),
+    )
+
+
 def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEvent]:
     rows = conn.execute(
         select(outbox_events)
@@ -61,12 +74,7 @@ def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEven
         .order_by(outbox_events.c.id)
         .limit(limit)
     )
-    return [
-        OutboxEvent(
-            r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, as_utc(r.created_at)
-        )
-        for r in rows
-    ]
+    return [_event(r) for r in rows]
 
 
 def list_events(conn: Connection, topic: str, resource_id: int) -> list[OutboxEvent]:
@@ -75,12 +83,7 @@ def list_events(conn: Connection, topic: str, resource_id: int) -> list[OutboxEv
         .where(outbox_events.c.topic == topic, outbox_events.c.resource_id == resource_id)
         .order_by(outbox_events.c.id)
     )
-    return [
-        OutboxEvent(
-            r.id, r.topic, r.type, r.resource_id, r.file_id, r.payload, as_utc(r.created_at)
-        )
-        for r in rows
-    ]
+    return [_event(r) for r in rows]
 
 
 def mark_processed(conn: Connection, event_id: int, now: dt.datetime) -> bool:

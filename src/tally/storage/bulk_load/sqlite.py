@@ -11,8 +11,6 @@ from sqlalchemy import Connection
 from tally.core.columns import Column, ColumnType, canonical_timestamp
 from tally.storage.bulk_load.interface import BulkLoad, FileReading, RowBatches, ValueShape
 
-SQLITE_LOAD_CACHE_KIB = 16384  # page cache of a connection while it loads a file
-
 
 def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
     """SQL turning `v` (a parameter or a staged column holding the file's text) into
@@ -87,11 +85,6 @@ class SqliteBulkLoad(BulkLoad):
         super().__init__(conn, table)
         self._staging = f"staging_{table}"
         self._staged_rows: int | None = None
-        # Appending needs few cached pages: with the connection's 64 MiB (sized for
-        # reads) the load's dirty pages filled it as the file grew (1M rows: 151 MB
-        # peak heap, half of them 137 MB); with 16 MiB both peak at 101 MB, as fast.
-        self._cache_size = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
-        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_LOAD_CACHE_KIB}")
 
     def stage_rows(self, batches: RowBatches, width: int) -> None:
         names = ", ".join(f"s{i}" for i in range(width))
@@ -160,7 +153,5 @@ class SqliteBulkLoad(BulkLoad):
             self._staged_rows = None
 
     def abort(self) -> None:
-        """Called when the load ends, whichever way: the pooled connection gets its own
-        cache size back."""
+        """Called when the load ends, whichever way."""
         self._drop_staging()
-        self._conn.exec_driver_sql(f"PRAGMA cache_size = {int(self._cache_size)}")
