@@ -14,17 +14,32 @@ from concurrent.futures import Future
 
 import pytest
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
 
+from support.databases import BACKENDS
 from support.factories import make_tenant
+from tally.core.clock import utc_now
 from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
+from tally.core.files import FileRecord
+from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
 from tally.runtime import Runtime, secret_box
+from tally.services import file_events
 from tally.services.notification_intake import Notification, NotificationIntake
-from tally.services.notified_files import AcceptedNotification
+from tally.services.notified_files import (
+    AcceptedNotification,
+    notified_file,
+    queue_notified_files_at_once,
+)
 from tally.services.webhooks import WebhookDefinition
-from tally.storage import outbox
-from tally.storage.engine import backend_of, write_connection
+from tally.storage import notified_groups, outbox
+from tally.storage.engine import autocommit_connection, backend_of, write_connection
+from tally.storage.files import get_file
 from tally.storage.schema import files, outbox_events
+
+# The two-statement group is PostgreSQL's (decision 0021); SQLite's is the transaction
+# the other tests check on both backends.
+ON_POSTGRESQL = pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "postgresql"])
 
 
 @contextlib.contextmanager
@@ -156,3 +171,110 @@ def test_an_unforeseen_failure_fails_its_own_notification_not_its_group(
         assert len(conn.execute(select(files)).all()) == 11
         events = conn.execute(select(outbox_events)).all()
     assert len([e for e in events if e.type == "file.accepted"]) == 11
+
+
+def test_a_group_without_keys_is_queued_whole_with_its_rejections_alone(
+    runtime: Runtime,
+) -> None:
+    """On PostgreSQL such a group is two statements (decision 0021): the webhooks and
+    reserved ids, then every file and event in one. Rejections leave gaps in the ids,
+    never a file; each caller's file id is the row holding its file."""
+    webhook_id = register(runtime)
+    intake = NotificationIntake(runtime.engine, secret_box(runtime.settings), deadline_seconds=3600)
+    try:
+        first = intake.submit(good(webhook_id, 0))
+        plan = []
+        for n in range(1, 31):
+            plan.append(good(webhook_id, n))
+            if n % 10 == 4:
+                plan.append(Notification(webhook_id, {"filename": "no-url.csv"}, None))
+            if n % 10 == 8:
+                plan.append(Notification("wh_" + "y" * 40, {"file_url": "x"}, None))
+        with write_lock_held(runtime.engine):
+            futures = [intake.submit(notification) for notification in plan]
+        assert first.result(timeout=30).created
+        answers: dict[int, str] = {}
+        for notification, future in zip(plan, futures, strict=True):
+            if "file_url" not in notification.payload:
+                with pytest.raises(InvalidNotificationError, match="file_url"):
+                    future.result(timeout=30)
+            elif notification.webhook_id != webhook_id:
+                with pytest.raises(WebhookNotFoundError):
+                    future.result(timeout=30)
+            else:
+                answers[future.result(timeout=30).file_id] = notification.payload["filename"]
+    finally:
+        intake.close()
+    assert len(answers) == 30
+    with runtime.engine.connect() as conn:
+        stored = {row.id: row for row in conn.execute(select(files)).all()}
+        events = conn.execute(select(outbox_events)).all()
+    assert len(stored) == 31
+    for file_id, filename in answers.items():
+        assert stored[file_id].filename == filename
+        assert stored[file_id].status == "queued"
+        assert stored[file_id].attempts == 0
+    assert sorted(e.file_id for e in events) == sorted(stored)
+    assert all(e.payload["filename"] == stored[e.file_id].filename for e in events)
+
+
+@ON_POSTGRESQL
+def test_queued_records_are_the_rows_stored(runtime: Runtime) -> None:
+    """The two-statement path answers from the rows it built, not from a RETURNING:
+    each record must equal the stored row read back."""
+    webhook_id = register(runtime)
+    box = secret_box(runtime.settings)
+    now = utc_now()
+    with autocommit_connection(runtime.engine) as conn:
+        hooks, ids = notified_groups.look_up(conn, {hash_secret(webhook_id)}, 3)
+        (webhook,) = hooks.values()
+        rows = [
+            notified_file(
+                box,
+                webhook,
+                good(webhook_id, n).payload,
+                idempotency_key=None,
+                deadline_seconds=60,
+                now=now,
+            )
+            for n in range(3)
+        ]
+        for row, file_id in zip(rows, ids, strict=True):
+            row["id"] = file_id
+        records = queue_notified_files_at_once(conn, rows, now)
+    with runtime.engine.connect() as conn:
+        assert [get_file(conn, record.id) for record in records] == records
+
+
+@ON_POSTGRESQL
+def test_a_group_whose_statement_fails_writes_nothing(runtime: Runtime) -> None:
+    """Files and events are one statement: an event the database refuses (here of a
+    source deleted after the look-up) leaves none of the group's files either."""
+    webhook_id = register(runtime)
+    box = secret_box(runtime.settings)
+    now = utc_now()
+    with autocommit_connection(runtime.engine) as conn:
+        hooks, ids = notified_groups.look_up(conn, {hash_secret(webhook_id)}, 2)
+        (webhook,) = hooks.values()
+        rows = [
+            notified_file(
+                box,
+                webhook,
+                good(webhook_id, n).payload,
+                idempotency_key=None,
+                deadline_seconds=60,
+                now=now,
+            )
+            for n in range(2)
+        ]
+        for row, file_id in zip(rows, ids, strict=True):
+            row["id"] = file_id
+        events = file_events.event_rows(
+            file_events.ACCEPTED, [FileRecord.from_values(row) for row in rows], now
+        )
+        events[1]["resource_id"] = 2**31 - 1  # no such source
+        with pytest.raises(IntegrityError):
+            notified_groups.queue(conn, rows, events)
+    with runtime.engine.connect() as conn:
+        assert conn.execute(select(files)).all() == []
+        assert conn.execute(select(outbox_events)).all() == []

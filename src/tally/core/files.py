@@ -6,6 +6,7 @@ points never import storage to name it."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -51,6 +52,13 @@ class FileRecord:
     updated_at: dt.datetime
     finished_at: dt.datetime | None
     encoding: str | None = None  # of the bytes, when not the source's (decision 0015)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> FileRecord:
+        """The record of a row about to be inserted (its id given): a column the values
+        leave out is NULL."""
+        fields: dict[str, Any] = {name: values.get(name) for name in cls.__dataclass_fields__}
+        return cls(**fields)
 
     @classmethod
     def from_row(cls, row: Any) -> FileRecord:

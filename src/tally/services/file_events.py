@@ -57,7 +57,12 @@ def record_events(
     conn: Connection, *, event: str, records: Sequence[FileRecord], now: dt.datetime
 ) -> None:
     """`record_event` for many files at once, in one statement."""
-    outbox.add_events(conn, [_event_row(event, r.resource_id, r, now) for r in records])
+    outbox.add_events(conn, event_rows(event, records, now))
+
+
+def event_rows(event: str, records: Sequence[FileRecord], now: dt.datetime) -> list[dict[str, Any]]:
+    """The outbox rows of one event about each of these files."""
+    return [_event_row(event, record.resource_id, record, now) for record in records]
 
 
 def _event_row(

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.errors import TallyError, WebhookNotFoundError
+from tally.core.files import FileRecord
 from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
 from tally.services.notified_files import (
@@ -33,9 +34,10 @@ from tally.services.notified_files import (
     accepted_reply,
     notified_file,
     queue_notified_files,
+    queue_notified_files_at_once,
 )
-from tally.storage import webhooks
-from tally.storage.engine import write_connection
+from tally.storage import notified_groups, webhooks
+from tally.storage.engine import autocommit_connection, backend_of, write_connection
 
 log = logging.getLogger("tally.intake")
 
@@ -50,6 +52,7 @@ class Notification:
 
 
 _Pending = tuple[Notification, "Future[AcceptedNotification]"]
+_Batched = tuple[webhooks.WebhookRecord, "Future[AcceptedNotification]"]
 
 
 class NotificationIntake:
@@ -57,6 +60,7 @@ class NotificationIntake:
 
     def __init__(self, engine: Engine, box: SecretBox, *, deadline_seconds: float) -> None:
         self._engine = engine
+        self._is_postgresql = backend_of(engine).is_postgresql
         self._box = box
         self._deadline_seconds = deadline_seconds
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
@@ -99,10 +103,8 @@ class NotificationIntake:
                 return
 
     def _accept_group(self, group: list[_Pending]) -> None:
-        outcomes: list[Callable[[], None]] = []
         try:
-            with write_connection(self._engine) as conn, conn.begin():
-                outcomes = self._accept_in(conn, group, utc_now())
+            outcomes = self._accept(group, utc_now())
         except Exception as error:  # rolled back: nobody was accepted
             if len(group) > 1:
                 # Nothing was written, so each is tried again on its own: a notification
@@ -117,37 +119,87 @@ class NotificationIntake:
         for settle in outcomes:  # answers only after the commit
             settle()
 
+    def _accept(self, group: list[_Pending], now: dt.datetime) -> list[Callable[[], None]]:
+        """Each notification's answer, to give once the group is committed."""
+        if self._is_postgresql and all(n.idempotency_key is None for n, _ in group):
+            return self._accept_in_two_statements(group, now)
+        with write_connection(self._engine) as conn, conn.begin():
+            return self._accept_in(conn, group, now)
+
+    def _accept_in_two_statements(
+        self, group: list[_Pending], now: dt.datetime
+    ) -> list[Callable[[], None]]:
+        """PostgreSQL (decision 0021): the group's webhooks and ids for its files in one
+        statement, the files and their events in another, each its own transaction."""
+        with autocommit_connection(self._engine) as conn:
+            hashes = {hash_secret(notification.webhook_id) for notification, _ in group}
+            hooks, ids = notified_groups.look_up(conn, hashes, len(group))
+            outcomes, rows, batch = self._file_rows(group, hooks.get, now)
+            for row, file_id in zip(rows, ids, strict=False):  # ids: one per notification
+                row["id"] = file_id
+            records = queue_notified_files_at_once(conn, rows, now) if rows else []
+        return outcomes + _replies(batch, records)
+
     def _accept_in(
         self, conn: Connection, group: list[_Pending], now: dt.datetime
     ) -> list[Callable[[], None]]:
-        """Each notification's answer, to give once the group is committed. Files without
-        an Idempotency-Key are inserted together (one multi-row INSERT for the files, one
-        for their events); a keyed one is checked and inserted on its own."""
-        outcomes: list[Callable[[], None]] = []
+        """In the caller's transaction: files without an Idempotency-Key inserted
+        together (one multi-row INSERT for the files, one for their events); a keyed
+        one checked and inserted on its own."""
         hooks: dict[str, webhooks.WebhookRecord | None] = {}
-        batch: list[tuple[webhooks.WebhookRecord, Future[AcceptedNotification]]] = []
-        rows: list[dict[str, Any]] = []
-        for notification, future in group:
-            key = hash_secret(notification.webhook_id)
+
+        def find(key: str) -> webhooks.WebhookRecord | None:
             if key not in hooks:
                 hooks[key] = webhooks.find_webhook_by_hash(conn, key)
-            webhook = hooks[key]
+            return hooks[key]
+
+        keyed = [pending for pending in group if pending[0].idempotency_key is not None]
+        outcomes = [self._accept_keyed(conn, find, *pending, now) for pending in keyed]
+        unkeyed = [pending for pending in group if pending[0].idempotency_key is None]
+        rejected, rows, batch = self._file_rows(unkeyed, find, now)
+        return outcomes + rejected + _replies(batch, queue_notified_files(conn, rows, now))
+
+    def _accept_keyed(
+        self,
+        conn: Connection,
+        find: Callable[[str], webhooks.WebhookRecord | None],
+        notification: Notification,
+        future: Future[AcceptedNotification],
+        now: dt.datetime,
+    ) -> Callable[[], None]:
+        webhook = find(hash_secret(notification.webhook_id))
+        try:
+            if webhook is None:
+                raise WebhookNotFoundError()
+            accepted = accept_in_transaction(
+                conn,
+                self._box,
+                webhook,
+                payload=notification.payload,
+                idempotency_key=notification.idempotency_key,
+                deadline_seconds=self._deadline_seconds,
+                now=now,
+            )
+        except TallyError as error:
+            return partial(future.set_exception, error)
+        return partial(future.set_result, accepted)
+
+    def _file_rows(
+        self,
+        group: list[_Pending],
+        find: Callable[[str], webhooks.WebhookRecord | None],
+        now: dt.datetime,
+    ) -> tuple[list[Callable[[], None]], list[dict[str, Any]], list[_Batched]]:
+        """(the answers of the notifications refused, the file rows of the others, and
+        those others by webhook): rejections happen before anything is written."""
+        rejected: list[Callable[[], None]] = []
+        rows: list[dict[str, Any]] = []
+        batch: list[_Batched] = []
+        for notification, future in group:
+            webhook = find(hash_secret(notification.webhook_id))
             try:
                 if webhook is None:
                     raise WebhookNotFoundError()
-                if notification.idempotency_key is not None:
-                    accepted = accept_in_transaction(
-                        conn,
-                        self._box,
-                        webhook,
-                        payload=notification.payload,
-                        idempotency_key=notification.idempotency_key,
-                        deadline_seconds=self._deadline_seconds,
-                        now=now,
-                    )
-                    outcomes.append(partial(future.set_result, accepted))
-                    continue
-                # Rejections happen before anything is written: nothing to undo.
                 rows.append(
                     notified_file(
                         self._box,
@@ -158,10 +210,15 @@ class NotificationIntake:
                         now=now,
                     )
                 )
-                batch.append((webhook, future))
             except TallyError as error:
-                outcomes.append(partial(future.set_exception, error))
-        records = queue_notified_files(conn, rows, now)
-        for (webhook, future), record in zip(batch, records, strict=True):
-            outcomes.append(partial(future.set_result, accepted_reply(webhook, record, True)))
-        return outcomes
+                rejected.append(partial(future.set_exception, error))
+                continue
+            batch.append((webhook, future))
+        return rejected, rows, batch
+
+
+def _replies(batch: list[_Batched], records: list[FileRecord]) -> list[Callable[[], None]]:
+    return [
+        partial(future.set_result, accepted_reply(webhook, record, True))
+        for (webhook, future), record in zip(batch, records, strict=True)
+    ]

@@ -19,7 +19,7 @@ from tally.core.names import FILENAME_MAX_CHARS, filename_problem, http_url_prob
 from tally.core.sealing import SecretBox
 from tally.core.urls import redact_url
 from tally.services import file_events
-from tally.storage import files
+from tally.storage import files, notified_groups
 from tally.storage.webhooks import WebhookRecord
 
 WEBHOOK_ORIGIN = "webhook"
@@ -128,6 +128,17 @@ def queue_notified_files(
     their `file.accepted` events, two statements for all of them."""
     records = files.insert_files(conn, rows)
     file_events.record_events(conn, event=file_events.ACCEPTED, records=records, now=now)
+    return records
+
+
+def queue_notified_files_at_once(
+    conn: Connection, rows: list[dict[str, Any]], now: dt.datetime
+) -> list[FileRecord]:
+    """PostgreSQL: notified files whose rows carry their reserved ids and their
+    `file.accepted` events, in one statement that is its own transaction (decision
+    0021)."""
+    records = [FileRecord.from_values(row) for row in rows]
+    notified_groups.queue(conn, rows, file_events.event_rows(file_events.ACCEPTED, records, now))
     return records
 
 

@@ -226,6 +226,13 @@ def snapshot_connection(engine: Engine) -> Connection:
     return conn
 
 
+def autocommit_connection(engine: Engine) -> Connection:
+    """A connection whose every statement is its own transaction (PostgreSQL: VACUUM,
+    which runs outside any; a statement atomic on its own, without BEGIN and COMMIT's
+    round trips)."""
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
 def write_connection(engine: Engine) -> Connection:
     """A connection whose transactions take the write lock at BEGIN on SQLite."""
     return engine.connect().execution_options(**{WRITE_OPTION: True})

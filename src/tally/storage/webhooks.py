@@ -67,7 +67,8 @@ def insert_webhook(
     )
 
 
-def _webhook(row: Any) -> WebhookRecord:
+def webhook_record(row: Any) -> WebhookRecord:
+    """A webhook from a row of the table (any query selecting all its columns)."""
     return WebhookRecord(
         row.id,
         row.resource_id,
@@ -85,11 +86,13 @@ def find_webhook_by_hash(conn: Connection, webhook_id_hash: str) -> WebhookRecor
     row = conn.execute(
         select(webhooks).where(webhooks.c.webhook_id_hash == webhook_id_hash)
     ).first()
-    return _webhook(row) if row is not None else None
+    return webhook_record(row) if row is not None else None
 
 
 def get_webhook(conn: Connection, webhook_row_id: int) -> WebhookRecord:
-    return _webhook(conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one())
+    return webhook_record(
+        conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one()
+    )
 
 
 def insert_endpoint(

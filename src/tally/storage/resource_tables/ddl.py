@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import backend_of, job_step
+from tally.storage.engine import autocommit_connection, backend_of, job_step
 from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
@@ -201,7 +201,7 @@ def vacuum(engine: Engine, table: str) -> None:
     OFFSETs over an ordering index) skip the heap. Runs outside any transaction."""
     if engine.dialect.name != "postgresql":
         return
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+    with autocommit_connection(engine) as conn:
         conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
 
 
