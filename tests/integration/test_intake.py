@@ -9,11 +9,13 @@ caller must get its own answer and every file its own event.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Iterator
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import IntegrityError
 
 from support.databases import BACKENDS
@@ -218,29 +220,37 @@ def test_a_group_without_keys_is_queued_whole_with_its_rejections_alone(
     assert all(e.payload["filename"] == stored[e.file_id].filename for e in events)
 
 
+def reserved_rows(
+    conn: Connection, runtime: Runtime, webhook_id: str, count: int, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """`count` notified file rows of one webhook, each with an id the look-up reserved."""
+    hooks, ids = notified_groups.look_up(conn, {hash_secret(webhook_id)}, count)
+    (webhook,) = hooks.values()
+    box = secret_box(runtime.settings)
+    rows = [
+        notified_file(
+            box,
+            webhook,
+            good(webhook_id, n).payload,
+            idempotency_key=None,
+            deadline_seconds=60,
+            now=now,
+        )
+        for n in range(count)
+    ]
+    for row, file_id in zip(rows, ids, strict=True):
+        row["id"] = file_id
+    return rows
+
+
 @ON_POSTGRESQL
 def test_queued_records_are_the_rows_stored(runtime: Runtime) -> None:
     """The two-statement path answers from the rows it built, not from a RETURNING:
     each record must equal the stored row read back."""
     webhook_id = register(runtime)
-    box = secret_box(runtime.settings)
     now = utc_now()
     with autocommit_connection(runtime.engine) as conn:
-        hooks, ids = notified_groups.look_up(conn, {hash_secret(webhook_id)}, 3)
-        (webhook,) = hooks.values()
-        rows = [
-            notified_file(
-                box,
-                webhook,
-                good(webhook_id, n).payload,
-                idempotency_key=None,
-                deadline_seconds=60,
-                now=now,
-            )
-            for n in range(3)
-        ]
-        for row, file_id in zip(rows, ids, strict=True):
-            row["id"] = file_id
+        rows = reserved_rows(conn, runtime, webhook_id, 3, now)
         records = queue_notified_files_at_once(conn, rows, now)
     with runtime.engine.connect() as conn:
         assert [get_file(conn, record.id) for record in records] == records
@@ -251,24 +261,9 @@ def test_a_group_whose_statement_fails_writes_nothing(runtime: Runtime) -> None:
     """Files and events are one statement: an event the database refuses (here of a
     source deleted after the look-up) leaves none of the group's files either."""
     webhook_id = register(runtime)
-    box = secret_box(runtime.settings)
     now = utc_now()
     with autocommit_connection(runtime.engine) as conn:
-        hooks, ids = notified_groups.look_up(conn, {hash_secret(webhook_id)}, 2)
-        (webhook,) = hooks.values()
-        rows = [
-            notified_file(
-                box,
-                webhook,
-                good(webhook_id, n).payload,
-                idempotency_key=None,
-                deadline_seconds=60,
-                now=now,
-            )
-            for n in range(2)
-        ]
-        for row, file_id in zip(rows, ids, strict=True):
-            row["id"] = file_id
+        rows = reserved_rows(conn, runtime, webhook_id, 2, now)
         events = file_events.event_rows(
             file_events.ACCEPTED, [FileRecord.from_values(row) for row in rows], now
         )
