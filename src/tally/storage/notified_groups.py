@@ -14,9 +14,9 @@ notification's time. Here a group is two statements, each its own transaction:
    commit). It is atomic: all of the group's files and events, or none.
 
 The webhook is read before the files are written, in a transaction of its own; under
-PostgreSQL's READ COMMITTED that is what one transaction gave too (each statement sees
-what was committed when it began), so a webhook revoked meanwhile is no more accepted
-than before. SQLite keeps the one transaction: its statements cost no round trip.
+PostgreSQL's READ COMMITTED one transaction gave no more (each statement sees what was
+committed when it began), and a webhook is never changed once registered. SQLite keeps
+the one transaction: its statements cost no round trip.
 """
 
 from __future__ import annotations
