@@ -2,8 +2,9 @@
 
 The intake is held behind the database's write lock while notifications pile up, so
 they are accepted in groups of many: good ones together (one multi-row INSERT for the files,
-one for their events), a keyed one on its own, and each bad one failing alone. Every
-caller must get its own answer and every file its own event.
+one for their events; on PostgreSQL a group without keys is two statements, decision 0021),
+a keyed one on its own, and each bad one failing alone. Every caller must get its own
+answer and every file its own event.
 """
 
 from __future__ import annotations

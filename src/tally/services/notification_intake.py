@@ -131,10 +131,15 @@ class NotificationIntake:
     ) -> list[Callable[[], None]]:
         """PostgreSQL (decision 0021): the group's webhooks and ids for its files in one
         statement, the files and their events in another, each its own transaction."""
+        webhook_ids = {notification.webhook_id for notification, _ in group}
+        hashes = {webhook_id: hash_secret(webhook_id) for webhook_id in webhook_ids}
         with autocommit_connection(self._engine) as conn:
-            hashes = {hash_secret(notification.webhook_id) for notification, _ in group}
-            hooks, ids = notified_groups.look_up(conn, hashes, len(group))
-            outcomes, rows, batch = self._file_rows(group, hooks.get, now)
+            hooks, ids = notified_groups.look_up(conn, hashes.values(), len(group))
+
+            def find(webhook_id: str) -> webhooks.WebhookRecord | None:
+                return hooks.get(hashes[webhook_id])
+
+            outcomes, rows, batch = self._file_rows(group, find, now)
             for row, file_id in zip(rows, ids, strict=False):  # ids: one per notification
                 row["id"] = file_id
             records = queue_notified_files_at_once(conn, rows, now) if rows else []
@@ -146,12 +151,12 @@ class NotificationIntake:
         """In the caller's transaction: files without an Idempotency-Key inserted
         together (one multi-row INSERT for the files, one for their events); a keyed
         one checked and inserted on its own."""
-        hooks: dict[str, webhooks.WebhookRecord | None] = {}
+        hooks: dict[str, webhooks.WebhookRecord | None] = {}  # by webhook id, one look-up
 
-        def find(key: str) -> webhooks.WebhookRecord | None:
-            if key not in hooks:
-                hooks[key] = webhooks.find_webhook_by_hash(conn, key)
-            return hooks[key]
+        def find(webhook_id: str) -> webhooks.WebhookRecord | None:
+            if webhook_id not in hooks:
+                hooks[webhook_id] = webhooks.find_webhook_by_hash(conn, hash_secret(webhook_id))
+            return hooks[webhook_id]
 
         keyed = [pending for pending in group if pending[0].idempotency_key is not None]
         outcomes = [self._accept_keyed(conn, find, *pending, now) for pending in keyed]
@@ -167,7 +172,7 @@ class NotificationIntake:
         future: Future[AcceptedNotification],
         now: dt.datetime,
     ) -> Callable[[], None]:
-        webhook = find(hash_secret(notification.webhook_id))
+        webhook = find(notification.webhook_id)
         try:
             if webhook is None:
                 raise WebhookNotFoundError()
@@ -196,7 +201,7 @@ class NotificationIntake:
         rows: list[dict[str, Any]] = []
         batch: list[_Batched] = []
         for notification, future in group:
-            webhook = find(hash_secret(notification.webhook_id))
+            webhook = find(notification.webhook_id)
             try:
                 if webhook is None:
                     raise WebhookNotFoundError()

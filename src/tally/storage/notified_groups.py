@@ -1,10 +1,11 @@
 """PostgreSQL: a group of notified files queued in two statements (decision 0021).
 
 A group's transaction used to be six round trips to the server (BEGIN, the webhook,
-NOTIFY, the files, their events, COMMIT). While a load's COPY keeps both cores of a
-small machine busy, each round trip waits for the server's backend and then the intake
-thread to be given a core again, and those waits, not the statements, made most of a
-notification's time. Here a group is two statements, each its own transaction:
+NOTIFY, the files, their events, COMMIT). While a load's COPY keeps a small machine
+busy, each round trip is a wait (for the server, often for the write-ahead log the load
+fills, then for the intake thread to run again), and those waits, not the statements'
+work, made most of a notification's time. Here a group is two statements, each its own
+transaction:
 
 1. `look_up`: the group's webhooks by the hash of their ids, with ids reserved for
    every file the group may queue (`nextval`, so a rejected notification leaves a gap,
