@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from tally.core.limits import FileLimits
+from tally.core.limits import MIB, FileLimits
 from tally.core.log_lines import ContextFormatter
 from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
@@ -30,6 +30,7 @@ from tally.services.delivery import DeliveryPolicy, DeliveryService
 from tally.services.derived_runs import DerivedRuns, RunPolicy
 from tally.services.file_loading import FileLoading
 from tally.services.files import FileService
+from tally.services.loader.pace import LoadPace
 from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
@@ -98,7 +99,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     blobs = BlobStore(settings.blob_dir)
     limits = file_limits(settings)
     catalogue = SourceCatalogue(engine, limits=limits, staging_dir=blobs.staging_dir)
-    loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir)
+    pace = LoadPace(settings.load_rate_while_accepting * MIB)
+    loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir, pace=pace)
     policy = delivery_policy(settings)
     run_limits = RunLimits(
         settings.transformation_timeout_seconds, settings.transformation_max_rows

@@ -123,6 +123,15 @@ class Settings(BaseSettings):
         "its worker stops renewing it.",
     )
     worker_concurrency: int = Field(2, ge=1, description="Jobs a worker process runs at once.")
+    load_rate_while_accepting: float = Field(
+        12.0,
+        ge=0,
+        description="MiB a second of file text a worker process's loads send to "
+        "PostgreSQL's COPY, together, while notifications are being accepted (files "
+        "queued by any process within the last second): every commit of the API's then "
+        "waits for less of COPY's log. At full speed otherwise; 0 never paces "
+        "(decision 0022). SQLite's loads are not paced.",
+    )
     worker_niceness: int = Field(
         10,
         ge=0,

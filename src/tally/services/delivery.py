@@ -80,8 +80,16 @@ class DeliveryService:
 
     def listen_for_files(self, on_queued: Callable[[], None], stop: Event) -> None:
         """Call `on_queued` whenever files are queued, until `stop` is set (on SQLite,
-        only files this process queued: other processes' are found by polling)."""
-        files.listen_for_queued_files(self._engine, on_queued, stop)
+        only files this process queued: other processes' are found by polling). The
+        loads' pace hears of them too: the API is accepting notifications."""
+        pace = self._loading.pace
+
+        def heard() -> None:
+            if pace is not None:
+                pace.files_queued()
+            on_queued()
+
+        files.listen_for_queued_files(self._engine, heard, stop)
 
     def renew_lease(self, file_id: int, *, worker: str) -> bool:
         with write_connection(self._engine) as conn, conn.begin():

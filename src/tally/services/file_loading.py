@@ -20,6 +20,7 @@ from tally.core.files import FileRecord, FileStatus
 from tally.core.limits import FileLimits
 from tally.services import file_events
 from tally.services.loader.load import LoadResult, load_into
+from tally.services.loader.pace import LoadPace
 from tally.services.loader.staged import (
     StagingOutdatedError,
     fill_staged,
@@ -39,10 +40,18 @@ SWEEP_ITEMS = 1000
 
 
 class FileLoading:
-    def __init__(self, engine: Engine, *, limits: FileLimits, staging_dir: Path) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        limits: FileLimits,
+        staging_dir: Path,
+        pace: LoadPace | None = None,
+    ) -> None:
         self._engine = engine
         self._limits = limits
         self._staging_dir = staging_dir
+        self.pace = pace  # PostgreSQL's COPY, while the API accepts notifications
 
     def load(self, file: FileRecord, worker: str, blob: Path) -> LoadResult | None:
         """The file delivered (its result), or None: a duplicate, or the lease was lost."""
@@ -59,7 +68,12 @@ class FileLoading:
                 file,
                 worker,
                 lambda: load_into(
-                    conn, file.resource_id, blob, encoding=file.encoding, limits=self._limits
+                    conn,
+                    file.resource_id,
+                    blob,
+                    encoding=file.encoding,
+                    limits=self._limits,
+                    pace=self.pace,
                 ),
             )
 

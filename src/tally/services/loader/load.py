@@ -41,6 +41,7 @@ from tally.services.loader.inference import (
     values_fit,
 )
 from tally.services.loader.limits import check_width, table_refused
+from tally.services.loader.pace import LoadPace
 from tally.services.loader.reader import (
     FileFormat,
     FileHead,
@@ -394,12 +395,20 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
     return Expected(tuple(columns), create=True)
 
 
-def _stage_raw(bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource) -> None:
+def _stage_raw(
+    bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource, pace: LoadPace | None
+) -> None:
     """Start moving the file's bytes before pass 1 reads it (PostgreSQL's COPY), into
-    the columns the file's head suggests when it can tell them."""
+    the columns the file's head suggests when it can tell them; at `pace`'s rate while
+    it asks for one."""
     batches = GUESS_BATCHES if resource.is_placeholder else 0
     head = read_head(path, file_format, batches=batches)
-    raw = RawFile(lambda: utf8_chunks(path, file_format), len(head.header), file_format.delimiter)
+
+    def chunks() -> Iterator[bytes]:
+        text = utf8_chunks(path, file_format)
+        return text if pace is None else pace.paced(text)
+
+    raw = RawFile(chunks, len(head.header), file_format.delimiter)
     bulk.stage(raw, expected_columns(head, resource))
 
 
@@ -411,6 +420,7 @@ def load_into(
     *,
     encoding: str | None = None,
     limits: FileLimits = DEFAULT_FILE_LIMITS,
+    pace: LoadPace | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
 
@@ -424,7 +434,8 @@ def load_into(
     COPY, or SQLite's staging of a large file, each beside pass 1), by pass 1, and by
     the append when the backend needs the checked rows sent (SQLite, unless its staged
     rows serve; PostgreSQL only when COPY's reading was refused); rarely once more, for
-    numbers the cheap checks cannot settle.
+    numbers the cheap checks cannot settle. The raw stream keeps to `pace` (a worker's
+    loads, while the API is accepting notifications: decision 0022).
     """
     resource = resources.lock_resource(conn, resource_id)
     file_format = detect_format(path, encoding or resource.encoding, limits)
@@ -435,7 +446,7 @@ def load_into(
     with table_refused(len(header)):
         try:
             if bulk.takes_expected:
-                _stage_raw(bulk, path, file_format, resource)
+                _stage_raw(bulk, path, file_format, resource, pace)
             if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
                 first = checked_while_staging(bulk, path, file_format, known, on_progress)
             else:
