@@ -3,7 +3,7 @@
     .venv/bin/python bench/accept_while_loading.py   # both backends; JSON on stdout and
                                                      # in bench/results/accept-loading-*.json
 
-For each backend, two fresh installations (bench/ingest.py's):
+For each backend, fresh installations (bench/ingest.py's):
 
 1. Idle: `tally serve` with its worker off; 64 keep-alive connections send notifications
    for BENCH_ACCEPT_SECONDS (bench/ingest.py's accept load).
@@ -16,6 +16,11 @@ For each backend, two fresh installations (bench/ingest.py's):
    that started afterwards, while the worker stored the rows' JSON text and built the
    indexes (decisions 0010, 0011), until it logged `resource_indexed`. The worker's log
    is searched for failed lease renewals.
+3. PostgreSQL only, the loading phase again in a new database on the same server,
+   after the first load's database was vacuumed and a checkpoint made: a server in
+   service, whose log segments are recycled, where a new server creates and zero-fills
+   a 16 MB file for each segment the load's COPY fills (docs/decisions/0022). SQLite
+   has no such one-off.
 
 The 64 connections run in a process of their own: the watcher's and prober's threads
 (HTTP clients, JSON) held the interpreter's lock for milliseconds at a time, and every
@@ -48,8 +53,10 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
+import durable_pg  # noqa: E402
 import ingest  # noqa: E402
 import procs  # noqa: E402
+import psycopg  # noqa: E402
 
 CONCURRENCY = ingest.CONCURRENCY
 TALLY = ingest.TALLY
@@ -161,13 +168,14 @@ def _timed(out: dict[str, list[float]], name: str, request: Callable[[], object]
     out[name].append(time.perf_counter() - started)
 
 
-def loading_phase(backend: str) -> dict[str, Any]:
-    env = ingest.installation(backend)
+def loading_phase(backend: str, env: dict[str, str], label: str) -> dict[str, Any]:
+    """The file loaded once into `env`'s installation, notifications timed meanwhile; its
+    processes are stopped afterwards (a PostgreSQL server is left running)."""
     headers = ingest.tenant(env)
     auth = {k: v for k, v in headers.items() if k.startswith("x-")}
     _, file_url = ingest.file_server(ingest.CSV.parent)
     _, base = ingest.serve({**env, "TALLY_SERVE_WORKER": "false"}, f"loading-{backend}")
-    worker_log = RESULTS / f"accept-loading-worker-{backend}.log"
+    worker_log = RESULTS / f"accept-loading-worker-{backend}-{label}.log"
     worker_log.unlink(missing_ok=True)
     procs.spawn(
         [str(TALLY), "worker", "--concurrency", "1"], env=env, cwd=HERE, log_path=worker_log
@@ -181,7 +189,7 @@ def loading_phase(backend: str) -> dict[str, Any]:
     deadline = time.monotonic() + LOAD_TIMEOUT_SECONDS
     while _file_status(client, auth, big_id) != "loading" and time.monotonic() < deadline:
         time.sleep(0.05)
-    procs.log(f"{backend}: the file is loading; {CONCURRENCY} connections notify until it ends")
+    procs.log(f"{backend} ({label}): the file is loading; {CONCURRENCY} connections notify")
     window = {"start": time.perf_counter()}  # CLOCK_MONOTONIC: the same in the child
     stop = multiprocessing.get_context("fork").Event()
     probes: dict[str, list[float]] = {
@@ -233,8 +241,19 @@ def loading_phase(backend: str) -> dict[str, Any]:
         ),
         "file": {k: final["data"][0][k] for k in ("status", "rows", "attempts", "error")},
     }
-    procs.stop_everything()
+    procs.stop_children()
     return result
+
+
+def in_service(env: dict[str, str]) -> None:
+    """Leave the server as one in service would be before its next file: the earlier
+    load vacuumed (autovacuum's work) and a checkpoint made (every 5 minutes by
+    default), which recycles the log segments that load filled instead of a new file
+    being created and zero-filled for each 16 MB of log the next load writes."""
+    url = env["TALLY_DATABASE_URL"]
+    procs.log(f"postgresql: vacuumed in {durable_pg.vacuum(url)} s; a checkpoint")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
 
 
 def main() -> None:
@@ -243,10 +262,17 @@ def main() -> None:
     out: dict[str, Any] = {"csv": str(ingest.CSV), "concurrency": CONCURRENCY}
     try:
         for backend in os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(","):
-            out[backend] = {
-                "idle": ingest.accept_phase(backend, "1"),
-                "while_loading": loading_phase(backend),
-            }
+            out[backend] = {"idle": ingest.accept_phase(backend, "1")}
+            env = ingest.installation(backend)
+            out[backend]["while_loading"] = loading_phase(backend, env, "new-server")
+            if backend == "postgresql":  # a second database on the same server
+                in_service(env)
+                server = procs.postgres_servers[-1]
+                again = ingest.installation(backend, server)
+                out[backend]["while_loading_in_service"] = loading_phase(
+                    backend, again, "in-service"
+                )
+            procs.stop_everything()
     finally:
         procs.stop_everything()
     path = RESULTS / f"accept-loading-{time.strftime('%Y%m%d-%H%M%S')}.json"

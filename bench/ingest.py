@@ -39,7 +39,7 @@ sys.path[:0] = [str(HERE), str(REPO / "tests")]
 import procs  # noqa: E402
 from durable_pg import start_durable_postgres  # noqa: E402
 
-from support.pg import create_database  # noqa: E402
+from support.pg import PostgresServer, create_database  # noqa: E402
 
 TALLY = REPO / ".venv" / "bin" / "tally"
 KIT_PYTHON = Path(os.environ.get("BENCH_VENV", "/tmp/tally-bench/.venv-bench")) / "bin/python"
@@ -288,8 +288,9 @@ def copy_seconds(url: str) -> float:
 # --- one backend -----------------------------------------------------------------------
 
 
-def installation(backend: str) -> dict[str, str]:
-    """A fresh TALLY_HOME (and on PostgreSQL a fresh durable cluster) for one phase."""
+def installation(backend: str, server: PostgresServer | None = None) -> dict[str, str]:
+    """A fresh TALLY_HOME (and on PostgreSQL a fresh durable cluster, or a new database
+    on `server`) for one phase."""
     home = Path(tempfile.mkdtemp(prefix=f"tally-ingest-{backend}-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_")}
     # every process of one installation shares one TALLY_SECRET_KEY (any Fernet key)
@@ -299,7 +300,9 @@ def installation(backend: str) -> dict[str, str]:
         TALLY_FETCH_ALLOW="127.0.0.0/8",
         TALLY_SECRET_KEY="0" * 43 + "=",
     )
-    if backend == "postgresql":
+    if backend == "postgresql" and server is not None:
+        env["TALLY_DATABASE_URL"] = create_database(server, f"tally_{home.name[-8:].lower()}")
+    elif backend == "postgresql":
         env["TALLY_DATABASE_URL"] = create_database(start_durable_postgres(), "tally")
     return env
 

@@ -86,9 +86,13 @@ def wait(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return code
 
 
-def stop_everything() -> None:
+def stop_children() -> None:
     for proc in list(reversed(children)):
         stop(proc)
+
+
+def stop_everything() -> None:
+    stop_children()
     for server in list(postgres_servers):
         server.stop()
         postgres_servers.remove(server)
