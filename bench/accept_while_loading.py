@@ -245,6 +245,13 @@ def loading_phase(backend: str, env: dict[str, str], label: str) -> dict[str, An
     return result
 
 
+def _settle_disk() -> None:
+    """Write out what earlier phases left in the page cache (SQLite's phase leaves
+    gigabytes): the kernel would otherwise write it back during the next phase, and
+    every fsync of that phase would queue behind it."""
+    os.sync()
+
+
 def in_service(env: dict[str, str]) -> None:
     """Leave the server as one in service would be before its next file: the earlier
     load vacuumed (autovacuum's work) and a checkpoint made (every 5 minutes by
@@ -262,13 +269,16 @@ def main() -> None:
     out: dict[str, Any] = {"csv": str(ingest.CSV), "concurrency": CONCURRENCY}
     try:
         for backend in os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(","):
+            _settle_disk()
             out[backend] = {"idle": ingest.accept_phase(backend, "1")}
             env = ingest.installation(backend)
+            _settle_disk()
             out[backend]["while_loading"] = loading_phase(backend, env, "new-server")
             if backend == "postgresql":  # a second database on the same server
                 in_service(env)
                 server = procs.postgres_servers[-1]
                 again = ingest.installation(backend, server)
+                _settle_disk()
                 out[backend]["while_loading_in_service"] = loading_phase(
                     backend, again, "in-service"
                 )
