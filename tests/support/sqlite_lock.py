@@ -1,9 +1,12 @@
-"""SQLite's one write lock, probed from outside: whether a new connection could take it
-at once (no busy wait), for the tests that check a long job does not hold it."""
+"""SQLite's locks seen from outside: whether a new connection could take the one write
+lock at once (no busy wait), for the tests that check a long job does not hold it; and
+the POSIX locks a process holds on a database file, from /proc/locks, for the tests
+that check no tally code drops a process's locks (issue #30)."""
 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from tally.runtime import Runtime
 
@@ -22,3 +25,18 @@ def write_lock_is_free(runtime: Runtime) -> bool:
     finally:
         other.close()
     return True
+
+
+def posix_locks(pid: int, path: Path) -> list[str]:
+    """The POSIX locks process `pid` holds on `path`: /proc/locks' lines `N: POSIX
+    ADVISORY READ|WRITE pid maj:min:inode start end` (a waiter's line has `->`). While
+    a process has a SQLite database open in WAL mode, it holds a shared lock on it."""
+    inode = path.stat().st_ino
+    held = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1] != "POSIX":
+            continue
+        if int(fields[4]) == pid and int(fields[5].rsplit(":", 1)[1]) == inode:
+            held.append(line)
+    return held

@@ -41,6 +41,23 @@ def open_private(path: Path, *, exclusive: bool = False) -> int:
     return os.open(path, flags, PRIVATE_FILE_MODE)
 
 
+def create_new_private_file(path: Path) -> None:
+    """Create `path` empty and 0600 unless it exists; a file that exists is not opened.
+
+    Why never opened: POSIX record locks belong to a process and a file, not to a
+    descriptor, so closing *any* descriptor of a SQLite database drops every lock the
+    process's connections hold on it (SQLite's own opens know this and defer their
+    closes; an `os.open` beside them cannot). Another process then finds the database
+    unused, checkpoints it and deletes its write-ahead log while this process still
+    writes to it: acknowledged writes lost (issue #30). O_EXCL fails on an existing file
+    before any descriptor exists; a file it creates is new, and no lock is on it yet."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(descriptor)
+
+
 def write_private(path: Path, data: bytes) -> None:
     """Write `path` (replacing it) readable by its owner only, even if it existed."""
     with os.fdopen(open_private(path), "wb") as handle:
@@ -56,9 +73,11 @@ def prepare_home(home: Path) -> None:
 
 def prepare_sqlite_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does (SQLite gives its WAL and SHM
-    files the database's mode), and close the files an earlier version left open."""
+    files the database's mode), and close the files an earlier version left open.
+
+    A database file that exists is never opened here: see `create_new_private_file`."""
     make_private_dir(path.parent)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    create_new_private_file(path)
     for name in (path.name, *(path.name + suffix for suffix in SQLITE_COMPANIONS)):
         if (path.parent / name).exists():
             _close(path.parent / name, PRIVATE_FILE_MODE)
