@@ -20,6 +20,7 @@ import pytest
 
 from support.databases import BACKENDS, make_settings
 from support.factories import LEDGER_CSV, Tenant, make_source, make_tenant
+from support.machine_speed import register_profile, speed_checks
 from support.pg import PostgresServer, create_database, start_postgres
 from support.servers import serve_app
 from tally.api.app import create_app
@@ -28,6 +29,16 @@ from tally.settings import Settings
 from tally.storage.engine import create_database_engine
 from tally.storage.migrate import upgrade_database
 from tally.storage.resources import Resource
+
+register_profile()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a Hypothesis test whose settings measure the machine's speed."""
+    for item in items:
+        chosen = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        if chosen is not None and (found := speed_checks(chosen)):
+            raise pytest.UsageError(f"{item.nodeid}: {', '.join(found)} depends on the machine")
 
 
 @pytest.fixture(scope="session")
