@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 
 from tally import __version__
 from tally.api import health
@@ -15,6 +17,7 @@ from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, reconciliations, sources, transformations, webhooks
+from tally.api.v2.bodies import request_components
 from tally.core.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -41,6 +44,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         docs_url="/api/v1/docs",
         redoc_url=None,
         lifespan=lifespan,
+        # operationIds are the routes' function names: a generated client's functions
+        # are `get_transformation`, not `get_transformation_api_v2_transformations_..._get`
+        generate_unique_id_function=_operation_id,
     )
     app.state.runtime = runtime
     app.state.queries = queries
@@ -58,4 +64,28 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(sources.router)
     app.include_router(reconciliations.router)
     app.include_router(transformations.router)
+    _document_request_bodies(app)
     return app
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _document_request_bodies(app: FastAPI) -> None:
+    """Add the bodies read by hand (bodies.json_request_body) to the document's components.
+
+    A component FastAPI registered already (a response's model) is the same model, so
+    the request's validation schema may stand in for it.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            document.setdefault("components", {}).setdefault("schemas", {}).update(
+                request_components()
+            )
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
