@@ -10,6 +10,7 @@
     │   ├── ResourceOwnershipError           (Data API 403)
     │   └── IngestionForbiddenError          (ingestion API 403, no hint)
     ├── InvalidRequestError                  (a request that cannot be applied)
+    │   ├── UsageError                       (the CLI: a command line it cannot read)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
     │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
@@ -122,6 +123,11 @@ class IngestionForbiddenError(AuthError):
 
 class InvalidRequestError(TallyError):
     """The request cannot be applied."""
+
+
+class UsageError(InvalidRequestError):
+    """A command line the CLI cannot read: an unknown command or option, a missing or
+    bad value."""
 
 
 class InvalidWorkspaceHeaderError(InvalidRequestError):
