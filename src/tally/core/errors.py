@@ -27,6 +27,7 @@
     ├── FetchError(transient)                (a download that failed)
     ├── SealError                            (core/sealing.py: a secret that cannot be opened)
     ├── RunFailedError                       (a derived resource's run: recorded on it)
+    ├── ListenError                          (`tally serve`: its address cannot be bound)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
@@ -241,6 +242,10 @@ class FetchError(TallyError):
 
 class RunFailedError(TallyError):
     """The derived resource's run failed."""
+
+
+class ListenError(TallyError):
+    """The address `tally serve` was told to listen on cannot be bound."""
 
 
 class StorageError(TallyError):
