@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import jsonschema_rs
 import pytest
+from pydantic import BaseModel
 
 # The OpenAPI 3.1 meta-schema, as shipped with schemathesis (a dev dependency).
 from schemathesis.specs.openapi.definitions import OPENAPI_31
@@ -18,6 +19,7 @@ from schemathesis.specs.openapi.definitions import OPENAPI_31
 from support.databases import make_settings
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.v2.bodies import json_request_body
 from tally.runtime import build_runtime
 
 DATA_PATH = "/api/v1/resources/{resource_id}/data"
@@ -226,3 +228,13 @@ def test_operation_ids_are_the_route_names(document: dict[str, Any]) -> None:
     ]
     assert len(ids) == len(set(ids))
     assert {"create_reconciliation", "get_transformation", "read_resource_data"} <= set(ids)
+
+
+def test_a_second_request_model_of_a_components_name_is_refused() -> None:
+    """Its $ref would name the first one's component."""
+
+    class WebhookCreateBody(BaseModel):
+        other: int
+
+    with pytest.raises(TypeError, match="two request models are named WebhookCreateBody"):
+        json_request_body(WebhookCreateBody)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from support.databases import make_settings
-from support.processes import Processes, process_defaults, process_env
+from support.processes import Processes, TallyProcess, process_defaults, process_env
 from support.servers import LOOPBACK
 from tally.cli.serve import _say_when_answering
 from tally.settings import Settings
@@ -75,3 +75,17 @@ def test_a_server_that_stops_before_answering_is_never_said_to_listen(
         bound.bind((LOOPBACK, 0))
         _say_when_answering(bound, "listening on ...", stopped)
     assert capsys.readouterr().err == ""
+
+
+def test_an_ipv6_address_and_a_chosen_port_are_said_as_bound(
+    settings: Settings, processes: Processes, tmp_path: Path
+) -> None:
+    """`--port 0`: the port the system chose is the one said, `[::1]` in brackets."""
+    serve = TallyProcess(
+        "serve", ["--host", "::1", "--port", "0"], process_env(settings), tmp_path / "logs"
+    )
+    processes.started.append(serve)
+    serve.wait_for_stderr("listening on")
+    said = re.search(r"listening on (http://\[::1\]:[0-9]+)", serve.stderr_text())
+    assert said is not None, serve.describe()
+    assert httpx.get(f"{said.group(1)}/health", timeout=30).json() == {"status": "ok"}

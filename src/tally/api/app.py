@@ -92,6 +92,7 @@ def _document_request_bodies(app: FastAPI) -> None:
             document.setdefault("components", {}).setdefault("schemas", {}).update(
                 request_components()
             )
-        return app.openapi_schema or build()
+            app.openapi_schema = document
+        return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
