@@ -52,6 +52,8 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
     SealError: "a stored secret that cannot be opened; the worker's notifications",
+    errors.UsageError: "the CLI's: a command line it cannot read",
+    errors.ListenError: "`tally serve`'s: its address cannot be bound, before any route",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PROVOKED_ELSEWHERE = {

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import jsonschema_rs
 import pytest
+from pydantic import BaseModel
 
 # The OpenAPI 3.1 meta-schema, as shipped with schemathesis (a dev dependency).
 from schemathesis.specs.openapi.definitions import OPENAPI_31
@@ -18,6 +19,7 @@ from schemathesis.specs.openapi.definitions import OPENAPI_31
 from support.databases import make_settings
 from support.servers import serve_app
 from tally.api.app import create_app
+from tally.api.v2.bodies import json_request_body
 from tally.runtime import build_runtime
 
 DATA_PATH = "/api/v1/resources/{resource_id}/data"
@@ -196,3 +198,43 @@ def test_the_spec_errors_of_webhook_registration_are_documented(document: dict[s
     responses = document["paths"]["/api/v2/webhooks"]["post"]["responses"]
     assert {"400", "403", "422", "500", "502"} <= set(responses)
     assert "Retry" in responses["500"]["description"]
+
+
+def test_every_model_is_one_component_named_by_its_title(document: dict[str, Any]) -> None:
+    """Client generators name a model by its title: two models of one title clash, and
+    one described inline (not a component) is made anew, and named anew, where it is used."""
+    schemas = document["components"]["schemas"]
+    assert {name: s.get("title") for name, s in schemas.items() if s.get("title") != name} == {}
+    inline: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "properties" in node and "title" in node:
+                inline.append(node["title"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document["paths"])
+    assert inline == []
+
+
+def test_operation_ids_are_the_route_names(document: dict[str, Any]) -> None:
+    """What a generated client names its functions: `get_transformation`."""
+    ids = [
+        op["operationId"] for operations in document["paths"].values() for op in operations.values()
+    ]
+    assert len(ids) == len(set(ids))
+    assert {"create_reconciliation", "get_transformation", "read_resource_data"} <= set(ids)
+
+
+def test_a_second_request_model_of_a_components_name_is_refused() -> None:
+    """Its $ref would name the first one's component."""
+
+    class WebhookCreateBody(BaseModel):
+        other: int
+
+    with pytest.raises(TypeError, match="two request models are named WebhookCreateBody"):
+        json_request_body(WebhookCreateBody)

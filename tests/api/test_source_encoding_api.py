@@ -18,6 +18,7 @@ import pytest
 from support.databases import make_settings
 from support.factories import Tenant, run_pipeline
 from support.servers import file_server_app, serve_app
+from tally.core.encodings import canonical_encoding
 from tally.runtime import Runtime
 from tally.settings import Settings
 
@@ -33,6 +34,7 @@ LATIN1_ROWS = [
     {"Konto": "Gärtner", "Betrag": Decimal("12.00")},
 ]
 UTF16_CSV = "id,name\n1,日本\n2,Łódź\n".encode("utf-16")
+README = Path(__file__).parents[2] / "README.md"
 FILES = {"latin1.csv": LATIN1_CSV, "mixed.csv": MIXED, "utf16.csv": UTF16_CSV}
 
 
@@ -203,12 +205,30 @@ def test_encoding_inside_the_webhook_object_is_refused(
 # --- the OpenAPI document ------------------------------------------------------------------
 
 
+def request_schema(document: dict[str, Any], path: str) -> dict[str, Any]:
+    """The JSON body of POST `path`: a reference to its component."""
+    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    schema: dict[str, Any] = document["components"]["schemas"][
+        body["schema"]["$ref"].rsplit("/")[-1]
+    ]
+    return schema
+
+
 @pytest.mark.parametrize("path", ["/api/v2/sources", "/api/v2/webhooks"])
 def test_openapi_documents_the_encoding_field(api: httpx.Client, path: str) -> None:
-    document = api.get("/api/v1/openapi.json").json()
-    body = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]
-    field = body["schema"]["properties"]["encoding"]
-    description = field["description"]
+    schema = request_schema(api.get("/api/v1/openapi.json").json(), path)
+    description = schema["properties"]["encoding"]["description"]
     for words in ("utf-8", "latin-1", "cp1252", "utf-16", "line", "byte offset"):
         assert words in description.lower(), description
-    assert "encoding" not in body["schema"].get("required", [])
+    assert "encoding" not in schema.get("required", [])
+
+
+def test_openapi_lists_the_encodings_readme_names(api: httpx.Client) -> None:
+    """A client generated from the document sends only listed names: README's among them."""
+    listed = request_schema(api.get("/api/v1/openapi.json").json(), "/api/v2/sources")
+    enum = listed["properties"]["encoding"]["enum"]
+    paragraph = README.read_text().split("Each source has an `encoding`", 1)[1].split("\n\n")[0]
+    named = ["utf-8", "latin-1", "cp1252", "utf-16", "utf-16-le"]
+    assert [name for name in named if f"`{name}`" not in paragraph] == []
+    assert [name for name in named if name not in enum] == []
+    assert [name for name in enum if canonical_encoding(name) not in enum] == []

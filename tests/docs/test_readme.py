@@ -34,3 +34,10 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "scripts/test" in ci.split("\n", 3)[-1]
     for script in ("serve", "test", "bootstrap", "check"):
         assert (ROOT / "scripts" / script).stat().st_mode & 0o111
+
+
+def test_examples_take_ids_from_demo_env_or_answers() -> None:
+    """An id written into a path holds for one demo only: a second `--demo` has others."""
+    blocks = re.findall(r"```bash\n(.*?)```", README, re.S)
+    paths = r"/(?:sources|resources|reconciliations|transformations|webhooks|files)/[0-9]+"
+    assert [m for block in blocks for m in re.findall(paths, block)] == []

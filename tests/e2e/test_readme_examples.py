@@ -108,20 +108,16 @@ def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]
 
 
 def test_webhook_examples_register_and_queue(demo: tuple[Path, dict[str, str]]) -> None:
+    """As pasted: the ids come from the answers, so a second demo's ids do too."""
     folder, _ = demo
-    script = _blocks("Try it")[1]
-    register, rest = script.split('# -> {"id"', 1)
-    prelude = "source .tally/demo.env\n"
-    created = json.loads(_bash(prelude + register, folder)[0])
+    lines = _bash(_blocks("Try it")[1], folder)
+    created, accepted, listing = (json.loads(line) for line in lines)
     assert created["name"] == "bank statements"
     assert created["webhook_id"].startswith("whk_")
-    assert rest.startswith(f": {created['id']},")  # the id README shows is the one answered
-    rest = rest.split("\n", 1)[1].replace("<webhook_id>", created["webhook_id"])
-    rest = rest.replace("/sources/6/files", f"/sources/{created['id']}/files")
-    accepted, listing = (json.loads(line) for line in _bash(prelude + rest, folder))
     assert accepted == {"status": "accepted"}
     assert [f["status"] for f in listing["data"]] == ["queued"]
     assert listing["data"][0]["url"] == "https://files.example.com/stmt-2026-11-21.csv"
+    assert [f["source_id"] for f in listing["data"]] == [created["id"]]
 
 
 def test_reconciliation_examples_explain_and_keep_manual_work(

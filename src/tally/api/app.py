@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from tally import __version__
 from tally.api import health
@@ -15,6 +18,7 @@ from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, reconciliations, sources, transformations, webhooks
+from tally.api.v2.bodies import request_components
 from tally.core.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -32,7 +36,12 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         queries.close()
         runtime.close()
 
-    app = FastAPI(
+    # Swagger UI's script, style sheet and icon come from the fastapi-offline package and
+    # are served under static_url: the docs page works offline and asks no CDN.
+    app = FastAPIOffline(
+        static_url="/api/v1/docs/static",
+        # and no spec sent to swagger.io's online validator either
+        swagger_ui_parameters={"validatorUrl": None},
         title="tally",
         version=__version__,
         description="tally's Data API (/api/v1, read-only), ingestion API and reconciliation "
@@ -41,6 +50,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         docs_url="/api/v1/docs",
         redoc_url=None,
         lifespan=lifespan,
+        # operationIds are the routes' function names: a generated client's functions
+        # are `get_transformation`, not `get_transformation_api_v2_transformations_..._get`
+        generate_unique_id_function=_operation_id,
     )
     app.state.runtime = runtime
     app.state.queries = queries
@@ -58,4 +70,29 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(sources.router)
     app.include_router(reconciliations.router)
     app.include_router(transformations.router)
+    _document_request_bodies(app)
     return app
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _document_request_bodies(app: FastAPI) -> None:
+    """Add the bodies read by hand (bodies.json_request_body) to the document's components.
+
+    A component FastAPI registered already (a response's model) is the same model, so
+    the request's validation schema may stand in for it.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            document.setdefault("components", {}).setdefault("schemas", {}).update(
+                request_components()
+            )
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import http.client
 import importlib
 import os
 import signal
+import socket
+import threading
 from typing import Annotated
 
 import typer
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from tally.cli.demo import create_demo
-from tally.cli.output import emit
+from tally.cli.output import emit, reported_errors
+from tally.core.errors import ListenError
 from tally.runtime import Runtime, build_runtime
 from tally.settings import load_settings
 from tally.worker.runner import Worker
 
 ASGI_MODULE = "tally.api.asgi"
+_SELF_CHECK_SECONDS = 0.05  # between the self-check's tries of GET /health
+_SELF_CHECK_TIMEOUT_SECONDS = 5.0
 
 
 def serve(
@@ -35,10 +42,21 @@ def serve(
     ] = None,
 ) -> None:
     """Run the service: the API, and a worker unless TALLY_SERVE_WORKER=false."""
+    # Bound before the slow start-up (migrations, imports): a taken port fails at once.
+    with reported_errors():
+        sock = _bind(host, port)
+    try:
+        _serve(sock, host, demo, workers)
+    finally:
+        sock.close()
+
+
+def _serve(sock: socket.socket, host: str, demo: bool, workers: int | None) -> None:
     settings = load_settings()
     runtime = build_runtime(settings)  # applies migrations once, before any process starts
+    base_url = _url(host, sock.getsockname()[1])
     if demo:
-        _create_demo(runtime, f"http://{host}:{port}")
+        _create_demo(runtime, base_url)
     background = None
     # Import the app's module (FastAPI, pydantic models: seconds on a busy machine)
     # before the worker starts and the handlers below are set: uvicorn imports it
@@ -51,6 +69,7 @@ def serve(
     # the worker (its file finished or released) before the process exits, with 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_cleanly)
+    stopped = threading.Event()
     try:
         if settings.serve_worker:
             background = Worker(
@@ -59,24 +78,73 @@ def serve(
                 poll_seconds=settings.worker_poll_seconds,
             )
             background.start()
-        typer.echo(f"tally {runtime.backend_name} listening on http://{host}:{port}", err=True)
         processes = workers or settings.web_concurrency
         # The API processes read their settings from the environment: they share the
         # machine's CPUs among their query processes by this count.
         os.environ["TALLY_WEB_CONCURRENCY"] = str(processes)
-        uvicorn.run(
+        config = uvicorn.Config(
             f"{ASGI_MODULE}:app_factory",
             factory=True,
-            host=host,
-            port=port,
             workers=processes,
             log_level="warning",
             access_log=False,
         )
+        listening = f"tally {runtime.backend_name} listening on {base_url}"
+        threading.Thread(
+            target=_say_when_answering,
+            args=(sock, listening, stopped),
+            name="serve-self-check",
+            daemon=True,
+        ).start()
+        if processes > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            uvicorn.Server(config).run(sockets=[sock])
     finally:
+        stopped.set()
         if background is not None:
             background.stop()  # finish the jobs in hand
         runtime.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening address, bound (uvicorn listens on it once the app has started)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # taken, not an address of this machine, a privileged port
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise ListenError(f"cannot listen on {_url(host, port)}: {reason}") from None
+    sock.set_inheritable(True)  # the API processes of TALLY_WEB_CONCURRENCY > 1 share it
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _say_when_answering(sock: socket.socket, message: str, stopped: threading.Event) -> None:
+    """Print `message` once GET /health answers on the socket's address: the server has
+    started and takes requests (until then a connection is refused)."""
+    host, port = sock.getsockname()[:2]
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104 - any address
+    while not stopped.wait(_SELF_CHECK_SECONDS):
+        if _answers(host, port):
+            typer.echo(message, err=True)
+            return
+
+
+def _answers(host: str, port: int) -> bool:
+    connection = http.client.HTTPConnection(host, port, timeout=_SELF_CHECK_TIMEOUT_SECONDS)
+    try:
+        connection.request("GET", "/health")
+        return connection.getresponse().status == 200
+    except OSError:  # refused: not started yet
+        return False
+    finally:
+        connection.close()
 
 
 def _exit_cleanly(_signum: int, _frame: object) -> None:

@@ -25,6 +25,10 @@ FILE_ENCODINGS = frozenset(
         *("gb2312", "gbk", "gb18030", "big5", "big5hkscs"),
     }
 )
+# Spellings the documentation tells users to send that are not a codec's own name: the
+# OpenAPI document lists them beside FILE_ENCODINGS, so that a client generated from it
+# may send them (any other spelling Python knows is still taken).
+DOCUMENTED_SPELLINGS = frozenset({"latin-1"})
 # Spellings of UTF-8 whose codec is another: the optional byte-order mark is always read.
 _UTF8_ALIASES = {"utf-8-sig": DEFAULT_ENCODING}
 

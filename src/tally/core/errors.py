@@ -10,6 +10,7 @@
     │   ├── ResourceOwnershipError           (Data API 403)
     │   └── IngestionForbiddenError          (ingestion API 403, no hint)
     ├── InvalidRequestError                  (a request that cannot be applied)
+    │   ├── UsageError                       (the CLI: a command line it cannot read)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
     │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
@@ -26,6 +27,7 @@
     ├── FetchError(transient)                (a download that failed)
     ├── SealError                            (core/sealing.py: a secret that cannot be opened)
     ├── RunFailedError                       (a derived resource's run: recorded on it)
+    ├── ListenError                          (`tally serve`: its address cannot be bound)
     └── StorageError                         (the database could not be reached: 503)
         └── StorageProvisioningError         (a source's table could not be made: 502)
 
@@ -122,6 +124,11 @@ class IngestionForbiddenError(AuthError):
 
 class InvalidRequestError(TallyError):
     """The request cannot be applied."""
+
+
+class UsageError(InvalidRequestError):
+    """A command line the CLI cannot read: an unknown command or option, a missing or
+    bad value."""
 
 
 class InvalidWorkspaceHeaderError(InvalidRequestError):
@@ -235,6 +242,10 @@ class FetchError(TallyError):
 
 class RunFailedError(TallyError):
     """The derived resource's run failed."""
+
+
+class ListenError(TallyError):
+    """The address `tally serve` was told to listen on cannot be bound."""
 
 
 class StorageError(TallyError):

@@ -11,15 +11,22 @@ from typing import Annotated, Any, Literal, TypeVar
 import orjson
 from fastapi import Request
 from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, field_validator
+from pydantic.json_schema import models_json_schema
 
 from tally.api.errors import validation_problems
-from tally.core.encodings import DEFAULT_ENCODING, FILE_ENCODINGS, canonical_encoding
+from tally.core.encodings import (
+    DEFAULT_ENCODING,
+    DOCUMENTED_SPELLINGS,
+    FILE_ENCODINGS,
+    canonical_encoding,
+)
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
 from tally.core.shapes import SPACE_CLASS, Name, Strict, WholeNumber
 
 T = TypeVar("T")
+COMPONENTS = "#/components/schemas/"
 
 _KEY, _KEY_END = "[^.\\[\\]]", f"[^.\\[\\]{SPACE_CLASS}]"
 _INDEX = "\\[[0-9]+\\]"
@@ -49,8 +56,9 @@ SourceEncoding = Annotated[
     Field(
         max_length=ENCODING_MAX_CHARS,
         description=ENCODING_DESCRIPTION,
-        # the names as stored; other spellings of them (`latin-1`, `windows-1252`) pass too
-        json_schema_extra={"enum": sorted(FILE_ENCODINGS)},
+        # the names as stored and the documented `latin-1`; any other spelling of them
+        # (`ISO-8859-1`, `windows-1252`) passes too
+        json_schema_extra={"enum": sorted(FILE_ENCODINGS | DOCUMENTED_SPELLINGS)},
     ),
     AfterValidator(canonical_encoding),
 ]
@@ -170,29 +178,27 @@ def validate_body(model: type[T], data: Any) -> T:
         raise InvalidBodyError(validation_problems(exc.errors())) from None
 
 
-def request_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema with its $defs inlined: a request body given through
-    openapi_extra is not registered among the document's components."""
-    schema = model.model_json_schema()
-    definitions = schema.get("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return inline(definitions[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: inline(v) for k, v in node.items() if k != "$defs"}
-        return [inline(v) for v in node] if isinstance(node, list) else node
-
-    inlined: dict[str, Any] = inline(schema)
-    return inlined
+# The models json_request_body named, by component name: FastAPI registers only the models
+# it reads itself, so app.py adds these to the document's components.
+_REQUEST_MODELS: dict[str, type[BaseModel]] = {}
 
 
 def json_request_body(model: type[BaseModel]) -> dict[str, Any]:
     """The route's `openapi_extra`: a required JSON body of `model` (read by hand, see
-    read_json, so FastAPI does not declare it itself)."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": request_schema(model)}},
-        }
-    }
+    read_json, so FastAPI does not declare it itself), a reference to its component so
+    that generated clients get one named class for it and for each model it uses."""
+    name = model.__name__
+    if _REQUEST_MODELS.setdefault(name, model) is not model:
+        raise TypeError(f"two request models are named {name}: a component name must be unique")
+    schema = {"$ref": f"{COMPONENTS}{name}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def request_components() -> dict[str, Any]:
+    """The JSON schemas of the request models and of every model they use, by name."""
+    _, schemas = models_json_schema(
+        [(model, "validation") for model in _REQUEST_MODELS.values()],
+        ref_template=COMPONENTS + "{model}",
+    )
+    definitions: dict[str, Any] = schemas.get("$defs", {})
+    return definitions

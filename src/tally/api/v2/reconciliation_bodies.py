@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from tally.core.columns import INT64_MAX
 from tally.core.shapes import WHOLE_NUMBER, Strict
-from tally.services.reconciliation.shape import DefinitionBody
+from tally.services.reconciliation.shape import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000
 NOTE_MAX_CHARS = 10_000
@@ -24,7 +24,9 @@ class ReconciliationCreatedResponse(BaseModel):
 
 
 class ReconciliationResponse(ReconciliationCreatedResponse):
-    definition: DefinitionBody = Field(description="As stored: every default spelled out.")
+    definition: ReconciliationDefinitionBody = Field(
+        description="As stored: every default spelled out."
+    )
     state: Literal["queued", "running", "idle", "failed"] = Field(
         description="`queued`: a run is due; `failed`: the last run failed for good "
         "(`error` says why; a new run is queued by a change or POST .../runs)."

@@ -40,7 +40,7 @@ from tally.api.v2.reconciliation_bodies import (
 )
 from tally.core import errors
 from tally.core.reconciliation_actions import ActionRecord
-from tally.services.reconciliation.shape import DefinitionBody
+from tally.services.reconciliation.shape import ReconciliationDefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 
@@ -73,7 +73,7 @@ def _action(action: ActionRecord) -> dict[str, Any]:
     summary="Define a reconciliation; its first run is queued at once",
     response_model=ReconciliationCreatedResponse,
     responses=v2_responses(*AUTH, *DEFINED, errors.StorageProvisioningError),
-    openapi_extra=json_request_body(DefinitionBody),
+    openapi_extra=json_request_body(ReconciliationDefinitionBody),
 )
 async def create_reconciliation(
     request: Request, workspace: KeyedWorkspace, service: ReconciliationsDep
@@ -121,7 +121,7 @@ async def get_reconciliation(
     "another resource, every manual action is retired (kept, with `undone_at`).",
     response_model=ReconciliationResponse,
     responses=v2_responses(*FOUND, *DEFINED),
-    openapi_extra=json_request_body(DefinitionBody),
+    openapi_extra=json_request_body(ReconciliationDefinitionBody),
 )
 async def replace_reconciliation(
     request: Request,

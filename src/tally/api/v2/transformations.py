@@ -31,7 +31,7 @@ from tally.api.v2.derived_routes import (
 )
 from tally.core import errors
 from tally.services.transformations.service import columns_json
-from tally.services.transformations.shape import DefinitionBody
+from tally.services.transformations.shape import TransformationDefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Transformation API"])
 
@@ -55,7 +55,7 @@ class TransformationCreatedResponse(BaseModel):
 
 
 class TransformationResponse(TransformationCreatedResponse):
-    definition: DefinitionBody
+    definition: TransformationDefinitionBody
     state: Literal["queued", "running", "idle", "failed"] = Field(
         description="`queued`: a run is due; `failed`: the last run failed for good "
         "(`error` says why; a change to an input or a PUT queues a new one)."
@@ -85,7 +85,7 @@ class PreviewResponse(BaseModel):
     summary="Define a transformation; its first run is queued at once",
     response_model=TransformationCreatedResponse,
     responses=v2_responses(*AUTH, *DEFINED, errors.StorageProvisioningError),
-    openapi_extra=json_request_body(DefinitionBody),
+    openapi_extra=json_request_body(TransformationDefinitionBody),
 )
 async def create_transformation(
     request: Request, workspace: KeyedWorkspace, service: TransformationsDep
@@ -108,7 +108,7 @@ async def create_transformation(
     summary="The columns and first 20 rows of a definition, creating nothing",
     response_model=PreviewResponse,
     responses=v2_responses(*AUTH, *DEFINED, errors.RunFailedError),
-    openapi_extra=json_request_body(DefinitionBody),
+    openapi_extra=json_request_body(TransformationDefinitionBody),
 )
 async def preview_transformation(
     request: Request, workspace: KeyedWorkspace, service: TransformationsDep
@@ -164,7 +164,7 @@ async def get_transformation(
     summary="Replace the definition; a run is queued at once",
     response_model=TransformationResponse,
     responses=v2_responses(*FOUND, *DEFINED),
-    openapi_extra=json_request_body(DefinitionBody),
+    openapi_extra=json_request_body(TransformationDefinitionBody),
 )
 async def replace_transformation(
     request: Request,

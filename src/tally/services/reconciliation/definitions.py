@@ -27,8 +27,8 @@ from tally.services.reconciliation.shape import (
     MAX_WINDOW_DAYS,
     SIDE_NAME_PATTERN,
     TOLERANCE_PATTERN,
-    DefinitionBody,
     PassBody,
+    ReconciliationDefinitionBody,
     SideBody,
 )
 
@@ -41,7 +41,7 @@ _DATE_TYPES = (ColumnType.DATE, ColumnType.TIMESTAMP)
 
 
 def check_definition(
-    body: DefinitionBody,
+    body: ReconciliationDefinitionBody,
     readable: Mapping[int, tuple[Column, ...] | None],
     *,
     name_taken: bool,
@@ -183,7 +183,7 @@ def _column_problem(
 def _check_pass(
     body: PassBody,
     i: int,
-    definition: DefinitionBody,
+    definition: ReconciliationDefinitionBody,
     left: tuple[Column, ...] | None,
     right: tuple[Column, ...] | None,
     problems: list[FieldProblem],

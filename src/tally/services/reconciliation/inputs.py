@@ -9,12 +9,16 @@ from sqlalchemy import Connection
 from tally.core.columns import Column
 from tally.core.reconciliation import ReconciliationDefinition
 from tally.services.reconciliation.definitions import check_definition
-from tally.services.reconciliation.shape import DefinitionBody
+from tally.services.reconciliation.shape import ReconciliationDefinitionBody
 from tally.storage import derived_resources, resources
 
 
 def checked_definition(
-    conn: Connection, workspace_id: int, shape: DefinitionBody, *, own_output: int | None
+    conn: Connection,
+    workspace_id: int,
+    shape: ReconciliationDefinitionBody,
+    *,
+    own_output: int | None,
 ) -> tuple[ReconciliationDefinition, dict[int, tuple[Column, ...]]]:
     """The definition checked against the workspace, and the columns of its inputs.
 

@@ -80,7 +80,7 @@ class SideBody(Strict):
     date: _ColumnName | None = Field(None, description="A date or timestamp column.")
 
 
-class DefinitionBody(Strict):
+class ReconciliationDefinitionBody(Strict):
     name: Name = Field(description="Also the name of the output resource.")
     left: SideBody
     right: SideBody
@@ -91,6 +91,6 @@ class DefinitionBody(Strict):
     )
 
 
-def parse_definition(data: Any) -> DefinitionBody:
+def parse_definition(data: Any) -> ReconciliationDefinitionBody:
     """The body's shape, or InvalidBodyError naming each field at fault."""
-    return parsed(DefinitionBody, data)
+    return parsed(ReconciliationDefinitionBody, data)

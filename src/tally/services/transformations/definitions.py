@@ -15,7 +15,11 @@ from tally.core.errors import DefinitionRejectedError, FieldProblem
 from tally.services.reconciliation.inputs import upstream
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
-from tally.services.transformations.shape import INPUT_NAME_PATTERN, MAX_INPUTS, DefinitionBody
+from tally.services.transformations.shape import (
+    INPUT_NAME_PATTERN,
+    MAX_INPUTS,
+    TransformationDefinitionBody,
+)
 from tally.storage import resources
 from tally.storage.resources import Resource
 
@@ -37,7 +41,11 @@ class TransformationDefinition:
 
 
 def checked_definition(
-    conn: Connection, workspace_id: int, body: DefinitionBody, *, own_output: int | None
+    conn: Connection,
+    workspace_id: int,
+    body: TransformationDefinitionBody,
+    *,
+    own_output: int | None,
 ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
     """The definition, its checked query and its inputs' resources, or every fault.
 

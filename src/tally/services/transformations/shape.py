@@ -17,7 +17,7 @@ MAX_INPUTS = 50
 MAX_SQL_CHARS = 100_000
 
 
-class DefinitionBody(Strict):
+class TransformationDefinitionBody(Strict):
     name: Name = Field(description="Also the name of the output resource.")
     inputs: dict[str, Annotated[int, Field(ge=1), WHOLE_NUMBER]] = Field(
         description="The names the SQL reads, each bound to a resource of the workspace "
@@ -36,6 +36,6 @@ class DefinitionBody(Strict):
     )
 
 
-def parse_definition(data: Any) -> DefinitionBody:
+def parse_definition(data: Any) -> TransformationDefinitionBody:
     """The body's shape, or InvalidBodyError naming each field at fault."""
-    return parsed(DefinitionBody, data)
+    return parsed(TransformationDefinitionBody, data)
