@@ -330,6 +330,45 @@ def test_like_is_case_sensitive_with_backslash_escapes_on_both(
     ]
 
 
+def test_negated_and_case_blind_patterns_keep_their_meaning_on_both(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """Issue #30: `NOT LIKE` ran as `LIKE` on both backends (sqlglot's `negate` flag was
+    dropped); ILIKE (ASCII letters folded, as `lower`), ESCAPE and IS [NOT] DISTINCT FROM
+    were refused by sqlglot's class names."""
+    source = make_source(
+        runtime.engine, tenant, "id,s\n1,abc\n2,ABC\n3,a_c\n4,a%c\n5,\n6,éb\n7,Éb\n"
+    )
+    query = check_sql(
+        "SELECT t.id, t.s NOT LIKE 'a_c' AS a, t.s ILIKE 'A%' AS b, t.s NOT ILIKE 'abc' AS c, "
+        "t.s LIKE 'a!%c' ESCAPE '!' AS d, t.s NOT LIKE 'a\\_c' AS e, t.s ILIKE 'éB' AS f, "
+        "t.s IS DISTINCT FROM 'abc' AS g, t.s IS NOT DISTINCT FROM NULL AS h FROM t ORDER BY t.id",
+        {"t": as_input(source)},
+    )
+    assert run(runtime.engine, query) == [
+        (1, False, True, False, False, True, False, False, False),
+        (2, True, True, False, False, True, False, True, False),
+        (3, False, True, True, False, False, False, True, False),
+        (4, False, True, True, True, True, False, True, False),
+        (5, None, None, None, None, None, None, True, True),
+        (6, True, False, True, False, True, True, True, False),
+        (7, True, False, True, False, True, False, True, False),
+    ]
+
+
+def test_not_like_keeps_the_rows_like_does_not_on_both(runtime: Runtime, tenant: Tenant) -> None:
+    """Issue #30's query: `p_type NOT LIKE 'MEDIUM POLISHED%'` counted the LIKE rows."""
+    source = make_source(runtime.engine, tenant, "p_type\nMEDIUM POLISHED TIN\nSMALL\nLARGE\n")
+    counts = [
+        check_sql(
+            f"SELECT COUNT(*) AS n FROM part WHERE part.p_type {op} 'MEDIUM POLISHED%'",
+            {"part": as_input(source)},
+        )
+        for op in ("LIKE", "NOT LIKE")
+    ]
+    assert [run(runtime.engine, q) for q in counts] == [[(1,)], [(2,)]]
+
+
 def test_text_orders_by_bytes_on_both(runtime: Runtime, tenant: Tenant) -> None:
     """Derived text (here from a literal and a number) orders as the columns do."""
     source = make_source(runtime.engine, tenant, "s,n\nb,1\nB,2\na,3\né,4\nZ,5\n")
