@@ -9,6 +9,7 @@ from sqlglot import exp
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import Input
+from tally.services.transformations.forms import like_pattern
 from tally.services.transformations.query import OutputColumn, check_sql
 from tally.services.transformations.sqlite_forms import SqliteForms
 
@@ -356,12 +357,59 @@ def test_forms_the_translation_would_change_are_refused(sql: str, message: str) 
             "column 2 of the CTE 'c' is read but has no name: write `UPPER(s.status) AS name` "
             "(line 1, column 32)",
         ),
+        ("SELECT chr((65)) AS v", "the function CHR is not allowed (line 1, column 13)"),
+        ("SELECT current_date AS a, current_date AS b", "the function CURRENT_DATE is not allowed"),
+        ("SELECT NULL & NULL AS x", "`NULL & NULL` is not allowed"),
+        ("SELECT ARRAY[s.n] AS a FROM s", "the function ARRAY is not allowed (line 1, column 8)"),
+        ("SELECT 1 AS a FROM s FOR SHARE", "FOR SHARE is not allowed"),
+        ("SELECT x.* FROM s", "no table named 'x' in this query (line 1, column 8)"),
+        (
+            "SELECT s.n AS a FROM s ORDER BY 3",
+            "there is no output column 3 (ORDER BY and GROUP BY count from 1)",
+        ),
+        (
+            "SELECT * FROM s, (SELECT 1 AS x) AS s",
+            "two tables are named 's': give each its own alias",
+        ),
+        (
+            "SELECT s.status ? AS v FROM s",
+            "the SQL does not parse: an operand or argument is missing (line 1, column 20)",
+        ),
+        ("SELECT div(s.n, 2) AS v FROM s", "the function DIV is not allowed (line 1, column 12)"),
+        (
+            "WITH x AS (DELETE FROM s RETURNING *) SELECT * FROM x",
+            "DELETE is not allowed (line 1, column 24)",
+        ),
     ],
 )
 def test_rejections_name_what_the_user_wrote_where_it_is(sql: str, message: str) -> None:
     """Issue #30: no sqlglot class name (EXPLODING_GENERATE_SERIES, PAD, NULLSAFENEQ, ...)
     and no invented `_col_0`; a refused function at its name's position."""
     assert rejection(sql) == message
+
+
+def test_whole_frame_offsets_and_limit_all_are_taken_as_written() -> None:
+    query = check_sql(
+        "SELECT SUM(s.amount) OVER (ORDER BY s.n ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) "
+        "AS m FROM s ORDER BY m LIMIT ALL OFFSET 1",
+        INPUTS,
+    )
+    assert "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING" in query.backend_sql(postgresql=False)
+    assert query.backend_sql(postgresql=True).endswith("LIMIT ALL OFFSET 1")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "escape", "canonical"),
+    [
+        ("a!%c\\", "!", "a\\%c\\\\"),  # a literal backslash escaped, `!%` a literal %
+        ("a\\_c", "\\", "a\\_c"),
+        ("a\\_%", "", "a\\\\_%"),  # no escape character: the backslash is itself
+    ],
+)
+def test_like_patterns_are_rewritten_with_backslash_escapes(
+    pattern: str, escape: str, canonical: str
+) -> None:
+    assert like_pattern(pattern, escape) == canonical
 
 
 def test_a_division_on_later_lines_is_pointed_at_there() -> None:

@@ -106,10 +106,7 @@ class SqlText:
         if not isinstance(node, exp.Func | exp.SubqueryPredicate) or "start" in node.meta:
             return None
         tokens = self.tokens()
-        at = next((i for i, t in enumerate(tokens) if t.start == first), None)
-        if at is None:
-            return None
-        at -= 1
+        at = max(i for i, t in enumerate(tokens) if t.start <= first) - 1
         while at > 0 and tokens[at].token_type in (TokenType.SELECT, TokenType.WITH):
             at -= 1
         opening = TokenType.L_BRACKET if isinstance(node, exp.Array) else TokenType.L_PAREN
@@ -130,6 +127,7 @@ class SqlText:
 
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_$]*"
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")  # sqlglot's
 
 
 def parse_select(text: SqlText) -> exp.Query:
@@ -140,6 +138,7 @@ def parse_select(text: SqlText) -> exp.Query:
         first = error.errors[0] if error.errors else {}
         where = f" (line {first['line']}, column {first['col']})" if "line" in first else ""
         reason = str(first.get("description", error)).split(". Line")[0]
+        reason = _MISSING.sub("an operand or argument is missing", reason)
         raise text.reject(f"the SQL does not parse: {reason}{where}") from None
     except TokenError as error:
         raise text.reject(f"the SQL does not parse: {error}") from None
@@ -185,8 +184,11 @@ def describe(text: SqlText, node: exp.Expr) -> str:
     if isinstance(node, exp.Lock):
         return "FOR UPDATE" if node.args.get("update") else "FOR SHARE"
     found = text.written(node)
-    if found is None:
-        return f"the function {node.sql_name()}" if isinstance(node, exp.Func) else node.key.upper()
+    if found is None:  # no token of its own: a keyword, else as sqlglot writes it back
+        if isinstance(node, exp.Func):
+            return f"the function {node.sql_name()}"
+        keywords = Dialect.get_or_raise(READ_DIALECT).tokenizer_class.KEYWORDS
+        return node.key.upper() if node.key.upper() in keywords else f"`{node.sql()[:40]}`"
     written, how = found
     if how == "operator":
         words = re.fullmatch(r"[A-Za-z ]+", written)
@@ -211,6 +213,7 @@ _WORDS: dict[type[exp.Expr], str] = {
     exp.Placeholder: "a parameter",
     exp.ObjectIdentifier: "an object identifier type (regclass, oid, ...)",
     exp.AtTimeZone: "AT TIME ZONE",
+    exp.IntDiv: "the function DIV",
     exp.JSONExtract: "the operator -> (or #>)",
     exp.JSONExtractScalar: "the operator ->> (or #>>)",
     exp.JSONBExtract: "the operator #>",
@@ -350,6 +353,9 @@ _UNRESOLVED = re.compile(
 )
 
 _USING = re.compile(r"Cannot automatically join: (?P<name>.*)")
+_UNKNOWN_TABLE = re.compile(r"Unknown table: (?P<name>.*)")
+_UNKNOWN_OUTPUT = re.compile(r"Unknown output column: (?P<n>.*)")
+_ALIAS_USED = re.compile(r"Alias already used: (?P<name>.*)")
 
 
 def _column_problem(
@@ -364,6 +370,19 @@ def _column_problem(
         return f"USING ({name}): both sides of the join need a column '{name}'" + (
             text.where(used[0]) if used else ""
         )
+    table = _UNKNOWN_TABLE.search(message)
+    if table is not None:
+        name = table.group("name")
+        reading = [c for c in tree.find_all(exp.Column) if c.table == name]
+        return f"no table named '{name}' in this query" + (
+            text.where(reading[0]) if reading else ""
+        )
+    output = _UNKNOWN_OUTPUT.search(message)
+    if output is not None:
+        return f"there is no output column {output.group('n')} (ORDER BY and GROUP BY count from 1)"
+    alias = _ALIAS_USED.search(message)
+    if alias is not None:
+        return f"two tables are named '{alias.group('name')}': give each its own alias"
     match = _UNRESOLVED.search(message)
     if match is None:
         return message.split(". Line")[0]
