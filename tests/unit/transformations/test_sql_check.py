@@ -271,6 +271,7 @@ def test_rejections_name_what_is_at_fault(sql: str, message: str) -> None:
             "SELECT s.n FROM s ORDER BY s.n OFFSET s.n",
             "OFFSET takes a whole number, as in 10 (line 1, column 39)",
         ),
+        ("SELECT s.n FROM ONLY s", "FROM ONLY is not supported (line 1, column 22)"),
     ],
 )
 def test_forms_the_translation_would_change_are_refused(sql: str, message: str) -> None:

@@ -245,6 +245,8 @@ def _unsupported_form(node: exp.Expr) -> str | None:
         kind = str(node.args.get("kind") or "").upper()
         if kind not in _JOIN_KINDS:
             return f"{kind} JOIN"
+    if isinstance(node, exp.Table) and node.args.get("only"):  # SQLite has no ONLY
+        return "FROM ONLY"
     if isinstance(node, exp.TableAlias) and node.columns and isinstance(node.parent, exp.Table):
         return f"naming the columns of an input, as in {node.parent.name} AS {node.name}(a, b),"
     return None
