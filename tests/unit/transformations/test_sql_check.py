@@ -272,6 +272,15 @@ def test_rejections_name_what_is_at_fault(sql: str, message: str) -> None:
             "OFFSET takes a whole number, as in 10 (line 1, column 39)",
         ),
         ("SELECT s.n FROM ONLY s", "FROM ONLY is not supported (line 1, column 22)"),
+        (
+            "SELECT s.n FROM s UNION ALL SELECT s.n FROM s LIMIT 2.5",
+            "LIMIT takes a whole number, as in 10 (line 1, column 53)",
+        ),
+        (
+            "SELECT s.n FROM s WHERE s.status IS 'a'",
+            "IS takes NULL, TRUE or FALSE; to compare values with NULLs equal, write IS NOT "
+            "DISTINCT FROM (line 1, column 25)",
+        ),
     ],
 )
 def test_forms_the_translation_would_change_are_refused(sql: str, message: str) -> None:

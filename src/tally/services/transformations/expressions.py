@@ -365,6 +365,12 @@ class ExpressionRules(FunctionRules):
         read a number as one, PostgreSQL refuses it)."""
         if isinstance(node.expression, exp.Boolean):
             self.expect(node.this, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
+        elif not isinstance(node.expression, exp.Null):  # SQLite's `x IS 'a'`
+            raise self.text.reject(
+                "IS takes NULL, TRUE or FALSE; to compare values with NULLs equal, "
+                "write IS NOT DISTINCT FROM",
+                node,
+            )
         self.set(node, node, BOOLEAN)
 
     def _case(self, node: exp.Expr) -> None:
