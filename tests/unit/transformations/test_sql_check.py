@@ -390,6 +390,12 @@ def test_forms_the_translation_would_change_are_refused(sql: str, message: str) 
             "WITH x AS (DELETE FROM s RETURNING *) SELECT * FROM x",
             "DELETE is not allowed (line 1, column 24)",
         ),
+        (
+            "SELECT u.n FROM (SELECT s.n, s.n + 1 FROM s) u "
+            "WHERE EXISTS (SELECT 1 FROM fx WHERE fx.rate = u._col_1)",
+            "column 2 of the subquery 'u' is read but has no name: write `s.n + 1 AS name` "
+            "(line 1, column 30)",
+        ),
     ],
 )
 def test_rejections_name_what_the_user_wrote_where_it_is(sql: str, message: str) -> None:
