@@ -5,6 +5,7 @@ at fault."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ class SqlText:
         if not isinstance(node, exp.Func | exp.SubqueryPredicate) or "start" in node.meta:
             return None
         tokens = self.tokens()
-        at = max(i for i, t in enumerate(tokens) if t.start <= first) - 1
+        at = bisect.bisect_right(tokens, first, key=lambda t: t.start) - 2  # the one before
         while at > 0 and tokens[at].token_type in (TokenType.SELECT, TokenType.WITH):
             at -= 1
         opening = TokenType.L_BRACKET if isinstance(node, exp.Array) else TokenType.L_PAREN
