@@ -396,12 +396,34 @@ def test_forms_the_translation_would_change_are_refused(sql: str, message: str) 
             "column 2 of the subquery 'u' is read but has no name: write `s.n + 1 AS name` "
             "(line 1, column 30)",
         ),
+        (
+            "SELECT c.* FROM (SELECT s.payout_id, COUNT(*), SUM(s.n) FROM s "
+            "GROUP BY s.payout_id) AS c (k, m)",
+            "column 3 of the subquery 'c' is read but has no name: write `SUM(s.n) AS name` "
+            "(line 1, column 48)",
+        ),
     ],
 )
 def test_rejections_name_what_the_user_wrote_where_it_is(sql: str, message: str) -> None:
     """Issue #30: no sqlglot class name (EXPLODING_GENERATE_SERIES, PAD, NULLSAFENEQ, ...)
     and no invented `_col_0`; a refused function at its name's position."""
     assert rejection(sql) == message
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT c.k, c.m FROM (SELECT s.payout_id, COUNT(*) FROM s GROUP BY s.payout_id) "
+        "AS c (k, m)",
+        "WITH c (k, m) AS (SELECT s.payout_id, COUNT(*) FROM s GROUP BY s.payout_id) "
+        "SELECT c.m FROM c",
+        "SELECT u.x FROM (SELECT s.n + 1 FROM s UNION ALL SELECT s.n FROM s) AS u (x)",
+        "SELECT u.amount FROM (SELECT s.amount::text FROM s) u",  # PostgreSQL's name too
+        "SELECT COUNT(*) AS n FROM (SELECT s.n + 1 FROM s) u",  # not read by name
+    ],
+)
+def test_subquery_columns_named_by_a_column_list_or_unread_need_no_alias(sql: str) -> None:
+    assert check_sql(sql, INPUTS).columns
 
 
 def test_whole_frame_offsets_and_limit_all_are_taken_as_written() -> None:

@@ -286,9 +286,26 @@ def mark_unnamed(tree: exp.Query) -> None:
     before `qualify` names it `_col_0`: a subquery's or a CTE's may not be read by name
     (`_check_unnamed_reads`)."""
     for select in tree.find_all(exp.Select):
+        listed = _listed_names(select)
         for position, projection in enumerate(select.expressions, start=1):
-            if not projection.output_name and not isinstance(projection, exp.Star):
+            if (
+                position > listed
+                and not projection.output_name
+                and not isinstance(projection, exp.Star)
+            ):
                 projection.meta[UNNAMED] = position
+
+
+def _listed_names(select: exp.Select) -> int:
+    """How many of the select's columns the list after its subquery's or CTE's name
+    names: `(SELECT ...) AS c (k, n)`, `WITH c (k, n) AS (...)`."""
+    node: exp.Expr = select
+    while isinstance(node.parent, exp.SetOperation):
+        node = node.parent
+    alias = (
+        node.parent.args.get("alias") if isinstance(node.parent, exp.Subquery | exp.CTE) else None
+    )
+    return len(alias.columns) if isinstance(alias, exp.TableAlias) else 0
 
 
 UNNAMED = "tally_unnamed"  # a computed column's position in its SELECT, where it has no name
