@@ -77,8 +77,18 @@ class SqlText:
         starts = own + [s for s in inner if s is not None]
         if not starts:
             return None
+        if isinstance(node, exp.Paren | exp.Subquery | exp.Tuple):  # its `(` is its start
+            before = self._before(min(starts))
+            return (
+                before.start if before and before.token_type is TokenType.L_PAREN else (min(starts))
+            )
         name = self._call_name(node, min(starts))
         return name.start if name is not None else min(starts)
+
+    def _before(self, first: int) -> Token | None:
+        """The token before the one at `first`."""
+        at = bisect.bisect_right(self.tokens(), first, key=lambda t: t.start) - 2
+        return self.tokens()[at] if at >= 0 else None
 
     def written(self, node: exp.Expr) -> tuple[str, str] | None:
         """The node as the user wrote it, and how: ("token", its own token: a function's
@@ -96,7 +106,7 @@ class SqlText:
             ends = [p.meta["end"] for p in this.walk() if "end" in p.meta]
             begins = [p.meta["start"] for p in other.walk() if "start" in p.meta]
             if ends and begins and max(ends) < min(begins):
-                between = " ".join(self.sql[max(ends) + 1 : min(begins)].split()).strip("( ")
+                between = " ".join(self.sql[max(ends) + 1 : min(begins)].split()).strip("() ")
                 if between and len(between) <= 20 and not set(between) & set("(),'\""):
                     return between, "operator"
         return None
