@@ -380,7 +380,7 @@ def test_forms_the_translation_would_change_are_refused(sql: str, message: str) 
         ),
         (
             "SELECT * FROM s, (SELECT 1 AS x) AS s",
-            "two tables are named 's': give each its own alias",
+            "two tables are named 's': give each its own name (line 1, column 26)",
         ),
         (
             "SELECT s.status ? AS v FROM s",
@@ -402,6 +402,14 @@ def test_forms_the_translation_would_change_are_refused(sql: str, message: str) 
             "GROUP BY s.payout_id) AS c (k, m)",
             "column 3 of the subquery 'c' is read but has no name: write `SUM(s.n) AS name` "
             "(line 1, column 48)",
+        ),
+        (
+            "SELECT s.n AS a FROM s JOIN s ON s.n = s.n",
+            "two tables are named 's': give each its own name (line 1, column 29)",
+        ),
+        (
+            "WITH c AS (SELECT 1 AS x), c AS (SELECT 2 AS x) SELECT c.x FROM c",
+            "two CTEs are named 'c': give each its own name (line 1, column 28)",
         ),
     ],
 )

@@ -174,6 +174,12 @@ def check_nodes(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> 
         unsupported = _unsupported_form(node)
         if unsupported is not None:
             raise text.reject(f"{unsupported} is not supported", node)
+        twice = _named_twice(node)
+        if twice is not None:
+            what = "CTEs" if isinstance(twice, exp.CTE) else "tables"
+            raise text.reject(
+                f"two {what} are named '{twice.alias_or_name}': give each its own name", twice
+            )
         if isinstance(node, exp.With) and node.args.get("recursive"):
             raise text.reject("WITH RECURSIVE is not allowed", node)
         if isinstance(node, exp.Table):
@@ -230,6 +236,24 @@ _WORDS: dict[type[exp.Expr], str] = {
     exp.JSONBExtract: "the operator #>",
     exp.JSONBExtractScalar: "the operator #>>",
 }
+
+
+def _named_twice(node: exp.Expr) -> exp.Expr | None:
+    """The second table of one FROM (or CTE of one WITH) with a name taken before it,
+    which PostgreSQL refuses (qualify would rename it `s_2`)."""
+    tables: list[exp.Expr]
+    if isinstance(node, exp.Select) and node.args.get("from_") is not None:
+        tables = [node.args["from_"].this, *(j.this for j in node.args.get("joins") or ())]
+    elif isinstance(node, exp.With):
+        tables = list(node.expressions)
+    else:
+        return None
+    seen: set[str] = set()
+    for table in tables:
+        if table.alias_or_name in seen:
+            return table
+        seen.add(table.alias_or_name)
+    return None
 
 
 def _called_if(node: exp.Expr) -> bool:
@@ -385,7 +409,6 @@ _UNRESOLVED = re.compile(
 _USING = re.compile(r"Cannot automatically join: (?P<name>.*)")
 _UNKNOWN_TABLE = re.compile(r"Unknown table: (?P<name>.*)")
 _UNKNOWN_OUTPUT = re.compile(r"Unknown output column: (?P<n>.*)")
-_ALIAS_USED = re.compile(r"Alias already used: (?P<name>.*)")
 
 
 def _column_problem(
@@ -410,9 +433,6 @@ def _column_problem(
     output = _UNKNOWN_OUTPUT.search(message)
     if output is not None:
         return f"there is no output column {output.group('n')} (ORDER BY and GROUP BY count from 1)"
-    alias = _ALIAS_USED.search(message)
-    if alias is not None:
-        return f"two tables are named '{alias.group('name')}': give each its own alias"
     match = _UNRESOLVED.search(message)
     if match is None:
         return message.split(". Line")[0]
