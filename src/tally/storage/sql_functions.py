@@ -1,7 +1,8 @@
 """Functions every SQLite connection gets, for the SQL transformations translate to:
 regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
 REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), and the
-failure of a number that left int64."""
+failure of a number that left int64, whose message `raised_message` keeps for the
+run's error (sqlite3 would say only "user-defined function raised exception")."""
 
 from __future__ import annotations
 
