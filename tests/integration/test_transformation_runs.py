@@ -405,3 +405,26 @@ def test_a_run_after_one_stopped_past_its_swap_finishes_the_output(
         with runtime.engine.connect() as conn:
             unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
             assert conn.exec_driver_sql(unset).scalar_one() == 0
+
+
+def test_a_value_past_int64_fails_a_run_and_a_preview_in_tallys_words(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """Issue #30: the run's error was `OperationalError('(sqlite3.OperationalError)
+    user-defined function raised exception')` on SQLite, "bigint out of range" on
+    PostgreSQL; both now say what sql_functions says."""
+    source = make_source(runtime.engine, tenant, "a\n92233720368547758.07\n", name="big")
+    body = {"name": "square", "inputs": {"s": source.id}, "sql": "SELECT s.a * s.a AS sq FROM s"}
+    said = "the query failed: a value exceeds 64-bit integers"
+    with pytest.raises(RunFailedError) as previewed:
+        runtime.transformations.preview(workspace_id=tenant.workspace_id, body=body)
+    assert previewed.value.message.startswith(said)
+    derived_id = create(runtime, tenant, body)
+    with pytest.raises(RunFailedError) as failed:
+        run(runtime, derived_id)
+    assert failed.value.message.startswith(said)
+    shown = runtime.transformations.get(
+        workspace_id=tenant.workspace_id, transformation_id=derived_id
+    )
+    assert shown.error is not None
+    assert shown.error.startswith(said)

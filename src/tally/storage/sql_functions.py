@@ -1,12 +1,14 @@
 """Functions every SQLite connection gets, for the SQL transformations translate to:
 regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
 REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), and the
-failure of a number that left int64."""
+failure of a number that left int64, whose message `raised_message` keeps for the
+run's error (sqlite3 would say only "user-defined function raised exception")."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 
 _REPLACEMENT_WHOLE = re.compile(r"\\&")  # PostgreSQL's "the whole match"
 
@@ -35,8 +37,25 @@ class IntegerOverflowError(ValueError):
     an OverflowError: sqlite3 reports that one as "string or blob too big"."""
 
 
-def _overflow(value: object) -> None:
-    raise IntegerOverflowError(f"a value exceeds 64-bit integers: {value!r}")
+# sqlite3 reports a function's exception as "user-defined function raised exception",
+# its message lost: the function leaves it here, on the thread whose statement called it.
+_raised = threading.local()
+
+
+def raised_message() -> str | None:
+    """The message of the exception a function last raised on this thread (taken: the
+    next failure of a statement reads only its own)."""
+    message: str | None = getattr(_raised, "message", None)
+    _raised.message = None
+    return message
+
+
+OVERFLOW = "a value exceeds 64-bit integers"  # on PostgreSQL too (transformation_sql)
+
+
+def _overflow(value: float) -> None:
+    _raised.message = f"{OVERFLOW} (about {value:.4g})"
+    raise IntegerOverflowError(_raised.message)
 
 
 def register_sql_functions(connection: sqlite3.Connection) -> None:

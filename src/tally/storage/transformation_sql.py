@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
+from tally.storage import sql_functions
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 
@@ -44,7 +45,8 @@ def staging_connection(engine: Engine) -> Connection:
 @contextmanager
 def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
     """The statements run inside, in the caller's transaction, stopped after `seconds`
-    (PostgreSQL's `statement_timeout`, SQLite's progress handler): RunFailedError."""
+    (PostgreSQL's `statement_timeout`, SQLite's progress handler): RunFailedError. A
+    value past int64 is a RunFailedError in tally's words on both backends."""
     message = (
         f"the query ran longer than {seconds:g} s (TALLY_TRANSFORMATION_TIMEOUT_SECONDS): "
         "it was stopped, the previous output stays readable"
@@ -53,9 +55,12 @@ def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
         conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
         try:
             yield
-        except exc.OperationalError as error:
-            if getattr(error.orig, "sqlstate", None) == "57014":  # query_canceled
+        except exc.DBAPIError as error:
+            sqlstate = getattr(error.orig, "sqlstate", None)
+            if sqlstate == "57014":  # query_canceled
                 raise RunFailedError(message) from None
+            if sqlstate == "22003":  # numeric_value_out_of_range: the BIGINT cast of output
+                raise RunFailedError(f"the query failed: {sql_functions.OVERFLOW}") from None
             raise
         return
     driver = conn.connection.dbapi_connection
@@ -69,11 +74,15 @@ def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
         return 1 if expired else 0
 
     driver.set_progress_handler(check, SQLITE_PROGRESS_STEPS)
+    sql_functions.raised_message()  # none left from an earlier statement
     try:
         yield
     except exc.OperationalError:
         if expired:
             raise RunFailedError(message) from None
+        raised = sql_functions.raised_message()
+        if raised is not None:  # sqlite3 says only "user-defined function raised exception"
+            raise RunFailedError(f"the query failed: {raised}") from None
         raise
     finally:
         driver.set_progress_handler(None, 0)

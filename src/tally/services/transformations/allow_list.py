@@ -35,14 +35,13 @@ STRUCTURE: frozenset[type[exp.Expr]] = frozenset(
         exp.Alias,
         exp.Star,
         exp.Paren,
-        exp.Tuple,
         exp.Literal,
         exp.Boolean,
         exp.Null,
         exp.DataType,
         exp.DataTypeParam,
         exp.Var,
-        exp.If,
+        exp.If,  # a CASE's WHEN ... THEN (`IF(c, a, b)` itself is refused: dialect.py)
     }
 )
 
@@ -64,9 +63,13 @@ OPERATORS: frozenset[type[exp.Expr]] = frozenset(
         exp.Or,
         exp.Not,
         exp.Is,
+        exp.NullSafeEQ,
+        exp.NullSafeNEQ,
         exp.In,
         exp.Between,
         exp.Like,
+        exp.ILike,
+        exp.Escape,
         exp.Exists,
         exp.Case,
         exp.Cast,

@@ -12,7 +12,7 @@ from sqlglot import exp
 from tally.core.columns import ColumnType, canonical_timestamp
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import SqlText
-from tally.services.transformations.forms import Forms
+from tally.services.transformations.forms import POSITION_KEYS, Forms
 from tally.services.transformations.sql_types import (
     BOOLEAN,
     DATE,
@@ -62,6 +62,9 @@ class Casts:
         """`new` (the node itself, or its rewrite, which takes its place) is of `kind`."""
         new.meta[TYPE] = kind
         if new is not node:
+            for key in POSITION_KEYS:  # a rewritten literal still names its place
+                if key in node.meta and key not in new.meta:
+                    new.meta[key] = node.meta[key]
             node.replace(new)
         return new
 

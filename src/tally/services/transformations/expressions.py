@@ -15,7 +15,7 @@ from tally.core.columns import ColumnType
 from tally.services.transformations.allow_list import INTERVAL_SECONDS
 from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
 from tally.services.transformations.dialect import SqlText
-from tally.services.transformations.forms import Forms
+from tally.services.transformations.forms import Forms, ascii_lower, like_pattern
 from tally.services.transformations.functions import FunctionRules
 from tally.services.transformations.sql_types import (
     BOOLEAN,
@@ -58,12 +58,16 @@ class ExpressionRules(FunctionRules):
             exp.Round: self._round,
             exp.Cast: self._cast,
             **dict.fromkeys((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), self._compare),
-            exp.Is: lambda n: self.set(n, n, BOOLEAN),
+            exp.Is: self._is,
+            exp.NullSafeEQ: self._distinct_from,
+            exp.NullSafeNEQ: self._distinct_from,
             exp.Exists: lambda n: self.set(n, n, BOOLEAN),
             **dict.fromkeys((exp.And, exp.Or, exp.Not), self._logical),
             exp.In: self._in,
             exp.Between: self._between,
             exp.Like: self._like,
+            exp.ILike: self._like,
+            exp.Escape: self._escape,
             exp.Case: self._case,
             exp.Coalesce: self._coalesce,
             exp.Nullif: self._coalesce,
@@ -80,7 +84,7 @@ class ExpressionRules(FunctionRules):
             exp.RegexpSubstr: self._regexp,
             exp.Extract: self._extract,
             exp.TimestampTrunc: self._truncate,
-            exp.Count: lambda n: self.set(n, n, INTEGER),
+            exp.Count: self._count,
             exp.Sum: self._sum,
             exp.Min: self._min_max,
             exp.Max: self._min_max,
@@ -90,6 +94,9 @@ class ExpressionRules(FunctionRules):
             exp.FirstValue: same,
             exp.LastValue: same,
             exp.Window: self._window,
+            exp.WindowSpec: self._frame,
+            exp.Limit: self._row_count,
+            exp.Offset: self._row_count,
             exp.Ordered: self._ordered,
         }
 
@@ -238,6 +245,30 @@ class ExpressionRules(FunctionRules):
         over[1].set("this", quotient.den)
         node.meta[QUOTIENT] = Quotient(over[0], quotient.num_type, over[1], INTEGER, avg=True)
 
+    def _frame(self, node: exp.Expr) -> None:
+        """ROWS and GROUPS count rows or peer groups: a whole number. A RANGE offset is
+        a distance in the ordering's values (a scaled integer on SQLite): refused."""
+        for bound in (node.args.get("start"), node.args.get("end")):
+            if not isinstance(bound, exp.Expr):
+                continue  # UNBOUNDED, CURRENT ROW
+            if str(node.args.get("kind")).upper() == "RANGE":
+                raise self.text.reject(
+                    "RANGE with an offset is not supported: use ROWS or GROUPS", node
+                )
+            if not isinstance(bound, exp.Literal) or self.kind(bound).kind is not (
+                ColumnType.INTEGER
+            ):
+                raise self.text.reject("a window frame's offset must be a whole number", node)
+
+    def _row_count(self, node: exp.Expr) -> None:
+        """LIMIT and OFFSET take a whole number as written (SQLite would read 2.5 as the
+        scaled 25)."""
+        count = node.expression
+        if isinstance(count, exp.Var) and count.name.upper() == "ALL":
+            return  # LIMIT ALL: no limit on both
+        if not isinstance(count, exp.Literal) or self.kind(count).kind is not ColumnType.INTEGER:
+            raise self.text.reject(f"{node.key.upper()} takes a whole number, as in 10", node)
+
     def _round(self, node: exp.Expr) -> None:
         decimals = node.args.get("decimals")
         scale = 0
@@ -290,11 +321,57 @@ class ExpressionRules(FunctionRules):
         self.set(node, node, BOOLEAN)
 
     def _like(self, node: exp.Expr) -> None:
+        """[NOT] LIKE and [NOT] ILIKE, with their ESCAPE (the parent `Escape` node, which
+        `_escape` then drops): one backslash-escaped pattern for both backends' forms.
+        ILIKE folds ASCII letters, as `lower` does."""
+        name = ("NOT " if node.args.get("negate") else "") + node.key.upper()
         self.expect(node.this, "text", textual)
         pattern = node.expression
         if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-            raise self.text.reject("LIKE needs a quoted pattern, as in x LIKE 'AB%'", node)
-        self.set(node, self.forms.like(node.this, pattern.this), BOOLEAN)
+            raise self.text.reject(f"{name} needs a quoted pattern, as in x {name} 'AB%'", node)
+        escape = "\\"
+        if isinstance(node.parent, exp.Escape):
+            written = node.parent.expression
+            if not (
+                isinstance(written, exp.Literal) and written.is_string and len(written.this) < 2
+            ):
+                raise self.text.reject("ESCAPE takes one quoted character, as in ESCAPE '!'", node)
+            escape = written.this
+        try:
+            canonical = like_pattern(pattern.this, escape)
+        except ValueError:
+            raise self.text.reject(
+                f"the {name} pattern '{pattern.this}' ends with its escape character", node
+            ) from None
+        subject = node.this
+        if isinstance(node, exp.ILike):
+            subject, canonical = self.forms.lower(subject), ascii_lower(canonical)
+        matched = self.forms.like(subject, canonical)
+        if node.args.get("negate"):
+            matched = self.forms.template("NOT :x", x=matched)
+        self.set(node, matched, BOOLEAN)
+
+    def _escape(self, node: exp.Expr) -> None:
+        """`x LIKE p ESCAPE e`: `_like` read the escape into its form."""
+        self.set(node, node.this, BOOLEAN)
+
+    def _distinct_from(self, node: exp.Expr) -> None:
+        """IS [NOT] DISTINCT FROM (sqlglot writes SQLite's `IS [NOT]`)."""
+        self.common([node.this, node.expression], node)
+        self.set(node, node, BOOLEAN)
+
+    def _is(self, node: exp.Expr) -> None:
+        """IS [NOT] NULL takes any value; IS [NOT] TRUE/FALSE a condition (SQLite would
+        read a number as one, PostgreSQL refuses it)."""
+        if isinstance(node.expression, exp.Boolean):
+            self.expect(node.this, "a condition", lambda k: k.kind is ColumnType.BOOLEAN)
+        elif not isinstance(node.expression, exp.Null):  # SQLite's `x IS 'a'`
+            raise self.text.reject(
+                "IS takes NULL, TRUE or FALSE; to compare values with NULLs equal, "
+                "write IS NOT DISTINCT FROM",
+                node,
+            )
+        self.set(node, node, BOOLEAN)
 
     def _case(self, node: exp.Expr) -> None:
         branches = node.args.get("ifs") or []

@@ -19,7 +19,13 @@ from sqlglot import exp
 from tally.services.transformations.sql_types import SqlType
 
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+POSITION_KEYS = ("line", "col", "start", "end")  # sqlglot's meta of a parsed token
 _ATOMS = (exp.Column, exp.Literal, exp.Paren, exp.Func, exp.Null, exp.Boolean, exp.Case)
+
+
+def ascii_lower(text: str) -> str:
+    """ASCII letters in lower case, every other character as it is (tally's `lower`)."""
+    return text.translate(str.maketrans(ASCII_UPPER, ASCII_UPPER.lower()))
 
 
 def atom(node: exp.Expr) -> exp.Expr:
@@ -38,6 +44,9 @@ def _parsed(sql: str, dialect: str) -> exp.Expr:
     tree = sqlglot.parse_one(sql, read=dialect)
     if isinstance(tree, exp.Command):  # sqlglot gave up on a template: a bug of ours
         raise ValueError(f"template not parsed: {sql}")
+    for node in tree.walk():  # positions in the template, not in the user's SQL
+        for key in POSITION_KEYS:
+            node.meta.pop(key, None)
     return tree
 
 
@@ -68,6 +77,7 @@ class Forms(ABC):
         return atom(functools.reduce(lambda a, b: exp.DPipe(this=a, expression=b), filled))
 
     def like(self, node: exp.Expr, pattern: str) -> exp.Expr:
+        """`pattern` escapes with a backslash (`like_pattern` made it so)."""
         return self.template(":x LIKE :p", x=node, p=exp.Literal.string(pattern))
 
     def ordered_text(self, node: exp.Expr) -> exp.Expr:
@@ -119,9 +129,27 @@ class Forms(ABC):
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
 
 
+def like_pattern(pattern: str, escape: str) -> str:
+    """A LIKE pattern whose escape character is `escape` ("" for none) written with a
+    backslash as its escape (PostgreSQL's default, which both backends' forms read);
+    ValueError for a pattern that ends with its escape character, as PostgreSQL's."""
+    out, chars = [], iter(pattern)
+    for char in chars:
+        if escape and char == escape:
+            escaped = next(chars, None)
+            if escaped is None:
+                raise ValueError("ends with its escape character")
+            out.append("\\" + escaped)
+        elif char == "\\":
+            out.append("\\\\")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def like_to_regexp(pattern: str) -> str:
-    """A LIKE pattern (backslash escapes, PostgreSQL's default) as a whole-text regular
-    expression."""
+    """A LIKE pattern (backslash escapes, as `like_pattern` writes it) as a whole-text
+    regular expression."""
     out, chars = [], iter(pattern)
     for char in chars:
         if char == "\\":

@@ -48,6 +48,8 @@ class FunctionRules(Casts):
         self.set(node, node, TEXT)
 
     def _length(self, node: exp.Expr) -> None:
+        if node.args.get("encoding") is not None or node.args.get("binary"):
+            raise self.text.reject("length takes one argument, a text", node)
         self.expect(node.this, "text", textual)
         self.set(node, node, INTEGER)
 
@@ -91,6 +93,8 @@ class FunctionRules(Casts):
         self.set(node, self.forms.extract(part, node.expression, kind), INTEGER)
 
     def _truncate(self, node: exp.Expr) -> None:
+        if node.args.get("zone") is not None:
+            raise self.text.reject("date_trunc takes no time zone", node)
         unit = node.args["unit"].name.upper()
         if unit not in TRUNC_UNITS:
             raise self.text.reject(f"DATE_TRUNC to '{unit.lower()}' is not supported", node)
@@ -102,7 +106,15 @@ class FunctionRules(Casts):
     def _sum(self, node: exp.Expr) -> None:
         self.set(node, node, self.expect(node.this, "a number", numeric))
 
+    def _count(self, node: exp.Expr) -> None:
+        counted = node.this.expressions if isinstance(node.this, exp.Distinct) else []
+        if node.expressions or len(counted) > 1:
+            raise self.text.reject("COUNT takes one argument", node)
+        self.set(node, node, INTEGER)
+
     def _min_max(self, node: exp.Expr) -> None:
+        if node.expressions:  # SQLite's max(a, b) is GREATEST, but NULL if any is NULL
+            raise self.text.reject(f"{node.key.upper()} takes one argument", node)
         kind = self.kind(node.this)
         if kind.kind is ColumnType.BOOLEAN:
             raise self.text.reject(f"{node.key.upper()} of a boolean is not supported", node)

@@ -14,6 +14,7 @@ from tally.services.transformations.dialect import (
     SqlText,
     check_nodes,
     check_output_names,
+    mark_unnamed,
     parse_select,
     qualified,
 )
@@ -122,6 +123,7 @@ def check_sql(sql: str, inputs: Mapping[str, Input]) -> CheckedQuery:
         tree = parse_select(text)
         check_nodes(text, tree, inputs)
         check_output_names(text, tree)
+        mark_unnamed(tree)
         tree = qualified(text, tree, inputs)
         outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
     except RecursionError:  # sqlglot's parser recurses ~20 frames per parenthesis

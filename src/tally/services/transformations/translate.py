@@ -113,6 +113,9 @@ class Translator:
                 source.set("this", exp.to_identifier(f"r_{table_id}"))
 
     def _set_operation(self, node: exp.SetOperation) -> None:
+        for clause in (node.args.get("limit"), node.args.get("offset")):
+            for part in reversed(list(clause.walk()) if clause is not None else []):
+                self.rules.visit(part)  # `... UNION ALL ... LIMIT 2.5`: as a SELECT's
         left, right = self.outputs_of(node.left), self.outputs_of(node.right)
         operation = node.key.upper() + ("" if node.args.get("distinct") else " ALL")
         if len(left) != len(right):
