@@ -145,8 +145,9 @@ class WebhookCreatedResponse(BaseModel):
     )
 
 
-async def read_json(request: Request, *, max_bytes: int) -> Any:
-    """The body as JSON, refusing more than max_bytes without reading it all."""
+async def read_json(request: Request, *, max_bytes: int, optional: bool = False) -> Any:
+    """The body as JSON, refusing more than max_bytes without reading it all (`optional`:
+    no body at all is None)."""
     size = 0
     chunks = []
     async for chunk in request.stream():
@@ -156,6 +157,8 @@ async def read_json(request: Request, *, max_bytes: int) -> Any:
                 [FieldProblem(None, f"the body is larger than {max_bytes} bytes")]
             )
         chunks.append(chunk)
+    if optional and not size:
+        return None
     try:
         return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as exc:
@@ -187,12 +190,12 @@ def request_schema(model: type[BaseModel]) -> dict[str, Any]:
     return inlined
 
 
-def json_request_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The route's `openapi_extra`: a required JSON body of `model` (read by hand, see
-    read_json, so FastAPI does not declare it itself)."""
+def json_request_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """The route's `openapi_extra`: a JSON body of `model` (read by hand, see read_json,
+    so FastAPI does not declare it itself)."""
     return {
         "requestBody": {
-            "required": True,
+            "required": required,
             "content": {"application/json": {"schema": request_schema(model)}},
         }
     }
