@@ -4,6 +4,7 @@ same pairs as listing and sorting them, without listing them (issue #30)."""
 from __future__ import annotations
 
 import random
+import tracemalloc
 from typing import Any
 from unittest.mock import patch
 
@@ -14,6 +15,7 @@ from support.reconciliation_cases import as_model, definition, row, run_engine, 
 from tally.core.reconciliation import ManualWork, Rejection
 from tally.services.reconciliation import passes
 from tally.services.reconciliation.large_groups import Skips
+from tally.services.reconciliation.matching import SideRow, SideTable, reconcile
 
 WIDE = {
     "name": "wide",
@@ -41,6 +43,30 @@ def test_a_group_past_the_bound_is_matched_without_listing_its_pairs() -> None:
     assert len(outcome.matches) == 300
 
 
+def test_the_memory_of_a_large_group_grows_with_its_rows_not_its_pairs() -> None:
+    """1,000 rows a side sharing one key, every pair a candidate: a million pairs, which
+    listed would take well over 100 MB; matched level by level, a few MB (measured by
+    tracemalloc: Python's own allocations, the same on every run)."""
+    rnd = random.Random(3)
+    d = definition([WIDE])
+    tables = [
+        SideTable.of(
+            [SideRow(p, ("K",), rnd.randint(0, 10**6), rnd.randint(0, 400)) for p in range(1, 1001)]
+        )
+        for _ in range(2)
+    ]
+    tracemalloc.start()
+    try:
+        outcome = reconcile(
+            d, *tables, ManualWork(), scale=2, content=lambda _, ps: {p: (p,) for p in ps}
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(outcome.matches) == 1000
+    assert peak < 16 * 2**20
+
+
 def test_identical_rows_of_a_large_group_are_taken_by_position() -> None:
     """One cell holding every right row: each left row, in content then position order,
     takes the right row first in that order (the content asked once per row)."""
@@ -63,6 +89,26 @@ def test_identical_rows_of_a_large_group_are_taken_by_position() -> None:
     assert set(taken) == {*range(1, 201, 2), *range(2, 101, 2)}  # note 0 first, then 1
     # The right rows by note (0, 1, 2), then position: 50 of each.
     assert (taken[1], taken[3], taken[101], taken[199], taken[2]) == (1, 4, 2, 149, 3)
+
+
+def test_listed_groups_are_matched_in_batches_of_the_bound() -> None:
+    """Key groups of a few pairs each are listed, and matched whenever the pairs listed
+    pass the bound: the same pairs as all at once."""
+    left = [row(ref, 10, 1, note=n) for ref in "ABC" for n in (1, 0)]
+    right = [row(ref, 10, 1) for ref in "ABC"]
+    d = definition([{**WIDE, "name": "exact", "amount_tolerance": "0"}])
+    with (
+        patch.object(passes, "LISTED_PAIRS", 2),
+        patch.object(passes, "_greedy", wraps=passes._greedy) as greedy,
+    ):
+        outcome = run_engine(d, left, right)
+    assert [len(call.args[2]) for call in greedy.call_args_list] == [2, 1]  # groups per batch
+    assert [(m.left, m.right) for m in outcome.matches] == [
+        ((2,), (1,)),
+        ((4,), (2,)),
+        ((6,), (3,)),
+    ]
+    assert outcome == run_engine(d, left, right)
 
 
 @pytest.mark.parametrize("seed", range(4))
