@@ -116,31 +116,36 @@ class LargeGroup:
     def match(self) -> None:
         """Take the group's pairs in the greedy order, level by level."""
         heap: list[tuple[int, int, int]] = []
+        at: dict[int, list[int]] = {}  # left row -> its cells at its level in the heap
         for i in self.lefts:
             found = self.next_level(i, (0, 0))
             if found is not None:
                 heap.append((*found[0], i))
+                at[i] = found[1]
         heapify(heap)
         while heap:
             level = heap[0][:2]
             waiting: dict[int, list[int]] = {}  # left row -> its cells at this level
+            lost = []
             while heap and heap[0][:2] == level:
                 i = heappop(heap)[2]
-                found = self.next_level(i, level)  # (its cells may have emptied since)
-                if found is not None and found[0] == level:
-                    waiting[i] = found[1]
-                elif found is not None:
-                    heappush(heap, (*found[0], i))
-            for i in self.take(waiting):
+                cells = [c for c in at[i] if self.free[c] and self._usable(i, c)]
+                if cells:
+                    waiting[i] = cells
+                else:  # its cells emptied since: nothing nearer can have appeared
+                    lost.append(i)
+            for i in lost + self.take(waiting):
                 found = self.next_level(i, level)
                 if found is not None:
                     heappush(heap, (*found[0], i))
+                    at[i] = found[1]
 
     def next_level(self, i: int, floor: Level) -> tuple[Level, list[int]] | None:
         """Left row i's nearest level from `floor` on where a cell has a free right row
         it may take, and those cells; None when there is none within the tolerance."""
-        amount = self.place[i][0]
-        amounts, skips = self.amounts, self.amount_skips
+        amount, day = self.place[i]
+        amounts, days, skips = self.amounts, self.days, self.amount_skips
+        earliest, latest = day + self.window[0], day + self.window[1]
         least = floor[0]
         low = bisect_right(amounts, amount - max(least, 1)) - 1  # amounts below, downwards
         high = bisect_left(amounts, amount + least)  # amounts at or above, upwards
@@ -152,8 +157,12 @@ class LargeGroup:
             if not gaps:
                 return None
             gap = min(gaps)
-            ks = [k for k, g in ((low, below), (high, above)) if g == gap]
-            found = self._nearest_days(i, ks, floor[1] if gap == least else 0)
+            ks = [  # (an amount whose cells' days all lie outside the window: none)
+                k
+                for k, g in ((low, below), (high, above))
+                if g == gap and days[k][0] <= latest and days[k][-1] >= earliest
+            ]
+            found = self._nearest_days(i, ks, floor[1] if gap == least else 0) if ks else None
             if found is not None:
                 return (gap, found[0]), found[1]
             if below == gap:
