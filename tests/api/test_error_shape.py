@@ -240,9 +240,12 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
         headers=w.credentials,
         json={"left_rows": [1], "right_rows": [1]},
     ),
-    ("post", MATCHES, 409): lambda a, w: _rec(
+    ("post", MATCHES, 400): lambda a, w: _rec(
         a, w, "POST", "/matches", json={"left_rows": [99], "right_rows": [1]}
     ),
+    ("post", MATCHES, 409): lambda a, w: [
+        _rec(a, w, "POST", "/matches", json={"left_rows": [2], "right_rows": [2]}) for _ in range(2)
+    ][-1],
     ("post", MATCHES, 422): lambda a, w: _rec(a, w, "POST", "/matches", json={"left_rows": []}),
     ("post", CONFIRM, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/matches/1/confirm"),
     ("post", CONFIRM, 404): lambda a, w: _rec(a, w, "POST", "/matches/7/confirm"),

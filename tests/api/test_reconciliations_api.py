@@ -597,12 +597,30 @@ def test_a_manual_match_is_kept_with_its_fingerprint_and_note(
         "note": "split refund, see ticket 12",
         "created_at": action["created_at"],
         "undone_at": None,
+        "undo_note": None,
     }
     assert api.get(f"{BASE}/{rid}", headers=tenant.v2_headers).json()["state"] == "queued"
-    again = {"left_rows": [1, 3], "right_rows": [4, 9]}
+    again = {"left_rows": [1, 3], "right_rows": [4, 2]}
     assert problems(api.post(url, json=again, headers=tenant.v2_headers), 409) == [
         ("left_rows[1]", "left row 3 is already in manual match 3"),
         ("right_rows[0]", "right row 4 is already in manual match 3"),
+    ]
+    assert len(_actions(api, tenant, rid)) == 1
+
+
+def test_a_match_naming_a_row_not_in_its_input_is_400_naming_side_and_row(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    """Rows that do not exist are a fault of the request (400), whatever else is wrong
+    with it; rows already in a manual match are a conflict (409) only once every row
+    exists."""
+    rid = created(api, tenant, definition(pair))["id"]
+    url = f"{BASE}/{rid}/matches"
+    first = api.post(url, json={"left_rows": [3], "right_rows": [3]}, headers=tenant.v2_headers)
+    assert first.status_code == 201, first.text
+    body = {"left_rows": [7, 3], "right_rows": [2, 9]}
+    assert problems(api.post(url, json=body, headers=tenant.v2_headers), 400) == [
+        ("left_rows[0]", "left row 7 does not exist: bank has 3 rows"),
         ("right_rows[1]", "right row 9 does not exist: ledger has 4 rows"),
     ]
     assert len(_actions(api, tenant, rid)) == 1
@@ -717,6 +735,49 @@ def test_confirm_and_reject_act_on_the_current_output(
     with runtime.engine.connect() as conn:
         stored = conn.execute(sa.select(reconciliation_actions).order_by("id")).all()
     assert [len(s.fingerprint) for s in stored] == [64, 64, 64]
+
+
+def test_confirm_and_undo_keep_an_optional_note(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    answer = created(api, tenant, definition(pair))
+    rid, url = answer["id"], f"{BASE}/{answer['id']}/matches"
+    write_output(
+        runtime.engine,
+        answer["resource_id"],
+        [
+            {"match_id": m, "status": "suggested", "pass": "p", "bank._row": m, "ledger._row": m}
+            for m in (1, 2, 3)
+        ],
+    )
+    headers = tenant.v2_headers
+    for body in ({"note": 5}, {"reason": "x"}, [], "text"):
+        assert fields(api.post(f"{url}/1/confirm", json=body, headers=headers), 422)
+        assert fields(api.request("DELETE", f"{url}/1", json=body, headers=headers), 422)
+    assert problems(api.post(f"{url}/1/confirm", content=b"{", headers=headers), 422)
+    too_long = {"note": "x" * 10_001}
+    assert fields(api.post(f"{url}/1/confirm", json=too_long, headers=headers), 422) == ["note"]
+    confirmed = api.post(f"{url}/1/confirm", json={"note": "seen the invoice"}, headers=headers)
+    assert (confirmed.status_code, confirmed.json()) == (200, {"match_id": 1})
+    assert api.post(f"{url}/2/confirm", json={}, headers=headers).status_code == 200
+    assert api.post(f"{url}/3/confirm", json={"note": None}, headers=headers).status_code == 200
+    dissolved = api.request("DELETE", f"{url}/1", json={"note": "wrong invoice"}, headers=headers)
+    assert dissolved.json() == {"match_id": 1, "outcome": "dissolved"}
+    assert api.delete(f"{url}/2", headers=headers).json()["outcome"] == "dissolved"
+    rejected = api.request("DELETE", f"{url}/3", json={"note": "not ours"}, headers=headers)
+    assert rejected.json() == {"match_id": 3, "outcome": "dissolved"}
+    rejected = api.request("DELETE", f"{url}/3", json={"note": "never"}, headers=headers)
+    assert rejected.json() == {"match_id": 3, "outcome": "rejected"}
+    kept = [
+        (a["kind"], a["match_id"], a["note"], a["undone_at"] is None, a["undo_note"])
+        for a in _actions(api, tenant, rid)
+    ]
+    assert kept == [
+        ("confirm", 1, "seen the invoice", False, "wrong invoice"),
+        ("confirm", 2, None, False, None),
+        ("confirm", 3, None, False, "not ours"),
+        ("reject", 3, "never", True, None),
+    ]
 
 
 def test_a_put_that_changes_a_side_retires_the_manual_work(

@@ -48,6 +48,7 @@ RULES_OF_DATA = {
     "columns, and a name no resource has",
     "/api/v2/reconciliations/{reconciliation_id}": "a definition names resources of the "
     "workspace and their columns, and a name no other resource has",
+    "/api/v2/reconciliations/{reconciliation_id}/matches": "the rows are positions the inputs have",
     "/api/v2/transformations": "a definition's inputs are resources of the workspace, its "
     "SQL reads their columns, and its name no resource has",
     "/api/v2/transformations/preview": "a definition's inputs are resources of the "

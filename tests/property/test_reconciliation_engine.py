@@ -27,6 +27,7 @@ from tally.core.reconciliation import (
     SideName,
 )
 from tally.services.reconciliation import key_join
+from tally.services.reconciliation import passes as pass_module
 from tally.services.reconciliation.matching import SideTable, output_rows, reconcile
 
 # Few distinct values, so that keys collide, sums fit and ties happen; the rarer ones test
@@ -173,6 +174,57 @@ def test_keys_whose_hashes_collide_are_decided_as_the_model_does(case: tuple[Any
     makes most keys collide, the general path must still decide as the model does."""
     d, left, right, manual = case
     with patch.object(key_join, "key_hash", lambda key: len(repr(key)) % 3):
+        outcome = run_engine(d, left, right, manual)
+    assert as_model(outcome) == run_model(d, left, right, manual)
+
+
+WIDE_ROWS = st.lists(  # one key or two, amounts and days close: many pairs, many ties
+    st.fixed_dictionaries(
+        {
+            "ref": st.sampled_from(["A", "A", "B"]),
+            "code": st.just(None),
+            "amount": st.sampled_from([*range(-3, 4), None]),
+            "day": st.sampled_from([*range(5), None]),
+            "note": st.integers(0, 1),
+        }
+    ),
+    min_size=2,
+    max_size=12,
+)
+
+
+@st.composite
+def wide_cases(draw: st.DrawFn) -> tuple[Any, ...]:
+    """One-to-one passes whose key groups hold many candidate pairs: wide tolerances and
+    windows, one-sided ones, passes without keys."""
+    with_amount, with_date = draw(st.booleans()), draw(st.booleans())
+    one_pass = st.fixed_dictionaries(
+        {
+            "type": st.just("one_to_one"),
+            "keys": st.sampled_from([[], [{"left": "ref", "right": "ref"}]]),
+            "amount_tolerance": st.sampled_from(["0", "0.01", "0.02", "0.04"]),
+            "date_window": st.sampled_from([[0, 0], [-2, 2], [1, 3], [-3, -1], [0, 1]]),
+            "auto_confirm": st.booleans(),
+        }
+    )
+    chosen = draw(st.lists(one_pass, min_size=1, max_size=2))
+    d = definition(
+        [{"name": f"p{n}", **p} for n, p in enumerate(chosen)], amount=with_amount, date=with_date
+    )
+    left, right = draw(WIDE_ROWS), draw(WIDE_ROWS)
+    return d, left, right, draw(manual_work(len(left), len(right)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(cases(), wide_cases()), st.sampled_from([-1, 0, 1, 3]))
+def test_key_groups_matched_without_listing_their_pairs_are_decided_as_the_model_does(
+    case: tuple[Any, ...], listed: int
+) -> None:
+    """A key group with more candidate pairs than a one-to-one pass lists is matched level
+    by level (large_groups.py), and the listed groups in batches: with a bound this low,
+    most groups of these small cases go either way, and must decide as the model does."""
+    d, left, right, manual = case
+    with patch.object(pass_module, "LISTED_PAIRS", listed):
         outcome = run_engine(d, left, right, manual)
     assert as_model(outcome) == run_model(d, left, right, manual)
 

@@ -119,6 +119,9 @@ V2_ERRORS: ErrorTable = {
     errors.RunFailedError: ErrorRow(
         400, _V2, "The query failed, or ran past TALLY_TRANSFORMATION_TIMEOUT_SECONDS."
     ),
+    errors.RowNotFoundError: ErrorRow(
+        400, _V2, "A row the body names is not in its input; `errors` names each side and row."
+    ),
     errors.IncompleteBodyError: ErrorRow(400, _V2),
     errors.LoadError: ErrorRow(400, _V2),
     errors.NotFoundError: ErrorRow(
@@ -202,7 +205,11 @@ def _v2_problems(error: Exception) -> list[FieldProblem]:
     if isinstance(error, RequestValidationError):
         return validation_problems(error.errors())
     if isinstance(
-        error, errors.DefinitionRejectedError | errors.InvalidBodyError | errors.ConflictError
+        error,
+        errors.DefinitionRejectedError
+        | errors.InvalidBodyError
+        | errors.ConflictError
+        | errors.RowNotFoundError,
     ):
         return error.problems
     if isinstance(error, errors.IngestionForbiddenError):

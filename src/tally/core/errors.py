@@ -18,6 +18,7 @@
     │   ├── InvalidBodyError                 (ingestion 422: a body that is not its model)
     │   │   └── InvalidUploadError           (an upload that is not its Content-Type)
     │   │       └── JsonRowsError            (JSON rows that cannot become CSV)
+    │   ├── RowNotFoundError                 (400: a manual match names a row not in its input)
     │   ├── ConflictError                    (409: rows already in a manual match, ...)
     │   ├── IncompleteBodyError              (ingestion 400: the client left mid-body)
     │   ├── UnsupportedMediaTypeError        (ingestion 415)
@@ -185,6 +186,14 @@ class DefinitionRejectedError(InvalidRequestError):
     def __init__(self, problems: list[FieldProblem]) -> None:
         self.problems = problems
         super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+
+class RowNotFoundError(InvalidRequestError):
+    """A row the body names is not in its input; each problem names the side and row."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
 
 
 class ConflictError(InvalidRequestError):

@@ -37,6 +37,7 @@ class ActionRecord:
     note: str | None
     created_at: dt.datetime
     undone_at: dt.datetime | None
+    undo_note: str | None  # why a manual match was dissolved (DELETE's note)
 
     @property
     def makes_manual_match(self) -> bool:
@@ -55,4 +56,5 @@ class ActionRecord:
             note=row.note,
             created_at=as_utc(row.created_at),
             undone_at=as_utc(row.undone_at) if row.undone_at is not None else None,
+            undo_note=row.undo_note,
         )

@@ -77,8 +77,10 @@ def manual_work(conn: Connection, derived_id: int) -> ManualWork:
     )
 
 
-def undo_action(conn: Connection, action_id: int, now: dt.datetime) -> None:
-    conn.execute(sa.update(actions).where(actions.c.id == action_id).values(undone_at=now))
+def undo_action(conn: Connection, action_id: int, now: dt.datetime, note: str | None) -> None:
+    conn.execute(
+        sa.update(actions).where(actions.c.id == action_id).values(undone_at=now, undo_note=note)
+    )
 
 
 def retire_actions(conn: Connection, derived_id: int, now: dt.datetime) -> int:

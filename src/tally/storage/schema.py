@@ -293,5 +293,6 @@ reconciliation_actions = Table(
     Column("note", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("undone_at", DateTime(timezone=True), nullable=True),
+    Column("undo_note", Text, nullable=True),
     CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
 )

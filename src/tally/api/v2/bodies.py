@@ -153,8 +153,9 @@ class WebhookCreatedResponse(BaseModel):
     )
 
 
-async def read_json(request: Request, *, max_bytes: int) -> Any:
-    """The body as JSON, refusing more than max_bytes without reading it all."""
+async def read_json(request: Request, *, max_bytes: int, optional: bool = False) -> Any:
+    """The body as JSON, refusing more than max_bytes without reading it all (`optional`:
+    no body at all is None)."""
     size = 0
     chunks = []
     async for chunk in request.stream():
@@ -164,6 +165,8 @@ async def read_json(request: Request, *, max_bytes: int) -> Any:
                 [FieldProblem(None, f"the body is larger than {max_bytes} bytes")]
             )
         chunks.append(chunk)
+    if optional and not size:
+        return None
     try:
         return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as exc:
@@ -183,15 +186,16 @@ def validate_body(model: type[T], data: Any) -> T:
 _REQUEST_MODELS: dict[str, type[BaseModel]] = {}
 
 
-def json_request_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The route's `openapi_extra`: a required JSON body of `model` (read by hand, see
-    read_json, so FastAPI does not declare it itself), a reference to its component so
-    that generated clients get one named class for it and for each model it uses."""
+def json_request_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """The route's `openapi_extra`: a JSON body of `model` (read by hand, see read_json,
+    so FastAPI does not declare it itself), a reference to its component so that
+    generated clients get one named class for it and for each model it uses."""
     name = model.__name__
     if _REQUEST_MODELS.setdefault(name, model) is not model:
         raise TypeError(f"two request models are named {name}: a component name must be unique")
     schema = {"$ref": f"{COMPONENTS}{name}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+    content = {"application/json": {"schema": schema}}
+    return {"requestBody": {"required": required, "content": content}}
 
 
 def request_components() -> dict[str, Any]:

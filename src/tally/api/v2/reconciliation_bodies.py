@@ -79,6 +79,12 @@ class MatchBody(Strict):
         return rows
 
 
+class NoteBody(Strict):
+    """The optional body of a confirmation or an undo (none at all is no note)."""
+
+    note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="Why, for the audit.")
+
+
 class MatchResponse(BaseModel):
     match_id: int = Field(description="The match's id in the output: its smallest left row.")
 
@@ -97,9 +103,13 @@ class ActionResponse(BaseModel):
     left_rows: list[int]
     right_rows: list[int]
     fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")
-    note: str | None
+    note: str | None = Field(description="The note of the POST that took the action.")
     created_at: dt.datetime
     undone_at: dt.datetime | None
+    undo_note: str | None = Field(
+        description="The note of the DELETE that dissolved a manual match (a rejection "
+        "is an action of its own, with its note)."
+    )
 
 
 class ActionListResponse(BaseModel):

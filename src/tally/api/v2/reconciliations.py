@@ -18,10 +18,11 @@ from fastapi.responses import Response
 from tally.api.deps import ReconciliationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
-from tally.api.v2.bodies import json_request_body, validate_body
+from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.api.v2.derived_routes import (
     AUTH,
     DEFINED,
+    MAX_DEFINITION_BYTES,
     MAX_PAGE,
     deleted,
     page,
@@ -32,6 +33,7 @@ from tally.api.v2.reconciliation_bodies import (
     ActionListResponse,
     MatchBody,
     MatchResponse,
+    NoteBody,
     ReconciliationCreatedResponse,
     ReconciliationListResponse,
     ReconciliationResponse,
@@ -64,7 +66,14 @@ def _action(action: ActionRecord) -> dict[str, Any]:
         "note": action.note,
         "created_at": action.created_at.isoformat(),
         "undone_at": action.undone_at.isoformat() if action.undone_at else None,
+        "undo_note": action.undo_note,
     }
+
+
+async def _note(request: Request) -> str | None:
+    """The note of an optional `NoteBody` (no body: none)."""
+    data = await read_json(request, max_bytes=MAX_DEFINITION_BYTES, optional=True)
+    return None if data is None else validate_body(NoteBody, data).note
 
 
 @router.post(
@@ -170,10 +179,12 @@ async def queue_run(
     status_code=201,
     summary="Match rows by hand (status `manual`); no run takes them apart",
     description="Rows are positions (`<side>._row`). Rows in an automatic or suggested "
-    "match are released from it. 409 names each row not in its input or already in a "
-    "manual match.",
+    "match are released from it. 400 names each row not in its input (side and row); "
+    "409 each row already in a manual match.",
     response_model=MatchResponse,
-    responses=v2_responses(*FOUND, errors.InvalidBodyError, errors.ConflictError),
+    responses=v2_responses(
+        *FOUND, errors.InvalidBodyError, errors.RowNotFoundError, errors.ConflictError
+    ),
     openapi_extra=json_request_body(MatchBody),
 )
 async def match_rows(
@@ -197,20 +208,27 @@ async def match_rows(
 @router.post(
     MATCH + "/confirm",
     summary="Confirm a suggested match: it becomes manual",
+    description='The body is optional: `{"note": "..."}` is kept with the action.',
     response_model=MatchResponse,
-    responses=v2_responses(*FOUND, errors.MatchNotFoundError, errors.ConflictError),
+    responses=v2_responses(
+        *FOUND, errors.InvalidBodyError, errors.MatchNotFoundError, errors.ConflictError
+    ),
+    openapi_extra=json_request_body(NoteBody, required=False),
 )
 async def confirm_match(
+    request: Request,
     reconciliation_id: ReconciliationId,
     match_id: MatchId,
     workspace: KeyedWorkspace,
     service: ReconciliationsDep,
 ) -> Response:
+    note = await _note(request)
     confirmed = await run_in_threadpool(
         service.confirm,
         workspace_id=workspace.id,
         reconciliation_id=reconciliation_id,
         match_id=match_id,
+        note=note,
     )
     return json_response({"match_id": confirmed})
 
@@ -218,20 +236,26 @@ async def confirm_match(
 @router.delete(
     MATCH,
     summary="Undo a match: a manual one is dissolved, an automatic or suggested one rejected",
+    description='The body is optional: `{"note": "..."}` is kept as the dissolved '
+    "match's `undo_note`, or as the rejection's `note`.",
     response_model=UndoneResponse,
-    responses=v2_responses(*FOUND, errors.MatchNotFoundError),
+    responses=v2_responses(*FOUND, errors.InvalidBodyError, errors.MatchNotFoundError),
+    openapi_extra=json_request_body(NoteBody, required=False),
 )
 async def undo_match(
+    request: Request,
     reconciliation_id: ReconciliationId,
     match_id: MatchId,
     workspace: KeyedWorkspace,
     service: ReconciliationsDep,
 ) -> Response:
+    note = await _note(request)
     outcome = await run_in_threadpool(
         service.undo,
         workspace_id=workspace.id,
         reconciliation_id=reconciliation_id,
         match_id=match_id,
+        note=note,
     )
     return json_response({"match_id": match_id, "outcome": outcome})
 

@@ -17,7 +17,7 @@ import orjson
 from sqlalchemy import Connection
 
 from tally.core.columns import INT64_MAX
-from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError
+from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError, RowNotFoundError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind
 from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
@@ -39,33 +39,35 @@ def check_rows(
     *,
     field: str = "{side}_rows[{index}]",
 ) -> None:
-    """ConflictError naming every row that is not in its input, or is in a manual match
-    already (`field` names where each row was given)."""
+    """RowNotFoundError naming every row that is not in its input, else ConflictError
+    naming every row in a manual match already (`field` names where each row was given)."""
     taken: dict[SideName, dict[int, int]] = {SideName.LEFT: {}, SideName.RIGHT: {}}
     for action in actions.list_actions(conn, derived_id, in_force=True):
         if action.makes_manual_match:
             taken[SideName.LEFT].update(dict.fromkeys(action.left_rows, action.match_id))
             taken[SideName.RIGHT].update(dict.fromkeys(action.right_rows, action.match_id))
-    problems = []
+    missing, conflicts = [], []
     for side, positions in rows.items():
         named = definition.side(side)
         count = resources.get_resource(conn, named.resource_id).row_count
         for index, row in enumerate(positions):
             where = field.format(side=side, index=index)
             if not 1 <= row <= count:
-                problems.append(
+                missing.append(
                     FieldProblem(
                         where, f"{side} row {row} does not exist: {named.name} has {count} rows"
                     )
                 )
             elif row in taken[side]:
-                problems.append(
+                conflicts.append(
                     FieldProblem(
                         where, f"{side} row {row} is already in manual match {taken[side][row]}"
                     )
                 )
-    if problems:
-        raise ConflictError(problems)
+    if missing:
+        raise RowNotFoundError(missing)
+    if conflicts:
+        raise ConflictError(conflicts)
 
 
 def match_in_output(conn: Connection, output: Resource, match_id: int) -> list[OutputPair]:
@@ -128,14 +130,17 @@ def suggested_rows(pairs: Sequence[OutputPair], match_id: int) -> dict[SideName,
     return rows_of(pairs)
 
 
-def undo(conn: Connection, record: DerivedRecord, match_id: int, now: dt.datetime) -> str:
-    """Dissolve the manual match `match_id`, or else reject the automatic or suggested
-    match `match_id` of the current output (once: the output shows it until the next
-    run); MatchNotFoundError when there is neither."""
+def undo(
+    conn: Connection, record: DerivedRecord, match_id: int, note: str | None, now: dt.datetime
+) -> str:
+    """Dissolve the manual match `match_id` (the note kept as its action's `undo_note`),
+    or else reject the automatic or suggested match `match_id` of the current output
+    (once, with the note: the output shows it until the next run); MatchNotFoundError
+    when there is neither."""
     in_force = actions.list_actions(conn, record.id, in_force=True)
     for action in in_force:
         if action.makes_manual_match and action.match_id == match_id:
-            actions.undo_action(conn, action.id, now)
+            actions.undo_action(conn, action.id, now, note)
             derived_resources.request_run(conn, record.id, now)
             return "dissolved"
     output = resources.get_resource(conn, record.resource_id)
@@ -149,7 +154,7 @@ def undo(conn: Connection, record: DerivedRecord, match_id: int, now: dt.datetim
         and list(a.right_rows) == rows[SideName.RIGHT]
         for a in in_force
     ):
-        record_action(conn, record, ActionKind.REJECT, rows, None, now)
+        record_action(conn, record, ActionKind.REJECT, rows, note, now)
     return "rejected"
 
 

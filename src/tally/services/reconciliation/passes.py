@@ -17,9 +17,13 @@ import numpy as np
 
 from tally.core.reconciliation import ManualWork, SideName
 from tally.services.reconciliation import key_join
+from tally.services.reconciliation.large_groups import LargeGroup
 from tally.services.reconciliation.state import Run, Side
 
 Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
+# The candidate pairs listed at a time: a key group with more is matched by LargeGroup
+# (memory by its rows, not its pairs), and the listed groups are matched in batches.
+LISTED_PAIRS = 20_000
 
 
 def apply_manual(run: Run, manual: ManualWork) -> None:
@@ -88,25 +92,29 @@ def one_to_one(run: Run, pass_index: int) -> None:
     right_single, right_shared = index_rows(right_keys, found.right_rest)
     tolerance = run.tolerance(match_pass)
     window = match_pass.date_window
-    groups: list[list[Pair]] = []
-    for key in shared_keys(left_single, left_shared, right_single, right_shared):
-        pairs = _candidates(
-            run,
-            left_shared.get(key) or [left_single[key]],
-            right_shared.get(key) or [right_single[key]],
-            tolerance,
-            window,
-        )
-        if pairs:
-            groups.append(pairs)
     # The rest's keys one row a side has (a hash collision's rows only, as split
-    # leaves the rest), after split's pairs.
+    # leaves the rest), with split's pairs.
     lefts, rights = found.lefts, found.rights
     rest = [(i, right_single[key]) for key, i in left_single.items() if key in right_single]
     if rest:
         lefts = np.concatenate([lefts, np.array([i for i, _ in rest], dtype=np.int64)])
         rights = np.concatenate([rights, np.array([j for _, j in rest], dtype=np.int64)])
     _single_pairs(run, pass_index, lefts, rights, tolerance, window)
+    groups: list[list[Pair]] = []
+    listed = 0
+    for key in shared_keys(left_single, left_shared, right_single, right_shared):
+        group_lefts = left_shared.get(key) or [left_single[key]]
+        group_rights = right_shared.get(key) or [right_single[key]]
+        if _most_pairs(run, group_lefts, group_rights, tolerance, window) > LISTED_PAIRS:
+            LargeGroup(run, pass_index, group_lefts, group_rights, tolerance, window).match()
+            continue
+        pairs = _candidates(run, group_lefts, group_rights, tolerance, window)
+        if pairs:
+            groups.append(pairs)
+            listed += len(pairs)
+        if listed > LISTED_PAIRS:
+            _greedy(run, pass_index, groups)
+            groups, listed = [], 0
     if groups:
         _greedy(run, pass_index, groups)
     left.close_taken()
@@ -150,6 +158,36 @@ def _single_pairs(
         rights[fits],
         None if differences is None else differences[fits],
         None if shifts is None else shifts[fits],
+    )
+
+
+def _most_pairs(
+    run: Run, lefts: list[int], rights: list[int], tolerance: int, window: tuple[int, int]
+) -> int:
+    """How many candidate pairs a key group has at most: the fewer of those within the
+    tolerance and those within the window, counted by bisection without listing them."""
+    counts = [len(lefts) * len(rights)]
+    if run.amounts:
+        counts.append(
+            _within(run.left.amounts, run.right.amounts, lefts, rights, -tolerance, tolerance)
+        )
+    if run.dates:
+        counts.append(_within(run.left.days, run.right.days, lefts, rights, *window))
+    return min(counts)
+
+
+def _within(
+    mine: Sequence[Any],
+    theirs: Sequence[Any],
+    lefts: list[int],
+    rights: list[int],
+    low: int,
+    high: int,
+) -> int:
+    """How many (left, right) pairs have low <= right value - left value <= high."""
+    values = sorted(theirs[j] for j in rights)
+    return sum(
+        bisect_right(values, mine[i] + high) - bisect_left(values, mine[i] + low) for i in lefts
     )
 
 
@@ -217,18 +255,7 @@ def _greedy(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
             )
         for _, _, i, j in pairs:
             if left_taken[i] < 0 and right_taken[j] < 0:
-                run.pairs(pass_index, np.array([i]), np.array([j]), *_gaps(run, i, j))
-
-
-def _gaps(run: Run, i: int, j: int) -> tuple[Any, Any]:
-    """The amount difference and the date shift of a pair, as `Run.pairs` takes them."""
-    left, right = run.left, run.right
-    difference = left.amounts[i] - right.amounts[j] if run.amounts else None  # type: ignore[operator]
-    shift = right.days[j] - left.days[i] if run.dates else None  # type: ignore[operator]
-    return (
-        None if difference is None else np.array([difference], dtype=object),
-        None if shift is None else np.array([shift], dtype=object),
-    )
+                run.pair(pass_index, i, j)
 
 
 def _ties(pairs: list[Pair]) -> list[list[Pair]]:

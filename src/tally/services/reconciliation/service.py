@@ -179,22 +179,28 @@ class ReconciliationService:
         rows = {SideName.LEFT: left_rows, SideName.RIGHT: right_rows}
         return self._record(workspace_id, reconciliation_id, ActionKind.MATCH, rows, note)
 
-    def confirm(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> int:
-        """The suggested match of the current output made manual; its match id."""
+    def confirm(
+        self, *, workspace_id: int, reconciliation_id: int, match_id: int, note: str | None = None
+    ) -> int:
+        """The suggested match of the current output made manual, with the note; its
+        match id."""
         with self._engine.connect() as conn:
             record = _owned(conn, workspace_id, reconciliation_id)
             output = resources.get_resource(conn, record.resource_id)
             rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
         return self._record(
-            workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, None, field="match_id"
+            workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, note, field="match_id"
         )
 
-    def undo(self, *, workspace_id: int, reconciliation_id: int, match_id: int) -> str:
+    def undo(
+        self, *, workspace_id: int, reconciliation_id: int, match_id: int, note: str | None = None
+    ) -> str:
         """A manual match dissolved (`dissolved`), or an automatic or suggested match of the
-        current output rejected (`rejected`): no later run pairs its rows again."""
+        current output rejected (`rejected`): no later run pairs its rows again. The note
+        is kept with the action (manual.undo)."""
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            return manual.undo(conn, record, match_id, utc_now())
+            return manual.undo(conn, record, match_id, note, utc_now())
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""

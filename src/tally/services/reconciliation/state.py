@@ -239,6 +239,19 @@ class Run:
         self.left.taken_array()[lefts] = numbers
         self.right.taken_array()[rights] = numbers
 
+    def pair(self, pass_index: int, i: int, j: int) -> None:
+        """Record one one-to-one match: left row i with right row j."""
+        left, right = self.left, self.right
+        difference = left.amounts[i] - right.amounts[j] if self.amounts else None  # type: ignore[operator]
+        shift = right.days[j] - left.days[i] if self.dates else None  # type: ignore[operator]
+        self.pairs(
+            pass_index,
+            np.array([i], dtype=np.int64),
+            np.array([j], dtype=np.int64),
+            None if difference is None else np.array([difference], dtype=object),
+            None if shift is None else np.array([shift], dtype=object),
+        )
+
     def add_match(
         self,
         pass_index: int,
