@@ -28,8 +28,9 @@ def write_lock_is_free(runtime: Runtime) -> bool:
 
 
 def posix_locks(pid: int, path: Path) -> list[str]:
-    """The POSIX locks process `pid` holds on `path`: /proc/locks' lines `N: POSIX
-    ADVISORY READ|WRITE pid maj:min:inode start end` (a waiter's line has `->`). While
+    """The POSIX locks process `pid` holds on `path`, from /proc/locks' lines `N: POSIX
+    ADVISORY READ|WRITE pid maj:min:inode start end` without their number N, which
+    changes as other processes' locks come and go (a waiter's line has `->`). While
     a process has a SQLite database open in WAL mode, it holds a shared lock on it."""
     inode = path.stat().st_ino
     held = []
@@ -38,5 +39,5 @@ def posix_locks(pid: int, path: Path) -> list[str]:
         if "->" in fields or len(fields) < 6 or fields[1] != "POSIX":
             continue
         if int(fields[4]) == pid and int(fields[5].rsplit(":", 1)[1]) == inode:
-            held.append(line)
+            held.append(" ".join(fields[1:]))  # not the line's number: it moves
     return held
