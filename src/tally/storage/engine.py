@@ -11,9 +11,10 @@ import fcntl
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ SQLITE_READS = {
     False: ("cache_size=-16384", "mmap_size=0"),
 }
 WRITE_OPTION = "tally_write"
-IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its engine's queue
+IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its database's turn
 JOB_NEXT = "tally_job_next"  # `info` key: its next transaction is a long job's (no turn)
 AT_COMMIT = "tally_at_commit"  # `info` key: what to call when its transaction commits
 
@@ -148,10 +149,34 @@ def _configure_sqlite(engine: Engine, path: Path, reads: tuple[str, ...]) -> Non
         if descriptor is not None:
             os.close(descriptor)
 
-    _line_up_writers(engine, Checkpointer(path))
+    _line_up_writers(engine, _write_line_of(path))
 
 
-def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
+@dataclass
+class _WriteLine:
+    """A SQLite database's writers in this process: their turns and the checkpointer.
+    One per file, whatever the engines of it (the API's, the notification intake's): a
+    writer of one engine takes its turn with every other."""
+
+    checkpointer: Checkpointer
+    turns: threading.Lock = field(default_factory=threading.Lock)
+
+
+_write_lines: weakref.WeakValueDictionary[Path, _WriteLine] = weakref.WeakValueDictionary()
+_write_lines_lock = threading.Lock()
+
+
+def _write_line_of(path: Path) -> _WriteLine:
+    """The file's line, made by its first engine (kept while an engine of it lives)."""
+    key = path.resolve()
+    with _write_lines_lock:
+        line = _write_lines.get(key)
+        if line is None:
+            line = _write_lines[key] = _WriteLine(Checkpointer(path))
+        return line
+
+
+def _line_up_writers(engine: Engine, line: _WriteLine) -> None:
     """Write transactions announce themselves (see `yield_to_writers`) and take turns.
 
     The turns are the process's: its write transactions queue on one lock before
@@ -167,7 +192,7 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
     (`yield_to_writers`) and then meet them in the busy handler, as before. In turn with
     them, the 64 connections' notifications waited for a job transaction every other
     time while a 1M-row file's text and indexes were written (p99 0.25 s → 0.9 s)."""
-    in_line = threading.Lock()
+    in_line = line.turns  # the closures below hold `line`: shared while an engine lives
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -193,7 +218,7 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
         info = conn.connection.info
         _end_turn(info)
         if conn.get_execution_options().get(WRITE_OPTION, False):
-            checkpointer.committed()
+            line.checkpointer.committed()
         for call in info.pop(AT_COMMIT, ()):
             call()
 
