@@ -68,6 +68,9 @@ class Runtime:
     transformations: TransformationService
     uploads: UploadService
     webhooks: WebhookService
+    # A pool of its own: the notification intake's one thread never waits for a
+    # connection the requests hold (issue #30).
+    intake_engine: Engine
 
     @property
     def backend_name(self) -> str:
@@ -84,15 +87,20 @@ class Runtime:
         if self.data_query.snapshots is not None:
             # A column snapshot still being built holds a connection of this engine.
             self.data_query.snapshots.wait()
-        self.engine.dispose()
+        for engine in (self.engine, self.intake_engine):
+            engine.dispose()
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     _configure_logging(settings)
     prepare_home(settings.home)
+    url = settings.effective_database_url()
+    timeout = settings.database_pool_timeout_seconds
     engine = create_database_engine(
-        settings.effective_database_url(), pool_size=settings.database_pool_size
+        url, pool_size=settings.database_pool_size, pool_timeout=timeout
     )
+    # One thread, one connection at a time.
+    intake_engine = create_database_engine(url, pool_size=1, overflow=False, pool_timeout=timeout)
     if migrate:
         upgrade_database(engine)
     box = secret_box(settings)
@@ -123,7 +131,9 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             blobs.staging_dir,
         ),
         files=FileService(engine),
-        intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
+        intake=NotificationIntake(
+            intake_engine, box, deadline_seconds=settings.delivery_deadline_seconds
+        ),
         notifications=NotificationSender(
             engine=engine,
             box=box,
@@ -142,6 +152,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             deadline_seconds=settings.delivery_deadline_seconds,
         ),
         webhooks=WebhookService(engine, box),
+        intake_engine=intake_engine,
     )
 
 

@@ -27,6 +27,12 @@ class Settings(BaseSettings):
         "unset: SQLite in TALLY_HOME.",
     )
     database_pool_size: int = Field(10, description="Connections kept open per process.")
+    database_pool_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Longest a request or a job waits for one of its process's database "
+        "connections while every one is in use; then it is refused: 503 with Retry-After.",
+    )
     response_cache: bool = Field(
         True, description="Serve identical Data API requests from an in-process cache."
     )

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
 
+from tally.storage.db_errors import BusyQueuePool
 from tally.storage.home import prepare_sqlite_file
 from tally.storage.sql_functions import register_sql_functions
 from tally.storage.wal_checkpoints import Checkpointer
@@ -92,17 +93,33 @@ def normalise_url(url: str) -> str:
 PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c datestyle=ISO"
 
 
-def create_database_engine(url: str, *, pool_size: int = 10, mapped: bool = False) -> Engine:
-    """`mapped`: SQLite reads through a memory map of the database (query processes,
-    whose many small reads of hot pages it serves best); see `SQLITE_READS`."""
+POOL_TIMEOUT_SECONDS = 30.0  # SQLAlchemy's own default
+
+
+def create_database_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    overflow: bool = True,
+    pool_timeout: float = POOL_TIMEOUT_SECONDS,
+    mapped: bool = False,
+) -> Engine:
+    """`overflow`: past `pool_size`, more connections are opened for a while (SQLite 4x,
+    PostgreSQL 1x); without it, `pool_size` is all an engine has (a pool of its own for
+    one use: previews, the notification intake). Asking for one waits at most
+    `pool_timeout`, then is BusyError (db_errors.BusyQueuePool). `mapped`: SQLite reads
+    through a memory map of the database (query processes, whose many small reads of hot
+    pages it serves best); see `SQLITE_READS`."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = Path(url.removeprefix("sqlite:///"))
         prepare_sqlite_file(path)
         engine = create_engine(
             url,
+            poolclass=BusyQueuePool,
             pool_size=pool_size,
-            max_overflow=pool_size * 4,
+            max_overflow=pool_size * 4 if overflow else 0,
+            pool_timeout=pool_timeout,
             connect_args={"check_same_thread": False, "timeout": 30},
         )
         _configure_sqlite(engine, path, SQLITE_READS[mapped])
@@ -111,8 +128,10 @@ def create_database_engine(url: str, *, pool_size: int = 10, mapped: bool = Fals
     # request with 503 and SQLAlchemy then invalidates the pool.
     return create_engine(
         url,
+        poolclass=BusyQueuePool,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if overflow else 0,
+        pool_timeout=pool_timeout,
         connect_args={"options": PG_SESSION_OPTIONS},
     )
 
