@@ -36,6 +36,7 @@ from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
+from tally.services.transformations.previews import Previews
 from tally.services.transformations.runs import RunLimits, TransformationBuilder
 from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
@@ -63,14 +64,16 @@ class Runtime:
     files: FileService
     intake: NotificationIntake
     notifications: NotificationSender
+    previews: Previews
     reconciliations: ReconciliationService
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
     webhooks: WebhookService
-    # A pool of its own: the notification intake's one thread never waits for a
-    # connection the requests hold (issue #30).
+    # Pools of their own, so that neither waits for the other or for `engine`'s: the
+    # notification intake's one thread, and the previews' (issue #30).
     intake_engine: Engine
+    preview_engine: Engine
 
     @property
     def backend_name(self) -> str:
@@ -83,11 +86,12 @@ class Runtime:
         return path
 
     def close(self) -> None:
+        self.previews.close()
         self.intake.close()
         if self.data_query.snapshots is not None:
             # A column snapshot still being built holds a connection of this engine.
             self.data_query.snapshots.wait()
-        for engine in (self.engine, self.intake_engine):
+        for engine in (self.engine, self.intake_engine, self.preview_engine):
             engine.dispose()
 
 
@@ -99,8 +103,12 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     engine = create_database_engine(
         url, pool_size=settings.database_pool_size, pool_timeout=timeout
     )
-    # One thread, one connection at a time.
+    # One thread, one connection at a time; the previews hold one each, at most
+    # TALLY_PREVIEW_CONCURRENCY at once (Previews refuses more before asking).
     intake_engine = create_database_engine(url, pool_size=1, overflow=False, pool_timeout=timeout)
+    preview_engine = create_database_engine(
+        url, pool_size=settings.preview_concurrency, overflow=False, pool_timeout=timeout
+    )
     if migrate:
         upgrade_database(engine)
     box = secret_box(settings)
@@ -142,9 +150,15 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        previews=Previews(
+            preview_engine,
+            run_limits,
+            total=settings.preview_concurrency,
+            per_workspace=settings.preview_workspace_concurrency,
+        ),
         reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
-        transformations=TransformationService(engine, run_limits),
+        transformations=TransformationService(engine),
         uploads=UploadService(
             engine,
             blobs,
@@ -153,6 +167,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         ),
         webhooks=WebhookService(engine, box),
         intake_engine=intake_engine,
+        preview_engine=preview_engine,
     )
 
 

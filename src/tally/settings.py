@@ -185,6 +185,20 @@ class Settings(BaseSettings):
         description="Most rows a transformation's output may hold; a run past it fails "
         "and the previous output stays readable.",
     )
+    preview_concurrency: int = Field(
+        4,
+        ge=1,
+        description="Transformation previews one API process runs at once, each on a "
+        "thread and a database connection of its own (never the event loop's, the other "
+        "requests' or the notification intake's); one more is refused at once: 503 with "
+        "Retry-After.",
+    )
+    preview_workspace_concurrency: int = Field(
+        2,
+        ge=1,
+        description="Previews of one workspace an API process runs at once; one more is "
+        "refused at once: 429 with Retry-After.",
+    )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",
         description="Seconds between status-notification attempts (comma-separated): "

@@ -140,10 +140,18 @@ V2_ERRORS: ErrorTable = {
     errors.UnsupportedMediaTypeError: ErrorRow(415, _V2),
     errors.StorageProvisioningError: ErrorRow(502, _V2),
     errors.StorageError: ErrorRow(503, _V2),
+    errors.TooManyPreviewsError: ErrorRow(
+        429,
+        _V2,
+        "The workspace's previews running at once are at TALLY_PREVIEW_WORKSPACE_CONCURRENCY; "
+        "retry after `Retry-After` seconds.",
+        retry_after=True,
+    ),
     errors.BusyError: ErrorRow(
         503,
         _V2,
-        "Busy: every database connection is in use; retry after `Retry-After` seconds.",
+        "Busy: every database connection, or every preview slot (TALLY_PREVIEW_CONCURRENCY), "
+        "is in use; retry after `Retry-After` seconds.",
         retry_after=True,
     ),
     Exception: ErrorRow(500, _V2, "Unexpected error. Retry."),

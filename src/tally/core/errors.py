@@ -32,7 +32,9 @@
     ├── StorageError                         (the database could not be reached: 503)
     │   └── StorageProvisioningError         (a source's table could not be made: 502)
     └── BusyError                            (503 with Retry-After: every connection of a
-                                              pool in use)
+        │                                     pool, or every preview slot, in use)
+        └── TooManyPreviewsError             (429 with Retry-After: the workspace's
+                                              previews at their limit)
 
 Services raise these; `api/errors.py` maps them, per API version, to a status and a
 body (and the OpenAPI document's responses are generated from the same tables).
@@ -281,6 +283,10 @@ class BusyError(TallyError):
     ) -> None:
         self.retry_after_seconds = retry_after_seconds
         super().__init__(message)
+
+
+class TooManyPreviewsError(BusyError):
+    """Too many previews of this workspace are running. Retry later."""
 
 
 class InvalidNotificationError(InvalidRequestError):
