@@ -179,7 +179,7 @@ def _message_of(error_class: ErrorClass) -> str:
 
 RETRY_AFTER_HEADER = {
     "Retry-After": {
-        "description": "Seconds to wait before trying again.",
+        "description": "Seconds to wait before trying again (every 429; a 503 when busy).",
         "schema": {"type": "integer"},
     }
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
@@ -198,7 +198,14 @@ def interrupter(conn: Connection) -> Callable[[], None]:
     stop: Callable[[], None] = (
         driver.cancel_safe if backend_of(conn).is_postgresql else driver.interrupt
     )
-    return stop
+
+    def interrupt() -> None:
+        # A connection already broken (a server gone) has nothing left to stop, and a
+        # stopping process must not fail on it.
+        with suppress(Exception):
+            stop()
+
+    return interrupt
 
 
 def preview_rows(conn: Connection, columns: Sequence[Column], sql: str, limit: int) -> list[str]:
