@@ -18,8 +18,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import httpx
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from support.databases import make_settings, setup_engine
 from support.factories import Tenant, make_source, make_tenant
@@ -55,6 +57,18 @@ def busy(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterat
     runtime.close()
 
 
+def with_two_request_threads(app: ASGIApp) -> ASGIApp:
+    """`app` with anyio's threads for requests (40 by default: each /api/v2 request's key
+    check and service call take one) cut to two, fewer than the previews that will run:
+    were a preview to hold one, the requests that need them would wait as long."""
+
+    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = 2  # this loop's
+        await app(scope, receive, send)
+
+    return limited
+
+
 def preview(client: httpx.Client, tenant: Tenant, source_id: int, sql: str) -> httpx.Response:
     body = {"name": "slow", "inputs": {"s": source_id}, "sql": sql}
     return client.post(PREVIEW, json=body, headers=tenant.v2_headers)
@@ -81,7 +95,7 @@ def test_previews_past_their_limits_are_refused_while_the_rest_is_answered(busy:
         first_input = make_source(engine, first, ROWS_CSV, name="numbers").id
         second_input = make_source(engine, second, ROWS_CSV, name="numbers").id
     with (
-        serve_app(create_app(busy.settings, busy)) as url,
+        serve_app(with_two_request_threads(create_app(busy.settings, busy))) as url,
         httpx.Client(base_url=url, timeout=ANSWER_SECONDS) as client,
         ThreadPoolExecutor(max_workers=6) as callers,
     ):
