@@ -20,13 +20,15 @@ from typing import Any
 
 import anyio.to_thread
 import httpx
+import psycopg
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from support.databases import make_settings, setup_engine
+from support.databases import BACKENDS, make_settings, setup_engine
 from support.factories import Tenant, make_source, make_tenant
 from support.processes import notify, register_webhook
 from support.servers import serve_app
+from support.waiting import eventually
 from tally.api.app import create_app
 from tally.runtime import Runtime, build_runtime
 
@@ -36,6 +38,7 @@ ENDLESS_SQL = (
     "SELECT COUNT(*) AS pairs FROM s AS a JOIN s AS b ON TRUE JOIN s AS c ON TRUE "
     "JOIN s AS d ON TRUE"
 )
+UNAVAILABLE = "Data platform is temporarily unavailable. Please try again later."
 ANSWER_SECONDS = 60  # an answer that never comes fails the test, it does not hang it
 
 
@@ -135,3 +138,37 @@ def test_the_preview_documents_its_refusals(api: httpx.Client) -> None:
         assert "Retry-After" in responses[status]["headers"], status
     assert "TALLY_PREVIEW_WORKSPACE_CONCURRENCY" in responses["429"]["description"]
     assert "TALLY_PREVIEW_CONCURRENCY" in responses["503"]["description"]
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "postgresql"])
+def test_a_preview_whose_connection_is_lost_is_503(
+    busy: Runtime, request: pytest.FixtureRequest
+) -> None:
+    """The server ends the preview's session mid-query (a restart, a failover): the
+    database is unavailable, not the query wrong (400) nor tally broken (500)."""
+    with setup_engine(busy.settings) as engine:
+        tenant = make_tenant(engine)
+        source_id = make_source(engine, tenant, ROWS_CSV, name="numbers").id
+    server = request.getfixturevalue("postgres_server")
+    database = busy.settings.effective_database_url().rsplit("/", 1)[1]
+    with (
+        serve_app(create_app(busy.settings, busy)) as url,
+        httpx.Client(base_url=url, timeout=ANSWER_SECONDS) as client,
+        ThreadPoolExecutor(max_workers=1) as caller,
+        psycopg.connect(server.url(), autocommit=True) as admin,
+    ):
+        answer = caller.submit(preview, client, tenant, source_id, ENDLESS_SQL)
+
+        def running() -> list[Any]:
+            return admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND state = 'active' AND query LIKE 'WITH q %%'",
+                (database,),
+            ).fetchall()
+
+        eventually(running, timeout=ANSWER_SECONDS, what="the preview's query, ended")
+        lost = answer.result(timeout=ANSWER_SECONDS)
+    assert (lost.status_code, lost.json()) == (
+        503,
+        {"errors": [{"field": None, "message": UNAVAILABLE}]},
+    )

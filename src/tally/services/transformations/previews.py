@@ -13,6 +13,7 @@ A stopping process stops its previews (`close`) instead of waiting for their lim
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,13 +26,16 @@ from typing import Any
 from sqlalchemy import Connection, Engine, exc
 
 from tally.core.columns import Column
-from tally.core.errors import BusyError, RunFailedError, TooManyPreviewsError
+from tally.core.errors import BusyError, RunFailedError, StorageError, TooManyPreviewsError
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import parse_definition
 from tally.storage import accounts
 from tally.storage import transformation_sql as runs_sql
+from tally.storage.db_errors import failure_summary
 from tally.storage.engine import backend_of, snapshot_connection
+
+log = logging.getLogger("tally.transformations")
 
 PREVIEW_ROWS = 20
 ALL_BUSY = "Every preview slot of the service is in use. Retry later."
@@ -122,8 +126,9 @@ class Previews:
                 with runs_sql.time_limit(conn, self._limits.timeout_seconds):
                     rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
             except exc.DBAPIError as error:
-                if error.connection_invalidated:
-                    raise
+                if error.connection_invalidated:  # the database went away: not the query's fault
+                    log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
+                    raise StorageError() from error
                 reason = str(error.orig).strip().splitlines()[0]
                 raise RunFailedError(f"the query failed: {reason}") from None
         return Preview(columns, rows)
