@@ -5,8 +5,8 @@ A preview runs a user's SQL for up to TALLY_TRANSFORMATION_TIMEOUT_SECONDS. Each
 a thread of this pool with a connection of its own engine, so however many are asked
 for, the API's event loop, the threads of its other requests and the connections they
 and the notification intake use stay free. At most `total` run at once in a process and
-`per_workspace` of one workspace; one more is refused at once, never queued (a queue
-would only hold the caller's connection open for minutes): TooManyPreviewsError (429)
+`per_workspace` of one workspace; one more is refused at once, never queued (queued, it
+would keep its caller waiting for minutes without a word): TooManyPreviewsError (429)
 past the workspace's limit, BusyError (503) past the process's, both with Retry-After.
 A stopping process stops its previews (`close`) instead of waiting for their limit.
 """
