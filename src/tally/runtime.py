@@ -36,6 +36,7 @@ from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
 from tally.services.status_notifications import NotificationSender
+from tally.services.transformations.previews import Previews
 from tally.services.transformations.runs import RunLimits, TransformationBuilder
 from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
@@ -63,11 +64,16 @@ class Runtime:
     files: FileService
     intake: NotificationIntake
     notifications: NotificationSender
+    previews: Previews
     reconciliations: ReconciliationService
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
     webhooks: WebhookService
+    # Pools of their own, so that neither waits for the other or for `engine`'s: the
+    # notification intake's one thread, and the previews' (issue #30).
+    intake_engine: Engine
+    preview_engine: Engine
 
     @property
     def backend_name(self) -> str:
@@ -80,18 +86,28 @@ class Runtime:
         return path
 
     def close(self) -> None:
+        self.previews.close()
         self.intake.close()
         if self.data_query.snapshots is not None:
             # A column snapshot still being built holds a connection of this engine.
             self.data_query.snapshots.wait()
-        self.engine.dispose()
+        for engine in (self.engine, self.intake_engine, self.preview_engine):
+            engine.dispose()
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     _configure_logging(settings)
     prepare_home(settings.home)
+    url = settings.effective_database_url()
+    timeout = settings.database_pool_timeout_seconds
     engine = create_database_engine(
-        settings.effective_database_url(), pool_size=settings.database_pool_size
+        url, pool_size=settings.database_pool_size, pool_timeout=timeout
+    )
+    # One thread, one connection at a time; the previews hold one each, at most
+    # TALLY_PREVIEW_CONCURRENCY at once (Previews refuses more before asking).
+    intake_engine = create_database_engine(url, pool_size=1, overflow=False, pool_timeout=timeout)
+    preview_engine = create_database_engine(
+        url, pool_size=settings.preview_concurrency, overflow=False, pool_timeout=timeout
     )
     if migrate:
         upgrade_database(engine)
@@ -123,7 +139,9 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             blobs.staging_dir,
         ),
         files=FileService(engine),
-        intake=NotificationIntake(engine, box, deadline_seconds=settings.delivery_deadline_seconds),
+        intake=NotificationIntake(
+            intake_engine, box, deadline_seconds=settings.delivery_deadline_seconds
+        ),
         notifications=NotificationSender(
             engine=engine,
             box=box,
@@ -132,9 +150,15 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.notification_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        previews=Previews(
+            preview_engine,
+            run_limits,
+            total=settings.preview_concurrency,
+            per_workspace=settings.preview_workspace_concurrency,
+        ),
         reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
-        transformations=TransformationService(engine, run_limits),
+        transformations=TransformationService(engine),
         uploads=UploadService(
             engine,
             blobs,
@@ -142,6 +166,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             deadline_seconds=settings.delivery_deadline_seconds,
         ),
         webhooks=WebhookService(engine, box),
+        intake_engine=intake_engine,
+        preview_engine=preview_engine,
     )
 
 

@@ -27,6 +27,12 @@ class Settings(BaseSettings):
         "unset: SQLite in TALLY_HOME.",
     )
     database_pool_size: int = Field(10, description="Connections kept open per process.")
+    database_pool_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Longest a request or a job waits for one of its process's database "
+        "connections while every one is in use; then it is refused: 503 with Retry-After.",
+    )
     response_cache: bool = Field(
         True, description="Serve identical Data API requests from an in-process cache."
     )
@@ -178,6 +184,20 @@ class Settings(BaseSettings):
         ge=1,
         description="Most rows a transformation's output may hold; a run past it fails "
         "and the previous output stays readable.",
+    )
+    preview_concurrency: int = Field(
+        4,
+        ge=1,
+        description="Transformation previews one API process runs at once, each on a "
+        "thread and a database connection of its own (never the event loop's, the other "
+        "requests' or the notification intake's); one more is refused at once: 503 with "
+        "Retry-After.",
+    )
+    preview_workspace_concurrency: int = Field(
+        2,
+        ge=1,
+        description="Previews of one workspace an API process runs at once; one more is "
+        "refused at once: 429 with Retry-After.",
     )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",

@@ -56,8 +56,11 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.ListenError: "`tally serve`'s: its address cannot be bound, before any route",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
+PREVIEWS_REFUSED = "test_preview_limits.py::test_previews_past_their_limits_are_refused_while"
 PROVOKED_ELSEWHERE = {
-    ("get", DATA, 503): "test_data_api_errors.py::test_unreachable_database_is_503_without_a_trace"
+    ("get", DATA, 503): "test_data_api_errors.py::test_unreachable_database_is_503_without_a_trace",
+    ("post", "/api/v2/transformations/preview", 429): PREVIEWS_REFUSED,
+    ("post", "/api/v2/transformations/preview", 503): PREVIEWS_REFUSED,
 }
 
 

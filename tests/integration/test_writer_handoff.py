@@ -110,16 +110,22 @@ def test_a_failed_transaction_ends_its_announcement(engine: Engine) -> None:
         assert conn.exec_driver_sql("SELECT count(*) FROM handoff").scalar_one() == 0
 
 
-def test_threads_of_one_process_take_turns(engine: Engine) -> None:
+@pytest.mark.parametrize("stream_engine", ["engine", "intake_engine"])
+def test_threads_of_one_process_take_turns(
+    engine: Engine, runtime: Runtime, stream_engine: str
+) -> None:
     """A thread that commits and begins again at once (the notification intake under a
     stream of notifications) lets another thread's write in after its current
-    transaction: SQLite's busy handler alone let the stream win for as long as it ran."""
+    transaction: SQLite's busy handler alone let the stream win for as long as it ran.
+    The same when the stream writes through another engine of the database (the
+    intake's own)."""
     stop = threading.Event()
     holding = threading.Event()
+    streaming_engine: Engine = getattr(runtime, stream_engine)
 
     def stream() -> None:
         for _ in range(100):  # 2 s at most
-            with write_connection(engine) as conn, conn.begin():
+            with write_connection(streaming_engine) as conn, conn.begin():
                 conn.exec_driver_sql("INSERT INTO handoff (who) VALUES ('stream')")
                 holding.set()
                 time.sleep(0.02)

@@ -8,15 +8,19 @@ so every caller gets a database of its own.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from support.pg import create_database
 from tally.settings import Settings
+from tally.storage.engine import create_database_engine
 
 BACKENDS = [b for b in os.environ.get("TALLY_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 _database_numbers = itertools.count(1)
@@ -40,3 +44,15 @@ def make_settings(
     # and tests/e2e/test_worker_processes.py's killed-server test.
     overrides.setdefault("query_processes", 0)
     return Settings(home=home, database_url=url, log_level="WARNING", **overrides)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def setup_engine(settings: Settings) -> Iterator[Engine]:
+    """An engine of the default size on the settings' database, for what a test writes
+    before the runtime under test (built with a small pool) is used: PostgreSQL builds
+    a source's indexes on several connections at once."""
+    engine = create_database_engine(settings.effective_database_url())
+    try:
+        yield engine
+    finally:
+        engine.dispose()

@@ -15,6 +15,7 @@ from tally.services.authentication import AuthenticationService
 from tally.services.files import FileService
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
+from tally.services.transformations.previews import Previews
 from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
 from tally.services.webhooks import WebhookService
@@ -34,6 +35,10 @@ async def _authentication(request: Request) -> AuthenticationService:
 
 async def _files(request: Request) -> FileService:
     return runtime_of(request).files
+
+
+async def _previews(request: Request) -> Previews:
+    return runtime_of(request).previews
 
 
 async def _reconciliations(request: Request) -> ReconciliationService:
@@ -58,6 +63,7 @@ async def _webhooks(request: Request) -> WebhookService:
 
 AuthenticationDep = Annotated[AuthenticationService, Depends(_authentication)]
 FilesDep = Annotated[FileService, Depends(_files)]
+PreviewsDep = Annotated[Previews, Depends(_previews)]
 ReconciliationsDep = Annotated[ReconciliationService, Depends(_reconciliations)]
 SourcesDep = Annotated[SourceService, Depends(_sources)]
 TransformationsDep = Annotated[TransformationService, Depends(_transformations)]

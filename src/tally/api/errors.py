@@ -73,6 +73,7 @@ class ErrorRow(NamedTuple):
     status: int
     body: type[BaseModel]
     description: str | None = None
+    retry_after: bool = False  # answered with Retry-After (a BusyError's)
 
 
 ErrorClass = type[Exception]
@@ -93,6 +94,7 @@ V1_ERRORS: ErrorTable = {
     errors.WorkspaceNotFoundError: ErrorRow(404, _V1),
     errors.ResourceNotFoundError: ErrorRow(404, _V1),
     errors.StorageError: ErrorRow(503, _V1),
+    errors.BusyError: ErrorRow(503, _V1, retry_after=True),
     Exception: ErrorRow(500, _V1, INTERNAL_ERROR_DETAIL),
 }
 
@@ -138,6 +140,20 @@ V2_ERRORS: ErrorTable = {
     errors.UnsupportedMediaTypeError: ErrorRow(415, _V2),
     errors.StorageProvisioningError: ErrorRow(502, _V2),
     errors.StorageError: ErrorRow(503, _V2),
+    errors.TooManyPreviewsError: ErrorRow(
+        429,
+        _V2,
+        "The workspace's previews running at once are at TALLY_PREVIEW_WORKSPACE_CONCURRENCY; "
+        "retry after `Retry-After` seconds.",
+        retry_after=True,
+    ),
+    errors.BusyError: ErrorRow(
+        503,
+        _V2,
+        "Busy: every database connection, or every preview slot (TALLY_PREVIEW_CONCURRENCY), "
+        "is in use; retry after `Retry-After` seconds.",
+        retry_after=True,
+    ),
     Exception: ErrorRow(500, _V2, "Unexpected error. Retry."),
 }
 
@@ -161,10 +177,19 @@ def _message_of(error_class: ErrorClass) -> str:
     return (error_class.__doc__ or error_class.__name__).strip().splitlines()[0]
 
 
+RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again (every 429; a 503 when busy).",
+        "schema": {"type": "integer"},
+    }
+}
+
+
 def _responses(
     table: ErrorTable, raised: Iterable[ErrorClass], *, quoted: bool
 ) -> dict[int | str, dict[str, Any]]:
     by_status: dict[int, tuple[type[BaseModel], list[str]]] = {}
+    retried: set[int] = set()
     for error_class in raised:
         row = row_for(error_class, table)
         if row.status == 500 and error_class is not Exception:
@@ -176,8 +201,14 @@ def _responses(
         texts = by_status.setdefault(row.status, (row.body, []))[1]
         if text not in texts:
             texts.append(text)
+        if row.retry_after:
+            retried.add(row.status)
     return {
-        status: {"model": body, "description": " · ".join(texts)}
+        status: {
+            "model": body,
+            "description": " · ".join(texts),
+            **({"headers": RETRY_AFTER_HEADER} if status in retried else {}),
+        }
         for status, (body, texts) in sorted(by_status.items())
     }
 
@@ -247,7 +278,7 @@ def v2_error_response(error: Exception) -> Response:
     else:
         problems = _v2_problems(error)
     body = {"errors": [{"field": p.field, "message": p.message} for p in problems]}
-    return json_response(body, status)
+    return _retry_after(error, json_response(body, status))
 
 
 def v1_error_response(error: Exception) -> Response:
@@ -255,7 +286,14 @@ def v1_error_response(error: Exception) -> Response:
     if status == 500 or not isinstance(error, errors.TallyError):
         _log_crash(error)
         return json_response({"detail": INTERNAL_ERROR_DETAIL}, status_code=500)
-    return json_response({"detail": error.message}, status_code=status)
+    return _retry_after(error, json_response({"detail": error.message}, status_code=status))
+
+
+def _retry_after(error: Exception, response: Response) -> Response:
+    """A BusyError's answer says when to come back."""
+    if isinstance(error, errors.BusyError):
+        response.headers["Retry-After"] = str(error.retry_after_seconds)
+    return response
 
 
 def allowed_methods(request: Request) -> str:

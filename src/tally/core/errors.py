@@ -29,8 +29,12 @@
     ├── SealError                            (core/sealing.py: a secret that cannot be opened)
     ├── RunFailedError                       (a derived resource's run: recorded on it)
     ├── ListenError                          (`tally serve`: its address cannot be bound)
-    └── StorageError                         (the database could not be reached: 503)
-        └── StorageProvisioningError         (a source's table could not be made: 502)
+    ├── StorageError                         (the database could not be reached: 503)
+    │   └── StorageProvisioningError         (a source's table could not be made: 502)
+    └── BusyError                            (503 with Retry-After: every connection of a
+        │                                     pool, or every preview slot, in use)
+        └── TooManyPreviewsError             (429 with Retry-After: the workspace's
+                                              previews at their limit)
 
 Services raise these; `api/errors.py` maps them, per API version, to a status and a
 body (and the OpenAPI document's responses are generated from the same tables).
@@ -263,6 +267,26 @@ class StorageError(TallyError):
 
 class StorageProvisioningError(StorageError):
     """Storage provisioning failed upstream. Retry."""
+
+
+RETRY_AFTER_SECONDS = 1
+
+
+class BusyError(TallyError):
+    """Data platform is temporarily unavailable. Please try again later."""
+
+    # Not a StorageError: the database answers, this process has nothing free to ask it
+    # with. The client is told when to come back (Retry-After), not why.
+
+    def __init__(
+        self, message: str | None = None, *, retry_after_seconds: int = RETRY_AFTER_SECONDS
+    ) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message)
+
+
+class TooManyPreviewsError(BusyError):
+    """Too many previews of this workspace are running. Retry later."""
 
 
 class InvalidNotificationError(InvalidRequestError):

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import exc
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
-from tally.core.errors import LoadError, QueryNotApplicableError, StorageError
+from tally.core.errors import BusyError, LoadError, QueryNotApplicableError, StorageError
 
 log = logging.getLogger("tally.storage")
 
@@ -29,9 +30,19 @@ def translated_errors() -> Iterator[None]:
         if isinstance(error, exc.DataError | exc.ProgrammingError):
             raise QueryNotApplicableError(str(error.orig)) from error
         raise
-    except exc.TimeoutError as error:  # the connection pool is exhausted
-        log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
-        raise StorageError() from error
+
+
+class BusyQueuePool(QueuePool):
+    """A QueuePool whose wait for a connection, once past its timeout, is BusyError (503
+    with Retry-After) wherever a connection is asked for: SQLAlchemy's TimeoutError
+    would reach the API as an unexpected error (500), or fail a worker's job as one."""
+
+    def connect(self) -> PoolProxiedConnection:
+        try:
+            return super().connect()
+        except exc.TimeoutError as error:
+            log.warning("pool_exhausted", extra={"cause": failure_summary(error)})
+            raise BusyError() from error
 
 
 FAILURE_SUMMARY_CHARS = 300

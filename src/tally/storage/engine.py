@@ -11,15 +11,17 @@ import fcntl
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection
 
+from tally.storage.db_errors import BusyQueuePool
 from tally.storage.home import prepare_sqlite_file
 from tally.storage.sql_functions import register_sql_functions
 from tally.storage.wal_checkpoints import Checkpointer
@@ -44,7 +46,7 @@ SQLITE_READS = {
     False: ("cache_size=-16384", "mmap_size=0"),
 }
 WRITE_OPTION = "tally_write"
-IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its engine's queue
+IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its database's turn
 JOB_NEXT = "tally_job_next"  # `info` key: its next transaction is a long job's (no turn)
 AT_COMMIT = "tally_at_commit"  # `info` key: what to call when its transaction commits
 
@@ -91,17 +93,33 @@ def normalise_url(url: str) -> str:
 PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c datestyle=ISO"
 
 
-def create_database_engine(url: str, *, pool_size: int = 10, mapped: bool = False) -> Engine:
-    """`mapped`: SQLite reads through a memory map of the database (query processes,
-    whose many small reads of hot pages it serves best); see `SQLITE_READS`."""
+POOL_TIMEOUT_SECONDS = 30.0  # SQLAlchemy's own default
+
+
+def create_database_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    overflow: bool = True,
+    pool_timeout: float = POOL_TIMEOUT_SECONDS,
+    mapped: bool = False,
+) -> Engine:
+    """`overflow`: past `pool_size`, more connections are opened for a while (SQLite 4x,
+    PostgreSQL 1x); without it, `pool_size` is all an engine has (a pool of its own for
+    one use: previews, the notification intake). Asking for one waits at most
+    `pool_timeout`, then is BusyError (db_errors.BusyQueuePool). `mapped`: SQLite reads
+    through a memory map of the database (query processes, whose many small reads of hot
+    pages it serves best); see `SQLITE_READS`."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = Path(url.removeprefix("sqlite:///"))
         prepare_sqlite_file(path)
         engine = create_engine(
             url,
+            poolclass=BusyQueuePool,
             pool_size=pool_size,
-            max_overflow=pool_size * 4,
+            max_overflow=pool_size * 4 if overflow else 0,
+            pool_timeout=pool_timeout,
             connect_args={"check_same_thread": False, "timeout": 30},
         )
         _configure_sqlite(engine, path, SQLITE_READS[mapped])
@@ -110,8 +128,10 @@ def create_database_engine(url: str, *, pool_size: int = 10, mapped: bool = Fals
     # request with 503 and SQLAlchemy then invalidates the pool.
     return create_engine(
         url,
+        poolclass=BusyQueuePool,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if overflow else 0,
+        pool_timeout=pool_timeout,
         connect_args={"options": PG_SESSION_OPTIONS},
     )
 
@@ -148,10 +168,34 @@ def _configure_sqlite(engine: Engine, path: Path, reads: tuple[str, ...]) -> Non
         if descriptor is not None:
             os.close(descriptor)
 
-    _line_up_writers(engine, Checkpointer(path))
+    _line_up_writers(engine, _write_line_of(path))
 
 
-def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
+@dataclass
+class _WriteLine:
+    """A SQLite database's writers in this process: their turns and the checkpointer.
+    One per file, whatever the engines of it (the API's, the notification intake's): a
+    writer of one engine takes its turn with every other."""
+
+    checkpointer: Checkpointer
+    turns: threading.Lock = field(default_factory=threading.Lock)
+
+
+_write_lines: weakref.WeakValueDictionary[Path, _WriteLine] = weakref.WeakValueDictionary()
+_write_lines_lock = threading.Lock()
+
+
+def _write_line_of(path: Path) -> _WriteLine:
+    """The file's line, made by its first engine (kept while an engine of it lives)."""
+    key = path.resolve()
+    with _write_lines_lock:
+        line = _write_lines.get(key)
+        if line is None:
+            line = _write_lines[key] = _WriteLine(Checkpointer(path))
+        return line
+
+
+def _line_up_writers(engine: Engine, line: _WriteLine) -> None:
     """Write transactions announce themselves (see `yield_to_writers`) and take turns.
 
     The turns are the process's: its write transactions queue on one lock before
@@ -167,7 +211,7 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
     (`yield_to_writers`) and then meet them in the busy handler, as before. In turn with
     them, the 64 connections' notifications waited for a job transaction every other
     time while a 1M-row file's text and indexes were written (p99 0.25 s → 0.9 s)."""
-    in_line = threading.Lock()
+    in_line = line.turns  # the closures below hold `line`: shared while an engine lives
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -193,7 +237,7 @@ def _line_up_writers(engine: Engine, checkpointer: Checkpointer) -> None:
         info = conn.connection.info
         _end_turn(info)
         if conn.get_execution_options().get(WRITE_OPTION, False):
-            checkpointer.committed()
+            line.checkpointer.committed()
         for call in info.pop(AT_COMMIT, ()):
             call()
 

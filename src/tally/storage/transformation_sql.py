@@ -5,8 +5,8 @@ time limit and a row limit."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy import Connection, Engine, exc
@@ -187,6 +187,25 @@ def same_rows(conn: Connection, staged: str, published: str, columns: Sequence[C
         f"WHERE p.{ddl.ROW_ID} IS NULL OR NOT ({equal}) LIMIT 1"
     ).first()
     return differs is None
+
+
+def interrupter(conn: Connection) -> Callable[[], None]:
+    """What stops the statement `conn` is running, from another thread (a stopping
+    process's previews): PostgreSQL's cancel request, SQLite's interrupt. Either fails
+    the statement; between statements it does nothing."""
+    driver = conn.connection.dbapi_connection
+    assert driver is not None
+    stop: Callable[[], None] = (
+        driver.cancel_safe if backend_of(conn).is_postgresql else driver.interrupt
+    )
+
+    def interrupt() -> None:
+        # A connection already broken (a server gone) has nothing left to stop, and a
+        # stopping process must not fail on it.
+        with suppress(Exception):
+            stop()
+
+    return interrupt
 
 
 def preview_rows(conn: Connection, columns: Sequence[Column], sql: str, limit: int) -> list[str]:

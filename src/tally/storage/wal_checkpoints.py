@@ -31,10 +31,11 @@ THREAD_NAME = "tally-wal-checkpoint"  # then the database's path
 
 
 class Checkpointer:
-    """One per SQLite engine: `committed()` after a write transaction commits; a thread
-    started on demand checkpoints within CHECKPOINT_INTERVAL_SECONDS, and ends when the
-    engine's process stops writing for IDLE_SECONDS (an engine that is dropped leaves
-    no thread behind)."""
+    """One per SQLite database of a process (its engines share it, storage/engine.py):
+    `committed()` after a write transaction commits; a thread started on demand
+    checkpoints within CHECKPOINT_INTERVAL_SECONDS, and ends when the process stops
+    writing for IDLE_SECONDS (a database whose engines are dropped leaves no thread
+    behind)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path

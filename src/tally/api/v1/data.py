@@ -92,6 +92,7 @@ ERRORS = (
     errors.WorkspaceNotFoundError,
     errors.ResourceNotFoundError,
     errors.StorageError,
+    errors.BusyError,
 )
 
 FILTERS_OPENAPI: dict[str, Any] = {

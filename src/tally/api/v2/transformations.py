@@ -8,6 +8,7 @@ the workspace's ingestion switch. The output is read through the Data API
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -16,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from tally.api.deps import TransformationsDep
+from tally.api.deps import PreviewsDep, TransformationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
 from tally.api.v2.bodies import json_request_body
@@ -106,15 +107,22 @@ async def create_transformation(
 @router.post(
     BASE + "/preview",
     summary="The columns and first 20 rows of a definition, creating nothing",
+    description="A preview runs the query for up to TALLY_TRANSFORMATION_TIMEOUT_SECONDS. "
+    "An API process runs at most TALLY_PREVIEW_WORKSPACE_CONCURRENCY of one workspace's "
+    "at once (one more: 429) and TALLY_PREVIEW_CONCURRENCY in all (one more: 503); "
+    "either is answered at once, with `Retry-After`.",
     response_model=PreviewResponse,
-    responses=v2_responses(*AUTH, *DEFINED, errors.RunFailedError),
+    responses=v2_responses(
+        *AUTH, *DEFINED, errors.RunFailedError, errors.TooManyPreviewsError, errors.BusyError
+    ),
     openapi_extra=json_request_body(TransformationDefinitionBody),
 )
 async def preview_transformation(
-    request: Request, workspace: KeyedWorkspace, service: TransformationsDep
+    request: Request, workspace: KeyedWorkspace, previews: PreviewsDep
 ) -> Response:
     body = await read_definition(request)
-    preview = await run_in_threadpool(service.preview, workspace_id=workspace.id, body=body)
+    # On a preview thread, never this loop's nor the requests' threadpool (issue #30).
+    preview = await asyncio.wrap_future(previews.submit(workspace_id=workspace.id, body=body))
     columns = json_response(columns_json(preview.columns)).body
     rows = b",".join(row.encode() for row in preview.rows)  # stored text: exact decimals
     content = b'{"columns":' + bytes(columns) + b',"rows":[' + rows + b"]}"

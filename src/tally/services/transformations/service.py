@@ -1,5 +1,5 @@
-"""Transformations as the API and the CLI use them: defined, previewed, listed,
-replaced and deleted (issue #12).
+"""Transformations as the API and the CLI use them: defined, listed, replaced and
+deleted (issue #12); previewed in previews.py.
 
 Each use case is one transaction. A transformation is a derived resource of kind
 `transformation` (its definition, inputs and run queue) plus its output, an ordinary
@@ -14,22 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
-from tally.core.errors import RunFailedError, TransformationNotFoundError
+from tally.core.errors import TransformationNotFoundError
 from tally.services import derived_outputs as derived
 from tally.services.transformations.definitions import checked_definition
-from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import parse_definition
 from tally.storage import accounts, derived_resources, resources
-from tally.storage import transformation_sql as runs_sql
 from tally.storage.derived_resources import DerivedRecord
-from tally.storage.engine import backend_of, snapshot_connection, write_connection
+from tally.storage.engine import write_connection
 
 KIND = "transformation"  # of the derived resource, and of its output resource
-PREVIEW_ROWS = 20
 
 
 @dataclass(frozen=True)
@@ -57,20 +54,13 @@ class Transformation:
         }
 
 
-@dataclass(frozen=True)
-class Preview:
-    columns: tuple[Column, ...]
-    rows: list[str]  # each row's JSON object text, as a page shows it
-
-
 def columns_json(columns: tuple[Column, ...]) -> list[dict[str, str]]:
     return [{"name": c.name, "type": str(c.type)} for c in columns]
 
 
 class TransformationService:
-    def __init__(self, engine: Engine, limits: RunLimits) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._limits = limits
 
     def create(self, *, workspace_id: int, body: Any) -> Transformation:
         """The transformation, its empty output and its first run, due now."""
@@ -101,25 +91,6 @@ class TransformationService:
                 now=now,
             )
             return _of(conn, _owned(conn, workspace_id, derived_id))
-
-    def preview(self, *, workspace_id: int, body: Any) -> Preview:
-        """The query's columns and first rows, within the run's time limit; nothing
-        is kept."""
-        shape = parse_definition(body)
-        with snapshot_connection(self._engine) as conn, conn.begin():
-            accounts.get_workspace(conn, workspace_id)
-            _, query, _ = checked_definition(conn, workspace_id, shape, own_output=None)
-            sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
-            columns = query.as_columns()
-            try:
-                with runs_sql.time_limit(conn, self._limits.timeout_seconds):
-                    rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
-            except exc.DBAPIError as error:
-                if error.connection_invalidated:
-                    raise
-                reason = str(error.orig).strip().splitlines()[0]
-                raise RunFailedError(f"the query failed: {reason}") from None
-        return Preview(columns, rows)
 
     def list_transformations(
         self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
