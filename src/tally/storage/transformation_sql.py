@@ -4,6 +4,7 @@ time limit and a row limit."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
+from tally.storage.sql_functions import FunctionBudget, register_sql_functions
 
 SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
 
@@ -42,15 +44,23 @@ def staging_connection(engine: Engine) -> Connection:
 
 
 @contextmanager
-def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
+def time_limit(
+    conn: Connection, seconds: float, *, deadline: float | None = None
+) -> Iterator[None]:
     """The statements run inside, in the caller's transaction, stopped after `seconds`
-    (PostgreSQL's `statement_timeout`, SQLite's progress handler): RunFailedError."""
+    (PostgreSQL's `statement_timeout`, SQLite's progress handler and the deadline its
+    regular expression functions check at each call): RunFailedError. `deadline` (a
+    `time.monotonic()`, by default `seconds` from now) is when: a preview's check spent
+    part of its time already. SQLite's regular expression that cannot run (the pattern
+    a column holds) is RunFailedError naming it."""
     message = (
         f"the query ran longer than {seconds:g} s (TALLY_TRANSFORMATION_TIMEOUT_SECONDS): "
         "it was stopped, the previous output stays readable"
     )
+    deadline = time.monotonic() + seconds if deadline is None else deadline
     if backend_of(conn).is_postgresql:
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {left}")
         try:
             yield
         except exc.OperationalError as error:
@@ -59,24 +69,27 @@ def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
             raise
         return
     driver = conn.connection.dbapi_connection
-    assert driver is not None
-    deadline = time.monotonic() + seconds
-    expired = False
+    assert isinstance(driver, sqlite3.Connection)
+    budget = FunctionBudget(deadline)
 
     def check() -> int:
-        nonlocal expired
-        expired = time.monotonic() > deadline
-        return 1 if expired else 0
+        return 1 if time.monotonic() > deadline else 0
 
     driver.set_progress_handler(check, SQLITE_PROGRESS_STEPS)
+    register_sql_functions(driver, budget)
     try:
+        if check():
+            raise RunFailedError(message)
         yield
     except exc.OperationalError:
-        if expired:
+        if budget.failure is not None:
+            raise RunFailedError(f"the query failed: {budget.failure}") from None
+        if check():
             raise RunFailedError(message) from None
         raise
     finally:
         driver.set_progress_handler(None, 0)
+        register_sql_functions(driver)
 
 
 def _named(sql: str, columns: Sequence[Column]) -> str:
