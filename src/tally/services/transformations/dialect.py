@@ -43,9 +43,10 @@ class SqlText:
     def where(self, node: exp.Expr | None) -> str:
         """' (line L, column C)' where the node's text starts, or '' when unknown."""
         starts = [p.meta["start"] for p in node.walk() if "start" in p.meta] if node else []
-        if not starts:
-            return ""
-        start = min(starts)
+        return self.at(min(starts)) if starts else ""
+
+    def at(self, start: int) -> str:
+        """' (line L, column C)' of the character at offset `start`."""
         line = self.sql.count("\n", 0, start) + 1
         return f" (line {line}, column {start - self.sql.rfind(chr(10), 0, start)})"
 

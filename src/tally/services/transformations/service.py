@@ -11,6 +11,7 @@ due now.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +21,18 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError, TransformationNotFoundError
 from tally.services import derived_outputs as derived
-from tally.services.transformations.definitions import checked_definition
+from tally.services.transformations.definitions import (
+    TransformationDefinition,
+    checked_definition,
+)
+from tally.services.transformations.query import CheckedQuery
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.shape import parse_definition
+from tally.services.transformations.shape import DefinitionBody, parse_definition
 from tally.storage import accounts, derived_resources, resources
 from tally.storage import transformation_sql as runs_sql
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import backend_of, snapshot_connection, write_connection
+from tally.storage.resources import Resource
 
 KIND = "transformation"  # of the derived resource, and of its output resource
 PREVIEW_ROWS = 20
@@ -78,9 +84,7 @@ class TransformationService:
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            definition, query, found = checked_definition(
-                conn, workspace_id, shape, own_output=None
-            )
+            definition, query, found = self._checked(conn, workspace_id, shape, None)
             columns = query.as_columns()
             output = derived.create_output(
                 conn,
@@ -108,11 +112,12 @@ class TransformationService:
         shape = parse_definition(body)
         with snapshot_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            _, query, _ = checked_definition(conn, workspace_id, shape, own_output=None)
+            deadline = time.monotonic() + self._limits.timeout_seconds
+            _, query, _ = self._checked(conn, workspace_id, shape, None, deadline)
             sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
             columns = query.as_columns()
             try:
-                with runs_sql.time_limit(conn, self._limits.timeout_seconds):
+                with runs_sql.time_limit(conn, self._limits.timeout_seconds, deadline=deadline):
                     rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
             except exc.DBAPIError as error:
                 if error.connection_invalidated:
@@ -143,9 +148,7 @@ class TransformationService:
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, transformation_id, lock=True)
-            definition, _, found = checked_definition(
-                conn, workspace_id, shape, own_output=record.resource_id
-            )
+            definition, _, found = self._checked(conn, workspace_id, shape, record.resource_id)
             derived_resources.replace_definition(
                 conn,
                 record.id,
@@ -158,6 +161,26 @@ class TransformationService:
                 resources.rename_resource(conn, record.resource_id, definition.name, now)
             derived_resources.request_run(conn, record.id, now)
             return _of(conn, _owned(conn, workspace_id, record.id))
+
+    def _checked(
+        self,
+        conn: Connection,
+        workspace_id: int,
+        shape: DefinitionBody,
+        own_output: int | None,
+        deadline: float | None = None,
+    ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
+        """The definition checked within the SQL limits and the time limit (a preview's
+        check spends part of its query's time; a definition whose check alone outlasts
+        it is refused, as each of its runs would fail)."""
+        return checked_definition(
+            conn,
+            workspace_id,
+            shape,
+            own_output=own_output,
+            limits=self._limits.sql,
+            deadline=deadline or time.monotonic() + self._limits.timeout_seconds,
+        )
 
     def delete(self, *, workspace_id: int, transformation_id: int) -> None:
         """The transformation, its output resource and table; refused (409) while
