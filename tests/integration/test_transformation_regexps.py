@@ -1,9 +1,11 @@
 """Regular expressions in transformations (issue #30): on SQLite they run on RE2 with
 PostgreSQL's meaning, so no pattern runs away and both backends agree; what RE2 cannot
-run is refused, naming the pattern, at the check when the pattern is a literal."""
+run is refused, naming the pattern, at the check when the pattern is a literal. The
+time limit stops a query of them on many rows, and a query whose time is spent."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from support.databases import BACKENDS, make_settings
 from support.factories import Tenant, make_source, make_tenant
 from tally.core.errors import DefinitionRejectedError, RunFailedError
 from tally.runtime import Runtime, build_runtime
+from tally.storage.transformation_sql import fetch_query_rows, time_limit
 
 ON_SQLITE = pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "sqlite"])
 
@@ -118,3 +121,14 @@ def test_a_pattern_on_many_rows_is_stopped_at_the_time_limit_on_both(limited: Ru
             "~ '^(a+)+$'",
         )
     assert failed.value.message.startswith("the query ran longer than 0.5 s")
+
+
+def test_a_query_whose_time_its_check_spent_does_not_start_on_both(runtime: Runtime) -> None:
+    with runtime.engine.connect() as conn, conn.begin():
+        with (
+            pytest.raises(RunFailedError) as failed,
+            time_limit(conn, 60, deadline=time.monotonic() - 1),
+        ):
+            fetch_query_rows(conn, "SELECT 1")
+        assert failed.value.message.startswith("the query ran longer than 60 s")
+        assert fetch_query_rows(conn, "SELECT 2") == [(2,)]  # the connection is as it was

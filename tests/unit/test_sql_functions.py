@@ -37,6 +37,10 @@ def test_replacements_read_as_postgresql_reads_them(replacement: str, expected: 
     assert FunctionBudget().replace("xaby", "a(b)", replacement) == expected
 
 
+def test_no_match_replaces_nothing() -> None:
+    assert FunctionBudget().replace("xyz", "a(b)", "\\1") == "xyz"
+
+
 def test_dot_matches_a_newline_as_on_postgresql() -> None:
     assert FunctionBudget().like("a\nb", "^a.b$") is True
     assert FunctionBudget().substr("a\nb", "a.b") == "a\nb"

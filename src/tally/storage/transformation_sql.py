@@ -58,6 +58,8 @@ def time_limit(
         "it was stopped, the previous output stays readable"
     )
     deadline = time.monotonic() + seconds if deadline is None else deadline
+    if time.monotonic() > deadline:  # its check spent the time: nothing left to run
+        raise RunFailedError(message)
     if backend_of(conn).is_postgresql:
         left = max(1, int((deadline - time.monotonic()) * 1000))
         conn.exec_driver_sql(f"SET LOCAL statement_timeout = {left}")
@@ -78,8 +80,6 @@ def time_limit(
     driver.set_progress_handler(check, SQLITE_PROGRESS_STEPS)
     register_sql_functions(driver, budget)
     try:
-        if check():
-            raise RunFailedError(message)
         yield
     except exc.OperationalError:
         if budget.failure is not None:

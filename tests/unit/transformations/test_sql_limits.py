@@ -77,7 +77,7 @@ def chain(terms: int, operator: str = "+") -> str:
         (
             "WITH a AS (SELECT * FROM s), b AS (SELECT * FROM a) SELECT * FROM b",
             "the SQL has 157 terms (names, values, operators), more than "
-            "TALLY_TRANSFORMATION_MAX_TERMS (60) once `*` is expanded",
+            "TALLY_TRANSFORMATION_MAX_TERMS (60) once `*` is expanded and every column named",
         ),
     ],
 )
@@ -95,8 +95,20 @@ def test_each_limit_refuses_the_sql_past_it_naming_its_setting(sql: str, message
 )
 def test_the_expansion_of_every_kind_of_star_is_bounded_before_it_is_made(sql: str) -> None:
     """Ten columns of `s` expanded twice or more: past 60 terms, refused before `qualify`."""
-    assert rejection(sql).endswith("TALLY_TRANSFORMATION_MAX_TERMS (60) once `*` is expanded")
+    assert rejection(sql).endswith(
+        "TALLY_TRANSFORMATION_MAX_TERMS (60) once `*` is expanded and every column named"
+    )
     assert check_sql(sql, INPUTS, UNBOUNDED).columns  # the estimate alone refused it
+
+
+def test_the_qualified_tree_is_counted_again() -> None:
+    """`qualify` names every column (`s.n AS n`): 34 tokens, 28 nodes, 41 and more once
+    qualified."""
+    sql = "SELECT s.payout_id, s.amount, s.status, s.txn_date, s.n, s.flag, s.at, s.local FROM s"
+    assert rejection(sql, SqlLimits(max_terms=40)) == (
+        "the SQL has 41 terms (names, values, operators), more than "
+        "TALLY_TRANSFORMATION_MAX_TERMS (40) once `*` is expanded and every column named"
+    )
 
 
 def test_within_the_limits_the_sql_is_checked_as_ever() -> None:

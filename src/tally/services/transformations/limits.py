@@ -89,6 +89,9 @@ def check_text(text: SqlText, limits: SqlLimits) -> None:
         )
 
 
+_QUALIFIED = " once `*` is expanded and every column named"
+
+
 def _too_many_terms(found: int, limits: SqlLimits) -> str:
     return (
         f"the SQL has {found:,} terms (names, values, operators), more than "
@@ -96,7 +99,9 @@ def _too_many_terms(found: int, limits: SqlLimits) -> str:
     )
 
 
-def check_tree(text: SqlText, tree: exp.Expr, limits: SqlLimits) -> None:
+def check_tree(
+    text: SqlText, tree: exp.Expr, limits: SqlLimits, *, qualified: bool = False
+) -> None:
     """The parsed (or qualified: `*` expanded) tree within the limits, measured without
     recursion, before anything walks it recursively."""
     nodes, stack = 0, [(tree, 1)]
@@ -104,7 +109,7 @@ def check_tree(text: SqlText, tree: exp.Expr, limits: SqlLimits) -> None:
         node, depth = stack.pop()
         nodes += 1
         if nodes > limits.max_terms:
-            raise text.reject(_too_many_terms(nodes, limits) + " once `*` is expanded")
+            raise text.reject(_too_many_terms(nodes, limits) + (_QUALIFIED if qualified else ""))
         if depth > limits.max_depth:
             raise text.reject(
                 "an expression nests more than TALLY_TRANSFORMATION_MAX_DEPTH "
@@ -120,32 +125,37 @@ def check_expansion(
 ) -> None:
     """The tree's terms once `*` is expanded, bounded before `qualify` expands them (its
     time and memory grow with them: 100 CTEs each `SELECT *` of the last, over ten
-    inputs of 500 columns, took it 30 s and 970 MB). An upper bound: each `*` counted as
-    every column its sources can have, a CTE's as wide as the widest of its name."""
+    inputs of 500 columns, took it 30 s and 970 MB). An estimate: each `*` counted as
+    every column its sources can have, 5 nodes each, a CTE as wide as the widest of its
+    name; `check_tree` counts the tree `qualify` made again."""
     widths = {name: len(source.columns) for name, source in inputs.items()}
-    ctes = list(tree.find_all(exp.CTE))
-    for _ in range(limits.max_nesting + 1):  # a CTE's WITH inside it is found after it
-        before = dict(widths)
-        for cte in ctes:
-            width = _width(cte.this, widths)
-            widths[cte.alias_or_name] = max(width, widths.get(cte.alias_or_name, 0))
-        if widths == before:
-            break
+    for cte in _ctes_in_post_order(tree):  # a CTE after those it can read
+        name = cte.alias_or_name
+        widths[name] = max(_width(cte.this, widths), widths.get(name, 0))
     expanded = sum(
         5 * (_width(select, widths) - len(select.expressions))  # an expanded column: 5 nodes
         for select in tree.find_all(exp.Select)
     )
     terms = sum(1 for _ in tree.walk()) + max(0, expanded)
     if terms > limits.max_terms:
-        raise text.reject(_too_many_terms(terms, limits) + " once `*` is expanded")
+        raise text.reject(_too_many_terms(terms, limits) + _QUALIFIED)
+
+
+def _ctes_in_post_order(tree: exp.Expr) -> list[exp.CTE]:
+    """Each CTE after the CTEs inside it and those before it (without recursion)."""
+    order, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.iter_expressions())  # popped last first: reversed, first first
+    return [node for node in reversed(order) if isinstance(node, exp.CTE)]
 
 
 def _width(query: exp.Expr, widths: Mapping[str, int]) -> int:
     """How many columns the query can give at most (its sources' widths by name)."""
     while isinstance(query, exp.SetOperation | exp.Subquery):
         query = query.left if isinstance(query, exp.SetOperation) else query.this
-    if not isinstance(query, exp.Select):
-        return 1
+    assert isinstance(query, exp.Select)  # check_nodes allows no other query
     sources: dict[str, int] = {}
     for source in [query.args.get("from_"), *(query.args.get("joins") or [])]:
         table = source.this if source is not None else None

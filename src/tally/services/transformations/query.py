@@ -147,7 +147,7 @@ def check_sql(
         check_expansion(text, tree, inputs, limits)
         check_deadline(text, deadline)
         tree = qualified(text, tree, inputs)
-        check_tree(text, tree, limits)  # `*` expanded
+        check_tree(text, tree, limits, qualified=True)
         check_deadline(text, deadline)
         outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
         check_deadline(text, deadline)
