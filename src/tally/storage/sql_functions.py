@@ -45,7 +45,7 @@ class SqlTimeLimitError(Exception):
     """A function was called after its statement's deadline."""
 
 
-def shown(pattern: str) -> str:
+def _shown(pattern: str) -> str:
     """The pattern as an error quotes it (its start, when long)."""
     if len(pattern) > _SHOWN_CHARS:
         pattern = pattern[:_SHOWN_CHARS] + "..."
@@ -68,12 +68,12 @@ def compile_pattern(pattern: str, *, groups: bool = False) -> Any:
         reason = error.args[0].decode("utf-8", "replace") if error.args else str(error)
         if "too large" in reason:
             raise PatternError(
-                f"the regular expression {shown(pattern)} is too large: its compiled form "
+                f"the regular expression {_shown(pattern)} is too large: its compiled form "
                 f"needs more than {PATTERN_MEMORY >> 20} MiB"
             ) from None
         if reason.startswith(("invalid escape sequence", "invalid perl operator")):
             reason += " (backreferences such as \\1 and lookaround such as (?= are not supported)"
-        raise PatternError(f"invalid regular expression {shown(pattern)}: {reason}") from None
+        raise PatternError(f"invalid regular expression {_shown(pattern)}: {reason}") from None
 
 
 @dataclass
@@ -92,7 +92,7 @@ class FunctionBudget:
             program = compile_pattern(pattern, groups=groups)
             if program.programsize * len(text) > MATCH_BUDGET:
                 raise PatternError(
-                    f"the regular expression {shown(pattern)} is too costly over a text of "
+                    f"the regular expression {_shown(pattern)} is too costly over a text of "
                     f"{len(text):,} characters: its program ({program.programsize:,} "
                     f"instructions) times the text's length exceeds {MATCH_BUDGET:,}"
                 )

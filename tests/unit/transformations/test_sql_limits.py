@@ -69,6 +69,11 @@ def chain(terms: int, operator: str = "+") -> str:
             "the SQL has 3 CTEs, more than TALLY_TRANSFORMATION_MAX_CTES (2)",
         ),
         (
+            "WITH a AS MATERIALIZED (SELECT 1 AS x), b AS NOT MATERIALIZED (SELECT 2 AS x), "
+            "c AS MATERIALIZED (SELECT 3 AS x) SELECT a.x FROM a",
+            "the SQL has 3 CTEs, more than TALLY_TRANSFORMATION_MAX_CTES (2)",
+        ),
+        (
             f"SELECT {chain(10)} AS a FROM s",
             "an expression nests more than TALLY_TRANSFORMATION_MAX_DEPTH (12) levels deep: "
             "each operator of a chain is a level (for many ORs of one column, write "
