@@ -20,6 +20,7 @@ from tally.core.limits import MIB, FileLimits
 from tally.core.log_lines import ContextFormatter
 from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
+from tally.core.sql_limits import SqlLimits
 from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.admin import AdminService
 from tally.services.authentication import AuthenticationService
@@ -119,7 +120,15 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir, pace=pace)
     policy = delivery_policy(settings)
     run_limits = RunLimits(
-        settings.transformation_timeout_seconds, settings.transformation_max_rows
+        settings.transformation_timeout_seconds,
+        settings.transformation_max_rows,
+        SqlLimits(
+            max_sql_bytes=settings.transformation_max_sql_bytes,
+            max_nesting=settings.transformation_max_nesting,
+            max_depth=settings.transformation_max_depth,
+            max_terms=settings.transformation_max_terms,
+            max_ctes=settings.transformation_max_ctes,
+        ),
     )
     return Runtime(
         settings=settings,
@@ -158,7 +167,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         ),
         reconciliations=ReconciliationService(engine),
         sources=SourceService(engine, box),
-        transformations=TransformationService(engine),
+        transformations=TransformationService(engine, run_limits),
         uploads=UploadService(
             engine,
             blobs,

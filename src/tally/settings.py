@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tally.core import limits
+from tally.core import limits, sql_limits
 
 
 class Settings(BaseSettings):
@@ -198,6 +198,37 @@ class Settings(BaseSettings):
         ge=1,
         description="Previews of one workspace an API process runs at once; one more is "
         "refused at once: 429 with Retry-After.",
+    )
+    transformation_max_sql_bytes: int = Field(
+        sql_limits.DEFAULT_MAX_SQL_BYTES,
+        ge=1,
+        description="Longest SQL a transformation may have, in bytes of UTF-8 (the API "
+        "takes at most 100,000 characters anyway); 3,000 CTEs, 91 KB, took 660 MB and 10 s "
+        "to preview before this limit and those below (docs/transformations.md).",
+    )
+    transformation_max_nesting: int = Field(
+        sql_limits.DEFAULT_MAX_NESTING,
+        ge=1,
+        description="Deepest a transformation's SQL may nest parentheses, CASEs and prefix "
+        "operators (NOT, -), counted before it is parsed: the parser recursed past "
+        "Python's limit at ~41.",
+    )
+    transformation_max_depth: int = Field(
+        sql_limits.DEFAULT_MAX_DEPTH,
+        ge=1,
+        description="Deepest a transformation's parsed SQL may be, each operator of a chain "
+        "a level (`a || b || ...` of 162 terms overflowed the SQL writer's recursion).",
+    )
+    transformation_max_terms: int = Field(
+        sql_limits.DEFAULT_MAX_TERMS,
+        ge=1,
+        description="Most terms (names, values, operators) a transformation's SQL may have, "
+        "counted before it is parsed and once `*` is expanded.",
+    )
+    transformation_max_ctes: int = Field(
+        sql_limits.DEFAULT_MAX_CTES,
+        ge=0,
+        description="Most CTEs (`WITH` queries) a transformation's SQL may have.",
     )
     notification_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",

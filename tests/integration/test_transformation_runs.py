@@ -22,6 +22,7 @@ from support.transformations import (
     Inputs,
     make_inputs,
     output,
+    preview,
     run,
     transformation,
 )
@@ -417,7 +418,7 @@ def test_a_value_past_int64_fails_a_run_and_a_preview_in_tallys_words(
     body = {"name": "square", "inputs": {"s": source.id}, "sql": "SELECT s.a * s.a AS sq FROM s"}
     said = "the query failed: a value exceeds 64-bit integers"
     with pytest.raises(RunFailedError) as previewed:
-        runtime.transformations.preview(workspace_id=tenant.workspace_id, body=body)
+        preview(runtime, workspace_id=tenant.workspace_id, body=body)
     assert previewed.value.message.startswith(said)
     derived_id = create(runtime, tenant, body)
     with pytest.raises(RunFailedError) as failed:

@@ -38,9 +38,9 @@ def lock_free_while_querying(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) 
     within_limit = transformation_sql.time_limit
 
     @contextmanager
-    def probing(conn: Connection, seconds: float) -> Iterator[None]:
+    def probing(conn: Connection, seconds: float, *, deadline: float) -> Iterator[None]:
         seen.append(write_lock_is_free(runtime))
-        with within_limit(conn, seconds):
+        with within_limit(conn, seconds, deadline=deadline):
             yield
 
     monkeypatch.setattr(transformation_sql, "time_limit", probing)

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from support.factories import Tenant, make_source
 from tally.runtime import Runtime
+from tally.services.transformations.previews import Preview
 from tally.storage import derived_resources, resources
 from tally.storage.resources import Resource
 
@@ -72,3 +73,8 @@ def output(runtime: Runtime, derived_id: int) -> Resource:
         record = derived_resources.get_derived(conn, derived_id)
         assert record is not None
         return resources.get_resource(conn, record.resource_id)
+
+
+def preview(runtime: Runtime, *, workspace_id: int, body: Any) -> Preview:
+    """A preview as the API runs it (on the previews' own threads), waited for."""
+    return runtime.previews.submit(workspace_id=workspace_id, body=body).result()

@@ -4,6 +4,7 @@ time limit and a row limit."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -13,9 +14,9 @@ from sqlalchemy import Connection, Engine, exc
 
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
-from tally.storage import sql_functions
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
+from tally.storage.sql_functions import OVERFLOW, FunctionBudget, register_sql_functions
 
 SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
 
@@ -43,16 +44,26 @@ def staging_connection(engine: Engine) -> Connection:
 
 
 @contextmanager
-def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
+def time_limit(
+    conn: Connection, seconds: float, *, deadline: float | None = None
+) -> Iterator[None]:
     """The statements run inside, in the caller's transaction, stopped after `seconds`
-    (PostgreSQL's `statement_timeout`, SQLite's progress handler): RunFailedError. A
-    value past int64 is a RunFailedError in tally's words on both backends."""
+    (PostgreSQL's `statement_timeout`, SQLite's progress handler and the deadline its
+    regular expression functions check at each call): RunFailedError. `deadline` (a
+    `time.monotonic()`, by default `seconds` from now) is when: a preview's check spent
+    part of its time already. SQLite's regular expression that cannot run (the pattern
+    a column holds) is RunFailedError naming it; a value past int64 is RunFailedError in
+    tally's words on both backends."""
     message = (
         f"the query ran longer than {seconds:g} s (TALLY_TRANSFORMATION_TIMEOUT_SECONDS): "
         "it was stopped, the previous output stays readable"
     )
+    deadline = time.monotonic() + seconds if deadline is None else deadline
+    if time.monotonic() > deadline:  # its check spent the time: nothing left to run
+        raise RunFailedError(message)
     if backend_of(conn).is_postgresql:
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {left}")
         try:
             yield
         except exc.DBAPIError as error:
@@ -60,32 +71,29 @@ def time_limit(conn: Connection, seconds: float) -> Iterator[None]:
             if sqlstate == "57014":  # query_canceled
                 raise RunFailedError(message) from None
             if sqlstate == "22003":  # numeric_value_out_of_range: the BIGINT cast of output
-                raise RunFailedError(f"the query failed: {sql_functions.OVERFLOW}") from None
+                raise RunFailedError(f"the query failed: {OVERFLOW}") from None
             raise
         return
     driver = conn.connection.dbapi_connection
-    assert driver is not None
-    deadline = time.monotonic() + seconds
-    expired = False
+    assert isinstance(driver, sqlite3.Connection)
+    budget = FunctionBudget(deadline)
 
     def check() -> int:
-        nonlocal expired
-        expired = time.monotonic() > deadline
-        return 1 if expired else 0
+        return 1 if time.monotonic() > deadline else 0
 
     driver.set_progress_handler(check, SQLITE_PROGRESS_STEPS)
-    sql_functions.raised_message()  # none left from an earlier statement
+    register_sql_functions(driver, budget)
     try:
         yield
     except exc.OperationalError:
-        if expired:
+        if budget.failure is not None:
+            raise RunFailedError(f"the query failed: {budget.failure}") from None
+        if check():
             raise RunFailedError(message) from None
-        raised = sql_functions.raised_message()
-        if raised is not None:  # sqlite3 says only "user-defined function raised exception"
-            raise RunFailedError(f"the query failed: {raised}") from None
         raise
     finally:
         driver.set_progress_handler(None, 0)
+        register_sql_functions(driver)
 
 
 def _named(sql: str, columns: Sequence[Column]) -> str:

@@ -660,7 +660,8 @@ def test_every_identifier_is_quoted_an_alias_may_be_a_keyword() -> None:
 
 def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
     assert rejection("SELECT " + "(" * 300 + "1" + ")" * 300 + " AS a") == (
-        "the SQL nests too deeply"
+        "the SQL nests parentheses, CASEs and prefix operators more than "
+        "TALLY_TRANSFORMATION_MAX_NESTING (24) deep (line 1, column 32)"
     )
 
 

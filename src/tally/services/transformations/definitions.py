@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from tally.core.errors import DefinitionRejectedError, FieldProblem
+from tally.core.sql_limits import SqlLimits
 from tally.services.reconciliation.inputs import upstream
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
@@ -46,8 +47,11 @@ def checked_definition(
     body: TransformationDefinitionBody,
     *,
     own_output: int | None,
+    limits: SqlLimits,
+    deadline: float,
 ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
-    """The definition, its checked query and its inputs' resources, or every fault.
+    """The definition, its checked query and its inputs' resources, or every fault; its
+    SQL within `limits`, checked by `deadline` (query.py's `check_sql`).
 
     An input that is not a resource of this workspace gets the same words whatever it
     is (another workspace's, none at all); one computed from this transformation's own
@@ -67,7 +71,8 @@ def checked_definition(
             problems.append(FieldProblem(f"inputs.{name}", problem))
     if problems:
         raise DefinitionRejectedError(problems)
-    query = check_sql(body.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
+    inputs = {n: Input(r.id, r.columns) for n, r in found.items()}
+    query = check_sql(body.sql, inputs, limits, deadline=deadline)
     definition = TransformationDefinition(body.name, dict(body.inputs), body.sql)
     return definition, query, found
 

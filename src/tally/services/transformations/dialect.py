@@ -49,8 +49,10 @@ class SqlText:
     def where(self, node: exp.Expr | None) -> str:
         """' (line L, column C)' where the node's text starts, or '' when unknown."""
         start = self.start(node) if node is not None else None
-        if start is None:
-            return ""
+        return "" if start is None else self.at(start)
+
+    def at(self, start: int) -> str:
+        """' (line L, column C)' of the character at offset `start`."""
         line = self.sql.count("\n", 0, start) + 1
         return f" (line {line}, column {start - self.sql.rfind(chr(10), 0, start)})"
 

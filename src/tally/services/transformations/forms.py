@@ -160,4 +160,4 @@ def like_to_regexp(pattern: str) -> str:
             out.append(".")
         else:
             out.append(re.escape(char))
-    return "(?s)\\A" + "".join(out) + "\\Z"
+    return "(?s)\\A" + "".join(out) + "\\z"  # RE2's end of text (storage/sql_functions.py)

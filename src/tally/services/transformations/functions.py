@@ -3,7 +3,6 @@ dates, aggregates and windows (expressions.py holds the operators)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from sqlglot import exp
@@ -12,6 +11,7 @@ from tally.core.columns import ColumnType
 from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
 from tally.services.transformations.casts import Casts, numeric, temporal, textual
 from tally.services.transformations.sql_types import BOOLEAN, INTEGER, TEXT
+from tally.storage.sql_functions import PatternError, compile_pattern
 
 
 class FunctionRules(Casts):
@@ -76,11 +76,11 @@ class FunctionRules(Casts):
         for arg in args:
             self.expect(arg, "text", textual)
         pattern = node.expression
-        if isinstance(pattern, exp.Literal):
+        if isinstance(pattern, exp.Literal):  # refused here on both backends, as RE2 would
             try:
-                re.compile(pattern.this)
-            except re.error as error:
-                raise self.text.reject(f"invalid regular expression: {error}", node) from None
+                compile_pattern(pattern.this, groups=True)
+            except PatternError as error:
+                raise self.text.reject(str(error), node) from None
         self.set(node, self.forms.regexp(name, *args), BOOLEAN if name == "like" else TEXT)
 
     # -- dates -----------------------------------------------------------------------

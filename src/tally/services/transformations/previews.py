@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -119,11 +120,20 @@ class Previews:
         shape = parse_definition(body)
         with snapshot_connection(self._engine) as conn, self._stoppable(conn), conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            _, query, _ = checked_definition(conn, workspace_id, shape, own_output=None)
+            # the check spends part of the query's time (issue #30)
+            deadline = time.monotonic() + self._limits.timeout_seconds
+            _, query, _ = checked_definition(
+                conn,
+                workspace_id,
+                shape,
+                own_output=None,
+                limits=self._limits.sql,
+                deadline=deadline,
+            )
             sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
             columns = query.as_columns()
             try:
-                with runs_sql.time_limit(conn, self._limits.timeout_seconds):
+                with runs_sql.time_limit(conn, self._limits.timeout_seconds, deadline=deadline):
                     rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
             except exc.DBAPIError as error:
                 if error.connection_invalidated:  # the database went away: not the query's fault

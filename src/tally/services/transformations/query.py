@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from tally.core.columns import Column, ColumnType
+from tally.core.errors import DefinitionRejectedError
+from tally.core.sql_limits import DEFAULT_SQL_LIMITS, SqlLimits
 from tally.services.transformations.dialect import (
     Input,
     SqlText,
@@ -19,6 +21,12 @@ from tally.services.transformations.dialect import (
     qualified,
 )
 from tally.services.transformations.forms import Forms
+from tally.services.transformations.limits import (
+    check_deadline,
+    check_expansion,
+    check_text,
+    check_tree,
+)
 from tally.services.transformations.postgres_forms import PostgresForms
 from tally.services.transformations.sqlite_forms import SqliteForms
 from tally.services.transformations.translate import Translator
@@ -76,13 +84,17 @@ class CheckedQuery:
         """`after_row_ids` (resource id -> row id) reads only later rows of those inputs,
         for an incremental query."""
         forms: Forms = PostgresForms() if postgresql else SqliteForms()
+        text = SqlText(self.sql)
         tree = self._tree.copy()
-        Translator(SqlText(self.sql), self.inputs, forms).translate(tree)
-        if after_row_ids:
-            if not self.is_incremental:
-                raise ValueError("only an incremental query reads the new rows alone")
-            _read_after(tree, after_row_ids)
-        return tree.sql(dialect=forms.dialect, identify=True)  # an alias may be a keyword
+        try:
+            Translator(text, self.inputs, forms).translate(tree)
+            if after_row_ids:
+                if not self.is_incremental:
+                    raise ValueError("only an incremental query reads the new rows alone")
+                _read_after(tree, after_row_ids)
+            return tree.sql(dialect=forms.dialect, identify=True)  # an alias may be a keyword
+        except RecursionError:  # the limits keep within Python's
+            raise _too_deep(text) from None
 
 
 # What makes an output row depend on more than one input row, or on rows' order.
@@ -115,21 +127,43 @@ def _read_after(tree: exp.Query, after_row_ids: Mapping[int, int]) -> None:
             select.where(newer, copy=False)
 
 
-def check_sql(sql: str, inputs: Mapping[str, Input]) -> CheckedQuery:
+def check_sql(
+    sql: str,
+    inputs: Mapping[str, Input],
+    limits: SqlLimits = DEFAULT_SQL_LIMITS,
+    *,
+    deadline: float | None = None,
+) -> CheckedQuery:
     """Raises DefinitionRejectedError (field "sql") naming the line and column, or the
-    name, at fault."""
+    name, at fault, or the limit passed (limits.py), measured before each step that
+    grows with the SQL; past `deadline` (a `time.monotonic()`: the time limit of the run
+    or preview the check is part of) between steps."""
     text = SqlText(sql)
     try:
+        check_text(text, limits)
         tree = parse_select(text)
+        check_tree(text, tree, limits)
         check_nodes(text, tree, inputs)
         check_output_names(text, tree)
         mark_unnamed(tree)
+        check_expansion(text, tree, inputs, limits)
+        check_deadline(text, deadline)
         tree = qualified(text, tree, inputs)
+        check_tree(text, tree, limits, qualified=True)
+        check_deadline(text, deadline)
         outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
-    except RecursionError:  # sqlglot's parser recurses ~20 frames per parenthesis
-        raise text.reject("the SQL nests too deeply") from None
+        check_deadline(text, deadline)
+    except RecursionError:  # the limits keep sqlglot's recursion within Python's
+        raise _too_deep(text) from None
     columns = tuple(
         OutputColumn(name, kind.kind or ColumnType.TEXT, kind.scale, kind.timezone)
         for name, kind in outputs
     )
     return CheckedQuery(sql, dict(inputs), columns, tree)
+
+
+def _too_deep(text: SqlText) -> DefinitionRejectedError:
+    return text.reject(
+        "the SQL nests too deeply to be read: nest fewer parentheses, CASEs and subqueries "
+        "(TALLY_TRANSFORMATION_MAX_NESTING, TALLY_TRANSFORMATION_MAX_DEPTH)"
+    )

@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
+from tally.core.sql_limits import DEFAULT_SQL_LIMITS, SqlLimits
 from tally.services.derived_builders import Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
@@ -38,8 +39,9 @@ SOURCE_KIND = "source"  # rows are only ever appended to a source's table
 
 @dataclass(frozen=True)
 class RunLimits:
-    timeout_seconds: float
+    timeout_seconds: float  # the check of the SQL and its query, together
     max_rows: int
+    sql: SqlLimits = DEFAULT_SQL_LIMITS
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,14 @@ class _Published:
 @dataclass(frozen=True)
 class _Run:
     """What a run read: the output's columns, what the rows depend on besides the
-    inputs' rows (`key`), the last row id read of each input, the inputs."""
+    inputs' rows (`key`), the last row id read of each input, the inputs; when its time
+    limit, which its check started, ends (`time.monotonic()`)."""
 
     columns: tuple[Column, ...]
     key: str
     read: dict[str, int]
     found: dict[str, Resource]
+    deadline: float
 
     @property
     def inputs(self) -> dict[int, tuple[Column, ...]]:
@@ -190,12 +194,18 @@ class TransformationBuilder:
             name: resources.get_resource(conn, resource_id)
             for name, resource_id in definition.inputs.items()
         }
-        query = check_sql(definition.sql, {n: Input(r.id, r.columns) for n, r in found.items()})
+        deadline = time.monotonic() + self._limits.timeout_seconds
+        query = check_sql(
+            definition.sql,
+            {n: Input(r.id, r.columns) for n, r in found.items()},
+            self._limits.sql,
+            deadline=deadline,
+        )
         read_ids = transformation_sql.last_row_ids(
             conn, {r.id: r.table_name for r in found.values()}
         )
         read = {name: read_ids[r.id] for name, r in found.items()}
-        run = _Run(query.as_columns(), _key(definition, found), read, found)
+        run = _Run(query.as_columns(), _key(definition, found), read, found, deadline)
         previous = _Published.of(record, run.key)
         if (
             previous is not None
@@ -219,7 +229,9 @@ class TransformationBuilder:
         staged = schema + next_table(record.resource_id)
         ddl.create_table(conn, staged, run.columns, primary_key=False, generated_ids=False)
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
-        with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
+        with transformation_sql.time_limit(
+            conn, self._limits.timeout_seconds, deadline=run.deadline
+        ):
             rows = transformation_sql.insert_rows(
                 conn,
                 staged,
@@ -258,7 +270,9 @@ class TransformationBuilder:
         ddl.create_table(conn, plan, run.columns, primary_key=False, generated_ids=False)
         after = {run.found[name].id: row_id for name, row_id in previous.read.items()}
         sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
-        with transformation_sql.time_limit(conn, self._limits.timeout_seconds):
+        with transformation_sql.time_limit(
+            conn, self._limits.timeout_seconds, deadline=run.deadline
+        ):
             added = transformation_sql.insert_rows(
                 conn,
                 plan,

@@ -11,6 +11,7 @@ due now.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +21,17 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
 from tally.services import derived_outputs as derived
-from tally.services.transformations.definitions import checked_definition
-from tally.services.transformations.shape import parse_definition
+from tally.services.transformations.definitions import (
+    TransformationDefinition,
+    checked_definition,
+)
+from tally.services.transformations.query import CheckedQuery
+from tally.services.transformations.runs import RunLimits
+from tally.services.transformations.shape import TransformationDefinitionBody, parse_definition
 from tally.storage import accounts, derived_resources, resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
+from tally.storage.resources import Resource
 
 KIND = "transformation"  # of the derived resource, and of its output resource
 
@@ -59,8 +66,9 @@ def columns_json(columns: tuple[Column, ...]) -> list[dict[str, str]]:
 
 
 class TransformationService:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, limits: RunLimits) -> None:
         self._engine = engine
+        self._limits = limits
 
     def create(self, *, workspace_id: int, body: Any) -> Transformation:
         """The transformation, its empty output and its first run, due now."""
@@ -68,9 +76,7 @@ class TransformationService:
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            definition, query, found = checked_definition(
-                conn, workspace_id, shape, own_output=None
-            )
+            definition, query, found = self._checked(conn, workspace_id, shape, None)
             columns = query.as_columns()
             output = derived.create_output(
                 conn,
@@ -114,9 +120,7 @@ class TransformationService:
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, transformation_id, lock=True)
-            definition, _, found = checked_definition(
-                conn, workspace_id, shape, own_output=record.resource_id
-            )
+            definition, _, found = self._checked(conn, workspace_id, shape, record.resource_id)
             derived_resources.replace_definition(
                 conn,
                 record.id,
@@ -129,6 +133,24 @@ class TransformationService:
                 resources.rename_resource(conn, record.resource_id, definition.name, now)
             derived_resources.request_run(conn, record.id, now)
             return _of(conn, _owned(conn, workspace_id, record.id))
+
+    def _checked(
+        self,
+        conn: Connection,
+        workspace_id: int,
+        shape: TransformationDefinitionBody,
+        own_output: int | None,
+    ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
+        """The definition checked within the SQL limits and the time limit: one whose
+        check alone outlasts the time limit is refused, as each of its runs would fail."""
+        return checked_definition(
+            conn,
+            workspace_id,
+            shape,
+            own_output=own_output,
+            limits=self._limits.sql,
+            deadline=time.monotonic() + self._limits.timeout_seconds,
+        )
 
     def delete(self, *, workspace_id: int, transformation_id: int) -> None:
         """The transformation, its output resource and table; refused (409) while
