@@ -6,6 +6,7 @@ the document's contents, which do not depend on the backend, are fetched once pe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -68,21 +69,24 @@ def test_openapi_document_is_valid_openapi_3(document: dict[str, Any]) -> None:
     assert {"title", "version"} <= set(document["info"])
 
 
+def objects_in(node: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in `node`, itself included, depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from objects_in(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from objects_in(value)
+
+
 def test_every_reference_in_the_document_resolves(document: dict[str, Any]) -> None:
-    refs: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("$ref"), str):
-                refs.append(node["$ref"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(document["paths"])
-    walk(document.get("components", {}))
+    refs = [
+        node["$ref"]
+        for part in (document["paths"], document.get("components", {}))
+        for node in objects_in(part)
+        if isinstance(node.get("$ref"), str)
+    ]
     schemas = document["components"]["schemas"]
     assert refs
     dangling = sorted({r for r in refs if r.removeprefix("#/components/schemas/") not in schemas})
@@ -205,19 +209,9 @@ def test_every_model_is_one_component_named_by_its_title(document: dict[str, Any
     one described inline (not a component) is made anew, and named anew, where it is used."""
     schemas = document["components"]["schemas"]
     assert {name: s.get("title") for name, s in schemas.items() if s.get("title") != name} == {}
-    inline: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "properties" in node and "title" in node:
-                inline.append(node["title"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(document["paths"])
+    inline = [
+        n["title"] for n in objects_in(document["paths"]) if "properties" in n and "title" in n
+    ]
     assert inline == []
 
 
