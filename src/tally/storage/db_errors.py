@@ -45,6 +45,13 @@ class BusyQueuePool(QueuePool):
             raise BusyError() from error
 
 
+# SQLAlchemy names a pool's logger after its class, so this one's sits below `tally` and
+# would print each pool's "Pool disposed"/"Pool recreating" at INFO; QueuePool's, below
+# `sqlalchemy`, is at WARNING unless asked for: keep it so.
+logging.getLogger(f"{BusyQueuePool.__module__}.{BusyQueuePool.__qualname__}").setLevel(
+    logging.WARNING
+)
+
 FAILURE_SUMMARY_CHARS = 300
 
 
