@@ -30,8 +30,8 @@ from support.reconciliation_pairs import (  # noqa: E402
     read_side,
     read_truth,
 )
-from tally.core.collector import paused_collector  # noqa: E402
 from tally.core.reconciliation import ManualWork, SideName  # noqa: E402
+from tally.processes.collector import paused_collector  # noqa: E402
 from tally.services.reconciliation.matching import SideTable, output_rows, reconcile  # noqa: E402
 
 

@@ -40,7 +40,7 @@ sys.path[:0] = [str(REPO / "tests")]
 from support.factories import Tenant  # noqa: E402
 from support.reconciliation_pairs import PEER_DEFINITION  # noqa: E402
 from support.reconciliation_runs import make_reconciliation  # noqa: E402
-from tally.core.collector import settle_garbage_collector  # noqa: E402
+from tally.processes.collector import settle_garbage_collector  # noqa: E402
 from tally.runtime import build_runtime  # noqa: E402
 from tally.settings import load_settings  # noqa: E402
 

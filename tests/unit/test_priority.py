@@ -11,7 +11,7 @@ import pytest
 # A thread started before the call and one after; each reports its niceness.
 PROBE = (
     "import os, threading\n"
-    "from tally.core.priority import lower_cpu_priority\n"
+    "from tally.processes.priority import lower_cpu_priority\n"
     "seen, called = [], threading.Event()\n"
     "def report():\n"
     "    called.wait(); seen.append(os.getpriority(os.PRIO_PROCESS, 0))\n"

@@ -19,7 +19,7 @@ from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
 from tally.api.v2 import files, reconciliations, sources, transformations, webhooks
 from tally.api.v2.bodies import request_components
-from tally.core.collector import settle_garbage_collector
+from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 

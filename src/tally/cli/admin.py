@@ -25,9 +25,9 @@ from rich.progress import (
 )
 
 from tally.cli.output import emit, reported_errors
-from tally.core.collector import settle_garbage_collector
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
+from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.services.admin import KeyInfo
 from tally.services.loader.load import ProgressCallback

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from tally.core.collector import settle_garbage_collector
-from tally.core.priority import lower_cpu_priority
+from tally.processes.collector import settle_garbage_collector
+from tally.processes.priority import lower_cpu_priority
 from tally.runtime import build_runtime
 from tally.settings import load_settings
 from tally.worker.runner import Worker

@@ -14,6 +14,7 @@
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
     │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
+    │   │   └── ResourceNameTakenError       (its name taken by a concurrent request)
     │   ├── InvalidNotificationError         (a webhook notification without a file URL)
     │   ├── InvalidBodyError                 (ingestion 422: a body that is not its model)
     │   │   └── InvalidUploadError           (an upload that is not its Content-Type)
@@ -190,6 +191,15 @@ class DefinitionRejectedError(InvalidRequestError):
     def __init__(self, problems: list[FieldProblem]) -> None:
         self.problems = problems
         super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+
+
+class ResourceNameTakenError(DefinitionRejectedError):
+    """A resource of that name was registered meanwhile: storage's unique name, taken by a
+    concurrent request after the definition's checks found it free."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__([FieldProblem("name", f"a resource named {name!r} already exists")])
 
 
 class RowNotFoundError(InvalidRequestError):

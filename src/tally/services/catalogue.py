@@ -8,7 +8,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
@@ -16,8 +16,8 @@ from tally.core.encodings import DEFAULT_ENCODING, UnknownEncodingError, canonic
 from tally.core.errors import (
     DefinitionRejectedError,
     FieldProblem,
+    ResourceNameTakenError,
     ResourceNotFoundError,
-    StorageProvisioningError,
 )
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.core.names import name_problem
@@ -53,7 +53,7 @@ def check_source_definition(
     if (problem := name_problem(name)) is not None:
         problems.append(FieldProblem("name", problem))
     elif resources.find_resource_by_name(conn, workspace_id, name) is not None:
-        problems.append(FieldProblem("name", f"a source named {name!r} already exists"))
+        problems.append(_name_taken(name))
     if folder_id is not None and not accounts.folder_belongs_to(conn, folder_id, workspace_id):
         problems.append(
             FieldProblem("folder_id", f"folder {folder_id} is not a folder of this workspace")
@@ -61,6 +61,10 @@ def check_source_definition(
     if problems:
         raise DefinitionRejectedError(problems)
     return encoding
+
+
+def _name_taken(name: str) -> FieldProblem:
+    return FieldProblem("name", f"a source named {name!r} already exists")
 
 
 def create_source_in(
@@ -80,25 +84,19 @@ def create_source_in(
     encoding = check_source_definition(conn, workspace_id, name, folder_id, encoding)
     declared = columns or PLACEHOLDER_COLUMNS
     try:
-        with conn.begin_nested():
-            resource = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind=SOURCE_KIND,
-                columns=declared,
-                is_placeholder=columns is None,
-                folder_id=folder_id,
-                now=utc_now(),
-                encoding=encoding,
-            )
-            ddl.create_table(conn, resource.table_name, declared)
-    except exc.IntegrityError as error:  # a concurrent registration took the name
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a source named {name!r} already exists")]
-        ) from error
-    except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
+        resource = resources.create_resource(
+            conn,
+            workspace_id=workspace_id,
+            name=name,
+            kind=SOURCE_KIND,
+            columns=declared,
+            is_placeholder=columns is None,
+            folder_id=folder_id,
+            now=utc_now(),
+            encoding=encoding,
+        )
+    except ResourceNameTakenError as error:  # a concurrent registration took the name
+        raise DefinitionRejectedError([_name_taken(name)]) from error
     return resource
 
 

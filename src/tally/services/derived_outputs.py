@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Connection, exc
+from sqlalchemy import Connection
 
 from tally.core.columns import Column
 from tally.core.errors import (
     ConflictError,
-    DefinitionRejectedError,
     FieldProblem,
     NotFoundError,
-    StorageProvisioningError,
 )
 from tally.storage import derived_outputs, derived_resources, outbox, resources
 from tally.storage.derived_resources import DerivedRecord
@@ -36,25 +34,16 @@ def create_output(
 ) -> int:
     """The output resource and its empty table; a concurrent taker of the name is the
     same 400 as one found first, a table that cannot be made the 502."""
-    try:
-        with conn.begin_nested():
-            output = resources.insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind=kind,
-                columns=columns,
-                is_placeholder=False,
-                folder_id=None,
-                now=now,
-            )
-            ddl.create_table(conn, output.table_name, columns)
-    except exc.IntegrityError as error:
-        raise DefinitionRejectedError(
-            [FieldProblem("name", f"a resource named {name!r} already exists")]
-        ) from error
-    except exc.DBAPIError as error:
-        raise StorageProvisioningError() from error
+    output = resources.create_resource(
+        conn,
+        workspace_id=workspace_id,
+        name=name,
+        kind=kind,
+        columns=columns,
+        is_placeholder=False,
+        folder_id=None,
+        now=now,
+    )
     return output.id
 
 

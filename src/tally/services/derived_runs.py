@@ -24,8 +24,8 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
-from tally.core.collector import paused_collector
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
+from tally.processes.collector import paused_collector
 from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
 from tally.services.derived_publishing import Publisher, lap
 from tally.storage import derived_outputs, derived_plans, derived_resources, outbox

@@ -9,7 +9,13 @@ from contextlib import contextmanager
 from sqlalchemy import exc
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
-from tally.core.errors import BusyError, LoadError, QueryNotApplicableError, StorageError
+from tally.core.errors import (
+    BusyError,
+    LoadError,
+    QueryNotApplicableError,
+    RunFailedError,
+    StorageError,
+)
 
 log = logging.getLogger("tally.storage")
 
@@ -30,6 +36,21 @@ def translated_errors() -> Iterator[None]:
         if isinstance(error, exc.DataError | exc.ProgrammingError):
             raise QueryNotApplicableError(str(error.orig)) from error
         raise
+
+
+@contextmanager
+def failure_as_run_failed() -> Iterator[None]:
+    """Around a user's query (a transformation's preview): whatever the database refuses
+    is the query's failure, RunFailedError in the database's words; a connection that
+    went away is not the query's fault (StorageError, 503)."""
+    try:
+        yield
+    except exc.DBAPIError as error:
+        if error.connection_invalidated:
+            log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
+            raise StorageError() from error
+        reason = str(error.orig).strip().splitlines()[0]
+        raise RunFailedError(f"the query failed: {reason}") from None
 
 
 class BusyQueuePool(QueuePool):

@@ -7,13 +7,17 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, exc, insert, select, update
 
 from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.errors import ResourceNotFoundError
+from tally.core.errors import (
+    ResourceNameTakenError,
+    ResourceNotFoundError,
+    StorageProvisioningError,
+)
 from tally.storage.engine import backend_of, write_connection
-from tally.storage.resource_tables import row_json
+from tally.storage.resource_tables import ddl, row_json
 from tally.storage.schema import is_storable_id, resources
 
 
@@ -58,7 +62,7 @@ def table_name_for(resource_id: int) -> str:
     return f"r_{resource_id}"
 
 
-def insert_resource(
+def create_resource(
     conn: Connection,
     *,
     workspace_id: int,
@@ -69,6 +73,42 @@ def insert_resource(
     folder_id: int | None,
     now: dt.datetime,
     encoding: str = DEFAULT_ENCODING,
+) -> Resource:
+    """The resource and its empty table, in a savepoint of `conn`'s transaction: a
+    concurrent taker of the name is ResourceNameTakenError, a table the database will not
+    make StorageProvisioningError (502), so no driver error reaches the service."""
+    try:
+        with conn.begin_nested():
+            resource = _insert_resource(
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                kind=kind,
+                columns=columns,
+                is_placeholder=is_placeholder,
+                folder_id=folder_id,
+                now=now,
+                encoding=encoding,
+            )
+            ddl.create_table(conn, resource.table_name, columns)
+    except exc.IntegrityError as error:
+        raise ResourceNameTakenError(name) from error
+    except exc.DBAPIError as error:
+        raise StorageProvisioningError() from error
+    return resource
+
+
+def _insert_resource(
+    conn: Connection,
+    *,
+    workspace_id: int,
+    name: str,
+    kind: str,
+    columns: tuple[Column, ...],
+    is_placeholder: bool,
+    folder_id: int | None,
+    now: dt.datetime,
+    encoding: str,
 ) -> Resource:
     resource_id = conn.execute(
         insert(resources)

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
+from tally.storage.db_errors import failure_as_run_failed
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.sql_functions import OVERFLOW, FunctionBudget, register_sql_functions
@@ -216,11 +217,22 @@ def interrupter(conn: Connection) -> Callable[[], None]:
     return interrupt
 
 
-def preview_rows(conn: Connection, columns: Sequence[Column], sql: str, limit: int) -> list[str]:
-    """The SELECT's first `limit` rows as their JSON object text (as a page shows them)."""
+def preview_rows(
+    conn: Connection,
+    columns: Sequence[Column],
+    sql: str,
+    limit: int,
+    *,
+    seconds: float,
+    deadline: float,
+) -> list[str]:
+    """The SELECT's first `limit` rows as their JSON object text (as a page shows them),
+    within `time_limit`; any failure of the query is RunFailedError
+    (`failure_as_run_failed`)."""
     postgresql = backend_of(conn).is_postgresql
     rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
     json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
     named = _named(driver_text(conn, sql), columns)
     statement = f"{named} SELECT {json_sql} FROM (SELECT * FROM q LIMIT {int(limit)}) o"
-    return [str(row[0]) for row in conn.exec_driver_sql(statement)]
+    with failure_as_run_failed(), time_limit(conn, seconds, deadline=deadline):
+        return [str(row[0]) for row in conn.exec_driver_sql(statement)]

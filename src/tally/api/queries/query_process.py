@@ -26,7 +26,7 @@ from tally.api.compression import (
     deflate_piece,
     encode_json_body,
 )
-from tally.core.collector import settle_garbage_collector
+from tally.processes.collector import settle_garbage_collector
 from tally.runtime import build_query_process_service
 from tally.services.data_query import CountHint, DataAnswer, DataQueryService, DataRequest
 from tally.settings import Settings

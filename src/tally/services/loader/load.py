@@ -23,10 +23,10 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
-from tally.core.collector import settle_garbage_collector
 from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
+from tally.processes.collector import settle_garbage_collector
 from tally.services.loader.inference import (
     DECIMAL,
     VALUE_SEPARATOR,

@@ -8,9 +8,10 @@ from sqlalchemy import Connection
 
 from tally.core.columns import Column
 from tally.core.reconciliation import ReconciliationDefinition
+from tally.services.derived_graph import upstream
 from tally.services.reconciliation.definitions import check_definition
 from tally.services.reconciliation.shape import ReconciliationDefinitionBody
-from tally.storage import derived_resources, resources
+from tally.storage import resources
 
 
 def checked_definition(
@@ -37,14 +38,3 @@ def checked_definition(
     name_taken = taken is not None and taken.id != own_output
     definition = check_definition(shape, readable, name_taken=name_taken)
     return definition, {k: v for k, v in readable.items() if v is not None}
-
-
-def upstream(conn: Connection, resource_id: int) -> set[int]:
-    """The resource and every resource it is computed from, however indirectly."""
-    seen, pending = {resource_id}, [resource_id]
-    while pending:
-        for found in derived_resources.inputs_of_output(conn, pending.pop()):
-            if found not in seen:
-                seen.add(found)
-                pending.append(found)
-    return seen

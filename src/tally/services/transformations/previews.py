@@ -13,7 +13,6 @@ A stopping process stops its previews (`close`) instead of waiting for their lim
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import Counter
@@ -24,19 +23,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.core.errors import BusyError, RunFailedError, StorageError, TooManyPreviewsError
+from tally.core.errors import BusyError, TooManyPreviewsError
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import parse_definition
 from tally.storage import accounts
 from tally.storage import transformation_sql as runs_sql
-from tally.storage.db_errors import failure_summary
 from tally.storage.engine import backend_of, snapshot_connection
-
-log = logging.getLogger("tally.transformations")
 
 PREVIEW_ROWS = 20
 ALL_BUSY = "Every preview slot of the service is in use. Retry later."
@@ -132,15 +128,14 @@ class Previews:
             )
             sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
             columns = query.as_columns()
-            try:
-                with runs_sql.time_limit(conn, self._limits.timeout_seconds, deadline=deadline):
-                    rows = runs_sql.preview_rows(conn, columns, sql, PREVIEW_ROWS)
-            except exc.DBAPIError as error:
-                if error.connection_invalidated:  # the database went away: not the query's fault
-                    log.warning("storage_unavailable", extra={"cause": failure_summary(error)})
-                    raise StorageError() from error
-                reason = str(error.orig).strip().splitlines()[0]
-                raise RunFailedError(f"the query failed: {reason}") from None
+            rows = runs_sql.preview_rows(
+                conn,
+                columns,
+                sql,
+                PREVIEW_ROWS,
+                seconds=self._limits.timeout_seconds,
+                deadline=deadline,
+            )
         return Preview(columns, rows)
 
     @contextmanager

@@ -1,0 +1,1 @@
+"""Tooling run by scripts/check, never part of tally."""
