@@ -349,21 +349,28 @@ def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -
         assert not derived_resources.extend_lease(conn, record.id, "a", later, 3)
 
 
-def test_a_worker_whose_lease_passed_on_writes_nothing(runtime: Runtime, tenant: Tenant) -> None:
+def test_a_worker_whose_lease_passed_on_writes_nothing(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = reconciled(runtime, tenant)
     run_now(runtime, record)
     version = output_resource(runtime, record).data_version
-    with write_connection(runtime.engine) as conn, conn.begin():
-        derived_resources.request_run(conn, record.id, utc_now())
-        claimed = derived_resources.claim_due(conn, worker="gone", now=utc_now(), lease_seconds=3)
-        assert claimed is not None
-        conn.exec_driver_sql(  # another worker took it over meanwhile
-            f"UPDATE derived_resources SET lease_owner = 'other' WHERE id = {record.id}"
-        )
     append(
         runtime, record_left(record), "reference,amount,txn_date,memo\nREF-8,8.00,2024-02-01,x\n"
     )
-    runtime.derived._run(claimed, "gone")
+    with write_connection(runtime.engine) as conn, conn.begin():
+        derived_resources.request_run(conn, record.id, utc_now())
+    claim_due = derived_resources.claim_due
+
+    def claimed_then_taken_over(conn: sa.Connection, **how: Any) -> DerivedRecord | None:
+        claimed = claim_due(conn, **how)
+        conn.exec_driver_sql(  # another worker took it over meanwhile
+            f"UPDATE derived_resources SET lease_owner = 'other' WHERE id = {record.id}"
+        )
+        return claimed
+
+    monkeypatch.setattr(derived_resources, "claim_due", claimed_then_taken_over)
+    assert runtime.derived.run_one(worker="gone")  # claimed, and run with a lost lease
     assert output_resource(runtime, record).data_version == version
     with runtime.engine.connect() as conn:
         owner = conn.exec_driver_sql(
