@@ -111,7 +111,8 @@ class Worker:
                 self._wake.clear()
 
     def idle_seconds(self) -> float:
-        """A poll, or less when a derived run this process queued falls due sooner."""
+        """How long an idle thread waits before its next round: a poll, or less when a
+        derived run this process queued falls due sooner (public: a test checks it)."""
         due = self._runtime.derived.seconds_until_due()
         return self._poll_seconds if due is None else min(self._poll_seconds, due)
 
