@@ -552,7 +552,10 @@ def test_the_pool_answers_each_call_with_its_own_answer_and_error(
             assert len(pids) == PROCESSES  # calls at once go to different processes
             assert os.getpid() not in pids
             slow = [asyncio.create_task(pool.call(time.sleep, 0.3)) for _ in range(PROCESSES)]
-            await asyncio.sleep(0.1)
+            # One turn of the loop runs each task up to its answer: its call is sent (a
+            # call writes before it first waits), and its answer will come.
+            await asyncio.sleep(0)
+            assert not any(task.done() for task in slow)
             for task in slow:
                 task.cancel()
             assert await asyncio.gather(*(pool.call(abs, -n) for n in range(6))) == list(range(6))

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,6 +221,13 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _ignores(pid: int, signum: int) -> bool:
+    """Whether the process ignores the signal (its SigIgn mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    [mask] = [line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")]
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def _serve_with_query_processes(
     settings: Settings, runtime: Runtime, processes: Processes
 ) -> tuple[ServeProcess, set[int]]:
@@ -260,9 +266,15 @@ def test_serve_stops_its_query_processes_itself_when_the_group_is_terminated(
     leave their end to the API process, which closes its pool: none is reported lost,
     and none is started again on the way out."""
     serve, children = _serve_with_query_processes(settings, runtime, processes)
+    eventually(  # a query process still starting has not said so yet
+        lambda: all(_ignores(pid, signal.SIGTERM) for pid in children),
+        timeout=15,
+        what="the query processes to ignore SIGTERM",
+    )
     for pid in children:  # the group's signal reaches the children too
         os.kill(pid, signal.SIGTERM)
-    time.sleep(0.5)  # as the signal reaches each at its own moment
+    # The kernel drops a signal its process ignores as it is sent: none is still on its
+    # way, so no wait is needed to see that they live on.
     assert all(_running(pid) for pid in children)
     assert serve.terminate(timeout=20) in (0, -signal.SIGTERM)
     assert "query_process_lost" not in serve.stderr_text()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -198,18 +198,28 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
 
 
 def test_an_upload_wakes_an_idle_worker_of_the_same_process(
-    runtime: Runtime, ingestion_tenant: Tenant
+    runtime: Runtime, ingestion_tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker that would poll only once an hour still takes an uploaded file: the
     queuing transaction wakes it as it commits (PostgreSQL: NOTIFY; SQLite: the
-    listeners of this process, `tally serve`'s own worker). A thread still in its last,
-    empty pass when the file comes would take it without the wake-up: the test can pass
-    without it, never fail because of the order."""
+    listeners of this process, `tally serve`'s own worker). The file comes once the
+    thread's first pass has tried its last job, so past its claim of a file: without
+    the wake-up it would wait for the hour."""
     source = placeholder(runtime, ingestion_tenant)
+    first_pass_done = threading.Event()
+    last_job = runtime.catalogue.finish_one_unfinished
+
+    def last_job_then_tell() -> bool:
+        try:
+            return last_job()
+        finally:
+            first_pass_done.set()
+
+    monkeypatch.setattr(runtime.catalogue, "finish_one_unfinished", last_job_then_tell)
     idle = Worker(runtime, concurrency=1, poll_seconds=3600)
     idle.start()
     try:
-        time.sleep(0.5)  # its first pass done: asleep for the hour
+        assert first_pass_done.wait(30), "the worker's first pass to end"
         accepted = upload(runtime, ingestion_tenant, source, b"id,memo\n1,woken\n")
         eventually(
             lambda: get_file(runtime, accepted.file_id).status == "delivered",

@@ -5,7 +5,6 @@ the database file's size, which only a checkpoint changes."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +81,7 @@ def test_a_database_removed_is_not_made_again(
     engine.dispose()
     for path in tmp_path.glob("tally.db*"):
         path.unlink()
-    time.sleep(0.6)  # the thread wakes after its interval and finds nothing to open
+    # The thread ends once it has looked (after its interval: nothing to open) or, had
+    # it opened the database first, after IDLE_SECONDS: either way past any making again.
     eventually(lambda: not checkpointing(database) or None, timeout=30, what="the thread ended")
     assert not database.exists()

@@ -70,7 +70,10 @@ def test_a_waiting_writer_goes_before_the_jobs_next_transaction(
         previous.execute("INSERT INTO handoff (who) VALUES ('job 1')")
         writer.start()
         eventually(lambda: someone_writes(engine), timeout=10, what="the writer to wait")
-        time.sleep(0.5)  # the writer's busy handler now sleeps 100 ms between tries
+        # The hard case: SQLite's busy handler (out of sight) now sleeps 100 ms between
+        # tries. A shorter stay only makes the writer try sooner; the order is decided
+        # by `job_step`, which waits for the writer's announcement (a lock) to end.
+        time.sleep(0.5)
         previous.execute("COMMIT")
     finally:
         previous.close()

@@ -39,15 +39,15 @@ class Worker:
         notifications = self._runtime.notifications
         derived = self._runtime.derived
         return [
-            lambda: self._deliver_one(worker),
+            lambda: self.deliver_one(worker),
             notifications.fan_out,
             lambda: notifications.send_one(worker=worker),
-            self._queue_derived_runs,
+            self.queue_derived_runs,
             lambda: derived.run_one(worker=worker),
             self._runtime.catalogue.finish_one_unfinished,
         ]
 
-    def _queue_derived_runs(self) -> bool:
+    def queue_derived_runs(self) -> bool:
         """Queue the runs that deliveries asked for, and wake the idle threads: one of
         them then waits only until the first run falls due, not a whole poll (the
         thread that queued it may be busy finishing the delivered rows)."""
@@ -60,11 +60,13 @@ class Worker:
         """The runs a delivery asks for, queued as soon as its rows are committed, not
         after this thread has finished them (their JSON text): the burst starts then."""
         try:
-            self._queue_derived_runs()
+            self.queue_derived_runs()
         except Exception:  # the loop's own job queues them on its next round
             log.exception("job_crashed")
 
-    def _deliver_one(self, worker: str) -> bool:
+    def deliver_one(self, worker: str) -> bool:
+        """Deliver the next file due, if any (False when none), renewing its lease meanwhile:
+        the loop's first job, public so a test can run one delivery without threads."""
         delivery = self._runtime.delivery
         file = delivery.claim_file(worker=worker)
         if file is None:
@@ -105,13 +107,20 @@ class Worker:
                     return
             if not did_work:
                 # a wake-up lost between the claim and the clear costs one poll, no file
-                self._wake.wait(self._idle_seconds())
+                self._wake.wait(self.idle_seconds())
                 self._wake.clear()
 
-    def _idle_seconds(self) -> float:
-        """A poll, or less when a derived run this process queued falls due sooner."""
+    def idle_seconds(self) -> float:
+        """How long an idle thread waits before its next round: a poll, or less when a
+        derived run this process queued falls due sooner (public: a test checks it)."""
         due = self._runtime.derived.seconds_until_due()
         return self._poll_seconds if due is None else min(self._poll_seconds, due)
+
+    def is_woken(self) -> bool:
+        """Whether the idle threads are told to look for work now (files or runs were
+        queued, or the worker stops) and have not looked yet: what a job that queues
+        work must leave behind, which a test checks without starting the threads."""
+        return self._wake.is_set()
 
     def _listen(self) -> None:
         """Wake idle threads when files are queued; on a lost connection, poll until a
