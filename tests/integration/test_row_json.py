@@ -92,25 +92,30 @@ def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Ten
     assert read_body(runtime, tenant, resource.id) == before
 
 
-class _HeldCatalogue(SourceCatalogue):
-    """A real catalogue whose first finish waits until the test lets it go on, so a
-    second thread's job runs while the first is inside it."""
+class _HeldFinish:
+    """Storing a resource's row text, through the public storage call the catalogue
+    makes, held on its first call until the test lets it go on: a second thread's job
+    runs while the first is inside a finish."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.inside, self.go_on = threading.Event(), threading.Event()
         self.finished: list[int] = []
+        store = resources.store_missing_text
 
-    def _finish(self, resource_id: int) -> None:  # inside the registration of the work
-        if not self.inside.is_set():
-            self.inside.set()
-            assert self.go_on.wait(30)
-        super()._finish(resource_id)
-        self.finished.append(resource_id)
+        def held(engine: Engine, resource: Resource) -> int:
+            if not self.inside.is_set():
+                self.inside.set()
+                assert self.go_on.wait(30)
+            try:
+                return store(engine, resource)
+            finally:
+                self.finished.append(resource.id)
+
+        monkeypatch.setattr(resources, "store_missing_text", held)
 
 
 def test_threads_of_one_process_finish_different_resources(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker thread does not wait behind another finishing the same rows: it takes the
     next resource, or finds nothing to do, and goes on to its other jobs."""
@@ -118,39 +123,39 @@ def test_threads_of_one_process_finish_different_resources(
     second = make_source(runtime.engine, tenant, "id,memo\n1,a\n", name="second")
     load_unfinished(runtime.engine, first, "id,memo\n2,b\n")
     load_unfinished(runtime.engine, second, "id,memo\n2,b\n")
-    catalogue = _HeldCatalogue(runtime.engine)
+    catalogue, hold = SourceCatalogue(runtime.engine), _HeldFinish(monkeypatch)
     held = threading.Thread(target=catalogue.finish_one_unfinished)
     held.start()
     try:
-        assert catalogue.inside.wait(30)
+        assert hold.inside.wait(30)
         assert catalogue.finish_one_unfinished() is True  # the other one, at once
-        assert catalogue.finished == [second.id]
+        assert hold.finished == [second.id]
         assert catalogue.finish_one_unfinished() is False  # the first is in hand
     finally:
-        catalogue.go_on.set()
+        hold.go_on.set()
         held.join()
-    assert catalogue.finished == [second.id, first.id]
+    assert hold.finished == [second.id, first.id]
     assert catalogue.finish_one_unfinished() is False
     assert stored(runtime.engine, first)[-1] == '{"id":2,"memo":"b"}'
 
 
 def test_the_job_skips_a_resource_finished_after_its_delivery(
-    runtime: Runtime, tenant: Tenant
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The thread that delivered a file finishes its rows itself (`finish_resource`);
     meanwhile another thread's job finds nothing to do instead of waiting for them."""
     source = make_source(runtime.engine, tenant, "id,memo\n1,a\n")
     load_unfinished(runtime.engine, source, "id,memo\n2,b\n")
-    catalogue = _HeldCatalogue(runtime.engine)
+    catalogue, hold = SourceCatalogue(runtime.engine), _HeldFinish(monkeypatch)
     delivering = threading.Thread(target=catalogue.finish_resource, args=(source.id,))
     delivering.start()
     try:
-        assert catalogue.inside.wait(30)
+        assert hold.inside.wait(30)
         assert catalogue.finish_one_unfinished() is False
     finally:
-        catalogue.go_on.set()
+        hold.go_on.set()
         delivering.join()
-    assert catalogue.finished == [source.id]
+    assert hold.finished == [source.id]
     assert stored(runtime.engine, source)[-1] == '{"id":2,"memo":"b"}'
 
 

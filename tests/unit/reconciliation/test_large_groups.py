@@ -99,7 +99,7 @@ def test_listed_groups_are_matched_in_batches_of_the_bound() -> None:
     d = definition([{**WIDE, "name": "exact", "amount_tolerance": "0"}])
     with (
         patch.object(passes, "LISTED_PAIRS", 2),
-        patch.object(passes, "_greedy", wraps=passes._greedy) as greedy,
+        patch.object(passes, "take_best_pairs", wraps=passes.take_best_pairs) as greedy,
     ):
         outcome = run_engine(d, left, right)
     assert [len(call.args[2]) for call in greedy.call_args_list] == [2, 1]  # groups per batch

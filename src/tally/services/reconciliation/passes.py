@@ -113,10 +113,10 @@ def one_to_one(run: Run, pass_index: int) -> None:
             groups.append(pairs)
             listed += len(pairs)
         if listed > LISTED_PAIRS:
-            _greedy(run, pass_index, groups)
+            take_best_pairs(run, pass_index, groups)
             groups, listed = [], 0
     if groups:
-        _greedy(run, pass_index, groups)
+        take_best_pairs(run, pass_index, groups)
     left.close_taken()
     right.close_taken()
 
@@ -225,7 +225,7 @@ def _candidates(
     return pairs
 
 
-def _greedy(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
+def take_best_pairs(run: Run, pass_index: int, groups: list[list[Pair]]) -> None:
     """Take the pairs best first (amount gap, date gap, then content), each row once.
     Content is looked up only for pairs tied on both gaps that share a row."""
     tied_left: set[int] = set()
