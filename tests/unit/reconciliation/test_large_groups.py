@@ -35,7 +35,7 @@ def test_a_group_past_the_bound_is_matched_without_listing_its_pairs() -> None:
         row("K", rnd.randint(0, 40), rnd.randint(0, 9), note=rnd.randint(0, 3)) for _ in range(300)
     ]
     d = definition([WIDE])
-    with patch.object(passes, "_candidates", side_effect=AssertionError("listed")):
+    with patch.object(passes, "candidate_pairs", side_effect=AssertionError("listed")):
         outcome = run_engine(d, left, right)  # 90,000 pairs: past LISTED_PAIRS
     with patch.object(passes, "LISTED_PAIRS", 10**9):
         listed = run_engine(d, left, right)

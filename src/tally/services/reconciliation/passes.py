@@ -108,7 +108,7 @@ def one_to_one(run: Run, pass_index: int) -> None:
         if _most_pairs(run, group_lefts, group_rights, tolerance, window) > LISTED_PAIRS:
             LargeGroup(run, pass_index, group_lefts, group_rights, tolerance, window).match()
             continue
-        pairs = _candidates(run, group_lefts, group_rights, tolerance, window)
+        pairs = candidate_pairs(run, group_lefts, group_rights, tolerance, window)
         if pairs:
             groups.append(pairs)
             listed += len(pairs)
@@ -191,7 +191,7 @@ def _within(
     )
 
 
-def _candidates(
+def candidate_pairs(
     run: Run, lefts: list[int], rights: list[int], tolerance: int, window: tuple[int, int]
 ) -> list[Pair]:
     """Every pair of a key's rows within tolerance and window and not rejected. The right
