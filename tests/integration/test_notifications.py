@@ -33,7 +33,7 @@ from support.factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
 from support.waiting import eventually
 from tally.core.ids import hash_secret
-from tally.core.notifications import DeliveryStatus
+from tally.core.status_callbacks import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box

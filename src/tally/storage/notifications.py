@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
-from tally.core.notifications import DeliveryStatus
+from tally.core.status_callbacks import DeliveryStatus
 from tally.storage.engine import backend_of
 from tally.storage.outbox import NOTIFICATION, OutboxEvent
 from tally.storage.schema import (
