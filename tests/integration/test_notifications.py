@@ -42,8 +42,8 @@ from tally.services.notification_intake import Notification
 from tally.services.status_notifications import NotificationSender
 from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
-from tally.storage import notifications, outbox, webhooks
-from tally.storage.notifications import AttemptRecord, DeliveryRecord
+from tally.storage import outbox, status_callbacks, webhooks
+from tally.storage.status_callbacks import AttemptRecord, DeliveryRecord
 
 LOOPBACK_ONLY = AddressPolicy(allow=(ip_network("127.0.0.0/8"),))
 SHORT_SCHEDULE = (0.05, 0.05, 0.05)
@@ -165,12 +165,12 @@ def accept(
 
 def deliveries(engine: Engine, file_id: int) -> list[DeliveryRecord]:
     with engine.connect() as conn:
-        return notifications.list_deliveries_for_file(conn, file_id)
+        return status_callbacks.list_deliveries_for_file(conn, file_id)
 
 
 def attempts(engine: Engine, file_id: int) -> list[AttemptRecord]:
     with engine.connect() as conn:
-        return notifications.list_attempts_for_file(conn, file_id)
+        return status_callbacks.list_attempts_for_file(conn, file_id)
 
 
 def settle(
@@ -368,8 +368,8 @@ def test_410_disables_the_endpoint_and_stops_its_pending_deliveries(
     assert deliveries(runtime.engine, later) == []
     assert len(receiver.hooks("gone")) == 1
     with runtime.engine.connect() as conn:
-        [delivery_row] = notifications.list_deliveries_for_file(conn, first)
-        assert notifications.endpoint_disabled(conn, delivery_row.endpoint_id)
+        [delivery_row] = status_callbacks.list_deliveries_for_file(conn, first)
+        assert status_callbacks.endpoint_disabled(conn, delivery_row.endpoint_id)
 
 
 def test_an_exhausted_schedule_fails_the_delivery_with_every_attempt_recorded(
