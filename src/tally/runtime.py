@@ -36,7 +36,7 @@ from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import NotificationSender
 from tally.services.transformations.previews import Previews
 from tally.services.transformations.runs import RunLimits, TransformationBuilder
 from tally.services.transformations.service import TransformationService

@@ -39,7 +39,7 @@ from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box
 from tally.services.notification_endpoints import NotificationConfig
 from tally.services.notification_intake import Notification
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import NotificationSender
 from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
 from tally.storage import outbox, status_callbacks, webhooks

@@ -37,7 +37,7 @@ from tally.services import uploads
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
 from tally.services.notification_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import NotificationSender
 from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore

@@ -1,7 +1,7 @@
 """File events: the outbox rows that status notifications are made from.
 
 Written in the transaction of the change they report (STYLE 8); the workers fan them
-out to each source's notification endpoints (services/status_notifications.py)."""
+out to each source's notification endpoints (services/status_callbacks.py)."""
 
 from __future__ import annotations
 
