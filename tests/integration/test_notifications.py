@@ -37,7 +37,7 @@ from tally.core.status_callbacks import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import NotificationConfig
 from tally.services.notification_intake import Notification
 from tally.services.status_callbacks import NotificationSender
 from tally.services.webhooks import WebhookDefinition

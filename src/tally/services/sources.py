@@ -12,7 +12,7 @@ from tally.core.columns import Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.sealing import SecretBox
 from tally.services.catalogue import create_source_in
-from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
+from tally.services.callback_endpoints import NotificationConfig, add_notification_endpoint
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 

@@ -36,7 +36,7 @@ from tally.core.columns import ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.shapes import WHOLE_NUMBER, Strict, WholeNumber
 from tally.services import json_rows, uploads
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column
 from tally.services.uploads import StagedFile, UploadService
 

@@ -22,7 +22,7 @@ from tally.api.v2.bodies import (
     validate_body,
 )
 from tally.core import errors
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import NotificationConfig
 from tally.services.notification_intake import Notification
 from tally.services.webhooks import WebhookDefinition
 
