@@ -23,7 +23,7 @@ from tally.core.encodings import (
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
-from tally.core.shapes import SPACE_CLASS, Name, Strict, WholeNumber
+from tally.core.bodies import SPACE_CLASS, Name, Strict, WholeNumber
 
 T = TypeVar("T")
 COMPONENTS = "#/components/schemas/"

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from tally.core.columns import INT64_MAX
-from tally.core.shapes import WHOLE_NUMBER, Strict
+from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.services.reconciliation.shape import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from tally.core.shapes import WHOLE_NUMBER, Name, Strict, parsed
+from tally.core.bodies import WHOLE_NUMBER, Name, Strict, parsed
 
 INPUT_NAME_PATTERN = "^[a-z_][a-z0-9_]{0,62}$"  # what the SQL names unquoted
 MAX_INPUTS = 50
