@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from tally.core.columns import INT64_MAX
 from tally.core.bodies import WHOLE_NUMBER, Strict
-from tally.services.reconciliation.shape import ReconciliationDefinitionBody
+from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000
 NOTE_MAX_CHARS = 10_000

@@ -23,7 +23,7 @@ from tally.core.reconciliation import (
     Side,
 )
 from tally.services.reconciliation.output_columns import ROW
-from tally.services.reconciliation.shape import (
+from tally.services.reconciliation.bodies import (
     MAX_WINDOW_DAYS,
     SIDE_NAME_PATTERN,
     TOLERANCE_PATTERN,
