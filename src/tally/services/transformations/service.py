@@ -27,7 +27,7 @@ from tally.services.transformations.definitions import (
 )
 from tally.services.transformations.query import CheckedQuery
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.shape import TransformationDefinitionBody, parse_definition
+from tally.services.transformations.bodies import TransformationDefinitionBody, parse_definition
 from tally.storage import accounts, derived_resources, resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
