@@ -34,8 +34,8 @@ from tally.core.errors import (
 from tally.core.files import FileRecord
 from tally.runtime import Runtime, address_policy, build_runtime, secret_box
 from tally.services import uploads
-from tally.services.catalogue import PLACEHOLDER_COLUMNS
 from tally.services.callback_endpoints import NotificationConfig
+from tally.services.catalogue import PLACEHOLDER_COLUMNS
 from tally.services.sources import SourceDefinition, declared_column
 from tally.services.status_callbacks import NotificationSender
 from tally.services.uploads import UploadService

@@ -11,8 +11,8 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.sealing import SecretBox
-from tally.services.catalogue import create_source_in
 from tally.services.callback_endpoints import NotificationConfig, add_notification_endpoint
+from tally.services.catalogue import create_source_in
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 

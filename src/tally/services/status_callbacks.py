@@ -20,8 +20,8 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import as_utc, utc_now
-from tally.core.status_callbacks import DeliveryStatus
 from tally.core.sealing import SealError, SecretBox
+from tally.core.status_callbacks import DeliveryStatus
 from tally.core.urls import redact_url
 from tally.net.callbacks import CallbackResult, post_json
 from tally.net.fetch import AddressPolicy, classify_status

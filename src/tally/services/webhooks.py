@@ -14,8 +14,8 @@ from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import WebhookNotFoundError
 from tally.core.ids import hash_secret, new_webhook_id
 from tally.core.sealing import SecretBox
-from tally.services.catalogue import create_source_in
 from tally.services.callback_endpoints import NotificationConfig, add_notification_endpoint
+from tally.services.catalogue import create_source_in
 from tally.storage import webhooks
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource

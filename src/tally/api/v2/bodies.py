@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationEr
 from pydantic.json_schema import models_json_schema
 
 from tally.api.errors import validation_problems
+from tally.core.bodies import SPACE_CLASS, Name, Strict, WholeNumber
 from tally.core.encodings import (
     DEFAULT_ENCODING,
     DOCUMENTED_SPELLINGS,
@@ -23,7 +24,6 @@ from tally.core.encodings import (
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
-from tally.core.bodies import SPACE_CLASS, Name, Strict, WholeNumber
 
 T = TypeVar("T")
 COMPONENTS = "#/components/schemas/"

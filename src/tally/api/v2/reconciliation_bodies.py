@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from tally.core.columns import INT64_MAX
 from tally.core.bodies import WHOLE_NUMBER, Strict
+from tally.core.columns import INT64_MAX
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000

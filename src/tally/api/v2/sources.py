@@ -32,9 +32,9 @@ from tally.api.v2.bodies import (
 )
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
+from tally.core.bodies import WHOLE_NUMBER, Strict, WholeNumber
 from tally.core.columns import ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.bodies import WHOLE_NUMBER, Strict, WholeNumber
 from tally.services import json_rows, uploads
 from tally.services.callback_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column

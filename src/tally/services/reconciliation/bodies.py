@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic.config import JsonDict
 
-from tally.core.reconciliation import Normalizer, PassType
 from tally.core.bodies import Name, Strict, WholeNumber, parsed
+from tally.core.reconciliation import Normalizer, PassType
 
 SIDE_NAME_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
 TOLERANCE_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,18})?$"  # exact at 18 digits within int64 sums

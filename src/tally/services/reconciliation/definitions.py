@@ -22,7 +22,6 @@ from tally.core.reconciliation import (
     ReconciliationDefinition,
     Side,
 )
-from tally.services.reconciliation.output_columns import ROW
 from tally.services.reconciliation.bodies import (
     MAX_WINDOW_DAYS,
     SIDE_NAME_PATTERN,
@@ -31,6 +30,7 @@ from tally.services.reconciliation.bodies import (
     ReconciliationDefinitionBody,
     SideBody,
 )
+from tally.services.reconciliation.output_columns import ROW
 
 SHOWN_COLUMNS = 12  # columns a message lists when a name is not among them
 E = TypeVar("E", PassType, Normalizer)

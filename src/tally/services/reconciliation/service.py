@@ -22,9 +22,9 @@ from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services import derived_outputs as derived
 from tally.services.reconciliation import manual
+from tally.services.reconciliation.bodies import parse_definition
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
-from tally.services.reconciliation.bodies import parse_definition
 from tally.storage import accounts, derived_resources, reconciliation_keys, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord

@@ -27,9 +27,9 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
 from tally.core.errors import BusyError, TooManyPreviewsError
+from tally.services.transformations.bodies import parse_definition
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.bodies import parse_definition
 from tally.storage import accounts
 from tally.storage import transformation_sql as runs_sql
 from tally.storage.engine import backend_of, snapshot_connection

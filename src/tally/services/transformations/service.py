@@ -21,13 +21,13 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
 from tally.services import derived_outputs as derived
+from tally.services.transformations.bodies import TransformationDefinitionBody, parse_definition
 from tally.services.transformations.definitions import (
     TransformationDefinition,
     checked_definition,
 )
 from tally.services.transformations.query import CheckedQuery
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.bodies import TransformationDefinitionBody, parse_definition
 from tally.storage import accounts, derived_resources, resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
