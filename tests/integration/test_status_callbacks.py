@@ -37,9 +37,9 @@ from tally.core.status_callbacks import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box
-from tally.services.callback_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
-from tally.services.status_callbacks import NotificationSender
+from tally.services.status_callbacks import CallbackSender
 from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
 from tally.storage import outbox, status_callbacks, webhooks
@@ -125,8 +125,8 @@ def make_sender(
     policy: AddressPolicy = LOOPBACK_ONLY,
     schedule: tuple[float, ...] = SHORT_SCHEDULE,
     timeout: float = 5.0,
-) -> NotificationSender:
-    return NotificationSender(
+) -> CallbackSender:
+    return CallbackSender(
         engine=runtime.engine,
         box=secret_box(runtime.settings),
         addresses=policy,
@@ -143,7 +143,7 @@ def register(
     tenant = make_tenant(runtime.engine, ingestion=True)
     definition = WebhookDefinition(
         name=f"orders {tenant.workspace_id}",
-        notification=NotificationConfig(url=url, secret=secret, events=events),
+        callback=CallbackConfig(url=url, secret=secret, events=events),
     )
     return runtime.webhooks.register(
         workspace_id=tenant.workspace_id, definition=definition
@@ -174,7 +174,7 @@ def attempts(engine: Engine, file_id: int) -> list[AttemptRecord]:
 
 
 def settle(
-    sender: NotificationSender, engine: Engine, *file_ids: int, within: float = 20.0
+    sender: CallbackSender, engine: Engine, *file_ids: int, within: float = 20.0
 ) -> None:
     """Run the sender's jobs until no event is pending and every delivery is final."""
 
@@ -462,7 +462,7 @@ def test_two_senders_never_send_the_same_delivery_twice(
     senders = [(make_sender(runtime), f"w{n}") for n in (1, 2)]
     failures: list[BaseException] = []
 
-    def work(sender: NotificationSender, worker: str) -> None:
+    def work(sender: CallbackSender, worker: str) -> None:
         def all_received() -> bool:
             if len(receiver.hooks("busy")) >= 50:
                 return True

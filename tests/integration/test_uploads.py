@@ -34,10 +34,10 @@ from tally.core.errors import (
 from tally.core.files import FileRecord
 from tally.runtime import Runtime, address_policy, build_runtime, secret_box
 from tally.services import uploads
-from tally.services.callback_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
 from tally.services.sources import SourceDefinition, declared_column
-from tally.services.status_callbacks import NotificationSender
+from tally.services.status_callbacks import CallbackSender
 from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore
@@ -159,10 +159,10 @@ def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
 def test_the_notification_endpoint_is_stored_with_the_source(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
+    config = CallbackConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
     source = runtime.sources.create_source(
         workspace_id=ingestion_tenant.workspace_id,
-        definition=SourceDefinition("notified", notification=config),
+        definition=SourceDefinition("notified", callback=config),
     )
     with runtime.engine.connect() as conn:
         [endpoint] = webhooks.list_active_endpoints(conn, source.id)
@@ -429,14 +429,14 @@ def test_uploads_send_the_same_status_notifications(
     try:
         tenant = make_tenant(runtime.engine, ingestion=True)
         with serve_app(_receiver(log)) as url:
-            config = NotificationConfig(f"{url}/hook", None, None)
+            config = CallbackConfig(f"{url}/hook", None, None)
             source = runtime.sources.create_source(
                 workspace_id=tenant.workspace_id,
-                definition=SourceDefinition("notified", notification=config),
+                definition=SourceDefinition("notified", callback=config),
             )
             accepted = upload(runtime, tenant, source, b'[{"n": 1}]', kind="json")
             run_pipeline(runtime)
-            sender = NotificationSender(
+            sender = CallbackSender(
                 engine=runtime.engine,
                 box=secret_box(runtime.settings),
                 addresses=address_policy(runtime.settings),

@@ -11,7 +11,7 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.sealing import SecretBox
-from tally.services.callback_endpoints import NotificationConfig, add_notification_endpoint
+from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
 from tally.services.catalogue import create_source_in
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
@@ -24,7 +24,7 @@ class SourceDefinition:
     name: str
     folder_id: int | None = None
     columns: tuple[Column, ...] | None = None  # None: a placeholder source
-    notification: NotificationConfig | None = None
+    callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
 
@@ -60,5 +60,5 @@ class SourceService:
                 encoding=definition.encoding,
                 columns=definition.columns,
             )
-            add_notification_endpoint(conn, self._box, source.id, definition.notification, now)
+            add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return source

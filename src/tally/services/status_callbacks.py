@@ -32,7 +32,7 @@ from tally.storage.engine import write_connection
 from tally.storage.outbox import OutboxEvent
 from tally.storage.webhooks import EndpointRecord
 
-log = logging.getLogger("tally.notifications")
+log = logging.getLogger("tally.callbacks")
 
 FAN_OUT_BATCH = 100
 DATA_FIELDS = ("source_id", "file_id", "filename", "status", "rows", "bytes", "sha256", "error")
@@ -65,7 +65,7 @@ class _Job:
     disabled: bool
 
 
-class NotificationSender:
+class CallbackSender:
     """The two worker jobs: fan events out into deliveries, send one due delivery
     (`worker` names the holder of the delivery's lease)."""
 
@@ -208,7 +208,7 @@ class NotificationSender:
                 status_callbacks.finish_delivery(
                     conn, delivery.id, worker=worker, status=status, now=now
                 )
-        log.info("notification_attempted", extra=_log_extra(job, result, retry_at, gone))
+        log.info("callback_attempted", extra=_log_extra(job, result, retry_at, gone))
 
 
 def _attempt_error(result: CallbackResult, job: _Job) -> str | None:
