@@ -182,7 +182,7 @@ def settle(
         sender.fan_out()
         sender.send_one(worker="w1")
         with engine.connect() as conn:
-            events_left = outbox.list_pending(conn, outbox.NOTIFICATION, limit=1)
+            events_left = outbox.list_pending(conn, outbox.STATUS_CALLBACK, limit=1)
         found = [d for file_id in file_ids for d in deliveries(engine, file_id)]
         return not events_left and all(d.status != DeliveryStatus.PENDING for d in found)
 

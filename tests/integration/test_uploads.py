@@ -185,7 +185,7 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
     assert queued.blob_path is not None
     assert Path(queued.blob_path).read_bytes() == body
     with runtime.engine.connect() as conn:
-        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+        events = outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)
     assert [(e.type, e.file_id) for e in events] == [("file.accepted", accepted.file_id)]
 
     assert run_pipeline(runtime) == 1
@@ -321,7 +321,7 @@ def test_a_typed_source_fails_a_file_with_other_columns(
     assert "amount" in bad_value.error
     assert read_rows(runtime, ingestion_tenant, source.id) == []
     with runtime.engine.connect() as conn:
-        types = [e.type for e in outbox.list_events(conn, outbox.NOTIFICATION, source.id)]
+        types = [e.type for e in outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)]
     assert types.count("file.failed") == 2
 
 
@@ -334,7 +334,7 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: 
     assert other.file_id != first.file_id
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source.id) == 2
-        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+        events = outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)
     assert [e.file_id for e in events] == [first.file_id, other.file_id]
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)

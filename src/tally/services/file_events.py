@@ -69,7 +69,7 @@ def _event_row(
     event: str, resource_id: int, current: FileRecord, now: dt.datetime
 ) -> dict[str, Any]:
     return dict(
-        topic=outbox.NOTIFICATION,
+        topic=outbox.STATUS_CALLBACK,
         type=event,
         resource_id=resource_id,
         file_id=current.id,

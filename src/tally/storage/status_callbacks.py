@@ -15,7 +15,7 @@ from sqlalchemy import Connection, and_, insert, or_, select, update
 
 from tally.core.status_callbacks import DeliveryStatus
 from tally.storage.engine import backend_of
-from tally.storage.outbox import NOTIFICATION, OutboxEvent
+from tally.storage.outbox import STATUS_CALLBACK, OutboxEvent
 from tally.storage.schema import (
     notification_attempts,
     notification_deliveries,
@@ -71,7 +71,7 @@ def claim_pending_events(conn: Connection, *, limit: int) -> list[OutboxEvent]:
     """The oldest unprocessed notification events, locked against other fan-outs."""
     stmt = (
         select(outbox_events)
-        .where(outbox_events.c.topic == NOTIFICATION, outbox_events.c.processed_at.is_(None))
+        .where(outbox_events.c.topic == STATUS_CALLBACK, outbox_events.c.processed_at.is_(None))
         .order_by(outbox_events.c.id)
         .limit(limit)
     )
