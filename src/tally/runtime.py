@@ -156,7 +156,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             box=box,
             addresses=policy.addresses,
             retry_schedule_seconds=settings.retry_schedule(),
-            timeout_seconds=settings.notification_timeout_seconds,
+            timeout_seconds=settings.callback_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
         previews=Previews(
