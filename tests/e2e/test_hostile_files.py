@@ -2,7 +2,7 @@
 
 Every file ends: a file over a limit, a file the database refuses, a gzip bomb, each
 ends `failed` within a bounded number of attempts, with an error naming what was wrong
-(line and column when there is one) and a `file.failed` status notification; no
+(line and column when there is one) and a `file.failed` status callback; no
 library writes its chatter to the worker's log. While a large file loads, the service
 keeps answering: health, reads, and new notifications are accepted before the load
 ends. The API runs in-process (uvicorn on loopback), the worker is a real `tally
@@ -51,7 +51,7 @@ _names = itertools.count(1)
 
 
 class Hooks:
-    """A customer's status-notification endpoint: records each event's type per file."""
+    """A customer's status-callback endpoint: records each event's type per file."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""Status notifications end to end: outbox event -> delivery -> signed POST to a real
+"""Status callbacks end to end: outbox event -> delivery -> signed POST to a real
 receiver on loopback, on both backends.
 
 The receiver is a Starlette app that answers planned statuses and checks every signature
@@ -139,7 +139,7 @@ def make_sender(
 def register(
     runtime: Runtime, url: str, *, secret: str | None, events: tuple[str, ...] | None = None
 ) -> str:
-    """A webhook source with status notifications; returns its webhook id."""
+    """A webhook source with status callbacks; returns its webhook id."""
     tenant = make_tenant(runtime.engine, ingestion=True)
     definition = WebhookDefinition(
         name=f"orders {tenant.workspace_id}",
@@ -173,9 +173,7 @@ def attempts(engine: Engine, file_id: int) -> list[AttemptRecord]:
         return status_callbacks.list_attempts_for_file(conn, file_id)
 
 
-def settle(
-    sender: CallbackSender, engine: Engine, *file_ids: int, within: float = 20.0
-) -> None:
+def settle(sender: CallbackSender, engine: Engine, *file_ids: int, within: float = 20.0) -> None:
     """Run the sender's jobs until no event is pending and every delivery is final."""
 
     def settled() -> bool:

@@ -156,7 +156,7 @@ def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
     assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
 
 
-def test_the_notification_endpoint_is_stored_with_the_source(
+def test_the_callback_endpoint_is_stored_with_the_source(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
     config = CallbackConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
@@ -420,7 +420,7 @@ def _receiver(log: RequestLog) -> Any:
     return record_requests(Starlette(routes=[Route("/hook", accept, methods=["POST"])]), log)
 
 
-def test_uploads_send_the_same_status_notifications(
+def test_uploads_send_the_same_status_callbacks(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:
     settings = make_settings(request, backend, tmp_path / "home", fetch_allow="127.0.0.1/32")

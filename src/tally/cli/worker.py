@@ -1,4 +1,4 @@
-"""`tally worker`: delivery and notification workers, alone (any machine, PostgreSQL)."""
+"""`tally worker`: delivery, status-callback and derived-run workers, alone (any machine, PostgreSQL)."""
 
 from __future__ import annotations
 

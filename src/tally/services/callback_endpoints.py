@@ -1,4 +1,4 @@
-"""A source's status-notification endpoint, as its definition gives it: where tally
+"""A source's status-callback endpoint, as its definition gives it: where tally
 POSTs its file events, signed with the secret (kept sealed) and filtered by type."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Sources defined through the ingestion API (POST /api/v2/sources): declared columns or
-a placeholder, and a status-notification endpoint, created in one transaction."""
+a placeholder, and a status-callback endpoint, created in one transaction."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class SourceService:
         self._box = box
 
     def create_source(self, *, workspace_id: int, definition: SourceDefinition) -> Resource:
-        """The source, its table and its notification endpoint, in one transaction.
+        """The source, its table and its status-callback endpoint, in one transaction.
 
         Without columns it is a placeholder that takes its columns from the first file;
         with columns every file must bring exactly those (in any order).

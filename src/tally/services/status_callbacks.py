@@ -1,4 +1,4 @@
-"""Status notifications: outbox event -> one delivery per endpoint -> signed POST attempts.
+"""Status callbacks: outbox event -> one delivery per endpoint -> signed POST attempts.
 
 Three records (STYLE 8): the event (outbox, written with the change it reports), the
 delivery (per endpoint, with the stable `webhook-id`), the attempt (per try). The body is

@@ -1,4 +1,4 @@
-"""Queries for status-notification deliveries (one per event and endpoint) and attempts.
+"""Queries for status-callback deliveries (one per event and endpoint) and attempts.
 
 A delivery is its own job, claimed with a lease like a file (see storage/files.py):
 FOR UPDATE SKIP LOCKED on PostgreSQL, the single writer (BEGIN IMMEDIATE) on SQLite.
@@ -231,7 +231,7 @@ def list_deliveries_for_file(conn: Connection, file_id: int) -> list[DeliveryRec
 
 
 def list_attempts_for_file(conn: Connection, file_id: int) -> list[AttemptRecord]:
-    """Every attempt to notify about a file, by delivery then attempt."""
+    """Every status-callback attempt about a file, by delivery then attempt."""
     rows = conn.execute(
         select(notification_attempts)
         .join(

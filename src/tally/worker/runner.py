@@ -1,6 +1,6 @@
 """The worker loop: N threads, each claiming the next due job from the database.
 
-Jobs are file deliveries, status notifications, what loads leave to the workers (rows'
+Jobs are file deliveries, status callbacks, what loads leave to the workers (rows'
 stored JSON text, a new source's indexes), and runs of derived resources (reconciliations)
 queued by deliveries to their inputs (the run's service renews its lease itself). A
 thread holding a file renews its lease in the background, so a slow download is not

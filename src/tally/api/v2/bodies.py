@@ -128,7 +128,7 @@ class NotificationConfigBody(Strict):
     url: str = Field(
         pattern=r"^https?://",
         max_length=2000,
-        description="Where tally POSTs status notifications.",
+        description="Where tally POSTs status callbacks.",
     )
     secret: str | None = Field(None, description="Standard Webhooks secret (whsec_...).")
     events: (

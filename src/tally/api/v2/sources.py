@@ -203,7 +203,7 @@ def _receive(
 
 FEED_DESCRIPTION = f"""\
 Send one file's rows; the answer (202) means queued, not loaded: the worker loads the
-file like a webhook's download, and status notifications report the outcome.
+file like a webhook's download, and status callbacks report the outcome.
 
 The body is one of:
 
