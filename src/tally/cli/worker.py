@@ -1,4 +1,5 @@
-"""`tally worker`: delivery, status-callback and derived-run workers, alone (any machine, PostgreSQL)."""
+"""`tally worker`: the workers (deliveries, status callbacks, derived runs), alone
+(any machine, PostgreSQL)."""
 
 from __future__ import annotations
 
