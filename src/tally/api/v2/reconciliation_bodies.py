@@ -1,5 +1,5 @@
 """Request and response models of the reconciliation API (api/v2/reconciliations.py);
-the definition's own shape is services/reconciliation/shape.py, which the CLI reads too."""
+the definition's own body is services/reconciliation/bodies.py, which the CLI reads too."""
 
 from __future__ import annotations
 

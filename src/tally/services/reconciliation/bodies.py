@@ -1,5 +1,5 @@
-"""A reconciliation definition's shape: the JSON types its body holds (pydantic models,
-read by the API and by the CLI from a file). A body that is not this shape (a wrong JSON
+"""A reconciliation definition's body: the JSON types it holds (pydantic models,
+read by the API and by the CLI from a file). A body that does not fit them (a wrong JSON
 type, a missing or unknown field) is InvalidBodyError, the /api/v2 422, each problem
 named by its path as the client wrote it (`passes[1].keys[0].left`).
 
@@ -92,5 +92,5 @@ class ReconciliationDefinitionBody(Strict):
 
 
 def parse_definition(data: Any) -> ReconciliationDefinitionBody:
-    """The body's shape, or InvalidBodyError naming each field at fault."""
+    """The body as its model, or InvalidBodyError naming each field at fault."""
     return parsed(ReconciliationDefinitionBody, data)

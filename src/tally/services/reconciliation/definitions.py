@@ -1,5 +1,5 @@
-"""A reconciliation's definition checked against its workspace: what the shape's values
-mean (shape.py has read the body's JSON types). Every fault is named at once, by its
+"""A reconciliation's definition checked against its workspace: what the body's values
+mean (bodies.py has read its JSON types). Every fault is named at once, by its
 path as the client wrote it (`passes[1].keys[0].left`): DefinitionRejectedError, the
 /api/v2 400.
 """
