@@ -74,11 +74,13 @@ class ReconciliationService:
 
     def create(self, *, workspace_id: int, body: Any) -> Reconciliation:
         """The reconciliation, its empty output and its first run, due now."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            definition, readable = checked_definition(conn, workspace_id, shape, own_output=None)
+            definition, readable = checked_definition(
+                conn, workspace_id, definition_body, own_output=None
+            )
             left, right = (readable[definition.side(s).resource_id] for s in SideName)
             columns = output_columns(
                 definition.left.name,
@@ -126,12 +128,12 @@ class ReconciliationService:
         """A new definition, run at once. Manual work names rows by their positions in
         the inputs: when a side reads another resource, every action is retired (kept,
         undone) rather than applied to rows nobody chose."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
             definition, _ = checked_definition(
-                conn, workspace_id, shape, own_output=record.resource_id
+                conn, workspace_id, definition_body, own_output=record.resource_id
             )
             old = ReconciliationDefinition.from_json(record.definition)
             inputs = (definition.left.resource_id, definition.right.resource_id)

@@ -113,7 +113,7 @@ class Previews:
     def _preview(self, workspace_id: int, body: Any) -> Preview:
         """The query's columns and first rows, within the run's time limit; nothing
         is kept."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         with snapshot_connection(self._engine) as conn, self._stoppable(conn), conn.begin():
             accounts.get_workspace(conn, workspace_id)
             # the check spends part of the query's time (issue #30)
@@ -121,7 +121,7 @@ class Previews:
             _, query, _ = checked_definition(
                 conn,
                 workspace_id,
-                shape,
+                definition_body,
                 own_output=None,
                 limits=self._limits.sql,
                 deadline=deadline,
