@@ -200,7 +200,7 @@ def body_of(seen: SeenRequest) -> dict[str, object]:
     return parsed
 
 
-def test_signed_notification_verifies_at_the_receiver(
+def test_signed_callback_verifies_at_the_receiver(
     runtime: Runtime, receiver: Receiver, base_url: str
 ) -> None:
     assert receiver.secret is not None
@@ -315,7 +315,7 @@ def test_webhook_id_and_body_are_stable_across_retries(
     assert tried[2].error is None
 
 
-def test_without_a_secret_the_notification_is_unsigned_but_delivered(runtime: Runtime) -> None:
+def test_without_a_secret_the_callback_is_unsigned_but_delivered(runtime: Runtime) -> None:
     receiver = Receiver(secret=None)
     with serve_app(record_requests(receiver.app(), receiver.log)) as url:
         webhook_id = register(runtime, f"{url}/hooks/plain", secret=None)
@@ -469,7 +469,7 @@ def test_two_senders_never_send_the_same_delivery_twice(
             return False
 
         try:
-            eventually(all_received, timeout=60, what="50 notifications", interval=0.01)
+            eventually(all_received, timeout=60, what="50 status callbacks", interval=0.01)
         except BaseException as exc:
             failures.append(exc)
 

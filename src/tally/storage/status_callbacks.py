@@ -68,7 +68,7 @@ def _event(row: Any) -> OutboxEvent:
 
 
 def claim_pending_events(conn: Connection, *, limit: int) -> list[OutboxEvent]:
-    """The oldest unprocessed notification events, locked against other fan-outs."""
+    """The oldest unprocessed status-callback events, locked against other fan-outs."""
     stmt = (
         select(outbox_events)
         .where(outbox_events.c.topic == STATUS_CALLBACK, outbox_events.c.processed_at.is_(None))
