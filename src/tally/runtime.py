@@ -36,7 +36,7 @@ from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.sources import SourceService
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import CallbackSender
 from tally.services.transformations.previews import Previews
 from tally.services.transformations.runs import RunLimits, TransformationBuilder
 from tally.services.transformations.service import TransformationService
@@ -64,7 +64,7 @@ class Runtime:
     derived: DerivedRuns
     files: FileService
     intake: NotificationIntake
-    notifications: NotificationSender
+    callbacks: CallbackSender
     previews: Previews
     reconciliations: ReconciliationService
     sources: SourceService
@@ -151,12 +151,12 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         intake=NotificationIntake(
             intake_engine, box, deadline_seconds=settings.delivery_deadline_seconds
         ),
-        notifications=NotificationSender(
+        callbacks=CallbackSender(
             engine=engine,
             box=box,
             addresses=policy.addresses,
             retry_schedule_seconds=settings.retry_schedule(),
-            timeout_seconds=settings.notification_timeout_seconds,
+            timeout_seconds=settings.callback_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
         previews=Previews(

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tally.core import limits, sql_limits
 
 
+def _renamed(name: str, *former: str) -> AliasChoices:
+    """A renamed setting's variables: its own, then its former names, still read but
+    deprecated (settings_table lists them); `Settings(name=...)` keeps working."""
+    return AliasChoices(*(f"TALLY_{n.upper()}" for n in (name, *former)))
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TALLY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TALLY_", extra="ignore", populate_by_name=True)
 
     home: Path = Field(
         Path(".tally"),
@@ -230,12 +237,17 @@ class Settings(BaseSettings):
         ge=0,
         description="Most CTEs (`WITH` queries) a transformation's SQL may have.",
     )
-    notification_retry_schedule: str = Field(
+    callback_retry_schedule: str = Field(
         "5,300,1800,7200,18000,36000,36000",
-        description="Seconds between status-notification attempts (comma-separated): "
+        validation_alias=_renamed("callback_retry_schedule", "notification_retry_schedule"),
+        description="Seconds between a status callback's attempts (comma-separated): "
         "the default spans more than 24 hours.",
     )
-    notification_timeout_seconds: float = Field(15.0, description="Callback time-out.")
+    callback_timeout_seconds: float = Field(
+        15.0,
+        validation_alias=_renamed("callback_timeout_seconds", "notification_timeout_seconds"),
+        description="Time-out of one status callback's attempt.",
+    )
     max_notification_bytes: int = Field(
         65536, description="Largest webhook notification body accepted."
     )
@@ -260,7 +272,7 @@ class Settings(BaseSettings):
 
     def retry_schedule(self) -> tuple[float, ...]:
         return tuple(
-            float(part) for part in self.notification_retry_schedule.split(",") if part.strip()
+            float(part) for part in self.callback_retry_schedule.split(",") if part.strip()
         )
 
     def effective_database_url(self) -> str:
@@ -278,5 +290,14 @@ def settings_table() -> str:
     for name, info in Settings.model_fields.items():
         default = info.default
         shown = "unset" if default is None else str(default)
-        lines.append(f"| `TALLY_{name.upper()}` | `{shown}` | {info.description} |")
+        lines.append(f"| `TALLY_{name.upper()}` | `{shown}` | {info.description}{_former(info)} |")
     return "\n".join(lines) + "\n"
+
+
+def _former(info: FieldInfo) -> str:
+    """A renamed setting's former variables, as the table says them."""
+    alias = info.validation_alias
+    if not isinstance(alias, AliasChoices):
+        return ""
+    former = [f"`{choice}`" for choice in alias.choices[1:]]
+    return f" Deprecated: {', '.join(former)}, still read." if former else ""

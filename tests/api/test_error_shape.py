@@ -51,7 +51,7 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     errors.AuthError: "a family; each API answers its own members",
     errors.InvalidRequestError: "a family; each API answers its own members",
     errors.FetchError: "a download of the worker; recorded on the file, never an answer",
-    SealError: "a stored secret that cannot be opened; the worker's notifications",
+    SealError: "a stored secret that cannot be opened; the worker's status callbacks",
     errors.UsageError: "the CLI's: a command line it cannot read",
     errors.ListenError: "`tally serve`'s: its address cannot be bound, before any route",
 }

@@ -2,7 +2,7 @@
 
 Every file ends: a file over a limit, a file the database refuses, a gzip bomb, each
 ends `failed` within a bounded number of attempts, with an error naming what was wrong
-(line and column when there is one) and a `file.failed` status notification; no
+(line and column when there is one) and a `file.failed` status callback; no
 library writes its chatter to the worker's log. While a large file loads, the service
 keeps answering: health, reads, and new notifications are accepted before the load
 ends. The API runs in-process (uvicorn on loopback), the worker is a real `tally
@@ -51,7 +51,7 @@ _names = itertools.count(1)
 
 
 class Hooks:
-    """A customer's status-notification endpoint: records each event's type per file."""
+    """A customer's status-callback endpoint: records each event's type per file."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
@@ -137,11 +137,11 @@ class Stack:
         )
         return file
 
-    def failed_notification_sent(self, file_id: int) -> None:
+    def failed_callback_sent(self, file_id: int) -> None:
         eventually(
             lambda: "file.failed" in self.hooks.types_for(file_id),
             timeout=WAIT_SECONDS,
-            what=f"the file.failed notification of file {file_id}",
+            what=f"the file.failed status callback of file {file_id}",
             explain=lambda: f"{self.hooks.types_for(file_id)}\n{self.worker.describe()}",
         )
 
@@ -252,7 +252,7 @@ def test_a_notified_file_over_a_limit_fails_and_says_so(stack: Stack) -> None:
     file = stack.deliver(wide_csv(2100))
     assert (file["status"], file["attempts"]) == ("failed", 1), file
     assert "TALLY_MAX_COLUMNS" in file["error"], file["error"]
-    stack.failed_notification_sent(file["id"])
+    stack.failed_callback_sent(file["id"])
     stack.assert_quiet_log()
 
 
@@ -289,7 +289,7 @@ def test_a_table_the_database_refuses_fails_the_file_at_once(
     table, as it would at every attempt: `failed` at the first, in its words."""
     with deployment(settings, tmp_path / "logs", max_columns=2500) as own:
         file = own.deliver(wide_csv(2100))
-        own.failed_notification_sent(file["id"])
+        own.failed_callback_sent(file["id"])
         own.assert_quiet_log()
     assert (file["status"], file["attempts"]) == ("failed", 1), file
     says(file["error"], "the database refused the table for the file's 2100 columns: ")
@@ -306,7 +306,7 @@ def test_decompressed_bytes_count_against_the_size_limit(
     assert len(gzipped(content)) < 200_000 < len(content)
     with deployment(settings, tmp_path / "logs", max_file_bytes=200_000) as own:
         notified = own.deliver(gzipped(content), ".csv.gz")
-        own.failed_notification_sent(notified["id"])
+        own.failed_callback_sent(notified["id"])
     assert (notified["status"], notified["attempts"]) == ("failed", 1), notified
     says(notified["error"], "200000 bytes", "decompress")
 
@@ -316,7 +316,7 @@ def test_a_gzip_bomb_fails_fast_with_a_clear_error(stack: Stack) -> None:
     file = stack.deliver(bomb, ".csv.gz")
     assert (file["status"], file["attempts"]) == ("failed", 1), file
     says(file["error"], "compress", "TALLY_MAX_COMPRESSION_RATIO")
-    stack.failed_notification_sent(file["id"])
+    stack.failed_callback_sent(file["id"])
     uploaded = stack.upload(bomb, "text/csv")
     assert (uploaded["status"], uploaded["error"]) == ("failed", file["error"]), uploaded
     stack.assert_quiet_log()

@@ -615,7 +615,7 @@ def test_idempotency_key_queues_one_file(stack: Stack, server: FileServer) -> No
     assert total_count(stack.client, tenant, created["id"], id__in="4,5") == 2
 
 
-# --- 11. signed status notifications ------------------------------------------------------
+# --- 11. signed status callbacks ----------------------------------------------------------
 
 
 class Receiver:
@@ -647,7 +647,7 @@ class Receiver:
             return [p for _, p in self.messages if p["data"]["file_id"] == file_id]
 
 
-def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: FileServer) -> None:
+def test_status_callbacks_are_signed_and_verifiable(stack: Stack, server: FileServer) -> None:
     receiver = Receiver(new_signing_secret())
     tenant = stack.new_tenant()
     with serve_app(receiver.app()) as hooks_url:
@@ -691,7 +691,7 @@ def test_status_notifications_are_signed_and_verifiable(stack: Stack, server: Fi
         eventually(
             arrived,
             timeout=WAIT_SECONDS,
-            what="the status notifications",
+            what="the status callbacks",
             explain=lambda: f"{receiver.messages}\n{stack.worker.describe()}",
         )
 

@@ -84,7 +84,7 @@ def stored(runtime: Runtime, file_id: int) -> FileRecord:
 
 def failed_events(runtime: Runtime, file: FileRecord) -> int:
     with runtime.engine.connect() as conn:
-        events = outbox.list_events(conn, outbox.NOTIFICATION, file.resource_id)
+        events = outbox.list_events(conn, outbox.STATUS_CALLBACK, file.resource_id)
     return sum(1 for e in events if e.file_id == file.id and e.type == "file.failed")
 
 

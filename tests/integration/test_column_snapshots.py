@@ -51,9 +51,9 @@ def current(engine: Engine, resource_id: int) -> Resource:
 
 
 def ready(snapshots: ColumnSnapshots, resource: Resource) -> bool:
-    snapshots.get(resource)
+    snapshots.find(resource)
     snapshots.wait()
-    return snapshots.get(resource) is not None
+    return snapshots.find(resource) is not None
 
 
 def test_a_delivery_is_read_at_once_and_gets_a_snapshot_of_its_own(
@@ -101,7 +101,7 @@ def test_a_delivery_is_read_at_once_and_gets_a_snapshot_of_its_own(
     exact = read_envelope(runtime, tenant, source.id, filters=[("reference", "invoice-2026-00009")])
     assert [r["id"] for r in exact["data"]] == [102]
     # the older version's was dropped for it, and is not built again when asked for
-    assert snapshots.get(source) is None
+    assert snapshots.find(source) is None
     assert not snapshots.building
 
 
@@ -162,10 +162,10 @@ def test_the_least_recently_used_snapshot_goes_first(runtime: Runtime, tenant: T
     snapshots = ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=2 * one.nbytes)
     assert ready(snapshots, first)
     assert ready(snapshots, second)
-    assert snapshots.get(first) is not None  # used: second is now the least recent
+    assert snapshots.find(first) is not None  # used: second is now the least recent
     assert ready(snapshots, third)
-    assert snapshots.get(first) is not None
-    assert snapshots.get(second) is None
+    assert snapshots.find(first) is not None
+    assert snapshots.find(second) is None
     snapshots.wait()
 
 
@@ -211,11 +211,11 @@ def test_builds_take_turns_so_a_query_always_has_a_connection(
             for source in sources:
                 blocker.exec_driver_sql(f"LOCK TABLE {source.table_name} IN ACCESS EXCLUSIVE MODE")
             for source in sources:
-                snapshots.get(source)
+                snapshots.find(source)
             threading.Thread(target=query, daemon=True).start()
             assert answered.wait(10)
         snapshots.wait()
-        assert all(snapshots.get(source) is not None for source in sources)
+        assert all(snapshots.find(source) is not None for source in sources)
     finally:
         engine.dispose()
         runtime.close()

@@ -125,7 +125,7 @@ def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
     assert len(stored) == 40 + 1 + 1  # the group's files, the first one, the keyed one
     assert sorted(e.file_id for e in events) == sorted(stored)
     for event in events:  # each event describes its own file
-        assert event.topic == outbox.NOTIFICATION
+        assert event.topic == outbox.STATUS_CALLBACK
         assert event.payload["file_id"] == event.file_id
         assert event.payload["filename"] == stored[event.file_id][0]
         assert event.payload["status"] == "queued"

@@ -34,10 +34,10 @@ from tally.core.errors import (
 from tally.core.files import FileRecord
 from tally.runtime import Runtime, address_policy, build_runtime, secret_box
 from tally.services import uploads
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.services.notification_endpoints import NotificationConfig
 from tally.services.sources import SourceDefinition, declared_column
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import CallbackSender
 from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks
 from tally.storage.blobs import BlobStore
@@ -156,13 +156,13 @@ def test_a_duplicate_name_or_a_foreign_folder_is_rejected(
     assert sorted(p.field for p in caught.value.problems) == ["folder_id", "name"]
 
 
-def test_the_notification_endpoint_is_stored_with_the_source(
+def test_the_callback_endpoint_is_stored_with_the_source(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:
-    config = NotificationConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
+    config = CallbackConfig("https://hooks.example/x", "whsec_abc", ("file.failed",))
     source = runtime.sources.create_source(
         workspace_id=ingestion_tenant.workspace_id,
-        definition=SourceDefinition("notified", notification=config),
+        definition=SourceDefinition("notified", callback=config),
     )
     with runtime.engine.connect() as conn:
         [endpoint] = webhooks.list_active_endpoints(conn, source.id)
@@ -185,7 +185,7 @@ def test_a_csv_upload_is_queued_with_its_bytes_then_delivered(
     assert queued.blob_path is not None
     assert Path(queued.blob_path).read_bytes() == body
     with runtime.engine.connect() as conn:
-        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+        events = outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)
     assert [(e.type, e.file_id) for e in events] == [("file.accepted", accepted.file_id)]
 
     assert run_pipeline(runtime) == 1
@@ -321,7 +321,7 @@ def test_a_typed_source_fails_a_file_with_other_columns(
     assert "amount" in bad_value.error
     assert read_rows(runtime, ingestion_tenant, source.id) == []
     with runtime.engine.connect() as conn:
-        types = [e.type for e in outbox.list_events(conn, outbox.NOTIFICATION, source.id)]
+        types = [e.type for e in outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)]
     assert types.count("file.failed") == 2
 
 
@@ -334,7 +334,7 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: 
     assert other.file_id != first.file_id
     with runtime.engine.connect() as conn:
         assert files.count_files(conn, source.id) == 2
-        events = outbox.list_events(conn, outbox.NOTIFICATION, source.id)
+        events = outbox.list_events(conn, outbox.STATUS_CALLBACK, source.id)
     assert [e.file_id for e in events] == [first.file_id, other.file_id]
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)
@@ -420,7 +420,7 @@ def _receiver(log: RequestLog) -> Any:
     return record_requests(Starlette(routes=[Route("/hook", accept, methods=["POST"])]), log)
 
 
-def test_uploads_send_the_same_status_notifications(
+def test_uploads_send_the_same_status_callbacks(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> None:
     settings = make_settings(request, backend, tmp_path / "home", fetch_allow="127.0.0.1/32")
@@ -429,14 +429,14 @@ def test_uploads_send_the_same_status_notifications(
     try:
         tenant = make_tenant(runtime.engine, ingestion=True)
         with serve_app(_receiver(log)) as url:
-            config = NotificationConfig(f"{url}/hook", None, None)
+            config = CallbackConfig(f"{url}/hook", None, None)
             source = runtime.sources.create_source(
                 workspace_id=tenant.workspace_id,
-                definition=SourceDefinition("notified", notification=config),
+                definition=SourceDefinition("notified", callback=config),
             )
             accepted = upload(runtime, tenant, source, b'[{"n": 1}]', kind="json")
             run_pipeline(runtime)
-            sender = NotificationSender(
+            sender = CallbackSender(
                 engine=runtime.engine,
                 box=secret_box(runtime.settings),
                 addresses=address_policy(runtime.settings),

@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from support.databases import make_settings
 from support.factories import make_source, make_tenant, read_body, read_data
+from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
-from tally.storage import resources
-from tally.storage.migrate import upgrade_database
+from tally.storage import outbox, resources
+from tally.storage.migrate import alembic_config, upgrade_database
 from tally.storage.schema import metadata
 
 
@@ -29,7 +31,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0007"
+        assert context.get_current_revision() == "0008"
         assert compare_metadata(context, metadata) == []
 
 
@@ -170,3 +172,60 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:
         runtime.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_pending_events_of_revision_0007_move_to_the_status_callback_topic(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0008: unprocessed `notification` events become `status_callback` events (the topic
+    the workers fan out); processed ones and other topics are left; downgrading moves the
+    unprocessed ones back."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(runtime.engine, tenant, "id\n1\n")
+        now = utc_now()
+        with runtime.engine.begin() as conn:
+            ids = {
+                (topic, processed): outbox.add_event(
+                    conn,
+                    topic=topic,
+                    type="file.delivered",
+                    resource_id=resource.id,
+                    file_id=None,
+                    payload={},
+                    now=now,
+                )
+                for topic in ("notification", "reconciliation")
+                for processed in (False, True)
+            }
+            for (_, processed), event_id in ids.items():
+                if processed:
+                    outbox.mark_processed(conn, event_id, now)
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0007'")
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        assert _topics(runtime, ids) == {
+            ("notification", False): "status_callback",
+            ("notification", True): "notification",
+            ("reconciliation", False): "reconciliation",
+            ("reconciliation", True): "reconciliation",
+        }
+        with runtime.engine.begin() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0007")
+        assert _topics(runtime, ids) == {key: key[0] for key in ids}
+    finally:
+        runtime.close()
+
+
+def _topics(runtime: Runtime, ids: dict[tuple[str, bool], int]) -> dict[tuple[str, bool], str]:
+    with runtime.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT id, topic FROM outbox_events").all()
+    topic_of = {row.id: row.topic for row in rows}
+    return {key: topic_of[event_id] for key, event_id in ids.items()}

@@ -401,9 +401,9 @@ def snapshot_ready(runtime: Runtime, resource: Resource) -> Resource:
     snapshots = runtime.data_query.snapshots
     large = resource.row_count >= runtime.settings.snapshot_min_rows
     if snapshots is not None and snapshots.enabled and large:
-        snapshots.get(resource)
+        snapshots.find(resource)
         snapshots.wait()
-        assert snapshots.get(resource) is not None, "the snapshot answers every filtered read"
+        assert snapshots.find(resource) is not None, "the snapshot answers every filtered read"
     return resource
 
 

@@ -53,8 +53,8 @@ def process_defaults(**overrides: object) -> dict[str, object]:
         "worker_poll_seconds": 0.1,
         "retry_base_seconds": 0.2,
         "retry_max_seconds": 1.0,
-        "notification_retry_schedule": "0.2,0.5,1",
-        "notification_timeout_seconds": 5.0,
+        "callback_retry_schedule": "0.2,0.5,1",
+        "callback_timeout_seconds": 5.0,
         "serve_worker": False,
         # The default (10) would let the other test runner's work starve the worker on
         # a busy machine; tests/e2e/test_worker_processes.py checks the niceness itself.

@@ -1,4 +1,5 @@
-"""`tally worker`: delivery and notification workers, alone (any machine, PostgreSQL)."""
+"""`tally worker`: the workers (deliveries, status callbacks, derived runs), alone
+(any machine, PostgreSQL)."""
 
 from __future__ import annotations
 

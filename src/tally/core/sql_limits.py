@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_MAX_SQL_BYTES = 65_536  # below the API body's 100,000 characters (shape.py)
+DEFAULT_MAX_SQL_BYTES = (
+    65_536  # below the API body's 100,000 characters (transformations/bodies.py)
+)
 DEFAULT_MAX_NESTING = 24
 DEFAULT_MAX_DEPTH = 100
 DEFAULT_MAX_TERMS = 50_000

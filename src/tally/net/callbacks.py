@@ -1,4 +1,4 @@
-"""Outbound JSON callbacks (status notifications) to user-configured URLs.
+"""Outbound JSON POSTs (status callbacks) to user-configured URLs.
 
 The same SSRF guard as downloads (`fetch.vetted_request`): the resolved address is
 vetted, redirects are never followed, and one time budget covers the whole exchange.

@@ -305,7 +305,7 @@ class ColumnSnapshots:
     def enabled(self) -> bool:
         return self._memory_bytes > 0
 
-    def get(self, resource: Resource) -> ColumnSnapshot | None:
+    def find(self, resource: Resource) -> ColumnSnapshot | None:
         """The snapshot of `resource` at its data version, if ready; else starts its
         build (once) and returns None."""
         if not self.enabled or resource.row_count < self._min_rows:

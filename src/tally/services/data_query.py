@@ -327,7 +327,7 @@ class DataQueryService:
             and query.conditions
             and not self._counted(resource, query, hint)
         ):
-            snapshot = self._snapshots.get(resource)
+            snapshot = self._snapshots.find(resource)
             if snapshot is not None:
                 return self._rows_from_snapshot(conn, resource, query, snapshot, start, stop)
         count = self._count(conn, resource, query, hint)

@@ -1,7 +1,7 @@
-"""File events: the outbox rows that status notifications are made from.
+"""File events: the outbox rows that status callbacks are made from.
 
 Written in the transaction of the change they report (STYLE 8); the workers fan them
-out to each source's notification endpoints (services/status_notifications.py)."""
+out to each source's callback endpoints (services/status_callbacks.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FAILED = "file.failed"
 
 
 def file_event_data(file: FileRecord) -> dict[str, Any]:
-    """The `data` of a status notification: the file as it is at the event."""
+    """The `data` of a status callback: the file as it is at the event."""
     return {
         "source_id": file.resource_id,
         "file_id": file.id,
@@ -37,7 +37,7 @@ def file_event_data(file: FileRecord) -> dict[str, Any]:
 def queue_event(
     conn: Connection, *, event: str, resource_id: int, file: FileRecord, now: dt.datetime
 ) -> None:
-    """Record a file event for status notifications (fanned out by the workers).
+    """Record a file event for status callbacks (fanned out by the workers).
 
     The payload snapshots the file as this transaction sees it (callers pass the record
     they claimed, from before their own update), so every retry sends the same body."""
@@ -69,7 +69,7 @@ def _event_row(
     event: str, resource_id: int, current: FileRecord, now: dt.datetime
 ) -> dict[str, Any]:
     return dict(
-        topic=outbox.NOTIFICATION,
+        topic=outbox.STATUS_CALLBACK,
         type=event,
         resource_id=resource_id,
         file_id=current.id,

@@ -1,5 +1,5 @@
 """Sources defined through the ingestion API (POST /api/v2/sources): declared columns or
-a placeholder, and a status-notification endpoint, created in one transaction."""
+a placeholder, and a status-callback endpoint, created in one transaction."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.sealing import SecretBox
+from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
 from tally.services.catalogue import create_source_in
-from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 
@@ -24,7 +24,7 @@ class SourceDefinition:
     name: str
     folder_id: int | None = None
     columns: tuple[Column, ...] | None = None  # None: a placeholder source
-    notification: NotificationConfig | None = None
+    callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
 
@@ -45,7 +45,7 @@ class SourceService:
         self._box = box
 
     def create_source(self, *, workspace_id: int, definition: SourceDefinition) -> Resource:
-        """The source, its table and its notification endpoint, in one transaction.
+        """The source, its table and its status-callback endpoint, in one transaction.
 
         Without columns it is a placeholder that takes its columns from the first file;
         with columns every file must bring exactly those (in any order).
@@ -60,5 +60,5 @@ class SourceService:
                 encoding=definition.encoding,
                 columns=definition.columns,
             )
-            add_notification_endpoint(conn, self._box, source.id, definition.notification, now)
+            add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return source

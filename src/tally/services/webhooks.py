@@ -14,8 +14,8 @@ from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import WebhookNotFoundError
 from tally.core.ids import hash_secret, new_webhook_id
 from tally.core.sealing import SecretBox
+from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
 from tally.services.catalogue import create_source_in
-from tally.services.notification_endpoints import NotificationConfig, add_notification_endpoint
 from tally.storage import webhooks
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
@@ -32,7 +32,7 @@ class WebhookDefinition:
     response_status: int = 200
     response_content_type: str = "application/json"
     response_body: Any = field(default_factory=lambda: {"status": "accepted"})
-    notification: NotificationConfig | None = None
+    callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
 
 
@@ -77,7 +77,7 @@ class WebhookService:
                 response_body=definition.response_body,
                 now=now,
             )
-            add_notification_endpoint(conn, self._box, source.id, definition.notification, now)
+            add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return RegisteredWebhook(source, webhook_id)
 
     def get_webhook(self, webhook_id: str) -> WebhookRecord:

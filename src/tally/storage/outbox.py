@@ -1,5 +1,5 @@
 """The outbox: facts written in the transaction of the change they record, consumed later
-(reconciliation, status notifications), so no event is lost or sent for a rolled-back
+(reconciliation, status callbacks), so no event is lost or sent for a rolled-back
 change."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tally.core.clock import as_utc
 from tally.storage.schema import notification_attempts, notification_deliveries, outbox_events
 
 RECONCILIATION = "reconciliation"
-NOTIFICATION = "notification"
+STATUS_CALLBACK = "status_callback"  # until revision 0008: "notification"
 
 
 @dataclass(frozen=True)

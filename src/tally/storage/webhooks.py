@@ -1,4 +1,5 @@
-"""Queries for webhooks (by the hash of their id) and notification endpoints."""
+"""Queries for webhooks (by the hash of their id) and status-callback endpoints (table
+`notification_endpoints`: docs/glossary.md)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Workers: processes that take jobs from the database (files, notifications)."""
+"""Workers: processes that take jobs from the database (files, status callbacks, derived runs)."""

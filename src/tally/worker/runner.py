@@ -1,6 +1,6 @@
 """The worker loop: N threads, each claiming the next due job from the database.
 
-Jobs are file deliveries, status notifications, what loads leave to the workers (rows'
+Jobs are file deliveries, status callbacks, what loads leave to the workers (rows'
 stored JSON text, a new source's indexes), and runs of derived resources (reconciliations)
 queued by deliveries to their inputs (the run's service renews its lease itself). A
 thread holding a file renews its lease in the background, so a slow download is not
@@ -36,12 +36,12 @@ class Worker:
 
     def _jobs(self, worker: str) -> list[Job]:
         """One thread's jobs, in the order it tries them; `worker` names its leases."""
-        notifications = self._runtime.notifications
+        callbacks = self._runtime.callbacks
         derived = self._runtime.derived
         return [
             lambda: self.deliver_one(worker),
-            notifications.fan_out,
-            lambda: notifications.send_one(worker=worker),
+            callbacks.fan_out,
+            lambda: callbacks.send_one(worker=worker),
             self.queue_derived_runs,
             lambda: derived.run_one(worker=worker),
             self._runtime.catalogue.finish_one_unfinished,

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationEr
 from pydantic.json_schema import models_json_schema
 
 from tally.api.errors import validation_problems
+from tally.core.bodies import SPACE_CLASS, Name, Strict, WholeNumber
 from tally.core.encodings import (
     DEFAULT_ENCODING,
     DOCUMENTED_SPELLINGS,
@@ -23,7 +24,6 @@ from tally.core.encodings import (
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
-from tally.core.shapes import SPACE_CLASS, Name, Strict, WholeNumber
 
 T = TypeVar("T")
 COMPONENTS = "#/components/schemas/"
@@ -128,7 +128,7 @@ class NotificationConfigBody(Strict):
     url: str = Field(
         pattern=r"^https?://",
         max_length=2000,
-        description="Where tally POSTs status notifications.",
+        description="Where tally POSTs status callbacks.",
     )
     secret: str | None = Field(None, description="Standard Webhooks secret (whsec_...).")
     events: (

@@ -1,6 +1,6 @@
 """GET /api/v2/sources/{id}/files[/{file_id}]: every file's status, attempts and outcome.
 
-Beyond the spec, which leaves status notifications as the only way to learn an outcome:
+Beyond the spec, which leaves status callbacks as the only way to learn an outcome:
 an integration can poll instead, or reconcile its own records against tally's.
 """
 

@@ -1,5 +1,5 @@
 """Request and response models of the reconciliation API (api/v2/reconciliations.py);
-the definition's own shape is services/reconciliation/shape.py, which the CLI reads too."""
+the definition's own body is services/reconciliation/bodies.py, which the CLI reads too."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.core.columns import INT64_MAX
-from tally.core.shapes import WHOLE_NUMBER, Strict
-from tally.services.reconciliation.shape import ReconciliationDefinitionBody
+from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000
 NOTE_MAX_CHARS = 10_000

@@ -42,7 +42,7 @@ from tally.api.v2.reconciliation_bodies import (
 )
 from tally.core import errors
 from tally.core.reconciliation_actions import ActionRecord
-from tally.services.reconciliation.shape import ReconciliationDefinitionBody
+from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 

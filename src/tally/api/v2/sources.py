@@ -32,11 +32,11 @@ from tally.api.v2.bodies import (
 )
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
+from tally.core.bodies import WHOLE_NUMBER, Strict, WholeNumber
 from tally.core.columns import ColumnType
 from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.shapes import WHOLE_NUMBER, Strict, WholeNumber
 from tally.services import json_rows, uploads
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.sources import SourceDefinition, declared_column
 from tally.services.uploads import StagedFile, UploadService
 
@@ -124,18 +124,18 @@ class UploadAcceptedResponse(BaseModel):
 
 
 def _definition(body: SourceCreateBody) -> SourceDefinition:
-    notification = None
+    callback = None
     if body.notification_config is not None:
         config = body.notification_config
         events = tuple(config.events) if config.events is not None else None
-        notification = NotificationConfig(config.url, config.secret, events)
+        callback = CallbackConfig(config.url, config.secret, events)
     columns = None
     if body.columns is not None:
         columns = tuple(
             declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
             for n, c in enumerate(body.columns)
         )
-    return SourceDefinition(body.name, body.folder_id, columns, notification, body.encoding)
+    return SourceDefinition(body.name, body.folder_id, columns, callback, body.encoding)
 
 
 @router.post(
@@ -203,7 +203,7 @@ def _receive(
 
 FEED_DESCRIPTION = f"""\
 Send one file's rows; the answer (202) means queued, not loaded: the worker loads the
-file like a webhook's download, and status notifications report the outcome.
+file like a webhook's download, and status callbacks report the outcome.
 
 The body is one of:
 

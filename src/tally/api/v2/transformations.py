@@ -31,8 +31,8 @@ from tally.api.v2.derived_routes import (
     shown,
 )
 from tally.core import errors
+from tally.services.transformations.bodies import TransformationDefinitionBody
 from tally.services.transformations.service import columns_json
-from tally.services.transformations.shape import TransformationDefinitionBody
 
 router = APIRouter(prefix="/api/v2", tags=["Transformation API"])
 

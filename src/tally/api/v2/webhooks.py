@@ -22,7 +22,7 @@ from tally.api.v2.bodies import (
     validate_body,
 )
 from tally.core import errors
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
 from tally.services.webhooks import WebhookDefinition
 
@@ -53,10 +53,10 @@ MAX_REGISTRATION_BYTES = 1024 * 1024
 
 def _definition(body: WebhookCreateBody) -> WebhookDefinition:
     hook = body.webhook
-    notification = None
+    callback = None
     if body.notification_config is not None:
         config = body.notification_config
-        notification = NotificationConfig(
+        callback = CallbackConfig(
             url=config.url,
             secret=config.secret,
             events=tuple(config.events) if config.events is not None else None,
@@ -70,7 +70,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
         response_status=hook.response_config.status_code,
         response_content_type=hook.response_config.content_type,
         response_body=hook.response_config.body,
-        notification=notification,
+        callback=callback,
         encoding=body.encoding,
     )
 

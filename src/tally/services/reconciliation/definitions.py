@@ -1,5 +1,5 @@
-"""A reconciliation's definition checked against its workspace: what the shape's values
-mean (shape.py has read the body's JSON types). Every fault is named at once, by its
+"""A reconciliation's definition checked against its workspace: what the body's values
+mean (bodies.py has read its JSON types). Every fault is named at once, by its
 path as the client wrote it (`passes[1].keys[0].left`): DefinitionRejectedError, the
 /api/v2 400.
 """
@@ -22,8 +22,7 @@ from tally.core.reconciliation import (
     ReconciliationDefinition,
     Side,
 )
-from tally.services.reconciliation.output_columns import ROW
-from tally.services.reconciliation.shape import (
+from tally.services.reconciliation.bodies import (
     MAX_WINDOW_DAYS,
     SIDE_NAME_PATTERN,
     TOLERANCE_PATTERN,
@@ -31,6 +30,7 @@ from tally.services.reconciliation.shape import (
     ReconciliationDefinitionBody,
     SideBody,
 )
+from tally.services.reconciliation.output_columns import ROW
 
 SHOWN_COLUMNS = 12  # columns a message lists when a name is not among them
 E = TypeVar("E", PassType, Normalizer)

@@ -22,9 +22,9 @@ from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services import derived_outputs as derived
 from tally.services.reconciliation import manual
+from tally.services.reconciliation.bodies import parse_definition
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
-from tally.services.reconciliation.shape import parse_definition
 from tally.storage import accounts, derived_resources, reconciliation_keys, resources
 from tally.storage import reconciliation_actions as actions
 from tally.storage.derived_resources import DerivedRecord
@@ -74,11 +74,13 @@ class ReconciliationService:
 
     def create(self, *, workspace_id: int, body: Any) -> Reconciliation:
         """The reconciliation, its empty output and its first run, due now."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            definition, readable = checked_definition(conn, workspace_id, shape, own_output=None)
+            definition, readable = checked_definition(
+                conn, workspace_id, definition_body, own_output=None
+            )
             left, right = (readable[definition.side(s).resource_id] for s in SideName)
             columns = output_columns(
                 definition.left.name,
@@ -126,12 +128,12 @@ class ReconciliationService:
         """A new definition, run at once. Manual work names rows by their positions in
         the inputs: when a side reads another resource, every action is retired (kept,
         undone) rather than applied to rows nobody chose."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, reconciliation_id, lock=True)
             definition, _ = checked_definition(
-                conn, workspace_id, shape, own_output=record.resource_id
+                conn, workspace_id, definition_body, own_output=record.resource_id
             )
             old = ReconciliationDefinition.from_json(record.definition)
             inputs = (definition.left.resource_id, definition.right.resource_id)

@@ -14,13 +14,13 @@ from sqlalchemy import Connection
 from tally.core.errors import DefinitionRejectedError, FieldProblem
 from tally.core.sql_limits import SqlLimits
 from tally.services.derived_graph import upstream
-from tally.services.transformations.dialect import Input
-from tally.services.transformations.query import CheckedQuery, check_sql
-from tally.services.transformations.shape import (
+from tally.services.transformations.bodies import (
     INPUT_NAME_PATTERN,
     MAX_INPUTS,
     TransformationDefinitionBody,
 )
+from tally.services.transformations.dialect import Input
+from tally.services.transformations.query import CheckedQuery, check_sql
 from tally.storage import resources
 from tally.storage.resources import Resource
 

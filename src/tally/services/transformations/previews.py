@@ -27,9 +27,9 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
 from tally.core.errors import BusyError, TooManyPreviewsError
+from tally.services.transformations.bodies import parse_definition
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.shape import parse_definition
 from tally.storage import accounts
 from tally.storage import transformation_sql as runs_sql
 from tally.storage.engine import backend_of, snapshot_connection
@@ -113,7 +113,7 @@ class Previews:
     def _preview(self, workspace_id: int, body: Any) -> Preview:
         """The query's columns and first rows, within the run's time limit; nothing
         is kept."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         with snapshot_connection(self._engine) as conn, self._stoppable(conn), conn.begin():
             accounts.get_workspace(conn, workspace_id)
             # the check spends part of the query's time (issue #30)
@@ -121,7 +121,7 @@ class Previews:
             _, query, _ = checked_definition(
                 conn,
                 workspace_id,
-                shape,
+                definition_body,
                 own_output=None,
                 limits=self._limits.sql,
                 deadline=deadline,

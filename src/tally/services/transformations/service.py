@@ -21,13 +21,13 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
 from tally.services import derived_outputs as derived
+from tally.services.transformations.bodies import TransformationDefinitionBody, parse_definition
 from tally.services.transformations.definitions import (
     TransformationDefinition,
     checked_definition,
 )
 from tally.services.transformations.query import CheckedQuery
 from tally.services.transformations.runs import RunLimits
-from tally.services.transformations.shape import TransformationDefinitionBody, parse_definition
 from tally.storage import accounts, derived_resources, resources
 from tally.storage.derived_resources import DerivedRecord
 from tally.storage.engine import write_connection
@@ -72,11 +72,11 @@ class TransformationService:
 
     def create(self, *, workspace_id: int, body: Any) -> Transformation:
         """The transformation, its empty output and its first run, due now."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             accounts.get_workspace(conn, workspace_id)
-            definition, query, found = self._checked(conn, workspace_id, shape, None)
+            definition, query, found = self._checked(conn, workspace_id, definition_body, None)
             columns = query.as_columns()
             output = derived.create_output(
                 conn,
@@ -116,11 +116,13 @@ class TransformationService:
     def replace(self, *, workspace_id: int, transformation_id: int, body: Any) -> Transformation:
         """A new definition, run at once (the output keeps its rows and columns until
         that run publishes)."""
-        shape = parse_definition(body)
+        definition_body = parse_definition(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = _owned(conn, workspace_id, transformation_id, lock=True)
-            definition, _, found = self._checked(conn, workspace_id, shape, record.resource_id)
+            definition, _, found = self._checked(
+                conn, workspace_id, definition_body, record.resource_id
+            )
             derived_resources.replace_definition(
                 conn,
                 record.id,
@@ -138,7 +140,7 @@ class TransformationService:
         self,
         conn: Connection,
         workspace_id: int,
-        shape: TransformationDefinitionBody,
+        definition_body: TransformationDefinitionBody,
         own_output: int | None,
     ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
         """The definition checked within the SQL limits and the time limit: one whose
@@ -146,7 +148,7 @@ class TransformationService:
         return checked_definition(
             conn,
             workspace_id,
-            shape,
+            definition_body,
             own_output=own_output,
             limits=self._limits.sql,
             deadline=time.monotonic() + self._limits.timeout_seconds,

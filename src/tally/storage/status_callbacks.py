@@ -1,4 +1,4 @@
-"""Queries for status-notification deliveries (one per event and endpoint) and attempts.
+"""Queries for status-callback deliveries (one per event and endpoint) and attempts.
 
 A delivery is its own job, claimed with a lease like a file (see storage/files.py):
 FOR UPDATE SKIP LOCKED on PostgreSQL, the single writer (BEGIN IMMEDIATE) on SQLite.
@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, update
 
-from tally.core.notifications import DeliveryStatus
+from tally.core.status_callbacks import DeliveryStatus
 from tally.storage.engine import backend_of
-from tally.storage.outbox import NOTIFICATION, OutboxEvent
+from tally.storage.outbox import STATUS_CALLBACK, OutboxEvent
 from tally.storage.schema import (
     notification_attempts,
     notification_deliveries,
@@ -68,10 +68,10 @@ def _event(row: Any) -> OutboxEvent:
 
 
 def claim_pending_events(conn: Connection, *, limit: int) -> list[OutboxEvent]:
-    """The oldest unprocessed notification events, locked against other fan-outs."""
+    """The oldest unprocessed status-callback events, locked against other fan-outs."""
     stmt = (
         select(outbox_events)
-        .where(outbox_events.c.topic == NOTIFICATION, outbox_events.c.processed_at.is_(None))
+        .where(outbox_events.c.topic == STATUS_CALLBACK, outbox_events.c.processed_at.is_(None))
         .order_by(outbox_events.c.id)
         .limit(limit)
     )
@@ -231,7 +231,7 @@ def list_deliveries_for_file(conn: Connection, file_id: int) -> list[DeliveryRec
 
 
 def list_attempts_for_file(conn: Connection, file_id: int) -> list[AttemptRecord]:
-    """Every attempt to notify about a file, by delivery then attempt."""
+    """Every status-callback attempt about a file, by delivery then attempt."""
     rows = conn.execute(
         select(notification_attempts)
         .join(

@@ -1,5 +1,5 @@
-"""A reconciliation definition's shape: the JSON types its body holds (pydantic models,
-read by the API and by the CLI from a file). A body that is not this shape (a wrong JSON
+"""A reconciliation definition's body: the JSON types it holds (pydantic models,
+read by the API and by the CLI from a file). A body that does not fit them (a wrong JSON
 type, a missing or unknown field) is InvalidBodyError, the /api/v2 422, each problem
 named by its path as the client wrote it (`passes[1].keys[0].left`).
 
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic.config import JsonDict
 
+from tally.core.bodies import Name, Strict, WholeNumber, parsed
 from tally.core.reconciliation import Normalizer, PassType
-from tally.core.shapes import Name, Strict, WholeNumber, parsed
 
 SIDE_NAME_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
 TOLERANCE_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,18})?$"  # exact at 18 digits within int64 sums
@@ -92,5 +92,5 @@ class ReconciliationDefinitionBody(Strict):
 
 
 def parse_definition(data: Any) -> ReconciliationDefinitionBody:
-    """The body's shape, or InvalidBodyError naming each field at fault."""
+    """The body as its model, or InvalidBodyError naming each field at fault."""
     return parsed(ReconciliationDefinitionBody, data)

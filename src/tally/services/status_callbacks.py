@@ -1,4 +1,4 @@
-"""Status notifications: outbox event -> one delivery per endpoint -> signed POST attempts.
+"""Status callbacks: outbox event -> one delivery per endpoint -> signed POST attempts.
 
 Three records (STYLE 8): the event (outbox, written with the change it reports), the
 delivery (per endpoint, with the stable `webhook-id`), the attempt (per try). The body is
@@ -20,19 +20,19 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import as_utc, utc_now
-from tally.core.notifications import DeliveryStatus
 from tally.core.sealing import SealError, SecretBox
+from tally.core.status_callbacks import DeliveryStatus
 from tally.core.urls import redact_url
 from tally.net.callbacks import CallbackResult, post_json
 from tally.net.fetch import AddressPolicy, classify_status
 from tally.net.signing import sign_payload
 from tally.services.file_events import file_event_data
-from tally.storage import files, notifications, outbox, webhooks
+from tally.storage import files, outbox, status_callbacks, webhooks
 from tally.storage.engine import write_connection
 from tally.storage.outbox import OutboxEvent
 from tally.storage.webhooks import EndpointRecord
 
-log = logging.getLogger("tally.notifications")
+log = logging.getLogger("tally.callbacks")
 
 FAN_OUT_BATCH = 100
 DATA_FIELDS = ("source_id", "file_id", "filename", "status", "rows", "bytes", "sha256", "error")
@@ -59,13 +59,13 @@ def _new_message_id() -> str:
 
 @dataclass(frozen=True)
 class _Job:
-    delivery: notifications.DeliveryRecord
+    delivery: status_callbacks.DeliveryRecord
     endpoint: EndpointRecord
     event: OutboxEvent
     disabled: bool
 
 
-class NotificationSender:
+class CallbackSender:
     """The two worker jobs: fan events out into deliveries, send one due delivery
     (`worker` names the holder of the delivery's lease)."""
 
@@ -90,7 +90,7 @@ class NotificationSender:
         """Turn pending events into deliveries, marking them processed in one transaction."""
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
-            events = notifications.claim_pending_events(conn, limit=FAN_OUT_BATCH)
+            events = status_callbacks.claim_pending_events(conn, limit=FAN_OUT_BATCH)
             for event in events:
                 if outbox.mark_processed(conn, event.id, now):
                     self._fan_out_event(conn, event, now)
@@ -98,12 +98,12 @@ class NotificationSender:
 
     def _fan_out_event(self, conn: Connection, event: OutboxEvent, now: dt.datetime) -> None:
         if not event.payload and event.file_id is not None:  # written before payloads
-            notifications.store_event_payload(
+            status_callbacks.store_event_payload(
                 conn, event.id, file_event_data(files.get_file(conn, event.file_id))
             )
         for endpoint in webhooks.list_active_endpoints(conn, event.resource_id):
             if _admits(endpoint, event.type):
-                notifications.insert_delivery(
+                status_callbacks.insert_delivery(
                     conn,
                     event_id=event.id,
                     endpoint_id=endpoint.id,
@@ -118,7 +118,7 @@ class NotificationSender:
             return False
         if job.disabled:  # disabled after this delivery was fanned out
             with write_connection(self._engine) as conn, conn.begin():
-                notifications.finish_delivery(
+                status_callbacks.finish_delivery(
                     conn,
                     job.delivery.id,
                     worker=worker,
@@ -133,7 +133,7 @@ class NotificationSender:
 
     def _claim(self, worker: str) -> _Job | None:
         with write_connection(self._engine) as conn, conn.begin():
-            delivery = notifications.claim_next_delivery(
+            delivery = status_callbacks.claim_next_delivery(
                 conn, worker=worker, now=utc_now(), lease_seconds=self._lease_seconds
             )
             if delivery is None:
@@ -141,8 +141,8 @@ class NotificationSender:
             return _Job(
                 delivery,
                 webhooks.get_endpoint(conn, delivery.endpoint_id),
-                notifications.get_event(conn, delivery.event_id),
-                notifications.endpoint_disabled(conn, delivery.endpoint_id),
+                status_callbacks.get_event(conn, delivery.event_id),
+                status_callbacks.endpoint_disabled(conn, delivery.endpoint_id),
             )
 
     def _post(self, job: _Job, attempted_at: dt.datetime) -> CallbackResult:
@@ -184,7 +184,7 @@ class NotificationSender:
             None if result.is_success or gone else self._next_attempt_at(delivery.attempts, now)
         )
         with write_connection(self._engine) as conn, conn.begin():
-            notifications.record_attempt(
+            status_callbacks.record_attempt(
                 conn,
                 delivery_id=delivery.id,
                 attempt_number=delivery.attempts,
@@ -198,17 +198,17 @@ class NotificationSender:
             )
             if gone:
                 webhooks.disable_endpoint(conn, job.endpoint.id, now)
-                notifications.fail_pending_for_endpoint(conn, job.endpoint.id, now)
+                status_callbacks.fail_pending_for_endpoint(conn, job.endpoint.id, now)
             elif retry_at is not None:
-                notifications.schedule_retry(
+                status_callbacks.schedule_retry(
                     conn, delivery.id, worker=worker, next_attempt_at=retry_at
                 )
             else:
                 status = DeliveryStatus.DELIVERED if result.is_success else DeliveryStatus.FAILED
-                notifications.finish_delivery(
+                status_callbacks.finish_delivery(
                     conn, delivery.id, worker=worker, status=status, now=now
                 )
-        log.info("notification_attempted", extra=_log_extra(job, result, retry_at, gone))
+        log.info("callback_attempted", extra=_log_extra(job, result, retry_at, gone))
 
 
 def _attempt_error(result: CallbackResult, job: _Job) -> str | None:

@@ -1,5 +1,5 @@
-"""A transformation definition's shape (issue #12): `{"name", "inputs": {"s": 4}, "sql"}`,
-read by the API and by the CLI from a file. A body that is not this shape is
+"""A transformation definition's body (issue #12): `{"name", "inputs": {"s": 4}, "sql"}`,
+read by the API and by the CLI from a file. A body that does not fit it is
 InvalidBodyError, the /api/v2 422, each problem named by its path; what the values mean
 (an input of another workspace, SQL that reads what it may not) is definitions.py's,
 a 400."""
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from tally.core.shapes import WHOLE_NUMBER, Name, Strict, parsed
+from tally.core.bodies import WHOLE_NUMBER, Name, Strict, parsed
 
 INPUT_NAME_PATTERN = "^[a-z_][a-z0-9_]{0,62}$"  # what the SQL names unquoted
 MAX_INPUTS = 50
@@ -37,5 +37,5 @@ class TransformationDefinitionBody(Strict):
 
 
 def parse_definition(data: Any) -> TransformationDefinitionBody:
-    """The body's shape, or InvalidBodyError naming each field at fault."""
+    """The body as its model, or InvalidBodyError naming each field at fault."""
     return parsed(TransformationDefinitionBody, data)

@@ -1,4 +1,4 @@
-"""A status notification's delivery state (one delivery per event and endpoint)."""
+"""A status callback's delivery state (one delivery per event and endpoint)."""
 
 from __future__ import annotations
 

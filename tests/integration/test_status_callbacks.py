@@ -1,4 +1,4 @@
-"""Status notifications end to end: outbox event -> delivery -> signed POST to a real
+"""Status callbacks end to end: outbox event -> delivery -> signed POST to a real
 receiver on loopback, on both backends.
 
 The receiver is a Starlette app that answers planned statuses and checks every signature
@@ -33,17 +33,17 @@ from support.factories import make_tenant
 from support.servers import RequestLog, SeenRequest, record_requests, serve_app
 from support.waiting import eventually
 from tally.core.ids import hash_secret
-from tally.core.notifications import DeliveryStatus
+from tally.core.status_callbacks import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
 from tally.runtime import Runtime, secret_box
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
-from tally.services.status_notifications import NotificationSender
+from tally.services.status_callbacks import CallbackSender
 from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
-from tally.storage import notifications, outbox, webhooks
-from tally.storage.notifications import AttemptRecord, DeliveryRecord
+from tally.storage import outbox, status_callbacks, webhooks
+from tally.storage.status_callbacks import AttemptRecord, DeliveryRecord
 
 LOOPBACK_ONLY = AddressPolicy(allow=(ip_network("127.0.0.0/8"),))
 SHORT_SCHEDULE = (0.05, 0.05, 0.05)
@@ -125,8 +125,8 @@ def make_sender(
     policy: AddressPolicy = LOOPBACK_ONLY,
     schedule: tuple[float, ...] = SHORT_SCHEDULE,
     timeout: float = 5.0,
-) -> NotificationSender:
-    return NotificationSender(
+) -> CallbackSender:
+    return CallbackSender(
         engine=runtime.engine,
         box=secret_box(runtime.settings),
         addresses=policy,
@@ -139,11 +139,11 @@ def make_sender(
 def register(
     runtime: Runtime, url: str, *, secret: str | None, events: tuple[str, ...] | None = None
 ) -> str:
-    """A webhook source with status notifications; returns its webhook id."""
+    """A webhook source with status callbacks; returns its webhook id."""
     tenant = make_tenant(runtime.engine, ingestion=True)
     definition = WebhookDefinition(
         name=f"orders {tenant.workspace_id}",
-        notification=NotificationConfig(url=url, secret=secret, events=events),
+        callback=CallbackConfig(url=url, secret=secret, events=events),
     )
     return runtime.webhooks.register(
         workspace_id=tenant.workspace_id, definition=definition
@@ -165,24 +165,22 @@ def accept(
 
 def deliveries(engine: Engine, file_id: int) -> list[DeliveryRecord]:
     with engine.connect() as conn:
-        return notifications.list_deliveries_for_file(conn, file_id)
+        return status_callbacks.list_deliveries_for_file(conn, file_id)
 
 
 def attempts(engine: Engine, file_id: int) -> list[AttemptRecord]:
     with engine.connect() as conn:
-        return notifications.list_attempts_for_file(conn, file_id)
+        return status_callbacks.list_attempts_for_file(conn, file_id)
 
 
-def settle(
-    sender: NotificationSender, engine: Engine, *file_ids: int, within: float = 20.0
-) -> None:
+def settle(sender: CallbackSender, engine: Engine, *file_ids: int, within: float = 20.0) -> None:
     """Run the sender's jobs until no event is pending and every delivery is final."""
 
     def settled() -> bool:
         sender.fan_out()
         sender.send_one(worker="w1")
         with engine.connect() as conn:
-            events_left = outbox.list_pending(conn, outbox.NOTIFICATION, limit=1)
+            events_left = outbox.list_pending(conn, outbox.STATUS_CALLBACK, limit=1)
         found = [d for file_id in file_ids for d in deliveries(engine, file_id)]
         return not events_left and all(d.status != DeliveryStatus.PENDING for d in found)
 
@@ -202,7 +200,7 @@ def body_of(seen: SeenRequest) -> dict[str, object]:
     return parsed
 
 
-def test_signed_notification_verifies_at_the_receiver(
+def test_signed_callback_verifies_at_the_receiver(
     runtime: Runtime, receiver: Receiver, base_url: str
 ) -> None:
     assert receiver.secret is not None
@@ -317,7 +315,7 @@ def test_webhook_id_and_body_are_stable_across_retries(
     assert tried[2].error is None
 
 
-def test_without_a_secret_the_notification_is_unsigned_but_delivered(runtime: Runtime) -> None:
+def test_without_a_secret_the_callback_is_unsigned_but_delivered(runtime: Runtime) -> None:
     receiver = Receiver(secret=None)
     with serve_app(record_requests(receiver.app(), receiver.log)) as url:
         webhook_id = register(runtime, f"{url}/hooks/plain", secret=None)
@@ -368,8 +366,8 @@ def test_410_disables_the_endpoint_and_stops_its_pending_deliveries(
     assert deliveries(runtime.engine, later) == []
     assert len(receiver.hooks("gone")) == 1
     with runtime.engine.connect() as conn:
-        [delivery_row] = notifications.list_deliveries_for_file(conn, first)
-        assert notifications.endpoint_disabled(conn, delivery_row.endpoint_id)
+        [delivery_row] = status_callbacks.list_deliveries_for_file(conn, first)
+        assert status_callbacks.endpoint_disabled(conn, delivery_row.endpoint_id)
 
 
 def test_an_exhausted_schedule_fails_the_delivery_with_every_attempt_recorded(
@@ -462,7 +460,7 @@ def test_two_senders_never_send_the_same_delivery_twice(
     senders = [(make_sender(runtime), f"w{n}") for n in (1, 2)]
     failures: list[BaseException] = []
 
-    def work(sender: NotificationSender, worker: str) -> None:
+    def work(sender: CallbackSender, worker: str) -> None:
         def all_received() -> bool:
             if len(receiver.hooks("busy")) >= 50:
                 return True
@@ -471,7 +469,7 @@ def test_two_senders_never_send_the_same_delivery_twice(
             return False
 
         try:
-            eventually(all_received, timeout=60, what="50 notifications", interval=0.01)
+            eventually(all_received, timeout=60, what="50 status callbacks", interval=0.01)
         except BaseException as exc:
             failures.append(exc)
 

@@ -1,8 +1,8 @@
-"""The JSON shapes every edge reads a body or a file with: the /api/v2 bodies and the
-reconciliation definition (which the CLI reads from a file too), so a body is refused
-for the same reasons, in the same words, wherever it comes in.
+"""The rules every edge reads a body with (a request's JSON, or a definition file): the
+/api/v2 bodies and the reconciliation definition (which the CLI reads from a file too),
+so a body is refused for the same reasons, in the same words, wherever it comes in.
 
-Pydantic models, as plain values: no I/O. A shape says what JSON types a body holds;
+Pydantic models, as plain values: no I/O. A body's model says what JSON types it holds;
 what those values mean for the workspace (a name already taken, a column that does not
 exist) is the services' to check.
 """

@@ -1,4 +1,4 @@
-"""A source's status-notification endpoint, as its definition gives it: where tally
+"""A source's status-callback endpoint, as its definition gives it: where tally
 POSTs its file events, signed with the secret (kept sealed) and filtered by type."""
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from tally.storage import webhooks
 
 
 @dataclass(frozen=True)
-class NotificationConfig:
+class CallbackConfig:
     url: str
     secret: str | None = None
     events: tuple[str, ...] | None = None
 
 
-def add_notification_endpoint(
+def add_callback_endpoint(
     conn: Connection,
     box: SecretBox,
     resource_id: int,
-    config: NotificationConfig | None,
+    config: CallbackConfig | None,
     now: dt.datetime,
 ) -> None:
     """The source's endpoint, in the caller's transaction; nothing without a config."""
