@@ -1,1 +1,16 @@
-"""Pure code shared by every layer: types, grammar, errors. No I/O, no imports of ours."""
+"""Pure code shared by every layer: records, types, grammar, errors. No I/O and no
+imports of ours (an import-linter contract keeps it so).
+
+- `accounts`: `Account`, `Workspace`; `files`: `FileRecord`, `FileStatus`;
+  `status_callbacks`: `DeliveryStatus` of a status callback's delivery
+- `reconciliation`: a reconciliation's definition as frozen values, statuses, manual
+  work; `reconciliation_actions`: the manual work's records
+- `bodies`: the JSON body rules /api/v2 and the CLI share (`parsed`: a body checked
+  against its model, each fault named by its path)
+- `columns`: column types, parsing, exact decimal scaling; `filters`: the Data API's
+  grammar into a `RowQuery`
+- `limits` (`FileLimits`), `sql_limits` (`SqlLimits`), `errors` (the one error tree)
+- `ids`, `names`, `urls` (`redact_url`), `redaction` (a logging filter blanking keys and
+  webhook ids), `log_lines` (the event, then its context as `key=value`), `encodings`
+  (the encodings a source may declare), `sealing`, `json_paths`, `clock`
+"""

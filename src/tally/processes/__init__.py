@@ -1,2 +1,7 @@
-"""How tally's processes run: their garbage collector and CPU priority, set where a
-process starts or a phase begins. Process-wide switches, kept out of `core` (pure code)."""
+"""How tally's processes run, set where a process starts or a phase begins: process-wide
+switches, kept out of `core` (pure code).
+
+- `collector`: the garbage collector settled at start, paused through a derived run's
+  build (decision 0007)
+- `priority`: `tally worker`'s niceness (decision 0018)
+"""

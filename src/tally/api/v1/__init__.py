@@ -1,1 +1,1 @@
-"""The Data API, version 1 (read-only)."""
+"""The Data API, version 1 (read-only): `data`, its one route."""

@@ -1,7 +1,8 @@
-"""The per-resource row tables, in four modules: `ddl` (layout, DDL, indexes),
+"""The per-resource row tables, in five modules: `ddl` (layout, DDL, indexes),
 `stored_types` (PostgreSQL's own types translated to the stored forms tally sees),
-`row_json` (rows rendered to JSON text, and that text stored), and `pages` (the Data
-API's page and count statements).
+`row_json` (rows rendered to JSON text, and that text stored), `pages` (the Data API's
+page and count statements, rows by id), and `column_values` (a table's columns as JSON
+arrays, for column snapshots).
 
 Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
 and physical columns c0..cN (labels live in the catalogue, so any header text is a
