@@ -6,13 +6,12 @@ why it matched or did not.
   checked against the workspace: 422 / 400 naming each field), `output_columns`
 - The use cases: `service` (`ReconciliationService`), `manual` (match, confirm, reject,
   undo)
-- A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `plan` (the output's plan rows, full or incremental), `incremental`
-  (whether a run may patch the output, and the patch), `keys` (key signatures, the late
-  rows' component)
+- A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `plan` (the
+  output's plan rows, full or incremental), `incremental` (whether a run may patch the
+  output, and the patch), `keys` (key signatures, the late rows' component)
 - The engine, pure: `matching` (`reconcile`) over `state`, its values in `rows` (a
-  side's rows in, matches and reasons out); `passes` (manual, one-to-one)
-  with `key_join` (keys one row a side has, joined by hash with numpy) and
-  `large_groups` (a key group of many candidate pairs, matched level by level);
-  `grouped` (one-to-many, many-to-one); `explain` + `reasons` (a reason on every row);
-  `normalizers`
+  side's rows in, matches and reasons out); `passes` (manual, one-to-one) with
+  `key_join` (keys one row a side has, joined by hash with numpy) and `large_groups` (a
+  key group of many candidate pairs, matched level by level); `grouped` (one-to-many,
+  many-to-one); `explain` + `reasons` (a reason on every row); `normalizers`
 """
