@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.forms import Forms, like_to_regexp, may_pass_int64
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
+from tally.storage.sql_forms.forms import Forms, like_to_regexp, may_pass_int64
 
 _PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M", "DOW": "%w"}
 _TRUNCATED = {"YEAR": "%Y-01-01", "MONTH": "%Y-%m-01", "DAY": "%Y-%m-%d"}

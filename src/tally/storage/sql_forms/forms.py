@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 import sqlglot
 from sqlglot import exp
 
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
 
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 POSITION_KEYS = ("line", "col", "start", "end")  # sqlglot's meta of a parsed token

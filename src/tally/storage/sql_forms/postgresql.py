@@ -9,9 +9,9 @@ from decimal import Decimal
 from sqlglot import exp
 
 from tally.core.columns import INT64_MAX, ColumnType
-from tally.services.transformations.forms import ASCII_UPPER, Forms, may_pass_int64
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
 from tally.storage.resource_tables.ddl import PG_NUMERIC_PRECISION
+from tally.storage.sql_forms.forms import ASCII_UPPER, Forms, may_pass_int64
 
 PG_NUMERIC = f"NUMERIC({PG_NUMERIC_PRECISION}, {{scale}})"  # a decimal column's stored type
 
