@@ -1,4 +1,4 @@
-"""Each typed operation as SQL for one backend (`sqlite_forms`, `postgres_forms`), over
+"""Each typed operation as SQL for one backend (`sqlite`, `postgresql`), over
 tally's stored forms: on SQLite a decimal is an integer scaled by 10**scale and a
 timestamp canonical ISO text; on PostgreSQL both are its own types (NUMERIC,
 TIMESTAMP[TZ]). Dates are ISO text on both.
