@@ -54,6 +54,7 @@ class Forms(ABC):
     """The operations both backends write alike; subclasses write the rest."""
 
     dialect = ""
+    trim_both = "trim"  # the function that trims both ends
 
     def template(self, sql: str, **parts: exp.Expr) -> exp.Expr:
         """`sql` in this backend's dialect with each `:name` replaced by a copy of a part."""
@@ -80,6 +81,12 @@ class Forms(ABC):
         """`pattern` escapes with a backslash (`like_pattern` made it so)."""
         return self.template(":x LIKE :p", x=node, p=exp.Literal.string(pattern))
 
+    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr:
+        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(side, self.trim_both)
+        if chars is None:
+            return self.template(f"{name}(:x)", x=node)
+        return self.template(f"{name}(:x, :c)", x=node, c=chars)
+
     def ordered_text(self, node: exp.Expr) -> exp.Expr:
         """Text (or a date) whose order matters: byte order on both backends."""
         return node
@@ -101,8 +108,6 @@ class Forms(ABC):
     def lower(self, node: exp.Expr) -> exp.Expr: ...
     @abstractmethod
     def upper(self, node: exp.Expr) -> exp.Expr: ...
-    @abstractmethod
-    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr: ...
     @abstractmethod
     def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr: ...
     @abstractmethod

@@ -59,12 +59,6 @@ class SqliteForms(Forms):
     def upper(self, node: exp.Expr) -> exp.Expr:
         return self.template("upper(:x)", x=node)
 
-    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr:
-        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(side, "trim")
-        if chars is None:
-            return self.template(f"{name}(:x)", x=node)
-        return self.template(f"{name}(:x, :c)", x=node, c=chars)
-
     def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
         """PostgreSQL's positions: a start before 1 counts from an imaginary position 0,
         not from the end as SQLite's would."""
