@@ -10,6 +10,8 @@ import pytest
 from support.transformation_doc import DOC, DOC_EXAMPLES, DOC_INPUTS
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.query import check_sql
+from tally.storage.sql_forms.postgresql import PostgresForms
+from tally.storage.sql_forms.sqlite import SqliteForms
 
 TABLE = DOC.split("<!-- rejections -->", 1)[1].split("<!-- /rejections -->", 1)[0]
 REJECTIONS = [
@@ -26,8 +28,8 @@ def test_the_page_has_examples_and_rejections() -> None:
 @pytest.mark.parametrize("sql", DOC_EXAMPLES)
 def test_every_example_passes_the_checks(sql: str) -> None:
     query = check_sql(sql, DOC_INPUTS)
-    assert query.backend_sql(postgresql=False)
-    assert query.backend_sql(postgresql=True)
+    assert query.statement(SqliteForms())
+    assert query.statement(PostgresForms())
 
 
 @pytest.mark.parametrize(("sql", "message"), REJECTIONS)

@@ -21,6 +21,9 @@ from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
+from tally.storage.sql_forms import forms_of
+from tally.storage.sql_forms.postgresql import PostgresForms
+from tally.storage.sql_forms.sqlite import SqliteForms
 from tally.storage.transformation_sql import fetch_query_rows
 
 PAYMENTS = (
@@ -46,11 +49,18 @@ def as_input(resource: Resource) -> Input:
     return Input(resource.id, resource.columns)
 
 
+def test_storage_picks_the_forms_of_the_connections_backend(runtime: Runtime) -> None:
+    """Services name no backend: storage writes a query in its connection's forms."""
+    expected = PostgresForms if runtime.engine.dialect.name == "postgresql" else SqliteForms
+    with runtime.engine.connect() as conn:
+        assert type(forms_of(conn)) is expected
+
+
 def run(engine: Engine, query: CheckedQuery) -> list[tuple[Any, ...]]:
     """The rows as Python values, whatever the backend's stored forms."""
     postgresql = engine.dialect.name == "postgresql"
     with engine.connect() as conn:
-        rows = fetch_query_rows(conn, query.backend_sql(postgresql=postgresql))
+        rows = fetch_query_rows(conn, query.statement(forms_of(conn)))
     return [
         tuple(value_of(c, v, postgresql) for c, v in zip(query.columns, r, strict=True))
         for r in rows
@@ -504,7 +514,7 @@ def test_new_rows_alone_appended_equal_a_full_recompute(runtime: Runtime, tenant
     append(runtime.engine, second, "ref,amount\nF,0.10\n")
     postgresql = runtime.engine.dialect.name == "postgresql"
     with runtime.engine.connect() as conn:
-        sql = query.backend_sql(postgresql=postgresql, after_row_ids=marks)
+        sql = query.statement(forms_of(conn), after_row_ids=marks)
         new = [
             tuple(value_of(c, v, postgresql) for c, v in zip(query.columns, r, strict=True))
             for r in fetch_query_rows(conn, sql)

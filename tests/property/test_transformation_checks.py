@@ -13,6 +13,8 @@ from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import check_sql
+from tally.storage.sql_forms.postgresql import PostgresForms
+from tally.storage.sql_forms.sqlite import SqliteForms
 
 EXAMPLES = int(os.environ.get("TALLY_PROPERTY_EXAMPLES", "300"))
 T = ColumnType
@@ -73,6 +75,6 @@ def test_every_text_is_checked_or_rejected(sql: str) -> None:
         problems = rejected.problems
     else:
         problems = []
-        assert query.backend_sql(postgresql=False)
-        assert query.backend_sql(postgresql=True)
+        assert query.statement(SqliteForms())
+        assert query.statement(PostgresForms())
     assert all(p.field == "sql" and p.message for p in problems)

@@ -24,6 +24,7 @@ from support.factories import Tenant, make_source
 from tally.runtime import Runtime
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import check_sql
+from tally.storage.sql_forms import forms_of
 from tally.storage.transformation_sql import fetch_query_rows
 
 EXAMPLES = int(os.environ.get("TALLY_PROPERTY_EXAMPLES", "25"))
@@ -324,7 +325,6 @@ def test_predicates_give_the_three_valued_reference(
     note(content)
     source = make_source(runtime.engine, tenant, content)
     inputs = {"t": Input(source.id, source.columns)}
-    postgresql = runtime.engine.dialect.name == "postgresql"
     values = ", ".join(f"{p.sql} AS v{i}" for i, p in enumerate(predicates))
     queries = [  # each value, and the rows the first keeps as a filter (issue #30's place)
         f"SELECT t.rid, {values} FROM t ORDER BY t.rid",
@@ -338,6 +338,6 @@ def test_predicates_give_the_three_valued_reference(
         note(sql)
         query = check_sql(sql, inputs)
         with runtime.engine.connect() as conn:
-            got = fetch_query_rows(conn, query.backend_sql(postgresql=postgresql))
+            got = fetch_query_rows(conn, query.statement(forms_of(conn)))
         truths = [(r[0], *(None if v is None else bool(v) for v in r[1:])) for r in got]
         assert truths == reference, sql

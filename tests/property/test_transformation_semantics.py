@@ -24,6 +24,7 @@ from tally.core.columns import ColumnType
 from tally.runtime import Runtime
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import check_sql
+from tally.storage.sql_forms import forms_of
 from tally.storage.transformation_sql import fetch_query_rows
 
 EXAMPLES = int(os.environ.get("TALLY_PROPERTY_EXAMPLES", "25"))
@@ -296,11 +297,10 @@ def test_queries_give_the_reference_rows(runtime: Runtime, tenant: Tenant, rows:
     note(content)
     source = make_source(runtime.engine, tenant, content)
     inputs = {"t": Input(source.id, source.columns)}
-    postgresql = runtime.engine.dialect.name == "postgresql"
     for sql, reference in QUERIES:
         query = check_sql(sql, inputs)
         with runtime.engine.connect() as conn:
-            got = fetch_query_rows(conn, query.backend_sql(postgresql=postgresql))
+            got = fetch_query_rows(conn, query.statement(forms_of(conn)))
         typed = [
             tuple(as_python(c.type, c.scale, v) for c, v in zip(query.columns, r, strict=True))
             for r in got

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.processes.collector import paused_collector
 from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
 from tally.services.derived_publishing import Publisher, lap
+from tally.services.heartbeat import Heartbeat
 from tally.storage import derived_outputs, derived_plans, derived_resources, outbox
 from tally.storage.derived_outputs import Guard
 from tally.storage.derived_resources import DerivedRecord
@@ -253,31 +252,21 @@ class DerivedRuns:
                 conn, record.id, worker, now=now, error=message, retry_at=retry_at
             )
 
-    @contextmanager
-    def _heartbeat(self, derived_id: int, worker: str) -> Iterator[None]:
-        """Renew the lease in the background while the run works (a killed worker
-        stops renewing: its run is taken up again when the lease expires)."""
-        done = threading.Event()
+    def _heartbeat(self, derived_id: int, worker: str) -> Heartbeat:
+        """The lease renewed in the background while the run works."""
 
-        def renew() -> None:
-            while not done.wait(self.policy.lease_seconds / 3):
-                try:
-                    with write_connection(self._engine) as conn, conn.begin():
-                        lease = self.policy.lease_seconds
-                        if not derived_resources.extend_lease(
-                            conn, derived_id, worker, utc_now(), lease
-                        ):
-                            return
-                except Exception:  # keep trying: a missed renewal only risks a retry
-                    log.exception("derived_lease_renewal_failed")
+        def renew() -> bool:
+            with write_connection(self._engine) as conn, conn.begin():
+                lease = self.policy.lease_seconds
+                return derived_resources.extend_lease(conn, derived_id, worker, utc_now(), lease)
 
-        thread = threading.Thread(target=renew, name="tally-derived-lease", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            done.set()
-            thread.join()
+        return Heartbeat(
+            renew,
+            lease_seconds=self.policy.lease_seconds,
+            log=log,
+            failure_event="derived_lease_renewal_failed",
+            name="tally-derived-lease",
+        )
 
 
 def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:

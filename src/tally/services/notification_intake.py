@@ -60,7 +60,7 @@ class NotificationIntake:
 
     def __init__(self, engine: Engine, box: SecretBox, *, deadline_seconds: float) -> None:
         self._engine = engine
-        self._is_postgresql = backend_of(engine).is_postgresql
+        self._in_two_statements = backend_of(engine).queues_groups_in_two_statements
         self._box = box
         self._deadline_seconds = deadline_seconds
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
@@ -121,7 +121,7 @@ class NotificationIntake:
 
     def _accept(self, group: list[_Pending], now: dt.datetime) -> list[Callable[[], None]]:
         """Each notification's answer, to give once the group is committed."""
-        if self._is_postgresql and all(n.idempotency_key is None for n, _ in group):
+        if self._in_two_statements and all(n.idempotency_key is None for n, _ in group):
             return self._accept_in_two_statements(group, now)
         with write_connection(self._engine) as conn, conn.begin():
             return self._accept_in(conn, group, now)

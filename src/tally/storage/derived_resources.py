@@ -15,7 +15,10 @@ from sqlalchemy import Connection, case, delete, insert, select, update
 
 from tally.core.clock import as_utc
 from tally.storage.engine import backend_of
+from tally.storage.leases import Leases
 from tally.storage.schema import MAX_ID, derived_inputs, derived_resources, is_storable_id
+
+_LEASES = Leases(derived_resources)
 
 
 @dataclass(frozen=True)
@@ -213,16 +216,6 @@ def readers_of(conn: Connection, resource_id: int) -> list[int]:
 # --- runs: claimed with a lease, as files are (decision 0003) ------------------------------
 
 
-def _claimable(now: dt.datetime) -> Any:
-    """Due (a wish whose time has come), or running under a lease that expired (its
-    worker died: the run is taken up again)."""
-    lease_free = (derived_resources.c.lease_expires_at.is_(None)) | (
-        derived_resources.c.lease_expires_at < now
-    )
-    wanted = (derived_resources.c.run_due_at <= now) | (derived_resources.c.state == "running")
-    return wanted & lease_free
-
-
 def claim_due(
     conn: Connection,
     *,
@@ -231,46 +224,29 @@ def claim_due(
     lease_seconds: float,
     only: int | None = None,
 ) -> DerivedRecord | None:
-    """Lease the derived resource whose run is due soonest (or `only` that one), if any.
+    """Lease the derived resource whose run is due soonest (or `only` that one), if any:
+    due (a wish whose time has come), or running under a lease that expired (its worker
+    died: the run is taken up again).
 
     The claim clears the wish (`run_due_at`), so a delivery during the run queues the
     next one; it counts an attempt (a run whose worker dies counts too: a run that kills
     its worker every time ends `failed`, not in a loop). PostgreSQL skips rows other workers hold
-    (FOR UPDATE SKIP LOCKED); SQLite's one writer serialises claims."""
-    pick = select(derived_resources.c.id).where(_claimable(now))
-    if only is not None:
-        pick = pick.where(derived_resources.c.id == only)
-    pick = pick.order_by(derived_resources.c.run_due_at, derived_resources.c.id).limit(1)
-    if backend_of(conn).supports_skip_locked:
-        pick = pick.with_for_update(skip_locked=True)
-    derived_id = conn.execute(pick).scalar()
-    if derived_id is None:
-        return None
-    row = conn.execute(
-        update(derived_resources)
-        .where(derived_resources.c.id == derived_id, _claimable(now))
-        .values(
-            state="running",
-            run_due_at=None,
-            lease_owner=worker,
-            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-            attempts=derived_resources.c.attempts + 1,
-            updated_at=now,
-        )
-        .returning(derived_resources)
-    ).first()
+    (FOR UPDATE SKIP LOCKED); SQLite's one writer serialises claims (storage/leases.py)."""
+    c = derived_resources.c
+    wanted = (c.run_due_at <= now) | (c.state == "running")
+    row = _LEASES.claim(
+        conn,
+        eligible=wanted if only is None else wanted & (c.id == only),
+        order_by=(c.run_due_at, c.id),
+        worker=worker,
+        now=now,
+        lease_seconds=lease_seconds,
+        values={"state": "running", "run_due_at": None, "updated_at": now},
+    )
     return DerivedRecord.from_row(row) if row else None
 
 
-def extend_lease(
-    conn: Connection, derived_id: int, worker: str, now: dt.datetime, lease_seconds: float
-) -> bool:
-    result = conn.execute(
-        update(derived_resources)
-        .where(derived_resources.c.id == derived_id, derived_resources.c.lease_owner == worker)
-        .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds))
-    )
-    return result.rowcount == 1
+extend_lease = _LEASES.extend
 
 
 def _after_run(now: dt.datetime) -> dict[str, Any]:

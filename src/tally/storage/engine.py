@@ -68,6 +68,13 @@ class Backend:
         return not self.is_postgresql
 
     @property
+    def queues_groups_in_two_statements(self) -> bool:
+        """A group of notified files can be queued in two statements, each its own
+        transaction (`notified_groups`, decision 0021): PostgreSQL, where each statement
+        is a round trip to the server worth saving."""
+        return self.is_postgresql
+
+    @property
     def can_announce_commits(self) -> bool:
         """LISTEN/NOTIFY: a commit can wake listeners in other processes."""
         return self.is_postgresql

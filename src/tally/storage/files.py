@@ -1,11 +1,10 @@
 """Queries for files: the delivery queue. A file row is its own job.
 
-Claiming takes a lease: a worker that dies loses its lease when it expires and the
-file is taken up again. PostgreSQL claims with FOR UPDATE SKIP LOCKED, so any number of
-workers on any number of machines share the queue; SQLite has one writer at a time
-(BEGIN IMMEDIATE), which makes the same statements safe there. A transaction that
-queues files also wakes idle workers, so they start at once instead of at their next
-poll: every process's on PostgreSQL (NOTIFY), its own process's on SQLite.
+Claiming takes a lease (storage/leases.py: SKIP LOCKED on PostgreSQL, one writer on
+SQLite): a worker that dies loses its lease when it expires and the file is taken up
+again. A transaction that queues files also wakes idle workers, so they start at once
+instead of at their next poll: every process's on PostgreSQL (NOTIFY), its own
+process's on SQLite.
 """
 
 from __future__ import annotations
@@ -18,16 +17,18 @@ from threading import Event, Lock
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine, and_, exc, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, exc, insert, select, update
 
 from tally.core.errors import FileNotFoundInSourceError
 from tally.core.files import ACTIVE_STATUSES, FileRecord, FileStatus
 from tally.storage.engine import at_commit, backend_of
+from tally.storage.leases import Leases
 from tally.storage.schema import MAX_ID, files
 
 QUEUE_CHANNEL = "tally_files_queued"  # PostgreSQL NOTIFY channel: files were queued
 LISTEN_CHECK_SECONDS = 1.0  # how often a listener looks at its stop event
 _IDS_PER_QUERY = 500  # under every backend's limit on a statement's parameters
+_LEASES = Leases(files)
 
 
 # Built once: the accept path inserts files all the time, and building the statement
@@ -224,54 +225,27 @@ def claim_next_file(
     conn: Connection, *, worker: str, now: dt.datetime, lease_seconds: float
 ) -> FileRecord | None:
     """Take the oldest due file whose lease is free or expired, and lease it."""
-    due = and_(
-        files.c.status.in_(ACTIVE_STATUSES),
-        files.c.next_attempt_at <= now,
-        or_(files.c.lease_expires_at.is_(None), files.c.lease_expires_at < now),
+    row = _LEASES.claim(
+        conn,
+        eligible=and_(files.c.status.in_(ACTIVE_STATUSES), files.c.next_attempt_at <= now),
+        order_by=(files.c.next_attempt_at, files.c.id),
+        worker=worker,
+        now=now,
+        lease_seconds=lease_seconds,
+        values={"updated_at": now},
     )
-    pick = select(files.c.id).where(due).order_by(files.c.next_attempt_at, files.c.id).limit(1)
-    if backend_of(conn).supports_skip_locked:
-        pick = pick.with_for_update(skip_locked=True)
-    file_id = conn.execute(pick).scalar()
-    if file_id is None:
-        return None
-    row = conn.execute(
-        update(files)
-        .where(files.c.id == file_id, due)
-        .values(
-            lease_owner=worker,
-            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-            attempts=files.c.attempts + 1,
-            updated_at=now,
-        )
-        .returning(files)
-    ).first()
     return FileRecord.from_row(row) if row else None
 
 
 def holds_lease(
     conn: Connection, file_id: int, worker: str, now: dt.datetime, *, lock: bool = False
 ) -> bool:
-    stmt = select(files.c.id).where(
-        files.c.id == file_id,
-        files.c.lease_owner == worker,
-        files.c.lease_expires_at >= now,
-        files.c.status.in_(ACTIVE_STATUSES),
-    )
-    if lock and backend_of(conn).is_postgresql:
-        stmt = stmt.with_for_update()
-    return conn.execute(stmt).first() is not None
+    """Whether `worker` holds the lease of a file still under way."""
+    active = files.c.status.in_(ACTIVE_STATUSES)
+    return _LEASES.holds(conn, file_id, worker, now, also=active, lock=lock)
 
 
-def extend_lease(
-    conn: Connection, file_id: int, worker: str, now: dt.datetime, lease_seconds: float
-) -> bool:
-    result = conn.execute(
-        update(files)
-        .where(files.c.id == file_id, files.c.lease_owner == worker)
-        .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds))
-    )
-    return result.rowcount == 1
+extend_lease = _LEASES.extend
 
 
 def set_progress(

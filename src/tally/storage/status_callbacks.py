@@ -1,7 +1,7 @@
 """Queries for status-callback deliveries (one per event and endpoint) and attempts.
 
-A delivery is its own job, claimed with a lease like a file (see storage/files.py):
-FOR UPDATE SKIP LOCKED on PostgreSQL, the single writer (BEGIN IMMEDIATE) on SQLite.
+A delivery is its own job, claimed with a lease like a file (storage/leases.py): FOR
+UPDATE SKIP LOCKED on PostgreSQL, the single writer (BEGIN IMMEDIATE) on SQLite.
 Outcomes are written only by the lease holder, so a lost lease never overwrites.
 """
 
@@ -11,10 +11,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, insert, select, update
 
 from tally.core.status_callbacks import DeliveryStatus
 from tally.storage.engine import backend_of
+from tally.storage.leases import Leases
 from tally.storage.outbox import STATUS_CALLBACK, OutboxEvent
 from tally.storage.schema import (
     notification_attempts,
@@ -22,6 +23,8 @@ from tally.storage.schema import (
     notification_endpoints,
     outbox_events,
 )
+
+_LEASES = Leases(notification_deliveries)
 
 
 @dataclass(frozen=True)
@@ -116,27 +119,14 @@ def claim_next_delivery(
 ) -> DeliveryRecord | None:
     """Lease the oldest due delivery whose lease is free or expired; count the attempt."""
     d = notification_deliveries.c
-    due = and_(
-        d.status == DeliveryStatus.PENDING,
-        d.next_attempt_at <= now,
-        or_(d.lease_expires_at.is_(None), d.lease_expires_at < now),
+    row = _LEASES.claim(
+        conn,
+        eligible=and_(d.status == DeliveryStatus.PENDING, d.next_attempt_at <= now),
+        order_by=(d.next_attempt_at, d.id),
+        worker=worker,
+        now=now,
+        lease_seconds=lease_seconds,
     )
-    pick = select(d.id).where(due).order_by(d.next_attempt_at, d.id).limit(1)
-    if backend_of(conn).supports_skip_locked:
-        pick = pick.with_for_update(skip_locked=True)
-    delivery_id = conn.execute(pick).scalar()
-    if delivery_id is None:
-        return None
-    row = conn.execute(
-        update(notification_deliveries)
-        .where(d.id == delivery_id, due)
-        .values(
-            lease_owner=worker,
-            lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
-            attempts=d.attempts + 1,
-        )
-        .returning(notification_deliveries)
-    ).first()
     return DeliveryRecord.from_row(row) if row else None
 
 

@@ -1,6 +1,7 @@
-"""A transformation's translated SELECT run as written (services/transformations builds
-it; no parameters are bound to it): staged into an output table, or previewed, within a
-time limit and a row limit."""
+"""A transformation's SELECT run as written (no parameters are bound to it): staged into
+an output table, or previewed, within a time limit and a row limit. The query writes
+itself (services/transformations' `CheckedQuery`) in the forms picked here for the
+connection's backend (`sql_forms.forms_of`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, exc
 
@@ -17,9 +18,19 @@ from tally.core.errors import RunFailedError
 from tally.storage.db_errors import failure_as_run_failed
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
+from tally.storage.sql_forms import forms_of
+from tally.storage.sql_forms.forms import Forms
 from tally.storage.sql_functions import OVERFLOW, FunctionBudget, register_sql_functions
 
 SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
+
+
+class Query(Protocol):
+    """A query that writes its SELECT in the forms it is given."""
+
+    def statement(self, forms: Forms, *, after_row_ids: Mapping[int, int] | None = None) -> str:
+        """`after_row_ids` (resource id -> row id): only later rows of those inputs."""
+        ...
 
 
 def driver_text(conn: Connection, sql: str) -> str:
@@ -97,10 +108,16 @@ def time_limit(
         register_sql_functions(driver)
 
 
-def _named(sql: str, columns: Sequence[Column]) -> str:
-    """The SELECT's result columns renamed to their physical names, in order (`sql` as
-    the driver reads it: the JSON text's labels, compiled with literal binds, have
-    their `%` doubled for psycopg already)."""
+def _named(
+    conn: Connection,
+    query: Query,
+    columns: Sequence[Column],
+    after_row_ids: Mapping[int, int] | None = None,
+) -> str:
+    """The query's SELECT in the forms of `conn`'s backend, its result columns renamed to
+    their physical names, in order (as the driver reads it: the JSON text's labels,
+    compiled with literal binds, have their `%` doubled for psycopg already)."""
+    sql = driver_text(conn, query.statement(forms_of(conn), after_row_ids=after_row_ids))
     return f"WITH q ({', '.join(c.physical for c in columns)}) AS ({sql})"
 
 
@@ -108,21 +125,23 @@ def insert_rows(
     conn: Connection,
     table: str,
     columns: Sequence[Column],
-    sql: str,
+    query: Query,
     *,
+    after_row_ids: Mapping[int, int] | None = None,
     kept: int,
     max_rows: int,
     with_json: bool,
 ) -> int:
-    """The SELECT's rows inserted into the empty row table `table` of `columns`, made
-    without its primary key (`ddl.create_table(primary_key=False)`: on PostgreSQL it is
-    added once the rows are in, one index build instead of a row-by-row upkeep, ~20 %
-    of an 820k-row insert), row ids from 1 in the SELECT's order (SQLite numbers them
-    itself, as the next row ids of an empty table: cheaper than ROW_NUMBER, which
-    first copies every row aside), with their stored JSON text if `with_json` (a whole
-    output gets it after it is published, as a source does); how many. More than
-    `max_rows` with the `kept` rows the output holds besides (an incremental run's
-    published rows) is RunFailedError (the caller's transaction is rolled back)."""
+    """The query's rows (from the inputs' rows after `after_row_ids` only, if given)
+    inserted into the empty row table `table` of `columns`, made without its primary key
+    (`ddl.create_table(primary_key=False)`: on PostgreSQL it is added once the rows are
+    in, one index build instead of a row-by-row upkeep, ~20 % of an 820k-row insert), row
+    ids from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of
+    an empty table: cheaper than ROW_NUMBER, which first copies every row aside), with
+    their stored JSON text if `with_json` (a whole output gets it after it is published,
+    as a source does); how many. More than `max_rows` with the `kept` rows the output
+    holds besides (an incremental run's published rows) is RunFailedError (the caller's
+    transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)
@@ -139,7 +158,7 @@ def insert_rows(
         targets, rows = names, f"({limited}) o"
     statement = (
         f"INSERT INTO {table} ({targets}) "
-        f"{_named(driver_text(conn, sql), columns)} "
+        f"{_named(conn, query, columns, after_row_ids)} "
         f"SELECT {values} FROM {rows}"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
@@ -220,19 +239,19 @@ def interrupter(conn: Connection) -> Callable[[], None]:
 def preview_rows(
     conn: Connection,
     columns: Sequence[Column],
-    sql: str,
+    query: Query,
     limit: int,
     *,
     seconds: float,
     deadline: float,
 ) -> list[str]:
-    """The SELECT's first `limit` rows as their JSON object text (as a page shows them),
+    """The query's first `limit` rows as their JSON object text (as a page shows them),
     within `time_limit`; any failure of the query is RunFailedError
     (`failure_as_run_failed`)."""
     postgresql = backend_of(conn).is_postgresql
     rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
     json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
-    named = _named(driver_text(conn, sql), columns)
+    named = _named(conn, query, columns)
     statement = f"{named} SELECT {json_sql} FROM (SELECT * FROM q LIMIT {int(limit)}) o"
     with failure_as_run_failed(), time_limit(conn, seconds, deadline=deadline):
         return [str(row[0]) for row in conn.exec_driver_sql(statement)]

@@ -16,9 +16,10 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from functools import partial
 
-from tally.core.files import FileRecord
 from tally.runtime import Runtime
+from tally.services.heartbeat import Heartbeat
 
 log = logging.getLogger("tally.worker")
 
@@ -71,27 +72,19 @@ class Worker:
         file = delivery.claim_file(worker=worker)
         if file is None:
             return False
-        renewing = threading.Event()
-        heartbeat = threading.Thread(target=self._renew, args=(file, worker, renewing), daemon=True)
-        heartbeat.start()
-        try:
-            delivery.process_file(file, worker=worker, on_delivered=self._queue_after_delivery)
-        except Exception as error:  # the job wrapper: the file still ends (decision 0013)
-            delivery.fail_crashed(file, error, worker=worker)
-        finally:
-            renewing.set()
-            heartbeat.join()
-        return True
-
-    def _renew(self, file: FileRecord, worker: str, done: threading.Event) -> None:
-        delivery = self._runtime.delivery
-        interval = delivery.policy.lease_seconds / 3
-        while not done.wait(interval):
+        heartbeat = Heartbeat(
+            partial(delivery.renew_lease, file.id, worker=worker),
+            lease_seconds=delivery.policy.lease_seconds,
+            log=log,
+            failure_event="lease_renewal_failed",
+            context={"file_id": file.id},
+        )
+        with heartbeat:
             try:
-                if not delivery.renew_lease(file.id, worker=worker):
-                    return
-            except Exception:  # keep trying: a missed renewal only risks a retry
-                log.exception("lease_renewal_failed", extra={"file_id": file.id})
+                delivery.process_file(file, worker=worker, on_delivered=self._queue_after_delivery)
+            except Exception as error:  # the job wrapper: the file still ends (decision 0013)
+                delivery.fail_crashed(file, error, worker=worker)
+        return True
 
     def _loop(self, n: int) -> None:
         worker = f"{socket.gethostname()}:{os.getpid()}:{n}"

@@ -9,9 +9,10 @@ from sqlglot import exp
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError
 from tally.services.transformations.dialect import Input
-from tally.services.transformations.forms import like_pattern
 from tally.services.transformations.query import OutputColumn, check_sql
-from tally.services.transformations.sqlite_forms import SqliteForms
+from tally.storage.sql_forms.forms import like_pattern
+from tally.storage.sql_forms.postgresql import PostgresForms
+from tally.storage.sql_forms.sqlite import SqliteForms
 
 T = ColumnType
 SETTLEMENTS = Input(
@@ -441,8 +442,8 @@ def test_whole_frame_offsets_and_limit_all_are_taken_as_written() -> None:
         "AS m FROM s ORDER BY m LIMIT ALL OFFSET 1",
         INPUTS,
     )
-    assert "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING" in query.backend_sql(postgresql=False)
-    assert query.backend_sql(postgresql=True).endswith("LIMIT ALL OFFSET 1")
+    assert "ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING" in query.statement(SqliteForms())
+    assert query.statement(PostgresForms()).endswith("LIMIT ALL OFFSET 1")
 
 
 @pytest.mark.parametrize(
@@ -592,8 +593,8 @@ def columns(sql: str) -> list[tuple[str, str, int]]:
 )
 def test_every_output_column_is_typed(sql: str, expected: list[tuple[str, str, int]]) -> None:
     assert columns(sql) == expected
-    for postgresql in (False, True):
-        assert check_sql(sql, INPUTS).backend_sql(postgresql=postgresql).startswith("")
+    for forms in (SqliteForms(), PostgresForms()):
+        assert check_sql(sql, INPUTS).statement(forms).startswith("")
 
 
 def test_timestamps_keep_their_offset_flag_and_physical_names_are_assigned() -> None:
@@ -603,12 +604,12 @@ def test_timestamps_keep_their_offset_flag_and_physical_names_are_assigned() -> 
     assert query.as_columns()[1] == Column("local", "c1", T.TIMESTAMP)
 
 
-def test_backend_sql_reads_only_the_physical_tables() -> None:
+def test_statement_reads_only_the_physical_tables() -> None:
     query = check_sql(
         'SELECT s."bank.amount" AS b FROM s JOIN fx ON fx.payout_id = s.payout_id', INPUTS
     )
-    for postgresql in (False, True):
-        sql = query.backend_sql(postgresql=postgresql)
+    for forms in (SqliteForms(), PostgresForms()):
+        sql = query.statement(forms)
         assert '"r_4" AS "s"' in sql
         assert '"r_9" AS "fx"' in sql
         assert "bank" not in sql.replace('AS "bank.amount"', "").replace('AS "b"', "")
@@ -637,25 +638,25 @@ def test_incremental_queries_are_those_of_one_row_each(sql: str, incremental: bo
 def test_only_an_incremental_query_reads_new_rows_alone() -> None:
     query = check_sql("SELECT s.payout_id FROM s UNION ALL SELECT fx.payout_id FROM fx", INPUTS)
     assert query.resource_ids == {4, 9}
-    assert '"r_4" AS "s" WHERE "s"."_row_id" > 10' in query.backend_sql(
-        postgresql=False, after_row_ids={4: 10}
+    assert '"r_4" AS "s" WHERE "s"."_row_id" > 10' in query.statement(
+        SqliteForms(), after_row_ids={4: 10}
     )
     grouped = check_sql("SELECT COUNT(*) AS n FROM s", INPUTS)
     with pytest.raises(ValueError, match="incremental"):
-        grouped.backend_sql(postgresql=False, after_row_ids={4: 10})
+        grouped.statement(SqliteForms(), after_row_ids={4: 10})
 
 
 def test_comments_never_reach_the_translated_sql() -> None:
     query = check_sql("SELECT s.n -- */ DROP TABLE api_keys; /*\nFROM s /* x */", INPUTS)
-    for postgresql in (False, True):
-        sql = query.backend_sql(postgresql=postgresql)
+    for forms in (SqliteForms(), PostgresForms()):
+        sql = query.statement(forms)
         assert "DROP" not in sql
         assert "/*" not in sql
 
 
 def test_every_identifier_is_quoted_an_alias_may_be_a_keyword() -> None:
     query = check_sql('SELECT s.n AS nothing, s.n AS "order" FROM s', INPUTS)
-    assert query.backend_sql(postgresql=False).startswith('SELECT "s"."c6" AS "nothing"')
+    assert query.statement(SqliteForms()).startswith('SELECT "s"."c6" AS "nothing"')
 
 
 def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
@@ -667,7 +668,7 @@ def test_deep_nesting_is_a_rejection_not_a_crash() -> None:
 
 def test_an_output_name_inside_an_order_by_expression_is_its_expression() -> None:
     query = check_sql("SELECT s.n AS a FROM s ORDER BY a + 1", INPUTS)
-    assert query.backend_sql(postgresql=True).endswith('ORDER BY "s"."c6" + 1')
+    assert query.statement(PostgresForms()).endswith('ORDER BY "s"."c6" + 1')
 
 
 def test_a_template_sqlglot_cannot_parse_is_an_error_of_ours() -> None:

@@ -11,6 +11,8 @@ import pytest
 from tally.core.errors import DefinitionRejectedError
 from tally.core.sql_limits import SqlLimits
 from tally.services.transformations.query import check_sql
+from tally.storage.sql_forms.postgresql import PostgresForms
+from tally.storage.sql_forms.sqlite import SqliteForms
 from unit.transformations.test_sql_check import INPUTS
 
 LIMITS = SqlLimits(max_sql_bytes=200, max_nesting=3, max_depth=12, max_terms=60, max_ctes=2)
@@ -137,9 +139,9 @@ TOO_DEEP = (
 def test_limits_set_past_pythons_recursion_give_a_rejection_not_a_crash() -> None:
     assert rejection(f"SELECT {'(' * 300}1{')' * 300} AS a", UNBOUNDED) == TOO_DEEP
     query = check_sql(f"SELECT {chain(500, '||')} AS a FROM s", INPUTS, UNBOUNDED)
-    for postgresql in (False, True):  # the SQL writer recurses a parenthesis per `||`
+    for forms in (SqliteForms(), PostgresForms()):  # the SQL writer recurses a parenthesis per `||`
         with pytest.raises(DefinitionRejectedError) as caught:
-            query.backend_sql(postgresql=postgresql)
+            query.statement(forms)
         assert caught.value.problems[0].message == TOO_DEEP
 
 
@@ -155,5 +157,5 @@ def test_limits_set_past_pythons_recursion_give_a_rejection_not_a_crash() -> Non
 def test_the_default_limits_leave_sqlglot_room(sql: str) -> None:
     """What the defaults accept, sqlglot checks and writes for both backends."""
     query = check_sql(sql, INPUTS)
-    for postgresql in (False, True):
-        assert query.backend_sql(postgresql=postgresql).startswith("SELECT")
+    for forms in (SqliteForms(), PostgresForms()):
+        assert query.statement(forms).startswith("SELECT")

@@ -11,9 +11,7 @@ from sqlglot import exp
 
 from tally.core.columns import ColumnType, canonical_timestamp
 from tally.core.errors import DefinitionRejectedError
-from tally.services.transformations.dialect import SqlText
-from tally.services.transformations.forms import POSITION_KEYS, Forms
-from tally.services.transformations.sql_types import (
+from tally.core.sql_types import (
     BOOLEAN,
     DATE,
     INTEGER,
@@ -25,6 +23,8 @@ from tally.services.transformations.sql_types import (
     timestamp_of,
     unify,
 )
+from tally.services.transformations.dialect import SqlText
+from tally.storage.sql_forms.forms import POSITION_KEYS, Forms
 
 TYPE = "tally_type"
 QUOTIENT = "tally_quotient"

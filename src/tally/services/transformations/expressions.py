@@ -12,12 +12,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.allow_list import INTERVAL_SECONDS
-from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
-from tally.services.transformations.dialect import SqlText
-from tally.services.transformations.forms import Forms, ascii_lower, like_pattern
-from tally.services.transformations.functions import FunctionRules
-from tally.services.transformations.sql_types import (
+from tally.core.sql_types import (
     BOOLEAN,
     DATE,
     INTEGER,
@@ -28,6 +23,11 @@ from tally.services.transformations.sql_types import (
     decimal_of,
     unify,
 )
+from tally.services.transformations.allow_list import INTERVAL_SECONDS
+from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
+from tally.services.transformations.dialect import SqlText
+from tally.services.transformations.functions import FunctionRules
+from tally.storage.sql_forms.forms import Forms, ascii_lower, like_pattern
 
 if TYPE_CHECKING:
     from tally.services.transformations.translate import Translator

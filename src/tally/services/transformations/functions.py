@@ -8,9 +8,9 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
+from tally.core.sql_types import BOOLEAN, INTEGER, TEXT
 from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
 from tally.services.transformations.casts import Casts, numeric, temporal, textual
-from tally.services.transformations.sql_types import BOOLEAN, INTEGER, TEXT
 from tally.storage.sql_functions import PatternError, compile_pattern
 
 

@@ -32,7 +32,7 @@ from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
 from tally.storage import accounts
 from tally.storage import transformation_sql as runs_sql
-from tally.storage.engine import backend_of, snapshot_connection
+from tally.storage.engine import snapshot_connection
 
 PREVIEW_ROWS = 20
 ALL_BUSY = "Every preview slot of the service is in use. Retry later."
@@ -126,12 +126,11 @@ class Previews:
                 limits=self._limits.sql,
                 deadline=deadline,
             )
-            sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
             columns = query.as_columns()
             rows = runs_sql.preview_rows(
                 conn,
                 columns,
-                sql,
+                query,
                 PREVIEW_ROWS,
                 seconds=self._limits.timeout_seconds,
                 deadline=deadline,

@@ -20,17 +20,16 @@ from tally.services.transformations.dialect import (
     parse_select,
     qualified,
 )
-from tally.services.transformations.forms import Forms
 from tally.services.transformations.limits import (
     check_deadline,
     check_expansion,
     check_text,
     check_tree,
 )
-from tally.services.transformations.postgres_forms import PostgresForms
-from tally.services.transformations.sqlite_forms import SqliteForms
 from tally.services.transformations.translate import Translator
 from tally.storage.resource_tables.ddl import ROW_ID
+from tally.storage.sql_forms import checking_forms
+from tally.storage.sql_forms.forms import Forms
 
 
 @dataclass(frozen=True)
@@ -43,9 +42,10 @@ class OutputColumn:
 
 @dataclass(frozen=True)
 class CheckedQuery:
-    """One SELECT that reads only its inputs, every output typed. `backend_sql` returns
-    the statement whose result columns are, in order, `columns` in tally's stored form
-    for that backend (what a row table of `as_columns()` stores)."""
+    """One SELECT that reads only its inputs, every output typed. `statement` returns
+    the SELECT, written in the forms storage picked for its backend, whose result
+    columns are, in order, `columns` in tally's stored form for that backend (what a row
+    table of `as_columns()` stores)."""
 
     sql: str
     inputs: Mapping[str, Input]
@@ -78,12 +78,9 @@ class CheckedQuery:
             for node in self._tree.walk()
         )
 
-    def backend_sql(
-        self, *, postgresql: bool, after_row_ids: Mapping[int, int] | None = None
-    ) -> str:
+    def statement(self, forms: Forms, *, after_row_ids: Mapping[int, int] | None = None) -> str:
         """`after_row_ids` (resource id -> row id) reads only later rows of those inputs,
         for an incremental query."""
-        forms: Forms = PostgresForms() if postgresql else SqliteForms()
         text = SqlText(self.sql)
         tree = self._tree.copy()
         try:
@@ -151,7 +148,7 @@ def check_sql(
         tree = qualified(text, tree, inputs)
         check_tree(text, tree, limits, qualified=True)
         check_deadline(text, deadline)
-        outputs = Translator(text, inputs, SqliteForms()).translate(tree.copy())
+        outputs = Translator(text, inputs, checking_forms()).translate(tree.copy())
         check_deadline(text, deadline)
     except RecursionError:  # the limits keep sqlglot's recursion within Python's
         raise _too_deep(text) from None

@@ -228,7 +228,6 @@ class TransformationBuilder:
         in."""
         staged = schema + next_table(record.resource_id)
         ddl.create_table(conn, staged, run.columns, primary_key=False, generated_ids=False)
-        sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql)
         with transformation_sql.time_limit(
             conn, self._limits.timeout_seconds, deadline=run.deadline
         ):
@@ -236,7 +235,7 @@ class TransformationBuilder:
                 conn,
                 staged,
                 run.columns,
-                sql,
+                query,
                 kept=0,
                 max_rows=self._limits.max_rows,
                 with_json=False,  # stored once the output is readable (DerivedRuns)
@@ -269,7 +268,6 @@ class TransformationBuilder:
         plan = schema + plan_table(record.resource_id)
         ddl.create_table(conn, plan, run.columns, primary_key=False, generated_ids=False)
         after = {run.found[name].id: row_id for name, row_id in previous.read.items()}
-        sql = query.backend_sql(postgresql=backend_of(conn).is_postgresql, after_row_ids=after)
         with transformation_sql.time_limit(
             conn, self._limits.timeout_seconds, deadline=run.deadline
         ):
@@ -277,7 +275,8 @@ class TransformationBuilder:
                 conn,
                 plan,
                 run.columns,
-                sql,
+                query,
+                after_row_ids=after,
                 kept=kept,
                 max_rows=self._limits.max_rows,
                 with_json=True,  # the few new rows, appended to a published output

@@ -12,11 +12,11 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope, walk_in_scope
 
 from tally.core.columns import ColumnType
+from tally.core.sql_types import TEXT, SqlType, of_column, unify
 from tally.services.transformations.casts import TYPE
 from tally.services.transformations.dialect import Input, SqlText
 from tally.services.transformations.expressions import ExpressionRules
-from tally.services.transformations.forms import Forms
-from tally.services.transformations.sql_types import TEXT, SqlType, of_column, unify
+from tally.storage.sql_forms.forms import Forms
 
 Output = tuple[str, SqlType]
 RENAMED = "tally_renamed"

@@ -9,15 +9,16 @@ from decimal import Decimal
 from sqlglot import exp
 
 from tally.core.columns import INT64_MAX, ColumnType
-from tally.services.transformations.forms import ASCII_UPPER, Forms, may_pass_int64
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
 from tally.storage.resource_tables.ddl import PG_NUMERIC_PRECISION
+from tally.storage.sql_forms.forms import ASCII_UPPER, Forms, may_pass_int64
 
 PG_NUMERIC = f"NUMERIC({PG_NUMERIC_PRECISION}, {{scale}})"  # a decimal column's stored type
 
 
 class PostgresForms(Forms):
     dialect = "postgres"
+    trim_both = "btrim"
 
     def ordered_text(self, node: exp.Expr) -> exp.Expr:
         """The inputs' text columns are COLLATE "C"; a literal or a text made from
@@ -71,12 +72,6 @@ class PostgresForms(Forms):
     def upper(self, node: exp.Expr) -> exp.Expr:
         lower = ASCII_UPPER.lower()
         return self.template(f"translate(:x, '{lower}', '{ASCII_UPPER}')", x=node)
-
-    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr:
-        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(side, "btrim")
-        if chars is None:
-            return self.template(f"{name}(:x)", x=node)
-        return self.template(f"{name}(:x, :c)", x=node, c=chars)
 
     def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
         if length is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.services.transformations.forms import Forms, like_to_regexp, may_pass_int64
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
+from tally.storage.sql_forms.forms import Forms, like_to_regexp, may_pass_int64
 
 _PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M", "DOW": "%w"}
 _TRUNCATED = {"YEAR": "%Y-01-01", "MONTH": "%Y-%m-01", "DAY": "%Y-%m-%d"}
@@ -58,12 +58,6 @@ class SqliteForms(Forms):
 
     def upper(self, node: exp.Expr) -> exp.Expr:
         return self.template("upper(:x)", x=node)
-
-    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr:
-        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(side, "trim")
-        if chars is None:
-            return self.template(f"{name}(:x)", x=node)
-        return self.template(f"{name}(:x, :c)", x=node, c=chars)
 
     def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr:
         """PostgreSQL's positions: a start before 1 counts from an imaginary position 0,

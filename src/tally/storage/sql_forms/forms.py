@@ -1,4 +1,4 @@
-"""Each typed operation as SQL for one backend (`sqlite_forms`, `postgres_forms`), over
+"""Each typed operation as SQL for one backend (`sqlite`, `postgresql`), over
 tally's stored forms: on SQLite a decimal is an integer scaled by 10**scale and a
 timestamp canonical ISO text; on PostgreSQL both are its own types (NUMERIC,
 TIMESTAMP[TZ]). Dates are ISO text on both.
@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 import sqlglot
 from sqlglot import exp
 
-from tally.services.transformations.sql_types import SqlType
+from tally.core.sql_types import SqlType
 
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 POSITION_KEYS = ("line", "col", "start", "end")  # sqlglot's meta of a parsed token
@@ -54,6 +54,7 @@ class Forms(ABC):
     """The operations both backends write alike; subclasses write the rest."""
 
     dialect = ""
+    trim_both = "trim"  # the function that trims both ends
 
     def template(self, sql: str, **parts: exp.Expr) -> exp.Expr:
         """`sql` in this backend's dialect with each `:name` replaced by a copy of a part."""
@@ -80,6 +81,12 @@ class Forms(ABC):
         """`pattern` escapes with a backslash (`like_pattern` made it so)."""
         return self.template(":x LIKE :p", x=node, p=exp.Literal.string(pattern))
 
+    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr:
+        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(side, self.trim_both)
+        if chars is None:
+            return self.template(f"{name}(:x)", x=node)
+        return self.template(f"{name}(:x, :c)", x=node, c=chars)
+
     def ordered_text(self, node: exp.Expr) -> exp.Expr:
         """Text (or a date) whose order matters: byte order on both backends."""
         return node
@@ -101,8 +108,6 @@ class Forms(ABC):
     def lower(self, node: exp.Expr) -> exp.Expr: ...
     @abstractmethod
     def upper(self, node: exp.Expr) -> exp.Expr: ...
-    @abstractmethod
-    def trim(self, node: exp.Expr, chars: exp.Expr | None, side: str) -> exp.Expr: ...
     @abstractmethod
     def substring(self, node: exp.Expr, start: exp.Expr, length: exp.Expr | None) -> exp.Expr: ...
     @abstractmethod
