@@ -1,5 +1,5 @@
 """One lease mechanism (storage/leases.py) for the queues whose rows are jobs: a file, a
-status notification's delivery (a derived run's: test_derived_runs.py) claimed by one
+status callback's delivery (a derived run's: test_derived_runs.py) claimed by one
 worker is claimed by no other until its lease expires, on both backends."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from support.factories import make_tenant
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
-from tally.services.notification_endpoints import NotificationConfig
+from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
 from tally.services.webhooks import WebhookDefinition
-from tally.storage import files, notifications
+from tally.storage import files, status_callbacks
 from tally.storage.engine import write_connection
 
 Claim = Callable[..., Any]
@@ -27,14 +27,14 @@ def queue_a_file(runtime: Runtime) -> None:
     delivery (to an endpoint nothing listens on: nothing is sent here)."""
     tenant = make_tenant(runtime.engine, ingestion=True)
     definition = WebhookDefinition(
-        name="orders", notification=NotificationConfig(url="http://127.0.0.1:9/hook")
+        name="orders", callback=CallbackConfig(url="http://127.0.0.1:9/hook")
     )
     webhook_id = runtime.webhooks.register(
         workspace_id=tenant.workspace_id, definition=definition
     ).webhook_id
     payload = {"file_url": "http://127.0.0.1:9/x.csv", "filename": "x.csv"}
     runtime.intake.submit(Notification(webhook_id, payload, None)).result(timeout=30)
-    assert runtime.notifications.fan_out()
+    assert runtime.callbacks.fan_out()
 
 
 def claim(runtime: Runtime, how: Claim, worker: str, now: dt.datetime) -> Any:
@@ -43,7 +43,7 @@ def claim(runtime: Runtime, how: Claim, worker: str, now: dt.datetime) -> Any:
 
 
 @pytest.mark.parametrize(
-    "how", [files.claim_next_file, notifications.claim_next_delivery], ids=["file", "delivery"]
+    "how", [files.claim_next_file, status_callbacks.claim_next_delivery], ids=["file", "delivery"]
 )
 def test_a_claimed_job_is_no_other_workers_until_its_lease_expires(
     runtime: Runtime, how: Claim
