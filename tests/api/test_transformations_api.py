@@ -20,7 +20,7 @@ from support.factories import Tenant, count_resources, make_source, make_tenant
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.runtime import Runtime
-from tally.storage import derived_resources
+from tally.storage.derived import records as derived_resources
 
 BASE = "/api/v2/transformations"
 

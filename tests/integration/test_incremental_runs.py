@@ -18,7 +18,7 @@ from support.reconciliation_runs import derived, make_reconciliation
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.storage import resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.resource_tables import ddl
 
 BANK_HEADER = "reference,amount,txn_date,memo"

@@ -11,8 +11,9 @@ from sqlalchemy import Engine
 from support.factories import Tenant, make_source, read_data
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
-from tally.storage import derived_resources, resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import resources
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 
 BANK_CSV = (
     "reference,amount,txn_date,memo\n"

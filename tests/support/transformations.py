@@ -11,7 +11,8 @@ from sqlalchemy import Engine
 from support.factories import Tenant, make_source
 from tally.runtime import Runtime
 from tally.services.transformations.previews import Preview
-from tally.storage import derived_resources, resources
+from tally.storage import resources
+from tally.storage.derived import records as derived_resources
 from tally.storage.resources import Resource
 
 SETTLEMENTS_CSV = (

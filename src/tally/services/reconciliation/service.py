@@ -20,14 +20,15 @@ from tally.core.clock import utc_now
 from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.services import derived_outputs as derived
+from tally.services.derived import outputs as derived
 from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.shape import parse_definition
-from tally.storage import accounts, derived_resources, reconciliation_keys, resources
+from tally.storage import accounts, reconciliation_keys, resources
 from tally.storage import reconciliation_actions as actions
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource

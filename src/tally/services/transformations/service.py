@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
-from tally.services import derived_outputs as derived
+from tally.services.derived import outputs as derived
 from tally.services.transformations.definitions import (
     TransformationDefinition,
     checked_definition,
@@ -28,8 +28,9 @@ from tally.services.transformations.definitions import (
 from tally.services.transformations.query import CheckedQuery
 from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import TransformationDefinitionBody, parse_definition
-from tally.storage import accounts, derived_resources, resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import accounts, resources
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
 

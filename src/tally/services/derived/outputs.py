@@ -2,7 +2,7 @@
 way with its output: create it, find a workspace's own record, and delete both.
 
 The output is an ordinary resource of the derived resource's kind, named after it; a
-run (derived_runs.py) replaces its table. Kept here so the kinds differ only in what
+run (runs.py) replaces its table. Kept here so the kinds differ only in what
 their definitions mean, not in how their outputs live and die.
 """
 
@@ -18,8 +18,10 @@ from tally.core.errors import (
     FieldProblem,
     NotFoundError,
 )
-from tally.storage import derived_outputs, derived_resources, outbox, resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import outbox, resources
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.resource_tables import ddl
 
 
