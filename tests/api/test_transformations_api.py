@@ -285,7 +285,7 @@ def test_chains_with_reconciliations_the_409s_and_the_cycle(
     downstream = created(api, tenant, matched)
     run(runtime, payouts["id"])
     with runtime.engine.connect() as conn:  # the refresh queued its reader
-        waiting = derived_resources.get_derived(conn, recon.json()["id"])
+        waiting = derived_resources.find_derived(conn, recon.json()["id"])
     assert waiting is not None
     assert waiting.run_due_at is not None
     run(runtime, recon.json()["id"], kind="reconciliation")

@@ -71,7 +71,7 @@ def refuse_while_read(conn: Connection, resource_id: int) -> None:
     resource, whatever its kind."""
     problems = []
     for reader in derived_resources.readers_of(conn, resource_id):
-        found = derived_resources.get_derived(conn, reader)
+        found = derived_resources.find_derived(conn, reader)
         what = f"{found.kind} {reader} ({found.name!r})" if found else f"{reader}"
         problems.append(
             FieldProblem(

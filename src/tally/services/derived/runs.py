@@ -150,7 +150,7 @@ class DerivedRuns:
 
     def _get(self, derived_id: int) -> DerivedRecord:
         with self._engine.connect() as conn:
-            record = derived_resources.get_derived(conn, derived_id)
+            record = derived_resources.find_derived(conn, derived_id)
         if record is None:
             raise ResourceNotFoundError()
         return record
