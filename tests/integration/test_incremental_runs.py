@@ -261,7 +261,7 @@ def test_a_new_definition_makes_the_next_run_full(runtime: Runtime, tenant: Tena
     pair = Pair(runtime, tenant, ["A-1,1.00,2024-01-01,m"], [])
     body = definition(pair.bank, pair.ledger, f"incremental {pair.bank}", PASSES[:2])
     ReconciliationService(runtime.engine).replace(
-        workspace_id=tenant.workspace_id, reconciliation_id=pair.record.id, body=body
+        workspace_id=tenant.workspace_id, derived_id=pair.record.id, body=body
     )
     assert pair.late([], ["A-1,1.00,2024-01-01,1"])["mode"] == "full"
     assert pair.late([], ["A-1,1.00,2024-01-01,2"])["mode"] == "incremental"
