@@ -266,6 +266,19 @@ def test_the_uniform_403_and_the_404s(
     assert api.get(f"{BASE}/abc", headers=tenant.v2_headers).status_code == 422
 
 
+def test_preview_answers_other_methods_with_the_405_of_the_error_table(
+    api: httpx.Client, tenant: Tenant
+) -> None:
+    """`preview` is no transformation's id: GET, PUT and DELETE are 405s naming POST,
+    not 422s of an id, in the /api/v2 error body."""
+    for method in ("GET", "PUT", "DELETE"):
+        response = api.request(method, f"{BASE}/preview", headers=tenant.v2_headers)
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "POST"
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == {"errors": [{"field": None, "message": "Method Not Allowed"}]}
+
+
 # --- chains, 409, cycles -----------------------------------------------------------------------
 
 

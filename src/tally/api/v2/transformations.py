@@ -66,10 +66,7 @@ async def preview_transformation(
 @router.api_route(PREVIEW, methods=["GET", "PUT", "DELETE"], include_in_schema=False)
 async def preview_other_methods() -> Response:
     """`preview` is no transformation's id: these methods are 405s, not 422s of an id."""
-    body = {"errors": [{"field": None, "message": "Method Not Allowed"}]}
-    response = json_response(body, 405)
-    response.headers["Allow"] = "POST"
-    return response
+    raise errors.MethodNotAllowedError(allowed=("POST",))
 
 
 add_definition_routes(  # after the preview's routes: `preview` is no transformation's id
