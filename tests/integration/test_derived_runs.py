@@ -74,7 +74,7 @@ def pending_change_times(runtime: Runtime) -> list[dt.datetime]:
     with runtime.engine.connect() as conn:
         rows = conn.execute(
             sa.select(outbox_events.c.created_at).where(
-                outbox_events.c.topic == outbox.RECONCILIATION,
+                outbox_events.c.topic == outbox.INPUT_CHANGED,
                 outbox_events.c.processed_at.is_(None),
             )
         )

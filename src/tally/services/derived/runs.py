@@ -77,14 +77,19 @@ class DerivedRuns:
     # --- the queue ------------------------------------------------------------------
 
     def queue_changed_inputs(self) -> bool:
-        """Turn pending outbox events of the `reconciliation` topic (an input's rows
+        """Turn pending outbox events of the `input_changed` topic (an input's rows
         changed: a file delivered, an output republished) into one queued run of each
         derived resource reading that input, due a burst after the change (the event's
         time, written with the change: not when a worker got to it); False when none."""
         now = utc_now()
         burst = dt.timedelta(seconds=self.policy.burst_seconds)
         with write_connection(self._engine) as conn, conn.begin():
-            events = outbox.list_pending(conn, outbox.RECONCILIATION, limit=EVENTS_PER_ROUND)
+            events = outbox.list_pending(
+                conn,
+                outbox.INPUT_CHANGED,
+                outbox.INPUT_CHANGED_BEFORE_0008,
+                limit=EVENTS_PER_ROUND,
+            )
             changed: dict[int, dt.datetime] = {}
             for event in events:
                 first = changed.get(event.resource_id, event.created_at)
