@@ -7,6 +7,7 @@ the output with it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -36,54 +37,60 @@ def a_transformation(runtime: Runtime, tenant: Tenant, name: str) -> Any:
     return transformation(make_inputs(runtime.engine, tenant), name=name)
 
 
-KINDS = [
-    pytest.param("reconciliations", reconciliation, ReconciliationNotFoundError, id="rec"),
-    pytest.param("transformations", a_transformation, TransformationNotFoundError, id="tf"),
-]
+@dataclass(frozen=True)
+class Kind:
+    service: str  # the runtime's attribute
+    define: Definition
+    not_found: type[NotFoundError]
+
+    def lifecycle(self, runtime: Runtime) -> DefinitionLifecycle[Any, Any]:
+        found: DefinitionLifecycle[Any, Any] = getattr(runtime, self.service)
+        return found
 
 
-@pytest.mark.parametrize(("service", "define", "not_found"), KINDS)
+KINDS = (
+    Kind("reconciliations", reconciliation, ReconciliationNotFoundError),
+    Kind("transformations", a_transformation, TransformationNotFoundError),
+)
+
+
+@pytest.fixture(params=KINDS, ids=lambda k: k.service)
+def kind(request: pytest.FixtureRequest) -> Kind:
+    found: Kind = request.param
+    return found
+
+
 def test_another_workspaces_or_another_kinds_derived_resource_is_the_kinds_404(
-    runtime: Runtime,
-    tenant: Tenant,
-    service: str,
-    define: Definition,
-    not_found: type[NotFoundError],
+    runtime: Runtime, tenant: Tenant, kind: Kind
 ) -> None:
-    lifecycle: DefinitionLifecycle[Any, Any] = getattr(runtime, service)
-    body = define(runtime, tenant, "mine")
+    lifecycle = kind.lifecycle(runtime)
+    body = kind.define(runtime, tenant, "mine")
     mine = lifecycle.create(workspace_id=tenant.workspace_id, body=body)
     other = make_tenant(runtime.engine)
-    other_kind = next(
-        getattr(runtime, s).create(workspace_id=tenant.workspace_id, body=d(runtime, tenant, "x"))
-        for s, d, _ in (p.values for p in KINDS)
-        if s != service
+    (other_kind,) = (k for k in KINDS if k != kind)
+    theirs = other_kind.lifecycle(runtime).create(
+        workspace_id=tenant.workspace_id, body=other_kind.define(runtime, tenant, "theirs")
     )
     for workspace_id, derived_id in (
         (other.workspace_id, mine.id),  # another workspace's
-        (tenant.workspace_id, other_kind.id),  # this workspace's, of the other kind
+        (tenant.workspace_id, theirs.id),  # this workspace's, of the other kind
     ):
-        with pytest.raises(not_found):
+        with pytest.raises(kind.not_found):
             lifecycle.get(workspace_id=workspace_id, derived_id=derived_id)
-        with pytest.raises(not_found):
+        with pytest.raises(kind.not_found):
             lifecycle.replace(workspace_id=workspace_id, derived_id=derived_id, body=body)
-        with pytest.raises(not_found):
+        with pytest.raises(kind.not_found):
             lifecycle.delete(workspace_id=workspace_id, derived_id=derived_id)
     assert lifecycle.list_defined(workspace_id=other.workspace_id) == []
     assert [d.id for d in lifecycle.list_defined(workspace_id=tenant.workspace_id)] == [mine.id]
     assert lifecycle.get(workspace_id=tenant.workspace_id, derived_id=mine.id) == mine
 
 
-@pytest.mark.parametrize(("service", "define", "not_found"), KINDS)
 def test_a_replacement_renames_the_output_and_a_deletion_takes_it(
-    runtime: Runtime,
-    tenant: Tenant,
-    service: str,
-    define: Definition,
-    not_found: type[NotFoundError],
+    runtime: Runtime, tenant: Tenant, kind: Kind
 ) -> None:
-    lifecycle: DefinitionLifecycle[Any, Any] = getattr(runtime, service)
-    body = define(runtime, tenant, "first")
+    lifecycle = kind.lifecycle(runtime)
+    body = kind.define(runtime, tenant, "first")
     made = lifecycle.create(workspace_id=tenant.workspace_id, body=body)
     replaced = lifecycle.replace(
         workspace_id=tenant.workspace_id, derived_id=made.id, body={**body, "name": "second"}
@@ -97,7 +104,7 @@ def test_a_replacement_renames_the_output_and_a_deletion_takes_it(
     with runtime.engine.connect() as conn:
         assert resources.get_resource(conn, made.resource_id).name == "second"
     lifecycle.delete(workspace_id=tenant.workspace_id, derived_id=made.id)
-    with pytest.raises(not_found):
+    with pytest.raises(kind.not_found):
         lifecycle.get(workspace_id=tenant.workspace_id, derived_id=made.id)
     with runtime.engine.connect() as conn:
         assert resources.find_resource(conn, made.resource_id) is None

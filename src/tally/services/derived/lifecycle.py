@@ -19,7 +19,7 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from sqlalchemy import Connection, Engine
 
@@ -32,8 +32,52 @@ from tally.storage.derived import records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
+
+@dataclass(frozen=True)
+class Derived:
+    """A derived resource as the API and the CLI show it; a kind's subclass adds its own
+    fields (`own_json`, shown after the definition)."""
+
+    id: int
+    resource_id: int  # the output
+    name: str
+    definition: dict[str, Any]  # canonical: every default spelled out
+    state: str  # queued | running | idle | failed
+    error: str | None
+    last_run: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, record: DerivedRecord, **own: Any) -> Self:
+        return cls(
+            record.id,
+            record.resource_id,
+            record.name,
+            record.definition,
+            record.state,
+            record.error,
+            record.last_run,
+            **own,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """As the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "resource_id": self.resource_id,
+            "definition": self.definition,
+            **self.own_json(),
+            "state": self.state,
+            "error": self.error,
+            "last_run": self.last_run,
+        }
+
+    def own_json(self) -> dict[str, Any]:
+        return {}
+
+
 Body = TypeVar("Body")  # a definition's body as the kind parses it
-Shown = TypeVar("Shown")  # a derived resource as the kind shows it
+Shown = TypeVar("Shown", bound=Derived)  # a derived resource as the kind shows it
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
@@ -21,7 +20,7 @@ from tally.core.clock import utc_now
 from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.services.derived.lifecycle import Checked, DefinitionLifecycle
+from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
 from tally.services.reconciliation import manual
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
@@ -35,39 +34,9 @@ from tally.storage.engine import write_connection
 KIND = "reconciliation"  # of the derived resource, and of its output resource
 
 
-@dataclass(frozen=True)
-class Reconciliation:
-    id: int
-    resource_id: int  # the output
-    name: str
-    definition: dict[str, Any]  # canonical: every default spelled out
-    state: str  # queued | running | idle | failed
-    error: str | None
-    last_run: dict[str, Any] | None
-
-    def to_json(self) -> dict[str, Any]:
-        """As the API and the CLI show it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "resource_id": self.resource_id,
-            "definition": self.definition,
-            "state": self.state,
-            "error": self.error,
-            "last_run": self.last_run,
-        }
-
-    @classmethod
-    def of(cls, record: DerivedRecord) -> Reconciliation:
-        return cls(
-            record.id,
-            record.resource_id,
-            record.name,
-            record.definition,
-            record.state,
-            record.error,
-            record.last_run,
-        )
+class Reconciliation(Derived):
+    """A reconciliation as the API and the CLI show it: its definition, state and last
+    run (counts and amounts)."""
 
 
 class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Reconciliation]):

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
-from tally.services.derived.lifecycle import Checked, DefinitionLifecycle
+from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
 from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
 from tally.services.transformations.shape import TransformationDefinitionBody, parse_definition
@@ -29,28 +29,14 @@ KIND = "transformation"  # of the derived resource, and of its output resource
 
 
 @dataclass(frozen=True)
-class Transformation:
-    id: int
-    resource_id: int  # the output
-    name: str
-    definition: dict[str, Any]
-    columns: tuple[Column, ...]
-    state: str  # queued | running | idle | failed
-    error: str | None
-    last_run: dict[str, Any] | None
+class Transformation(Derived):
+    """A transformation as the API and the CLI show it, with its output's columns (the
+    last published run's)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """As the API and the CLI show it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "resource_id": self.resource_id,
-            "definition": self.definition,
-            "columns": columns_json(self.columns),
-            "state": self.state,
-            "error": self.error,
-            "last_run": self.last_run,
-        }
+    columns: tuple[Column, ...] = ()
+
+    def own_json(self) -> dict[str, Any]:
+        return {"columns": columns_json(self.columns)}
 
 
 def columns_json(columns: tuple[Column, ...]) -> list[dict[str, str]]:
@@ -93,15 +79,5 @@ class TransformationService(DefinitionLifecycle[TransformationDefinitionBody, Tr
         return Checked(definition.name, definition.to_json(), inputs, query.as_columns())
 
     def shown(self, conn: Connection, record: DerivedRecord) -> Transformation:
-        """With its output's columns (the last published run's)."""
         output = resources.get_resource(conn, record.resource_id)
-        return Transformation(
-            record.id,
-            record.resource_id,
-            record.name,
-            record.definition,
-            output.columns,
-            record.state,
-            record.error,
-            record.last_run,
-        )
+        return Transformation.of(record, columns=output.columns)
