@@ -67,8 +67,8 @@ async def deleted(call: Callable[..., None], **arguments: Any) -> Response:
 
 @dataclass(frozen=True)
 class DefinitionRoutes:
-    """A kind's five lifecycle routes: at /{noun}s and /{noun}s/{{noun}_id}, named
-    `create_{noun}`, `list_{noun}s`, `get_{noun}`, `replace_{noun}`, `delete_{noun}`
+    """A kind's five lifecycle routes: at /<noun>s and /<noun>s/{<noun>_id}, named
+    `create_<noun>`, `list_<noun>s`, `get_<noun>`, `replace_<noun>`, `delete_<noun>`
     (the operationIds), calling the kind's service (a `DefinitionLifecycle`)."""
 
     noun: str  # "reconciliation"
@@ -93,10 +93,8 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
     base = f"/{kind.plural}"
     one = f"{base}/{{{kind.noun}_id}}"
     found = (*AUTH, kind.not_found, RequestValidationError)
-    the_id = inspect.Parameter(
-        f"{kind.noun}_id",
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        annotation=Annotated[int, Path(description=f"The {kind.noun}'s id.")],
+    the_id = _parameter(
+        f"{kind.noun}_id", Annotated[int, Path(description=f"The {kind.noun}'s id.")]
     )
     request = _parameter("request", Request)
     workspace = _parameter("workspace", KeyedWorkspace)
