@@ -47,6 +47,11 @@ class Kind:
         found: DefinitionLifecycle[Any, Any] = getattr(runtime, self.service)
         return found
 
+    def create(self, runtime: Runtime, tenant: Tenant, name: str) -> tuple[Any, Any]:
+        """A derived resource of this kind named `name`, and its body."""
+        body = self.define(runtime, tenant, name)
+        return self.lifecycle(runtime).create(workspace_id=tenant.workspace_id, body=body), body
+
 
 KINDS = (
     Kind("reconciliations", reconciliation, ReconciliationNotFoundError),
@@ -64,13 +69,10 @@ def test_another_workspaces_or_another_kinds_derived_resource_is_the_kinds_404(
     runtime: Runtime, tenant: Tenant, kind: Kind
 ) -> None:
     lifecycle = kind.lifecycle(runtime)
-    body = kind.define(runtime, tenant, "mine")
-    mine = lifecycle.create(workspace_id=tenant.workspace_id, body=body)
+    mine, body = kind.create(runtime, tenant, "mine")
     other = make_tenant(runtime.engine)
     (other_kind,) = (k for k in KINDS if k != kind)
-    theirs = other_kind.lifecycle(runtime).create(
-        workspace_id=tenant.workspace_id, body=other_kind.define(runtime, tenant, "theirs")
-    )
+    theirs, _ = other_kind.create(runtime, tenant, "theirs")
     for workspace_id, derived_id in (
         (other.workspace_id, mine.id),  # another workspace's
         (tenant.workspace_id, theirs.id),  # this workspace's, of the other kind
@@ -90,8 +92,7 @@ def test_a_replacement_renames_the_output_and_a_deletion_takes_it(
     runtime: Runtime, tenant: Tenant, kind: Kind
 ) -> None:
     lifecycle = kind.lifecycle(runtime)
-    body = kind.define(runtime, tenant, "first")
-    made = lifecycle.create(workspace_id=tenant.workspace_id, body=body)
+    made, body = kind.create(runtime, tenant, "first")
     replaced = lifecycle.replace(
         workspace_id=tenant.workspace_id, derived_id=made.id, body={**body, "name": "second"}
     )
