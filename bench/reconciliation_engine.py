@@ -73,7 +73,7 @@ def main() -> int:
     t0 = time.perf_counter()
     if profiler:
         profiler.enable()
-    with paused_collector():  # as a run builds (services/derived_runs.py)
+    with paused_collector():  # as a run builds (services/derived/runs.py)
         outcome = reconcile(
             definition, left, right, ManualWork(), scale=SCALE, content=content_lookup(paths)
         )

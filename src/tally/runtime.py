@@ -28,7 +28,7 @@ from tally.services.catalogue import SourceCatalogue
 from tally.services.column_snapshots import ColumnSnapshots
 from tally.services.data_query import DataQueryService
 from tally.services.delivery import DeliveryPolicy, DeliveryService
-from tally.services.derived_runs import DerivedRuns, RunPolicy
+from tally.services.derived.runs import DerivedRuns, RunPolicy
 from tally.services.file_loading import FileLoading
 from tally.services.files import FileService
 from tally.services.loader.pace import LoadPace

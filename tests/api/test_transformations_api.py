@@ -20,7 +20,7 @@ from support.factories import Tenant, count_resources, make_source, make_tenant
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.runtime import Runtime
-from tally.storage import derived_resources
+from tally.storage.derived import records as derived_resources
 
 BASE = "/api/v2/transformations"
 
@@ -266,6 +266,19 @@ def test_the_uniform_403_and_the_404s(
     assert api.get(f"{BASE}/abc", headers=tenant.v2_headers).status_code == 422
 
 
+def test_preview_answers_other_methods_with_the_405_of_the_error_table(
+    api: httpx.Client, tenant: Tenant
+) -> None:
+    """`preview` is no transformation's id: GET, PUT and DELETE are 405s naming POST,
+    not 422s of an id, in the /api/v2 error body."""
+    for method in ("GET", "PUT", "DELETE"):
+        response = api.request(method, f"{BASE}/preview", headers=tenant.v2_headers)
+        assert response.status_code == 405, method
+        assert response.headers["allow"] == "POST"
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == {"errors": [{"field": None, "message": "Method Not Allowed"}]}
+
+
 # --- chains, 409, cycles -----------------------------------------------------------------------
 
 
@@ -285,7 +298,7 @@ def test_chains_with_reconciliations_the_409s_and_the_cycle(
     downstream = created(api, tenant, matched)
     run(runtime, payouts["id"])
     with runtime.engine.connect() as conn:  # the refresh queued its reader
-        waiting = derived_resources.get_derived(conn, recon.json()["id"])
+        waiting = derived_resources.find_derived(conn, recon.json()["id"])
     assert waiting is not None
     assert waiting.run_due_at is not None
     run(runtime, recon.json()["id"], kind="reconciliation")

@@ -39,8 +39,9 @@ from support.waiting import eventually
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage import derived_resources, reconciliation_keys
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import reconciliation_keys
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
 LEASE_SECONDS = 2.0

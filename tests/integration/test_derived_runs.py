@@ -38,8 +38,11 @@ from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.settings import Settings
-from tally.storage import derived_outputs, derived_plans, derived_resources, outbox
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import outbox
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import plans as derived_plans
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.schema import derived_resources as derived_resources_table
 from tally.storage.schema import outbox_events
@@ -71,7 +74,7 @@ def pending_change_times(runtime: Runtime) -> list[dt.datetime]:
     with runtime.engine.connect() as conn:
         rows = conn.execute(
             sa.select(outbox_events.c.created_at).where(
-                outbox_events.c.topic == outbox.RECONCILIATION,
+                outbox_events.c.topic == outbox.INPUT_CHANGED,
                 outbox_events.c.processed_at.is_(None),
             )
         )

@@ -18,7 +18,7 @@ from support.reconciliation_runs import derived, make_reconciliation
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.storage import resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.resource_tables import ddl
 
 BANK_HEADER = "reference,amount,txn_date,memo"
@@ -261,7 +261,7 @@ def test_a_new_definition_makes_the_next_run_full(runtime: Runtime, tenant: Tena
     pair = Pair(runtime, tenant, ["A-1,1.00,2024-01-01,m"], [])
     body = definition(pair.bank, pair.ledger, f"incremental {pair.bank}", PASSES[:2])
     ReconciliationService(runtime.engine).replace(
-        workspace_id=tenant.workspace_id, reconciliation_id=pair.record.id, body=body
+        workspace_id=tenant.workspace_id, derived_id=pair.record.id, body=body
     )
     assert pair.late([], ["A-1,1.00,2024-01-01,1"])["mode"] == "full"
     assert pair.late([], ["A-1,1.00,2024-01-01,2"])["mode"] == "incremental"

@@ -25,8 +25,9 @@ from support.reconciliation_runs import (
 from support.sqlite_lock import write_lock_is_free
 from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
-from tally.storage import derived_outputs, derived_plans
 from tally.storage.blobs import BlobStore
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import plans as derived_plans
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
 

@@ -216,16 +216,14 @@ def test_a_run_past_a_limit_fails_and_the_previous_output_stays_readable(
         assert before == [{"n": 0}, {"n": 1}, {"n": 2}]
         runtime.transformations.replace(
             workspace_id=tenant.workspace_id,
-            transformation_id=derived_id,
+            derived_id=derived_id,
             body={**body, "sql": heavy},
         )
         with pytest.raises(RunFailedError) as failed:
             run(runtime, derived_id)
         assert failed.value.message == message
         assert rows(runtime, tenant, derived_id) == before
-        shown = runtime.transformations.get(
-            workspace_id=tenant.workspace_id, transformation_id=derived_id
-        )
+        shown = runtime.transformations.get(workspace_id=tenant.workspace_id, derived_id=derived_id)
         assert (shown.state, shown.error) == ("failed", message)
         with runtime.engine.connect() as conn:  # no staged table left behind
             staged = f"r_{shown.resource_id}_next"
@@ -258,9 +256,7 @@ def test_a_worker_refreshes_after_rows_reach_an_input_and_then_its_readers(
     )
     eventually(
         lambda: (
-            runtime.transformations.get(
-                workspace_id=tenant.workspace_id, transformation_id=second
-            ).state
+            runtime.transformations.get(workspace_id=tenant.workspace_id, derived_id=second).state
             == "idle"
         ),
         timeout=60,
@@ -313,7 +309,7 @@ def test_a_delivery_queues_its_readers_runs_before_its_rows_are_finished(
     def finishing(resource_id: int) -> None:  # the real one, once the state is seen
         states.append(
             runtime.transformations.get(
-                workspace_id=tenant.workspace_id, transformation_id=derived_id
+                workspace_id=tenant.workspace_id, derived_id=derived_id
             ).state
         )
         finish(resource_id)
@@ -427,8 +423,6 @@ def test_a_value_past_int64_fails_a_run_and_a_preview_in_tallys_words(
     with pytest.raises(RunFailedError) as failed:
         run(runtime, derived_id)
     assert failed.value.message.startswith(said)
-    shown = runtime.transformations.get(
-        workspace_id=tenant.workspace_id, transformation_id=derived_id
-    )
+    shown = runtime.transformations.get(workspace_id=tenant.workspace_id, derived_id=derived_id)
     assert shown.error is not None
     assert shown.error.startswith(said)

@@ -7,17 +7,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from support.databases import make_settings
 from support.factories import make_source, make_tenant, read_body, read_data
+from support.reconciliation_runs import (
+    bank_and_ledger,
+    definition_json,
+    derived,
+    make_reconciliation,
+)
 from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
-from tally.storage import outbox, resources
+from tally.storage import outbox, resources, status_callbacks
+from tally.storage.engine import write_connection
 from tally.storage.migrate import alembic_config, upgrade_database
-from tally.storage.schema import metadata
+from tally.storage.schema import metadata, outbox_events
 
 
 def test_migrations_match_the_schema(runtime: Runtime) -> None:
@@ -31,7 +39,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0008"
+        assert context.get_current_revision() == "0009"
         assert compare_metadata(context, metadata) == []
 
 
@@ -174,11 +182,74 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
         runtime.close()
 
 
+def _topics(runtime: Runtime) -> list[tuple[str, bool]]:
+    """Each outbox event's topic, and whether it is processed, in order."""
+    with runtime.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(outbox_events.c.topic, outbox_events.c.processed_at.is_not(None))
+            .where(outbox_events.c.topic.not_in(("notification", outbox.STATUS_CALLBACK)))
+            .order_by(outbox_events.c.id)
+        )
+        return [(topic, bool(processed)) for topic, processed in rows]
+
+
+def _add_old_topic_event(runtime: Runtime, resource_id: int) -> int:
+    """An `input_changed` event as a process before 0008 writes it."""
+    with write_connection(runtime.engine) as conn, conn.begin():
+        return outbox.add_event(
+            conn,
+            topic="reconciliation",
+            type="file.delivered",
+            resource_id=resource_id,
+            file_id=None,
+            payload={},
+            now=utc_now(),
+        )
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_pending_events_of_revision_0007_move_to_the_status_callback_topic(
+def test_a_pending_input_change_of_revision_0007_still_queues_its_readers(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:
-    """0008: unprocessed `notification` events become `status_callback` events (the topic
+    """0008: the topic that wakes the derived runs, `reconciliation` until then, is
+    `input_changed`; the pending events are renamed (processed ones are history), and one
+    a process of the previous version writes during the upgrade is still read."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        bank, ledger = bank_and_ledger(runtime, tenant)
+        record = make_reconciliation(runtime.engine, tenant, definition_json(bank, ledger))
+        runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
+        runtime.derived.queue_changed_inputs()  # whatever the sources' making left
+        processed = _add_old_topic_event(runtime, ledger)
+        with write_connection(runtime.engine) as conn, conn.begin():
+            outbox.mark_processed(conn, processed, utc_now())
+        _add_old_topic_event(runtime, bank)
+        with runtime.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0007'")
+        assert derived(runtime, record.id).state == "idle"
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        assert _topics(runtime)[-2:] == [("reconciliation", True), ("input_changed", False)]
+        assert runtime.derived.queue_changed_inputs()
+        assert derived(runtime, record.id).state == "queued"
+        runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
+        _add_old_topic_event(runtime, ledger)  # by a process not upgraded yet
+        assert runtime.derived.queue_changed_inputs()
+        assert derived(runtime, record.id).state == "queued"
+        assert not any(not processed for _, processed in _topics(runtime))
+    finally:
+        runtime.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_pending_events_of_revision_0008_move_to_the_status_callback_topic(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0009: unprocessed `notification` events become `status_callback` events (the topic
     the workers fan out); processed ones and other topics are left; downgrading moves the
     unprocessed ones back."""
     settings = make_settings(request, backend, tmp_path / "home")
@@ -198,33 +269,51 @@ def test_pending_events_of_revision_0007_move_to_the_status_callback_topic(
                     payload={},
                     now=now,
                 )
-                for topic in ("notification", "reconciliation")
+                for topic in ("notification", "input_changed")
                 for processed in (False, True)
             }
             for (_, processed), event_id in ids.items():
                 if processed:
                     outbox.mark_processed(conn, event_id, now)
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0007'")
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0008'")
     finally:
         runtime.close()
     runtime = build_runtime(settings)  # upgrades
     try:
-        assert _topics(runtime, ids) == {
+        assert _topic_of_each(runtime, ids) == {
             ("notification", False): "status_callback",
             ("notification", True): "notification",
-            ("reconciliation", False): "reconciliation",
-            ("reconciliation", True): "reconciliation",
+            ("input_changed", False): "input_changed",
+            ("input_changed", True): "input_changed",
         }
+        with runtime.engine.begin() as conn:  # as a process not upgraded yet writes it
+            late = outbox.add_event(
+                conn,
+                topic="notification",
+                type="file.delivered",
+                resource_id=resource.id,
+                file_id=None,
+                payload={},
+                now=now,
+            )
+            claimed = status_callbacks.claim_pending_events(conn, limit=10)
+        assert [e.id for e in claimed] == [ids[("notification", False)], late]
+        ids[("late", False)] = late
         with runtime.engine.begin() as conn:
             config = alembic_config()
             config.attributes["connection"] = conn
-            command.downgrade(config, "0007")
-        assert _topics(runtime, ids) == {key: key[0] for key in ids}
+            command.downgrade(config, "0008")
+        assert _topic_of_each(runtime, ids) == {
+            **{key: key[0] for key in ids},
+            ("late", False): "notification",
+        }
     finally:
         runtime.close()
 
 
-def _topics(runtime: Runtime, ids: dict[tuple[str, bool], int]) -> dict[tuple[str, bool], str]:
+def _topic_of_each(
+    runtime: Runtime, ids: dict[tuple[str, bool], int]
+) -> dict[tuple[str, bool], str]:
     with runtime.engine.connect() as conn:
         rows = conn.exec_driver_sql("SELECT id, topic FROM outbox_events").all()
     topic_of = {row.id: row.topic for row in rows}

@@ -20,7 +20,7 @@ from support.reconciliation_runs import derived
 from support.waiting import eventually
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.records import DerivedRecord
 from tally.worker.runner import Worker
 
 WAIT_SECONDS = 120.0

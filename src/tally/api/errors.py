@@ -137,6 +137,7 @@ V2_ERRORS: ErrorTable = {
     errors.UploadTooLargeError: ErrorRow(
         413, _V2, "The body (or the CSV made from JSON) is over TALLY_MAX_FILE_BYTES; nothing kept."
     ),
+    errors.MethodNotAllowedError: ErrorRow(405, _V2),
     errors.UnsupportedMediaTypeError: ErrorRow(415, _V2),
     errors.StorageProvisioningError: ErrorRow(502, _V2),
     errors.StorageError: ErrorRow(503, _V2),
@@ -278,7 +279,7 @@ def v2_error_response(error: Exception) -> Response:
     else:
         problems = _v2_problems(error)
     body = {"errors": [{"field": p.field, "message": p.message} for p in problems]}
-    return _retry_after(error, json_response(body, status))
+    return _headers(error, json_response(body, status))
 
 
 def v1_error_response(error: Exception) -> Response:
@@ -286,13 +287,16 @@ def v1_error_response(error: Exception) -> Response:
     if status == 500 or not isinstance(error, errors.TallyError):
         _log_crash(error)
         return json_response({"detail": INTERNAL_ERROR_DETAIL}, status_code=500)
-    return _retry_after(error, json_response({"detail": error.message}, status_code=status))
+    return _headers(error, json_response({"detail": error.message}, status_code=status))
 
 
-def _retry_after(error: Exception, response: Response) -> Response:
-    """A BusyError's answer says when to come back."""
+def _headers(error: Exception, response: Response) -> Response:
+    """A BusyError's answer says when to come back; a MethodNotAllowedError's, which
+    methods the path answers."""
     if isinstance(error, errors.BusyError):
         response.headers["Retry-After"] = str(error.retry_after_seconds)
+    if isinstance(error, errors.MethodNotAllowedError):
+        response.headers["Allow"] = ", ".join(error.allowed)
     return response
 
 

@@ -216,7 +216,7 @@ def create_reconciliation(
 def list_reconciliations(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
     """The workspace's reconciliations: definition, state and last run of each."""
     with _runtime() as runtime:
-        found = runtime.reconciliations.list_reconciliations(workspace_id=workspace)
+        found = runtime.reconciliations.list_defined(workspace_id=workspace)
     emit({"workspace_id": workspace, "reconciliations": [r.to_json() for r in found]})
 
 
@@ -257,7 +257,7 @@ def run_transformation(
 def list_transformations(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
     """The workspace's transformations: definition, columns, state and last run of each."""
     with _runtime() as runtime:
-        found = runtime.transformations.list_transformations(workspace_id=workspace)
+        found = runtime.transformations.list_defined(workspace_id=workspace)
     emit({"workspace_id": workspace, "transformations": [t.to_json() for t in found]})
 
 

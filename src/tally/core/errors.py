@@ -338,5 +338,13 @@ class UnsupportedMediaTypeError(InvalidRequestError):
     """Content-Type is not text/csv, multipart/form-data or application/json."""
 
 
+class MethodNotAllowedError(InvalidRequestError):
+    """Method Not Allowed"""
+
+    def __init__(self, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed  # the methods the path answers: the response's Allow
+        super().__init__()
+
+
 class UploadTooLargeError(InvalidRequestError):
     """The body (or the CSV converted from it) is larger than the file size limit."""

@@ -187,7 +187,7 @@ class SourceCatalogue:
             result = load_into(conn, resource_id, path, on_progress, limits=self.limits)
             outbox.add_event(
                 conn,
-                topic=outbox.RECONCILIATION,
+                topic=outbox.INPUT_CHANGED,
                 type=ROWS_APPENDED,
                 resource_id=resource_id,
                 file_id=None,

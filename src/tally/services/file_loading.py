@@ -167,7 +167,7 @@ def _commit(
     )
     outbox.add_event(
         conn,
-        topic=outbox.RECONCILIATION,
+        topic=outbox.INPUT_CHANGED,
         type=file_events.DELIVERED,
         resource_id=file.resource_id,
         file_id=file.id,

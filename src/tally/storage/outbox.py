@@ -1,5 +1,5 @@
 """The outbox: facts written in the transaction of the change they record, consumed later
-(reconciliation, status callbacks), so no event is lost or sent for a rolled-back
+(derived runs queued, status callbacks), so no event is lost or sent for a rolled-back
 change."""
 
 from __future__ import annotations
@@ -14,8 +14,16 @@ from sqlalchemy import Connection, delete, insert, select, update
 from tally.core.clock import as_utc
 from tally.storage.schema import notification_attempts, notification_deliveries, outbox_events
 
-RECONCILIATION = "reconciliation"
-STATUS_CALLBACK = "status_callback"  # until revision 0008: "notification"
+# An input's rows changed (a file delivered, rows appended, an output republished): every
+# derived resource reading it runs again.
+INPUT_CHANGED = "input_changed"
+# INPUT_CHANGED as written before revision 0008 (which renames the pending ones): read too,
+# as a process of the previous version may still write it during an upgrade.
+INPUT_CHANGED_BEFORE_0008 = "reconciliation"
+STATUS_CALLBACK = "status_callback"
+# STATUS_CALLBACK as written before revision 0009 (which renames the pending ones): read
+# too, as a process of the previous version may still write it during an upgrade.
+STATUS_CALLBACK_BEFORE_0009 = "notification"
 
 
 @dataclass(frozen=True)
@@ -67,10 +75,11 @@ def _event(row: Any) -> OutboxEvent:
     )
 
 
-def list_pending(conn: Connection, topic: str, *, limit: int) -> list[OutboxEvent]:
+def list_pending(conn: Connection, *topics: str, limit: int) -> list[OutboxEvent]:
+    """The oldest events of these topics not processed yet, at most `limit`."""
     rows = conn.execute(
         select(outbox_events)
-        .where(outbox_events.c.topic == topic, outbox_events.c.processed_at.is_(None))
+        .where(outbox_events.c.topic.in_(topics), outbox_events.c.processed_at.is_(None))
         .order_by(outbox_events.c.id)
         .limit(limit)
     )

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from tally.storage.derived_outputs import BATCH_ROWS, Guard, copy_rows, discard
+from tally.storage.derived.outputs import BATCH_ROWS, Guard, copy_rows, discard
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
 from tally.storage.resources import table_name_for

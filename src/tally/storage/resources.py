@@ -231,7 +231,7 @@ def record_load(
 def next_unfinished(conn: Connection, skip: Collection[int] = ()) -> int | None:
     """A source with rows whose indexes were never built, or whose latest rows have
     no stored JSON text yet, if any (the oldest first), other than those in `skip`. A
-    derived output's run stores and indexes its own (storage/derived_outputs.py)."""
+    derived output's run stores and indexes its own (storage/derived/outputs.py)."""
     stmt = (
         select(resources.c.id)
         .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))

@@ -181,12 +181,13 @@ Index("ix_files_resource_id", files.c.resource_id, files.c.id)
 Index("ix_files_resource_sha256", files.c.resource_id, files.c.sha256)
 
 # Facts for other parts of tally, written in the transaction of the change they record
-# (reconciliation consumes `file.delivered`; status callbacks fan out from here).
+# (`input_changed` queues the derived runs reading the resource; status callbacks fan
+# out from here).
 outbox_events = Table(
     "outbox_events",
     metadata,
     Column("id", Integer, primary_key=True),
-    Column("topic", String(50), nullable=False),  # reconciliation | status_callback
+    Column("topic", String(50), nullable=False),  # input_changed | status_callback
     Column("type", String(50), nullable=False),
     Column("resource_id", ForeignKey("resources.id"), nullable=False),
     Column("file_id", ForeignKey("files.id"), nullable=True),

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, insert, select, update
 from tally.core.status_callbacks import DeliveryStatus
 from tally.storage.engine import backend_of
 from tally.storage.leases import Leases
-from tally.storage.outbox import STATUS_CALLBACK, OutboxEvent
+from tally.storage.outbox import STATUS_CALLBACK, STATUS_CALLBACK_BEFORE_0009, OutboxEvent
 from tally.storage.schema import (
     notification_attempts,
     notification_deliveries,
@@ -71,10 +71,14 @@ def _event(row: Any) -> OutboxEvent:
 
 
 def claim_pending_events(conn: Connection, *, limit: int) -> list[OutboxEvent]:
-    """The oldest unprocessed status-callback events, locked against other fan-outs."""
+    """The oldest unprocessed status-callback events (either topic name: see
+    STATUS_CALLBACK_BEFORE_0009), locked against other fan-outs."""
     stmt = (
         select(outbox_events)
-        .where(outbox_events.c.topic == STATUS_CALLBACK, outbox_events.c.processed_at.is_(None))
+        .where(
+            outbox_events.c.topic.in_((STATUS_CALLBACK, STATUS_CALLBACK_BEFORE_0009)),
+            outbox_events.c.processed_at.is_(None),
+        )
         .order_by(outbox_events.c.id)
         .limit(limit)
     )

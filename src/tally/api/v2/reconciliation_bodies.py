@@ -1,5 +1,6 @@
-"""Request and response models of the reconciliation API (api/v2/reconciliations.py);
-the definition's own body is services/reconciliation/bodies.py, which the CLI reads too."""
+"""Request and response models of the reconciliation API (api/v2/reconciliations.py;
+a page of reconciliations is derived_routes.py's `page_model`); the definition's own
+body is services/reconciliation/bodies.py, which the CLI reads too."""
 
 from __future__ import annotations
 
@@ -38,13 +39,6 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         "suggested and manual per match; unmatched_left and unmatched_right per row) and "
         "amounts (each side's matched and unmatched totals, decimal strings); null "
         "before the first run."
-    )
-
-
-class ReconciliationListResponse(BaseModel):
-    data: list[ReconciliationResponse]
-    next_after: int | None = Field(
-        description="Pass as `after` for the next page; null at the end."
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -21,13 +21,10 @@ from tally.api.v2.auth import KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.api.v2.derived_routes import (
     AUTH,
-    DEFINED,
     MAX_DEFINITION_BYTES,
-    MAX_PAGE,
-    deleted,
-    page,
+    DefinitionRoutes,
+    add_definition_routes,
     read_definition,
-    shown,
 )
 from tally.api.v2.reconciliation_bodies import (
     ActionListResponse,
@@ -35,7 +32,6 @@ from tally.api.v2.reconciliation_bodies import (
     MatchResponse,
     NoteBody,
     ReconciliationCreatedResponse,
-    ReconciliationListResponse,
     ReconciliationResponse,
     RunQueuedResponse,
     UndoneResponse,
@@ -76,86 +72,21 @@ async def _note(request: Request) -> str | None:
     return None if data is None else validate_body(NoteBody, data).note
 
 
-@router.post(
-    BASE,
-    status_code=201,
-    summary="Define a reconciliation; its first run is queued at once",
-    response_model=ReconciliationCreatedResponse,
-    responses=v2_responses(*AUTH, *DEFINED, errors.StorageProvisioningError),
-    openapi_extra=json_request_body(ReconciliationDefinitionBody),
+add_definition_routes(
+    router,
+    DefinitionRoutes(
+        noun="reconciliation",
+        service=ReconciliationsDep,
+        body=ReconciliationDefinitionBody,
+        created=ReconciliationCreatedResponse,
+        shown=ReconciliationResponse,
+        not_found=errors.ReconciliationNotFoundError,
+        get_summary="A reconciliation: its definition, state and last run",
+        replace_description="Manual work names rows by position in the inputs: when a side "
+        "reads another resource, every manual action is retired (kept, with `undone_at`).",
+        delete_summary="Delete the reconciliation, its manual work and its output resource",
+    ),
 )
-async def create_reconciliation(
-    request: Request, workspace: KeyedWorkspace, service: ReconciliationsDep
-) -> Response:
-    body = await read_definition(request)
-    created = await run_in_threadpool(service.create, workspace_id=workspace.id, body=body)
-    return json_response(
-        {"id": created.id, "name": created.name, "resource_id": created.resource_id}, 201
-    )
-
-
-@router.get(
-    BASE,
-    summary="The workspace's reconciliations, oldest first",
-    response_model=ReconciliationListResponse,
-    responses=v2_responses(*AUTH, RequestValidationError),
-)
-async def list_reconciliations(
-    workspace: KeyedWorkspace,
-    service: ReconciliationsDep,
-    after: Annotated[int, Query(ge=0, description="Reconciliations with a larger id.")] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-) -> Response:
-    return await page(
-        service.list_reconciliations, workspace_id=workspace.id, after_id=after, limit=limit
-    )
-
-
-@router.get(
-    ONE,
-    summary="A reconciliation: its definition, state and last run",
-    response_model=ReconciliationResponse,
-    responses=v2_responses(*FOUND),
-)
-async def get_reconciliation(
-    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
-) -> Response:
-    return await shown(service.get, workspace_id=workspace.id, reconciliation_id=reconciliation_id)
-
-
-@router.put(
-    ONE,
-    summary="Replace the definition; a run is queued at once",
-    description="Manual work names rows by position in the inputs: when a side reads "
-    "another resource, every manual action is retired (kept, with `undone_at`).",
-    response_model=ReconciliationResponse,
-    responses=v2_responses(*FOUND, *DEFINED),
-    openapi_extra=json_request_body(ReconciliationDefinitionBody),
-)
-async def replace_reconciliation(
-    request: Request,
-    reconciliation_id: ReconciliationId,
-    workspace: KeyedWorkspace,
-    service: ReconciliationsDep,
-) -> Response:
-    body = await read_definition(request)
-    return await shown(
-        service.replace, workspace_id=workspace.id, reconciliation_id=reconciliation_id, body=body
-    )
-
-
-@router.delete(
-    ONE,
-    status_code=204,
-    summary="Delete the reconciliation, its manual work and its output resource",
-    responses=v2_responses(*FOUND, errors.ConflictError),
-)
-async def delete_reconciliation(
-    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
-) -> Response:
-    return await deleted(
-        service.delete, workspace_id=workspace.id, reconciliation_id=reconciliation_id
-    )
 
 
 @router.post(

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.errors import RunFailedError
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
-from tally.services.derived_builders import Patch
+from tally.services.derived.builders import Patch
 from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
 from tally.services.reconciliation.output_columns import (
@@ -42,14 +42,14 @@ from tally.services.reconciliation.output_columns import (
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import (
-    derived_plans,
     reconciliation_inputs,
     reconciliation_keys,
     resources,
 )
-from tally.storage.derived_outputs import Guard
-from tally.storage.derived_plans import Layout
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived import plans as derived_plans
+from tally.storage.derived.outputs import Guard
+from tally.storage.derived.plans import Layout
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.reconciliation_keys import KeyRow
 from tally.storage.reconciliation_patch import Columns, OutputRows

@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from tally.core.columns import Column
 from tally.core.reconciliation import ReconciliationDefinition
-from tally.services.derived_graph import upstream
+from tally.services.derived.graph import upstream
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 from tally.services.reconciliation.definitions import check_definition
 from tally.storage import resources

@@ -18,7 +18,7 @@ from tally.core.reconciliation import ManualWork, Normalizer, ReconciliationDefi
 from tally.services.reconciliation.matching import SideTable, key_columns
 from tally.services.reconciliation.normalizers import normalized_column
 from tally.storage import reconciliation_keys
-from tally.storage.derived_outputs import Guard
+from tally.storage.derived.outputs import Guard
 from tally.storage.reconciliation_keys import KeyRow
 
 Signature = tuple[tuple[str, str, tuple[Normalizer, ...]], ...]  # (left, right, normalisers)
@@ -175,7 +175,7 @@ def _take(
 
 
 class KeyTable:
-    """The `Companion` of a full run (services/derived_builders.py): the key table of every
+    """The `Companion` of a full run (services/derived/builders.py): the key table of every
     row it read, staged beside its output and published with it."""
 
     def __init__(

@@ -21,9 +21,10 @@ from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError, R
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind
 from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
-from tally.storage import derived_resources, resources
 from tally.storage import reconciliation_actions as actions
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import resources
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.reconciliation_actions import OutputPair
 from tally.storage.resources import Resource
 

@@ -1,4 +1,4 @@
-"""The plan rows of an engine's outcome: what storage/derived_outputs.py turns into the
+"""The plan rows of an engine's outcome: what storage/derived/outputs.py turns into the
 output, one per output row, in output order (matching.output_columns: no `Match` built),
 each with the row ids of its left and right rows. A full run and an incremental run
 write the same rows."""

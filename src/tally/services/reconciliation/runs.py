@@ -1,10 +1,10 @@
 """A reconciliation's run: both inputs read in one snapshot, matched by the engine, and
-its output described for the derived runs' machinery (services/derived_runs.py), which
+its output described for the derived runs' machinery (services/derived/runs.py), which
 stages, publishes and schedules it.
 
 The output's rows are assembled by the database: the run writes one plan row per
 output row (the match's own values, the two rows' positions and row ids) and the output
-table joins each to its left and right rows by row id (storage/derived_outputs.py), so
+table joins each to its left and right rows by row id (storage/derived/outputs.py), so
 no input value travels through Python but the keys, amounts and dates the engine
 compares.
 """
@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
-from tally.services.derived_builders import Output, Patch
+from tally.services.derived.builders import Output, Patch
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
@@ -40,8 +40,8 @@ from tally.services.reconciliation.output_columns import common_scale, output_co
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reasons import money
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
-from tally.storage.derived_plans import Layout, Part
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.plans import Layout, Part
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection
 from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.resources import Resource

@@ -1,171 +1,97 @@
-"""Reconciliations as the API and the CLI use them: defined, listed, replaced, deleted,
-run on request, and the analysts' manual work (match, confirm, undo).
+"""Reconciliations as the API and the CLI use them: defined, listed, replaced, deleted
+(the lifecycle every derived resource shares, services/derived/lifecycle.py, given a
+reconciliation's checks and columns), run on request, and the analysts' manual work
+(match, confirm, undo).
 
-Each use case is one transaction. A reconciliation is a derived resource (its
-definition, inputs and run queue) plus its output, an ordinary resource of kind
-`reconciliation` named after it: created with the output's columns and no rows, so the
-Data API reads it at once; runs (runs.py, in the workers) replace its table. Another
-workspace's reconciliation does not exist (404); every change queues a run due now.
+Each use case is one transaction. The output is an ordinary resource of kind
+`reconciliation` named after it. Another workspace's reconciliation does not exist
+(404); every change queues a run due now.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
 from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.services import derived_outputs as derived
+from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
 from tally.services.reconciliation import manual
-from tally.services.reconciliation.bodies import parse_definition
+from tally.services.reconciliation.bodies import ReconciliationDefinitionBody, parse_definition
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
-from tally.storage import accounts, derived_resources, reconciliation_keys, resources
 from tally.storage import reconciliation_actions as actions
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import reconciliation_keys, resources
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource
 
 
-@dataclass(frozen=True)
-class Reconciliation:
-    id: int
-    resource_id: int  # the output
-    name: str
-    definition: dict[str, Any]  # canonical: every default spelled out
-    state: str  # queued | running | idle | failed
-    error: str | None
-    last_run: dict[str, Any] | None
+class Reconciliation(Derived):
+    """A reconciliation as the API and the CLI show it: its definition, state and last
+    run (counts and amounts)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """As the API and the CLI show it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "resource_id": self.resource_id,
-            "definition": self.definition,
-            "state": self.state,
-            "error": self.error,
-            "last_run": self.last_run,
-        }
 
-    @classmethod
-    def of(cls, record: DerivedRecord) -> Reconciliation:
-        return cls(
-            record.id,
-            record.resource_id,
-            record.name,
-            record.definition,
-            record.state,
-            record.error,
-            record.last_run,
+class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Reconciliation]):
+    """The definition's lifecycle (derived/lifecycle.py: create, list_defined, get,
+    replace, delete) with a reconciliation's checks and columns, and its manual work."""
+
+    kind = KIND
+    not_found = ReconciliationNotFoundError
+
+    def parse(self, body: Any) -> ReconciliationDefinitionBody:
+        return parse_definition(body)
+
+    def check(
+        self,
+        conn: Connection,
+        workspace_id: int,
+        body: ReconciliationDefinitionBody,
+        *,
+        own_output: int | None,
+    ) -> Checked:
+        definition, readable = checked_definition(conn, workspace_id, body, own_output=own_output)
+        left, right = (readable[definition.side(s).resource_id] for s in SideName)
+        columns = output_columns(
+            definition.left.name,
+            definition.right.name,
+            left,
+            right,
+            common_scale(definition, left, right),
         )
+        inputs = (definition.left.resource_id, definition.right.resource_id)
+        return Checked(definition.name, definition.to_json(), inputs, columns)
 
+    def shown(self, conn: Connection, record: DerivedRecord) -> Reconciliation:
+        return Reconciliation.of(record)
 
-class ReconciliationService:
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def replacing(
+        self, conn: Connection, record: DerivedRecord, checked: Checked, now: dt.datetime
+    ) -> None:
+        """Manual work names rows by their positions in the inputs: when a side reads
+        another resource, every action is retired (kept, undone) rather than applied to
+        rows nobody chose."""
+        old = ReconciliationDefinition.from_json(record.definition)
+        if tuple(checked.inputs) != (old.left.resource_id, old.right.resource_id):
+            actions.retire_actions(conn, record.id, now)
 
-    def create(self, *, workspace_id: int, body: Any) -> Reconciliation:
-        """The reconciliation, its empty output and its first run, due now."""
-        definition_body = parse_definition(body)
-        now = utc_now()
-        with write_connection(self._engine) as conn, conn.begin():
-            accounts.get_workspace(conn, workspace_id)
-            definition, readable = checked_definition(
-                conn, workspace_id, definition_body, own_output=None
-            )
-            left, right = (readable[definition.side(s).resource_id] for s in SideName)
-            columns = output_columns(
-                definition.left.name,
-                definition.right.name,
-                left,
-                right,
-                common_scale(definition, left, right),
-            )
-            output = derived.create_output(
-                conn,
-                workspace_id=workspace_id,
-                kind=KIND,
-                name=definition.name,
-                columns=columns,
-                now=now,
-            )
-            derived_id = derived_resources.insert_derived(
-                conn,
-                workspace_id=workspace_id,
-                resource_id=output,
-                kind=KIND,
-                name=definition.name,
-                definition=definition.to_json(),
-                inputs=(definition.left.resource_id, definition.right.resource_id),
-                now=now,
-            )
-            return Reconciliation.of(_owned(conn, workspace_id, derived_id))
-
-    def list_reconciliations(
-        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
-    ) -> list[Reconciliation]:
-        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
-        with self._engine.connect() as conn:
-            accounts.get_workspace(conn, workspace_id)
-            records = derived_resources.list_derived(
-                conn, workspace_id, KIND, after_id=after_id, limit=limit
-            )
-        return [Reconciliation.of(r) for r in records]
-
-    def get(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
-        with self._engine.connect() as conn:
-            return Reconciliation.of(_owned(conn, workspace_id, reconciliation_id))
-
-    def replace(self, *, workspace_id: int, reconciliation_id: int, body: Any) -> Reconciliation:
-        """A new definition, run at once. Manual work names rows by their positions in
-        the inputs: when a side reads another resource, every action is retired (kept,
-        undone) rather than applied to rows nobody chose."""
-        definition_body = parse_definition(body)
-        now = utc_now()
-        with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            definition, _ = checked_definition(
-                conn, workspace_id, definition_body, own_output=record.resource_id
-            )
-            old = ReconciliationDefinition.from_json(record.definition)
-            inputs = (definition.left.resource_id, definition.right.resource_id)
-            if inputs != (old.left.resource_id, old.right.resource_id):
-                actions.retire_actions(conn, record.id, now)
-            derived_resources.replace_definition(
-                conn,
-                record.id,
-                name=definition.name,
-                definition=definition.to_json(),
-                inputs=inputs,
-                now=now,
-            )
-            if definition.name != record.name:
-                resources.rename_resource(conn, record.resource_id, definition.name, now)
-            derived_resources.request_run(conn, record.id, now)
-            return Reconciliation.of(_owned(conn, workspace_id, record.id))
-
-    def delete(self, *, workspace_id: int, reconciliation_id: int) -> None:
-        """The reconciliation, its actions, its output resource and table; refused while
-        another derived resource reads the output."""
-        with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
-            actions.delete_actions(conn, record.id)  # before the record they point at
-            reconciliation_keys.drop_tables(conn, record.resource_id)
-            derived.delete_with_output(conn, record)
+    def deleting(self, conn: Connection, record: DerivedRecord) -> None:
+        """Its actions (before the record they point at) and its key tables."""
+        actions.delete_actions(conn, record.id)
+        reconciliation_keys.drop_tables(conn, record.resource_id)
 
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
         with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             derived_resources.request_run(conn, record.id, utc_now())
-            return Reconciliation.of(_owned(conn, workspace_id, record.id))
+            return Reconciliation.of(self._owned(conn, workspace_id, record.id))
 
     def match(
         self,
@@ -187,7 +113,7 @@ class ReconciliationService:
         """The suggested match of the current output made manual, with the note; its
         match id."""
         with self._engine.connect() as conn:
-            record = _owned(conn, workspace_id, reconciliation_id)
+            record = self._owned(conn, workspace_id, reconciliation_id)
             output = resources.get_resource(conn, record.resource_id)
             rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
         return self._record(
@@ -201,13 +127,13 @@ class ReconciliationService:
         current output rejected (`rejected`): no later run pairs its rows again. The note
         is kept with the action (manual.undo)."""
         with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             return manual.undo(conn, record, match_id, note, utc_now())
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
         with self._engine.connect() as conn:
-            record = _owned(conn, workspace_id, reconciliation_id)
+            record = self._owned(conn, workspace_id, reconciliation_id)
             return actions.list_actions(conn, record.id)
 
     def _record(
@@ -221,21 +147,8 @@ class ReconciliationService:
         field: str = "{side}_rows[{index}]",
     ) -> int:
         with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, reconciliation_id, lock=True)
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             definition = ReconciliationDefinition.from_json(record.definition)
             manual.check_rows(conn, record.id, definition, rows, field=field)
             manual.record_action(conn, record, kind, rows, note, utc_now())
         return min(rows[SideName.LEFT])
-
-
-def _owned(
-    conn: Connection, workspace_id: int, reconciliation_id: int, *, lock: bool = False
-) -> DerivedRecord:
-    return derived.owned(
-        conn,
-        workspace_id=workspace_id,
-        derived_id=reconciliation_id,
-        kind=KIND,
-        not_found=ReconciliationNotFoundError,
-        lock=lock,
-    )

@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 
 from tally.core.errors import DefinitionRejectedError, FieldProblem
 from tally.core.sql_limits import SqlLimits
-from tally.services.derived_graph import upstream
+from tally.services.derived.graph import upstream
 from tally.services.transformations.bodies import (
     INPUT_NAME_PATTERN,
     MAX_INPUTS,

@@ -1,5 +1,5 @@
 """A transformation's run: its SQL, translated for the backend, run as one INSERT ...
-SELECT into the staged output (services/derived_publishing.py swaps it in), within the time
+SELECT into the staged output (services/derived/publishing.py swaps it in), within the time
 and row limits. Incremental when the query allows it (query.is_incremental) and every
 input is a source, which only ever appends rows: the output of the input rows added
 since the last run is staged in the plan table, then appended to the published output
@@ -21,14 +21,14 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
 from tally.core.sql_limits import DEFAULT_SQL_LIMITS, SqlLimits
-from tally.services.derived_builders import Output, Patch
+from tally.services.derived.builders import Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
 from tally.storage import resources, staging, transformation_sql
-from tally.storage.derived_outputs import Guard, next_table, plan_table
-from tally.storage.derived_plans import Layout
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.outputs import Guard, next_table, plan_table
+from tally.storage.derived.plans import Layout
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource, table_name_for

@@ -1,12 +1,11 @@
 """Transformations as the API and the CLI use them: defined, listed, replaced and
-deleted (issue #12); previewed in previews.py.
+deleted (issue #12: the lifecycle every derived resource shares,
+services/derived/lifecycle.py, given a transformation's checks and its query's
+columns); previewed in previews.py.
 
-Each use case is one transaction. A transformation is a derived resource of kind
-`transformation` (its definition, inputs and run queue) plus its output, an ordinary
-resource of that kind named after it: created with the query's columns and no rows, so
-the Data API reads it at once; runs (runs.py, in the workers) replace its table.
-Another workspace's transformation does not exist (404); every change queues a run
-due now.
+The output is an ordinary resource of kind `transformation` named after it, created
+with the query's columns and no rows. Another workspace's transformation does not exist
+(404); every change queues a run due now.
 """
 
 from __future__ import annotations
@@ -17,173 +16,68 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import TransformationNotFoundError
-from tally.services import derived_outputs as derived
+from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
 from tally.services.transformations.bodies import TransformationDefinitionBody, parse_definition
-from tally.services.transformations.definitions import (
-    TransformationDefinition,
-    checked_definition,
-)
-from tally.services.transformations.query import CheckedQuery
+from tally.services.transformations.definitions import checked_definition
 from tally.services.transformations.runs import RunLimits
-from tally.storage import accounts, derived_resources, resources
-from tally.storage.derived_resources import DerivedRecord
-from tally.storage.engine import write_connection
-from tally.storage.resources import Resource
+from tally.storage import resources
+from tally.storage.derived.records import DerivedRecord
 
 KIND = "transformation"  # of the derived resource, and of its output resource
 
 
 @dataclass(frozen=True)
-class Transformation:
-    id: int
-    resource_id: int  # the output
-    name: str
-    definition: dict[str, Any]
-    columns: tuple[Column, ...]
-    state: str  # queued | running | idle | failed
-    error: str | None
-    last_run: dict[str, Any] | None
+class Transformation(Derived):
+    """A transformation as the API and the CLI show it, with its output's columns (the
+    last published run's)."""
 
-    def to_json(self) -> dict[str, Any]:
-        """As the API and the CLI show it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "resource_id": self.resource_id,
-            "definition": self.definition,
-            "columns": columns_json(self.columns),
-            "state": self.state,
-            "error": self.error,
-            "last_run": self.last_run,
-        }
+    columns: tuple[Column, ...] = ()
+
+    def own_json(self) -> dict[str, Any]:
+        return {"columns": columns_json(self.columns)}
 
 
 def columns_json(columns: tuple[Column, ...]) -> list[dict[str, str]]:
     return [{"name": c.name, "type": str(c.type)} for c in columns]
 
 
-class TransformationService:
+class TransformationService(DefinitionLifecycle[TransformationDefinitionBody, Transformation]):
+    """The definition's lifecycle (derived/lifecycle.py: create, list_defined, get,
+    replace, delete) with a transformation's checks and columns: its query's."""
+
+    kind = KIND
+    not_found = TransformationNotFoundError
+
     def __init__(self, engine: Engine, limits: RunLimits) -> None:
-        self._engine = engine
+        super().__init__(engine)
         self._limits = limits
 
-    def create(self, *, workspace_id: int, body: Any) -> Transformation:
-        """The transformation, its empty output and its first run, due now."""
-        definition_body = parse_definition(body)
-        now = utc_now()
-        with write_connection(self._engine) as conn, conn.begin():
-            accounts.get_workspace(conn, workspace_id)
-            definition, query, found = self._checked(conn, workspace_id, definition_body, None)
-            columns = query.as_columns()
-            output = derived.create_output(
-                conn,
-                workspace_id=workspace_id,
-                kind=KIND,
-                name=definition.name,
-                columns=columns,
-                now=now,
-            )
-            derived_id = derived_resources.insert_derived(
-                conn,
-                workspace_id=workspace_id,
-                resource_id=output,
-                kind=KIND,
-                name=definition.name,
-                definition=definition.to_json(),
-                inputs=[r.id for r in found.values()],
-                now=now,
-            )
-            return _of(conn, _owned(conn, workspace_id, derived_id))
+    def parse(self, body: Any) -> TransformationDefinitionBody:
+        return parse_definition(body)
 
-    def list_transformations(
-        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
-    ) -> list[Transformation]:
-        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
-        with self._engine.connect() as conn:
-            accounts.get_workspace(conn, workspace_id)
-            records = derived_resources.list_derived(
-                conn, workspace_id, KIND, after_id=after_id, limit=limit
-            )
-            return [_of(conn, r) for r in records]
-
-    def get(self, *, workspace_id: int, transformation_id: int) -> Transformation:
-        with self._engine.connect() as conn:
-            return _of(conn, _owned(conn, workspace_id, transformation_id))
-
-    def replace(self, *, workspace_id: int, transformation_id: int, body: Any) -> Transformation:
-        """A new definition, run at once (the output keeps its rows and columns until
-        that run publishes)."""
-        definition_body = parse_definition(body)
-        now = utc_now()
-        with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, transformation_id, lock=True)
-            definition, _, found = self._checked(
-                conn, workspace_id, definition_body, record.resource_id
-            )
-            derived_resources.replace_definition(
-                conn,
-                record.id,
-                name=definition.name,
-                definition=definition.to_json(),
-                inputs=[r.id for r in found.values()],
-                now=now,
-            )
-            if definition.name != record.name:
-                resources.rename_resource(conn, record.resource_id, definition.name, now)
-            derived_resources.request_run(conn, record.id, now)
-            return _of(conn, _owned(conn, workspace_id, record.id))
-
-    def _checked(
+    def check(
         self,
         conn: Connection,
         workspace_id: int,
-        definition_body: TransformationDefinitionBody,
+        body: TransformationDefinitionBody,
+        *,
         own_output: int | None,
-    ) -> tuple[TransformationDefinition, CheckedQuery, dict[str, Resource]]:
+    ) -> Checked:
         """The definition checked within the SQL limits and the time limit: one whose
         check alone outlasts the time limit is refused, as each of its runs would fail."""
-        return checked_definition(
+        definition, query, found = checked_definition(
             conn,
             workspace_id,
-            definition_body,
+            body,
             own_output=own_output,
             limits=self._limits.sql,
             deadline=time.monotonic() + self._limits.timeout_seconds,
         )
+        inputs = [r.id for r in found.values()]
+        return Checked(definition.name, definition.to_json(), inputs, query.as_columns())
 
-    def delete(self, *, workspace_id: int, transformation_id: int) -> None:
-        """The transformation, its output resource and table; refused (409) while
-        another derived resource reads the output, naming each."""
-        with write_connection(self._engine) as conn, conn.begin():
-            record = _owned(conn, workspace_id, transformation_id, lock=True)
-            derived.delete_with_output(conn, record)
-
-
-def _owned(
-    conn: Connection, workspace_id: int, transformation_id: int, *, lock: bool = False
-) -> DerivedRecord:
-    return derived.owned(
-        conn,
-        workspace_id=workspace_id,
-        derived_id=transformation_id,
-        kind=KIND,
-        not_found=TransformationNotFoundError,
-        lock=lock,
-    )
-
-
-def _of(conn: Connection, record: DerivedRecord) -> Transformation:
-    output = resources.get_resource(conn, record.resource_id)
-    return Transformation(
-        record.id,
-        record.resource_id,
-        record.name,
-        record.definition,
-        output.columns,
-        record.state,
-        record.error,
-        record.last_run,
-    )
+    def shown(self, conn: Connection, record: DerivedRecord) -> Transformation:
+        output = resources.get_resource(conn, record.resource_id)
+        return Transformation.of(record, columns=output.columns)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from tally.storage import derived_resources
+from tally.storage.derived import records as derived_resources
 
 
 def upstream(conn: Connection, resource_id: int) -> set[int]:

@@ -1,7 +1,7 @@
 """A derived resource's output, rebuilt whole beside the published one and swapped in.
 
 A run writes two tables of its own, neither read by anyone else: `r_{id}_plan` and
-`r_{id}_next`, the output itself, filled from the plan (derived_plans.py). `publish`
+`r_{id}_next`, the output itself, filled from the plan (plans.py). `publish`
 then replaces the output in one short transaction: readable from then on; the table
 it replaced, kept as `r_{id}_old`, is `discard`ed after. As after a
 source's load, `finish` then gives its rows their stored JSON text (decision 0011;

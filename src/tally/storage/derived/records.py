@@ -96,14 +96,16 @@ def set_inputs(conn: Connection, derived_id: int, inputs: Sequence[int]) -> None
     )
 
 
-def find_derived(conn: Connection, derived_id: int, kind: str) -> DerivedRecord | None:
+def find_derived(
+    conn: Connection, derived_id: int, kind: str | None = None
+) -> DerivedRecord | None:
+    """The derived resource (of this kind, if one is given); None if there is none."""
     if not is_storable_id(derived_id):
         return None
-    row = conn.execute(
-        select(derived_resources).where(
-            derived_resources.c.id == derived_id, derived_resources.c.kind == kind
-        )
-    ).first()
+    stmt = select(derived_resources).where(derived_resources.c.id == derived_id)
+    if kind is not None:
+        stmt = stmt.where(derived_resources.c.kind == kind)
+    row = conn.execute(stmt).first()
     return DerivedRecord.from_row(row) if row else None
 
 
@@ -323,10 +325,3 @@ def record_failure(
         .values(**values, updated_at=now)
     )
     return result.rowcount == 1
-
-
-def get_derived(conn: Connection, derived_id: int) -> DerivedRecord | None:
-    row = conn.execute(
-        select(derived_resources).where(derived_resources.c.id == derived_id)
-    ).first()
-    return DerivedRecord.from_row(row) if row else None

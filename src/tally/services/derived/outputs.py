@@ -1,67 +1,26 @@
 """What every kind of derived resource (reconciliation, transformation) does the same
-way with its output: create it, find a workspace's own record, and delete both.
+way with its output when it goes: refuse while another derived resource reads it, and
+delete it with the record.
 
-The output is an ordinary resource of the derived resource's kind, named after it; a
-run (derived_runs.py) replaces its table. Kept here so the kinds differ only in what
-their definitions mean, not in how their outputs live and die.
+The output is an ordinary resource of the derived resource's kind, named after it,
+created with the record (lifecycle.py); a run (runs.py) replaces its table. Kept here
+so the kinds differ only in what their definitions mean, not in how their outputs live
+and die.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-
 from sqlalchemy import Connection
 
-from tally.core.columns import Column
 from tally.core.errors import (
     ConflictError,
     FieldProblem,
-    NotFoundError,
 )
-from tally.storage import derived_outputs, derived_resources, outbox, resources
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import outbox, resources
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.resource_tables import ddl
-
-
-def create_output(
-    conn: Connection,
-    *,
-    workspace_id: int,
-    kind: str,
-    name: str,
-    columns: tuple[Column, ...],
-    now: dt.datetime,
-) -> int:
-    """The output resource and its empty table; a concurrent taker of the name is the
-    same 400 as one found first, a table that cannot be made the 502."""
-    output = resources.create_resource(
-        conn,
-        workspace_id=workspace_id,
-        name=name,
-        kind=kind,
-        columns=columns,
-        is_placeholder=False,
-        folder_id=None,
-        now=now,
-    )
-    return output.id
-
-
-def owned(
-    conn: Connection,
-    *,
-    workspace_id: int,
-    derived_id: int,
-    kind: str,
-    not_found: type[NotFoundError],
-    lock: bool = False,
-) -> DerivedRecord:
-    """The derived resource, if this workspace owns it; otherwise it does not exist."""
-    find = derived_resources.lock_derived if lock else derived_resources.find_derived
-    record = find(conn, derived_id, kind)
-    if record is None or record.workspace_id != workspace_id:
-        raise not_found()
-    return record
 
 
 def refuse_while_read(conn: Connection, resource_id: int) -> None:
@@ -69,7 +28,7 @@ def refuse_while_read(conn: Connection, resource_id: int) -> None:
     resource, whatever its kind."""
     problems = []
     for reader in derived_resources.readers_of(conn, resource_id):
-        found = derived_resources.get_derived(conn, reader)
+        found = derived_resources.find_derived(conn, reader)
         what = f"{found.kind} {reader} ({found.name!r})" if found else f"{reader}"
         problems.append(
             FieldProblem(

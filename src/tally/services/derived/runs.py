@@ -2,11 +2,11 @@
 changes, claimed by a worker with a lease, built beside the published output and
 swapped in (decision 0016).
 
-The kind-specific part is a `Builder` (services/derived_builders.py): it reads one
+The kind-specific part is a `Builder` (services/derived/builders.py): it reads one
 consistent snapshot of the inputs and says what the output holds (`Output`). Everything
 else is here and shared: the queue (`run_due_at`, one run per burst of changes), the
 lease and its heartbeat, the bounded attempts and the staged output; the `Publisher`
-(services/derived_publishing.py) swaps it in or applies the patch, and queues the
+(services/derived/publishing.py) swaps it in or applies the patch, and queues the
 readers of an output that changed.
 """
 
@@ -24,12 +24,15 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.processes.collector import paused_collector
-from tally.services.derived_builders import Builder, Output, Patch, StagingBuilder
-from tally.services.derived_publishing import Publisher, lap
+from tally.services.derived.builders import Builder, Output, Patch, StagingBuilder
+from tally.services.derived.publishing import Publisher, lap
 from tally.services.heartbeat import Heartbeat
-from tally.storage import derived_outputs, derived_plans, derived_resources, outbox
-from tally.storage.derived_outputs import Guard
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage import outbox
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import plans as derived_plans
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.outputs import Guard
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
 log = logging.getLogger("tally.derived")
@@ -73,14 +76,19 @@ class DerivedRuns:
     # --- the queue ------------------------------------------------------------------
 
     def queue_changed_inputs(self) -> bool:
-        """Turn pending outbox events of the `reconciliation` topic (an input's rows
+        """Turn pending outbox events of the `input_changed` topic (an input's rows
         changed: a file delivered, an output republished) into one queued run of each
         derived resource reading that input, due a burst after the change (the event's
         time, written with the change: not when a worker got to it); False when none."""
         now = utc_now()
         burst = dt.timedelta(seconds=self.policy.burst_seconds)
         with write_connection(self._engine) as conn, conn.begin():
-            events = outbox.list_pending(conn, outbox.RECONCILIATION, limit=EVENTS_PER_ROUND)
+            events = outbox.list_pending(
+                conn,
+                outbox.INPUT_CHANGED,
+                outbox.INPUT_CHANGED_BEFORE_0008,
+                limit=EVENTS_PER_ROUND,
+            )
             changed: dict[int, dt.datetime] = {}
             for event in events:
                 first = changed.get(event.resource_id, event.created_at)
@@ -146,7 +154,7 @@ class DerivedRuns:
 
     def _get(self, derived_id: int) -> DerivedRecord:
         with self._engine.connect() as conn:
-            record = derived_resources.get_derived(conn, derived_id)
+            record = derived_resources.find_derived(conn, derived_id)
         if record is None:
             raise ResourceNotFoundError()
         return record
@@ -179,7 +187,7 @@ class DerivedRuns:
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
         """Build the output beside the published one (or the patch of it) and publish
-        it (services/derived_publishing.py)."""
+        it (services/derived/publishing.py)."""
         timings: dict[str, float] = {}
         guard = self._guard(record.id, worker)
         with paused_collector():  # the inputs and the engine's millions of objects

@@ -1,4 +1,4 @@
-"""What a kind's builder gives the derived runs (services/derived_runs.py), which do
+"""What a kind's builder gives the derived runs (services/derived/runs.py), which do
 the rest the same way for every kind: an `Output` to stage and publish whole, or a
 `Patch` of the published output; a `Companion` table kept beside it. A reconciliation
 (reconciliation/runs.py) is a `Builder`: the runs write its output from the plan rows
@@ -14,15 +14,15 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.storage.derived_outputs import Guard
-from tally.storage.derived_plans import Layout
-from tally.storage.derived_resources import DerivedRecord
+from tally.storage.derived.outputs import Guard
+from tally.storage.derived.plans import Layout
+from tally.storage.derived.records import DerivedRecord
 
 
 @dataclass(frozen=True)
 class Output:
     """What a run's builder made of its inputs. `rows()` yields the plan's rows, in
-    output order: (row id from 1, *values, *input row ids) (storage/derived_outputs.py);
+    output order: (row id from 1, *values, *input row ids) (storage/derived/outputs.py);
     `digest` names the content (equal digests, equal outputs: nothing is published);
     `inputs` are the columns of each input as read, which must still hold when the
     output is published; `summary` is the kind's part of `last_run`."""

@@ -1,15 +1,15 @@
 """The outbox topic of status callbacks is `status_callback`
 
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-11-29 10:00:00
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-11-29 10:10:00
 
 Issue #31 (one word per concept): "notification" is the inbound webhook call only; the
 events fanned out to status-callback endpoints were written under the topic
 `notification`. Unprocessed events move to `status_callback`, the topic the workers now
-fan out; processed ones keep the old topic, which no job reads again. Not an addition:
-an event a previous version's process writes after this revision waits, unsent, until
-that process is stopped, so stop the old workers and API processes before upgrading.
+fan out; processed ones keep the old topic, which no job reads again. The fan-out reads
+the old topic too (`outbox.STATUS_CALLBACK_BEFORE_0009`), as a process of the previous
+version may still write it during an upgrade (as revision 0008 does for input changes).
 The tables keep their names (`notification_endpoints`, `notification_deliveries`,
 `notification_attempts`: docs/glossary.md).
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

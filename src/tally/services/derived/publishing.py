@@ -18,10 +18,12 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
-from tally.services.derived_builders import Output, Patch
-from tally.storage import derived_outputs, derived_resources, resources
-from tally.storage.derived_outputs import Guard
-from tally.storage.derived_resources import DerivedRecord
+from tally.services.derived.builders import Output, Patch
+from tally.storage import resources
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import records as derived_resources
+from tally.storage.derived.outputs import Guard
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
 log = logging.getLogger("tally.derived")

@@ -6,7 +6,7 @@ from where). A whole run writes it in batches (`write_plan`), then builds
 `r_{id}_next` from it by INSERT ... SELECT joins (`build`; on SQLite the plan lives in
 scratch files and the output fills while it is written, `write_and_fill`), and an
 incremental run's few rows go straight into the published output (`insert_planned`).
-What happens to the tables after, publishing included, is derived_outputs.py's.
+What happens to the tables after, publishing included, is outputs.py's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
 from tally.storage import staging
-from tally.storage.derived_outputs import (
+from tally.storage.derived.outputs import (
     BATCH_ROWS,
     Guard,
     copy_rows,

@@ -1,0 +1,7 @@
+"""Derived resources (reconciliations, transformations): what every kind shares. A kind
+(services/reconciliation/, services/transformations/) gives its checks, columns and
+builder; this package keeps the rest once: a definition's create, list, get, replace and
+delete (`lifecycle.DefinitionLifecycle`), the output's deletion (`outputs`), the
+dependency graph (`graph.upstream`), the builders' contract (`builders`), the runs
+(`runs.DerivedRuns`) and their publication (`publishing.Publisher`).
+"""

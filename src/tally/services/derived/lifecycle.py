@@ -1,0 +1,210 @@
+"""A derived resource's definition as the API and the CLI use it, the same for every
+kind: created with its empty output and a first run due now, listed, shown, replaced
+(the output renamed with it, a run due now) and deleted with its output.
+
+Each use case is one transaction. A derived resource is its record (definition, inputs
+and run queue: storage/derived/records.py) plus its output, an ordinary resource of the
+kind named after it: created with the definition's columns and no rows, so the Data API
+reads it at once; runs (runs.py, in the workers) replace its table. Another workspace's
+derived resource does not exist (the kind's 404).
+
+A kind (reconciliation, transformation) subclasses `DefinitionLifecycle` with what is
+its own: how a body parses and is checked into a `Checked` definition, how a record is
+shown, and what else of its own a replacement or a deletion changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+from sqlalchemy import Connection, Engine
+
+from tally.core.clock import utc_now
+from tally.core.columns import Column
+from tally.core.errors import NotFoundError
+from tally.services.derived import outputs
+from tally.storage import accounts, resources
+from tally.storage.derived import records
+from tally.storage.derived.records import DerivedRecord
+from tally.storage.engine import write_connection
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A derived resource as the API and the CLI show it; a kind's subclass adds its own
+    fields (`own_json`, shown after the definition)."""
+
+    id: int
+    resource_id: int  # the output
+    name: str
+    definition: dict[str, Any]  # canonical: every default spelled out
+    state: str  # queued | running | idle | failed
+    error: str | None
+    last_run: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, record: DerivedRecord, **own: Any) -> Self:
+        return cls(
+            record.id,
+            record.resource_id,
+            record.name,
+            record.definition,
+            record.state,
+            record.error,
+            record.last_run,
+            **own,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """As the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "resource_id": self.resource_id,
+            "definition": self.definition,
+            **self.own_json(),
+            "state": self.state,
+            "error": self.error,
+            "last_run": self.last_run,
+        }
+
+    def own_json(self) -> dict[str, Any]:
+        return {}
+
+
+Body = TypeVar("Body")  # a definition's body as the kind parses it
+Shown = TypeVar("Shown", bound=Derived)  # a derived resource as the kind shows it
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A definition checked against its workspace, as every kind stores it."""
+
+    name: str  # of the derived resource and of its output
+    definition: dict[str, Any]  # canonical JSON
+    inputs: Sequence[int]  # the resources it reads
+    columns: tuple[Column, ...]  # of its output
+
+
+class DefinitionLifecycle(ABC, Generic[Body, Shown]):
+    kind: ClassVar[str]  # of the derived resource, and of its output resource
+    not_found: ClassVar[type[NotFoundError]]  # another workspace's, or none at all
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @abstractmethod
+    def parse(self, body: Any) -> Body:
+        """The body's shape, or InvalidBodyError naming each field at fault (before any
+        transaction begins)."""
+
+    @abstractmethod
+    def check(
+        self, conn: Connection, workspace_id: int, body: Body, *, own_output: int | None
+    ) -> Checked:
+        """The definition checked against the workspace, or DefinitionRejectedError
+        naming every fault; `own_output` is the output of the derived resource being
+        replaced (its name is its own; it and what is computed from it are no input)."""
+
+    @abstractmethod
+    def shown(self, conn: Connection, record: DerivedRecord) -> Shown:
+        """The record as the API and the CLI show it."""
+
+    def replacing(
+        self, conn: Connection, record: DerivedRecord, checked: Checked, now: dt.datetime
+    ) -> None:
+        """What else of the kind's a new definition changes, before it is stored."""
+
+    def deleting(self, conn: Connection, record: DerivedRecord) -> None:
+        """What else of the kind's goes before its record (which it may point at)."""
+
+    def create(self, *, workspace_id: int, body: Any) -> Shown:
+        """The derived resource, its empty output and its first run, due now; a
+        concurrent taker of the name is the same 400 as one the check found, a table
+        that cannot be made the 502 (storage's `create_resource`)."""
+        parsed = self.parse(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            accounts.get_workspace(conn, workspace_id)
+            checked = self.check(conn, workspace_id, parsed, own_output=None)
+            output = resources.create_resource(
+                conn,
+                workspace_id=workspace_id,
+                name=checked.name,
+                kind=self.kind,
+                columns=checked.columns,
+                is_placeholder=False,
+                folder_id=None,
+                now=now,
+            )
+            derived_id = records.insert_derived(
+                conn,
+                workspace_id=workspace_id,
+                resource_id=output.id,
+                kind=self.kind,
+                name=checked.name,
+                definition=checked.definition,
+                inputs=checked.inputs,
+                now=now,
+            )
+            return self.shown(conn, self._owned(conn, workspace_id, derived_id))
+
+    def list_defined(
+        self, *, workspace_id: int, after_id: int = 0, limit: int | None = None
+    ) -> list[Shown]:
+        """Oldest first: those with ids above `after_id`, at most `limit` of them."""
+        with self._engine.connect() as conn:
+            accounts.get_workspace(conn, workspace_id)
+            found = records.list_derived(
+                conn, workspace_id, self.kind, after_id=after_id, limit=limit
+            )
+            return [self.shown(conn, r) for r in found]
+
+    def get(self, *, workspace_id: int, derived_id: int) -> Shown:
+        with self._engine.connect() as conn:
+            return self.shown(conn, self._owned(conn, workspace_id, derived_id))
+
+    def replace(self, *, workspace_id: int, derived_id: int, body: Any) -> Shown:
+        """A new definition, run at once (the output keeps its rows and columns until
+        that run publishes)."""
+        parsed = self.parse(body)
+        now = utc_now()
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, derived_id, lock=True)
+            checked = self.check(conn, workspace_id, parsed, own_output=record.resource_id)
+            self.replacing(conn, record, checked, now)
+            records.replace_definition(
+                conn,
+                record.id,
+                name=checked.name,
+                definition=checked.definition,
+                inputs=checked.inputs,
+                now=now,
+            )
+            if checked.name != record.name:
+                resources.rename_resource(conn, record.resource_id, checked.name, now)
+            records.request_run(conn, record.id, now)
+            return self.shown(conn, self._owned(conn, workspace_id, record.id))
+
+    def delete(self, *, workspace_id: int, derived_id: int) -> None:
+        """The derived resource (and what `deleting` adds), its output resource and
+        table; refused (409) while another derived resource reads the output, naming
+        each."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, derived_id, lock=True)
+            self.deleting(conn, record)
+            outputs.delete_with_output(conn, record)
+
+    def _owned(
+        self, conn: Connection, workspace_id: int, derived_id: int, *, lock: bool = False
+    ) -> DerivedRecord:
+        """The derived resource, if this workspace owns it; otherwise it does not exist."""
+        find = records.lock_derived if lock else records.find_derived
+        record = find(conn, derived_id, self.kind)
+        if record is None or record.workspace_id != workspace_id:
+            raise self.not_found()
+        return record
