@@ -9,7 +9,8 @@ imports of ours (an import-linter contract keeps it so).
   against its model, each fault named by its path)
 - `columns`: column types, parsing, exact decimal scaling; `filters`: the Data API's
   grammar into a `RowQuery`
-- `limits` (`FileLimits`), `sql_limits` (`SqlLimits`), `errors` (the one error tree)
+- `limits` (`FileLimits`), `sql_limits` (`SqlLimits`), `sql_types` (a transformation's
+  expression types), `errors` (the one error tree)
 - `ids`, `names`, `urls` (`redact_url`), `redaction` (a logging filter blanking keys and
   webhook ids), `log_lines` (the event, then its context as `key=value`), `encodings`
   (the encodings a source may declare), `sealing`, `json_paths`, `clock`

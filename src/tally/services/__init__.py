@@ -1,1 +1,23 @@
-"""Domain services: the use cases. They call storage and net, never FastAPI or typer."""
+"""Domain services: the use cases, as objects built once per process (runtime.py). They
+call storage, net and processes; never FastAPI, typer or the settings.
+
+- The Data API: `data_query` (`DataQueryService`: authorise, plan, count, page, caches),
+  `page_bodies` (a page's rows inside the spec's envelope, whole or stitched from
+  parts), `column_snapshots` (a large resource's columns in memory per data version:
+  any filter set's count and page rows, decision 0014)
+- Accounts: `admin` (`AdminService`: accounts, workspaces, keys), `authentication` (the
+  three-header check)
+- Ingestion, one noun each: `webhooks` (registration), `sources` (POST /api/v2/sources),
+  `callback_endpoints` (a webhook's or source's status-callback endpoints),
+  `notification_intake` (notifications committed in groups, decision 0005) over
+  `notified_files` (what one notification queues), `uploads` (files fed by upload) +
+  `json_rows` (JSON rows as CSV), `files` (a source's files), `file_events` (their
+  outbox events), `delivery` (`DeliveryService`: a file from claim to final state),
+  `heartbeat` (a lease renewed while its job works), `file_loading` (a file's one
+  delivery transaction), `status_callbacks` (`CallbackSender`: outbox, deliveries,
+  signed attempts)
+- Sources: `catalogue` (`SourceCatalogue`: sources, loads, what a load leaves to the
+  workers), `loader/` (reading, inferring and loading a file)
+- Derived resources: `derived/` (what every kind shares), `reconciliation/`,
+  `transformations/`
+"""
