@@ -20,7 +20,7 @@ from support.factories import Tenant, count_resources, make_source, make_tenant
 from support.transformations import FILTER_SQL, Inputs, make_inputs, transformation
 from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.runtime import Runtime
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 
 BASE = "/api/v2/transformations"
 
@@ -298,7 +298,7 @@ def test_chains_with_reconciliations_the_409s_and_the_cycle(
     downstream = created(api, tenant, matched)
     run(runtime, payouts["id"])
     with runtime.engine.connect() as conn:  # the refresh queued its reader
-        waiting = derived_resources.find_derived(conn, recon.json()["id"])
+        waiting = derived_records.find_derived(conn, recon.json()["id"])
     assert waiting is not None
     assert waiting.run_due_at is not None
     run(runtime, recon.json()["id"], kind="reconciliation")

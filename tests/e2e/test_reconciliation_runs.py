@@ -40,7 +40,7 @@ from tally.core.clock import utc_now
 from tally.runtime import Runtime
 from tally.settings import Settings
 from tally.storage import reconciliation_keys
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -194,7 +194,7 @@ def test_two_workers_never_run_the_same_reconciliation_at_once(
     for runs in (1, 2, 3):
         if runs > 1:
             with write_connection(runtime.engine) as conn, conn.begin():
-                derived_resources.request_run(conn, record.id, utc_now())
+                derived_records.request_run(conn, record.id, utc_now())
         idle_after(runtime, record.id, runs, workers)
     started = [w.stderr_text().count(STARTED) for w in workers]
     assert sum(started) == 3, started  # one run per wish, never two at once

@@ -41,7 +41,7 @@ from tally.settings import Settings
 from tally.storage import outbox
 from tally.storage.derived import outputs as derived_outputs
 from tally.storage.derived import plans as derived_plans
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 from tally.storage.schema import derived_resources as derived_resources_table
@@ -337,19 +337,19 @@ def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -
     record = reconciled(runtime, tenant)
     now = utc_now()
     with write_connection(runtime.engine) as conn, conn.begin():
-        first = derived_resources.claim_due(conn, worker="a", now=now, lease_seconds=3)
+        first = derived_records.claim_due(conn, worker="a", now=now, lease_seconds=3)
     with write_connection(runtime.engine) as conn, conn.begin():
-        second = derived_resources.claim_due(conn, worker="b", now=now, lease_seconds=3)
-        assert not derived_resources.extend_lease(conn, record.id, "b", now, 3)
+        second = derived_records.claim_due(conn, worker="b", now=now, lease_seconds=3)
+        assert not derived_records.extend_lease(conn, record.id, "b", now, 3)
     assert first is not None
     assert first.id == record.id
     assert second is None
     later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
     with write_connection(runtime.engine) as conn, conn.begin():
-        taken = derived_resources.claim_due(conn, worker="b", now=later, lease_seconds=3)
+        taken = derived_records.claim_due(conn, worker="b", now=later, lease_seconds=3)
         assert taken is not None
         assert taken.attempts == 2
-        assert not derived_resources.extend_lease(conn, record.id, "a", later, 3)
+        assert not derived_records.extend_lease(conn, record.id, "a", later, 3)
 
 
 def test_a_worker_whose_lease_passed_on_writes_nothing(
@@ -362,8 +362,8 @@ def test_a_worker_whose_lease_passed_on_writes_nothing(
         runtime, record_left(record), "reference,amount,txn_date,memo\nREF-8,8.00,2024-02-01,x\n"
     )
     with write_connection(runtime.engine) as conn, conn.begin():
-        derived_resources.request_run(conn, record.id, utc_now())
-    claim_due = derived_resources.claim_due
+        derived_records.request_run(conn, record.id, utc_now())
+    claim_due = derived_records.claim_due
 
     def claimed_then_taken_over(conn: sa.Connection, **how: Any) -> DerivedRecord | None:
         claimed = claim_due(conn, **how)
@@ -372,7 +372,7 @@ def test_a_worker_whose_lease_passed_on_writes_nothing(
         )
         return claimed
 
-    monkeypatch.setattr(derived_resources, "claim_due", claimed_then_taken_over)
+    monkeypatch.setattr(derived_records, "claim_due", claimed_then_taken_over)
     assert runtime.derived.run_one(worker="gone")  # claimed, and run with a lost lease
     assert output_resource(runtime, record).data_version == version
     with runtime.engine.connect() as conn:
@@ -463,7 +463,7 @@ def test_a_run_falls_due_a_burst_after_the_change_not_after_it_was_noticed(
 def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:
     record = reconciled(runtime, tenant)
     with write_connection(runtime.engine) as conn, conn.begin():
-        held = derived_resources.claim_due(conn, worker="other", now=utc_now(), lease_seconds=30)
+        held = derived_records.claim_due(conn, worker="other", now=utc_now(), lease_seconds=30)
     assert held is not None
     waiting = ThreadPoolExecutor(1).submit(run_now, runtime, record)
     eventually(
@@ -473,7 +473,7 @@ def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant
     )
     assert not waiting.done()  # the other worker still holds it
     with write_connection(runtime.engine) as conn, conn.begin():  # it finishes, unpublished
-        derived_resources.record_success(
+        derived_records.record_success(
             conn, record.id, now=utc_now(), last_run={}, output_digest="other", run_basis=None
         )
     done = waiting.result(timeout=60)  # then the wish is run here

@@ -103,13 +103,16 @@ def test_a_fill_that_fails_ends_the_plan_writer_and_leaves_no_part(
     left, right = bank_and_ledger(runtime, tenant)
     record = make_reconciliation(runtime.engine, tenant, definition_json(left, right))
     monkeypatch.setattr(derived_plans, "PART_ROWS", 1)  # six parts: the writer is ahead
-    fill_range = derived_plans._fill_range
+    yield_to_writers = derived_plans.yield_to_writers
+    filled: list[int] = []
 
-    def failing(*args: Any) -> None:
-        fill_range(*args)
-        raise OSError("the disk is full")
+    def failing(conn: Any) -> None:  # each part's one batch starts here
+        if filled:
+            raise OSError("the disk is full")
+        filled.append(1)
+        yield_to_writers(conn)
 
-    monkeypatch.setattr(derived_plans, "_fill_range", failing)
+    monkeypatch.setattr(derived_plans, "yield_to_writers", failing)
     with pytest.raises(RunFailedError, match="the disk is full"):
         runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
     assert staging_files(runtime) == []

@@ -12,7 +12,7 @@ from support.factories import Tenant, make_source, read_data
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.storage import resources
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 
 BANK_CSV = (
@@ -67,7 +67,7 @@ def make_reconciliation(engine: Engine, tenant: Tenant, definition: Any) -> Deri
         workspace_id=tenant.workspace_id, body=definition
     )
     with engine.connect() as conn:
-        record = derived_resources.find_derived(conn, created.id)
+        record = derived_records.find_derived(conn, created.id)
     assert record is not None
     return record
 
@@ -82,7 +82,7 @@ def bank_and_ledger(
 
 def derived(runtime: Runtime, derived_id: int) -> DerivedRecord:
     with runtime.engine.connect() as conn:
-        record = derived_resources.find_derived(conn, derived_id)
+        record = derived_records.find_derived(conn, derived_id)
     assert record is not None
     return record
 

@@ -12,7 +12,7 @@ from support.factories import Tenant, make_source
 from tally.runtime import Runtime
 from tally.services.transformations.previews import Preview
 from tally.storage import resources
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.resources import Resource
 
 SETTLEMENTS_CSV = (
@@ -71,7 +71,7 @@ def run(runtime: Runtime, derived_id: int) -> dict[str, Any]:
 def output(runtime: Runtime, derived_id: int) -> Resource:
     """The transformation's output resource, as the catalogue holds it now."""
     with runtime.engine.connect() as conn:
-        record = derived_resources.find_derived(conn, derived_id)
+        record = derived_records.find_derived(conn, derived_id)
         assert record is not None
         return resources.get_resource(conn, record.resource_id)
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 
 
 def upstream(conn: Connection, resource_id: int) -> set[int]:
     """The resource and every resource it is computed from, however indirectly."""
     seen, pending = {resource_id}, [resource_id]
     while pending:
-        for found in derived_resources.inputs_of_output(conn, pending.pop()):
+        for found in derived_records.inputs_of_output(conn, pending.pop()):
             if found not in seen:
                 seen.add(found)
                 pending.append(found)

@@ -18,7 +18,7 @@ from tally.core.errors import (
 )
 from tally.storage import outbox, resources
 from tally.storage.derived import outputs as derived_outputs
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.resource_tables import ddl
 
@@ -27,8 +27,8 @@ def refuse_while_read(conn: Connection, resource_id: int) -> None:
     """ConflictError naming each derived resource (kind, id, name) that reads this
     resource, whatever its kind."""
     problems = []
-    for reader in derived_resources.readers_of(conn, resource_id):
-        found = derived_resources.find_derived(conn, reader)
+    for reader in derived_records.readers_of(conn, resource_id):
+        found = derived_records.find_derived(conn, reader)
         what = f"{found.kind} {reader} ({found.name!r})" if found else f"{reader}"
         problems.append(
             FieldProblem(
@@ -46,7 +46,7 @@ def delete_with_output(conn: Connection, record: DerivedRecord) -> None:
     Whatever else of the record's the caller deleted first in the same transaction is
     rolled back with the refusal."""
     refuse_while_read(conn, record.resource_id)
-    derived_resources.delete_derived(conn, record.id)
+    derived_records.delete_derived(conn, record.id)
     outbox.delete_events_of(conn, record.resource_id)
     for table in (
         resources.table_name_for(record.resource_id),

@@ -21,7 +21,7 @@ from tally.core.errors import RunFailedError
 from tally.services.derived.builders import Output, Patch
 from tally.storage import resources
 from tally.storage.derived import outputs as derived_outputs
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.outputs import Guard
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
@@ -65,7 +65,7 @@ class Publisher:
                 version = derived_outputs.publish(
                     conn, resource, output.layout.columns, output.row_count, now
                 )
-                derived_resources.record_output(conn, record.id, output.digest)
+                derived_records.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
             lap(timings, "publish", clock)
             log.info("derived_output_readable", extra={"derived_id": record.id})
@@ -147,8 +147,8 @@ class Publisher:
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self._burst_seconds)
-        for reader in derived_resources.readers_of(conn, resource_id):
-            derived_resources.request_run(conn, reader, due)
+        for reader in derived_records.readers_of(conn, resource_id):
+            derived_records.request_run(conn, reader, due)
 
 
 def lap(timings: dict[str, float], phase: str, since: float) -> float:
@@ -168,7 +168,7 @@ def _record_success(
 ) -> None:
     """The run is over: its `last_run`, the digest of the output it leaves (`version`)
     and what it read."""
-    derived_resources.record_success(
+    derived_records.record_success(
         conn,
         record.id,
         now=now,

@@ -30,7 +30,7 @@ from tally.services.heartbeat import Heartbeat
 from tally.storage import outbox
 from tally.storage.derived import outputs as derived_outputs
 from tally.storage.derived import plans as derived_plans
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.outputs import Guard
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
@@ -94,8 +94,8 @@ class DerivedRuns:
                 first = changed.get(event.resource_id, event.created_at)
                 changed[event.resource_id] = min(first, event.created_at)
             for resource_id, changed_at in sorted(changed.items()):
-                for reader in derived_resources.readers_of(conn, resource_id):
-                    derived_resources.request_run(conn, reader, changed_at + burst)
+                for reader in derived_records.readers_of(conn, resource_id):
+                    derived_records.request_run(conn, reader, changed_at + burst)
             for event in events:
                 outbox.mark_processed(conn, event.id, now)
         if changed:  # (a hundredth after: the claim compares with the wall clock)
@@ -131,9 +131,9 @@ class DerivedRuns:
         run it if it is still wanted. A run that fails raises RunFailedError."""
         asked = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
-            if derived_resources.find_derived(conn, derived_id, kind) is None:
+            if derived_records.find_derived(conn, derived_id, kind) is None:
                 raise ResourceNotFoundError()
-            derived_resources.request_run(conn, derived_id, asked)
+            derived_records.request_run(conn, derived_id, asked)
         deadline = time.monotonic() + self.policy.wait_seconds
         while True:
             record = self._claim(worker, only=derived_id)
@@ -154,14 +154,14 @@ class DerivedRuns:
 
     def _get(self, derived_id: int) -> DerivedRecord:
         with self._engine.connect() as conn:
-            record = derived_resources.find_derived(conn, derived_id)
+            record = derived_records.find_derived(conn, derived_id)
         if record is None:
             raise ResourceNotFoundError()
         return record
 
     def _claim(self, worker: str, only: int | None) -> DerivedRecord | None:
         with write_connection(self._engine) as conn, conn.begin():
-            return derived_resources.claim_due(
+            return derived_records.claim_due(
                 conn,
                 worker=worker,
                 now=utc_now(),
@@ -241,7 +241,7 @@ class DerivedRuns:
 
         def guard(conn: Connection) -> None:
             lease = self.policy.lease_seconds
-            if not derived_resources.extend_lease(conn, derived_id, worker, utc_now(), lease):
+            if not derived_records.extend_lease(conn, derived_id, worker, utc_now(), lease):
                 raise LeaseLostError()
 
         return guard
@@ -256,7 +256,7 @@ class DerivedRuns:
             )
             retry_at = now + dt.timedelta(seconds=delay)
         with write_connection(self._engine) as conn, conn.begin():
-            derived_resources.record_failure(
+            derived_records.record_failure(
                 conn, record.id, worker, now=now, error=message, retry_at=retry_at
             )
 
@@ -266,7 +266,7 @@ class DerivedRuns:
         def renew() -> bool:
             with write_connection(self._engine) as conn, conn.begin():
                 lease = self.policy.lease_seconds
-                return derived_resources.extend_lease(conn, derived_id, worker, utc_now(), lease)
+                return derived_records.extend_lease(conn, derived_id, worker, utc_now(), lease)
 
         return Heartbeat(
             renew,

@@ -23,7 +23,7 @@ from tally.core.reconciliation_actions import ActionKind
 from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
 from tally.storage import reconciliation_actions as actions
 from tally.storage import resources
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.reconciliation_actions import OutputPair
 from tally.storage.resources import Resource
@@ -142,7 +142,7 @@ def undo(
     for action in in_force:
         if action.makes_manual_match and action.match_id == match_id:
             actions.undo_action(conn, action.id, now, note)
-            derived_resources.request_run(conn, record.id, now)
+            derived_records.request_run(conn, record.id, now)
             return "dissolved"
     output = resources.get_resource(conn, record.resource_id)
     pairs = [p for p in match_in_output(conn, output, match_id) if p.status in AUTOMATIC]
@@ -179,4 +179,4 @@ def record_action(
         note=note,
         now=now,
     )
-    derived_resources.request_run(conn, record.id, now)
+    derived_records.request_run(conn, record.id, now)

@@ -27,7 +27,7 @@ from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.storage import reconciliation_actions as actions
 from tally.storage import reconciliation_keys, resources
-from tally.storage.derived import records as derived_resources
+from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
 
@@ -90,7 +90,7 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
     def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
-            derived_resources.request_run(conn, record.id, utc_now())
+            derived_records.request_run(conn, record.id, utc_now())
             return Reconciliation.of(self._owned(conn, workspace_id, record.id))
 
     def match(
