@@ -57,6 +57,10 @@ class ExpressionRules(FunctionRules):
             exp.Avg: self._avg,
             exp.Round: self._round,
             exp.Cast: self._cast,
+            exp.TryCast: self._cast,
+            exp.StrToDate: self._to_date,
+            exp.Anonymous: self._named_function,
+            exp.CurrentDate: self._current_date,
             **dict.fromkeys((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), self._compare),
             exp.Is: self._is,
             exp.NullSafeEQ: self._distinct_from,
@@ -104,6 +108,17 @@ class ExpressionRules(FunctionRules):
         rule = self._rules.get(type(node))
         if rule is not None:
             rule(node)
+
+    def _named_function(self, node: exp.Expr) -> None:
+        """The functions sqlglot does not know (allow_list.NAMED_FUNCTIONS)."""
+        if node.name.lower() == "parse_decimal":
+            self._parse_decimal(node)
+
+    def _current_date(self, node: exp.Expr) -> None:
+        """The run's date (UTC), one for the whole run: a quoted ISO date."""
+        if node.this is not None:
+            raise self.text.reject("CURRENT_DATE takes no time zone", node)
+        self.set(node, exp.Literal.string(self.translator.today), DATE)
 
     def scalar_subquery(self, node: exp.Expr, outputs: Sequence[tuple[str, SqlType]]) -> None:
         if len(outputs) != 1:

@@ -6,6 +6,7 @@ comparison of text with a number, ...)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 from sqlglot import exp
@@ -19,6 +20,7 @@ from tally.services.transformations.expressions import ExpressionRules
 from tally.storage.sql_forms.forms import Forms
 
 Output = tuple[str, SqlType]
+CHECKING_DATE = dt.date(2000, 1, 1)  # CURRENT_DATE where a check only types the query
 RENAMED = "tally_renamed"
 _NOT_A_VALUE = (exp.From, exp.Join, exp.In)  # where a subquery is a table or a list
 
@@ -26,10 +28,17 @@ _NOT_A_VALUE = (exp.From, exp.Join, exp.In)  # where a subquery is a table or a 
 class Translator:
     """One translation of one query for one backend (`forms`); not reusable."""
 
-    def __init__(self, text: SqlText, inputs: Mapping[str, Input], forms: Forms) -> None:
+    def __init__(
+        self,
+        text: SqlText,
+        inputs: Mapping[str, Input],
+        forms: Forms,
+        today: dt.date = CHECKING_DATE,
+    ) -> None:
         self.text = text
         self.inputs = inputs
         self.forms = forms
+        self.today = today.isoformat()  # CURRENT_DATE
         self.outputs: dict[int, list[Output]] = {}
         self.rules = ExpressionRules(text, forms, self)
 
