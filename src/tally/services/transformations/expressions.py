@@ -24,7 +24,14 @@ from tally.core.sql_types import (
     unify,
 )
 from tally.services.transformations.allow_list import INTERVAL_SECONDS
-from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
+from tally.services.transformations.casts import (
+    INTERVAL,
+    PARSED,
+    QUOTIENT,
+    Quotient,
+    numeric,
+    textual,
+)
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.functions import FunctionRules
 from tally.storage.sql_forms.forms import Forms, ascii_lower, like_pattern
@@ -143,9 +150,10 @@ class ExpressionRules(FunctionRules):
         self.set(node, self.forms.decimal_literal(digits, scale), decimal_of(scale))
 
     def _paren(self, node: exp.Expr) -> None:
-        if QUOTIENT in node.this.meta:
-            node.meta[QUOTIENT] = node.this.meta[QUOTIENT]
-            return
+        for waiting in (QUOTIENT, PARSED):  # for the scale a ROUND or a CAST states
+            if waiting in node.this.meta:
+                node.meta[waiting] = node.this.meta[waiting]
+                return
         self.set(node, node, self.kind(node.this))
 
     def _distinct(self, node: exp.Expr) -> None:
