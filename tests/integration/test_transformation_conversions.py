@@ -88,34 +88,52 @@ def test_casts_of_text_give_exact_decimals_integers_and_dates(
     [
         (
             "SELECT CAST(t.num AS DECIMAL(18, 2)) AS a FROM t",
-            "the value 'x' is not a decimal number (CAST to decimal(2) at line 1, column 8)",
+            "the value 'x' is not a decimal number (CAST to decimal(2) at line 1, column 8; "
+            "row 2 of t)",
         ),
         (
             "SELECT t.k, CAST(t.whole AS INTEGER) AS a FROM t",
-            "the value '4,5' is not a whole number (CAST to integer at line 1, column 13)",
+            "the value '4,5' is not a whole number (CAST to integer at line 1, column 13; "
+            "row 2 of t)",
         ),
         (
             "SELECT CAST(t.day AS DATE) AS a FROM t",
             "the value '2023-02-29' is not a date in the format YYYY-MM-DD "
-            "(CAST to date at line 1, column 8)",
+            "(CAST to date at line 1, column 8; row 2 of t)",
         ),
         (
             "SELECT\n  to_date(t.dmy, 'DD.MM.YYYY') AS a FROM t",
             "the value '01/10/2026' is not a date in the format DD.MM.YYYY "
-            "(to_date with DD.MM.YYYY at line 2, column 3)",
+            "(to_date with DD.MM.YYYY at line 2, column 3; row 1 of t)",
         ),
         (
             "SELECT CAST(parse_decimal(t.eu, ',', '.') AS DECIMAL(18, 2)) AS a FROM t",
-            "the value '1.23,4' is not a decimal number (parse_decimal at line 1, column 13)",
+            "the value '1.23,4' is not a decimal number (parse_decimal at line 1, column 13; "
+            "row 2 of t)",
         ),
         (
             "SELECT CAST(t.big AS INTEGER) AS a FROM t",
-            "the value '9223372036854775808' is out of range (CAST to integer at line 1, column 8)",
+            "the value '9223372036854775808' is out of range (CAST to integer at line 1, "
+            "column 8; row 2 of t)",
         ),
         (
             "SELECT CAST(t.big AS DECIMAL(18, 2)) AS a FROM t",
             "the value '9223372036854775808' is out of range "
-            "(CAST to decimal(2) at line 1, column 8)",
+            "(CAST to decimal(2) at line 1, column 8; row 2 of t)",
+        ),
+        (
+            "SELECT x.k, SUM(CAST(x.whole AS INTEGER)) AS a FROM t AS x GROUP BY x.k",
+            "the value '4,5' is not a whole number (CAST to integer at line 1, column 17; "
+            "row 2 of t)",
+        ),
+        (
+            "SELECT t.num, CAST(t.num AS INTEGER) AS a FROM t GROUP BY t.num HAVING t.num <> 'x'",
+            "the value '1.5' is not a whole number (CAST to integer at line 1, column 15)",
+        ),
+        (
+            "WITH c AS (SELECT t.day AS d FROM t) SELECT CAST(c.d AS DATE) AS a FROM c",
+            "the value '2023-02-29' is not a date in the format YYYY-MM-DD "
+            "(CAST to date at line 1, column 45)",
         ),
     ],
 )
@@ -142,7 +160,7 @@ def test_a_failure_quotes_a_long_value_by_its_start_on_both(
     shown = "'" + value[:100].replace("'", "''") + "'..."
     assert previewed == (
         f"the query failed: the value {shown} is not a whole number "
-        "(CAST to integer at line 1, column 8)"
+        "(CAST to integer at line 1, column 8; row 1 of t)"
     )
 
 
@@ -170,6 +188,21 @@ def test_try_cast_gives_null_for_what_does_not_fit(runtime: Runtime, tenant: Ten
         {"k": 2, "d": None, "i": None, "day": None, "dmy": None, "eu": None},
         {"k": 3, "d": None, "i": None, "day": None, "dmy": None, "eu": None},
     ]
+
+
+def test_distinct_ordered_by_a_conversion_it_outputs_runs_on_both(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """PostgreSQL wants DISTINCT's ORDER BY expressions among its outputs: the two
+    conversions, each naming its own place, were not the same expression there."""
+    rows = rows_of(
+        runtime,
+        tenant,
+        "SELECT DISTINCT CAST(t.v AS INTEGER) AS a FROM t WHERE t.v <> 'x' "
+        "ORDER BY CAST(t.v AS INTEGER) DESC",
+        "v\n1\n2\n2\nx\n",
+    )
+    assert rows == [{"a": 2}, {"a": 1}]
 
 
 @pytest.mark.parametrize(

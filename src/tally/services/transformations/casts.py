@@ -25,6 +25,7 @@ from tally.core.sql_types import (
     unify,
 )
 from tally.services.transformations.dialect import SqlText
+from tally.storage.resource_tables.ddl import ROW_ID
 from tally.storage.sql_conversions import (
     DECIMAL_NUMBER,
     ISO_DATE,
@@ -39,6 +40,7 @@ TYPE = "tally_type"
 QUOTIENT = "tally_quotient"
 INTERVAL = "tally_interval"  # (seconds, unit) of an INTERVAL literal
 PARSED = "tally_parsed"  # a parse_decimal waiting for its scale
+ROW_OF = "tally_row_of"  # a column's: (alias, input name) of the input table it reads
 _INTEGER_TYPES = {exp.DType.BIGINT, exp.DType.INT, exp.DType.SMALLINT}
 _DECIMAL_TYPES = {exp.DType.DECIMAL}
 _TEMPORAL = (ColumnType.DATE, ColumnType.TIMESTAMP)
@@ -69,7 +71,7 @@ class Parsed:
 
     text: exp.Expr
     number: NumberFormat
-    context: str
+    context: exp.Expr
 
 
 class Casts:
@@ -184,11 +186,29 @@ class Casts:
         if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
             self.set(node, self.forms.ordered_text(node), kind)
 
-    def context(self, node: exp.Expr, what: str) -> str:
+    def context(self, node: exp.Expr, what: str, operand: exp.Expr) -> exp.Expr:
         """Where a conversion is, as its failure names it: `CAST to integer at line 1,
-        column 8`."""
+        column 8`, and `; row 12 of s` (the input row's id) where the operand reads one
+        input table of the conversion's own query, row by row (`_per_row`)."""
         where = self.text.where(node).strip(" ()")
-        return f"{what} at {where}" if where else what
+        said = exp.Literal.string(f"{what} at {where}" if where else what)
+        tables: set[tuple[str, str] | None] = {
+            c.meta.get(ROW_OF) for c in operand.find_all(exp.Column)
+        }
+        table = tables.pop() if len(tables) == 1 else None
+        if table is None or not _per_row(node):
+            return said
+        alias, name = table
+        row = exp.Cast(
+            this=exp.column(ROW_ID, table=alias, quoted=True), to=exp.DataType.build("text")
+        )
+        tail = exp.Literal.string(f" of {name}")
+        return exp.Paren(
+            this=exp.DPipe(
+                this=exp.DPipe(this=said, expression=exp.Literal.string("; row ")),
+                expression=exp.DPipe(this=row, expression=tail),
+            )
+        )
 
     def literal_fits(self, node: exp.Expr, read: Callable[[str], object], what: str) -> None:
         """A quoted text that will not convert is refused here, on both backends (rather
@@ -246,7 +266,7 @@ class Casts:
         """CAST of a text to a number (a whole one for an integer type, a decimal one
         for DECIMAL(p, s)) or an ISO date (storage/sql_conversions.py)."""
         what = f"CAST to {target.describe()}"
-        context = self.context(node, what)
+        context = self.context(node, what, inner)
         if target == DATE:
             self.literal_fits(inner, ISO_DATE.read, what)
             return self.forms.text_to_date(inner, ISO_DATE, None if safe else context)
@@ -284,6 +304,28 @@ class Casts:
         if to.this in _SIMPLE_TYPES and not params:
             return _SIMPLE_TYPES[to.this]
         raise self.text.reject(f"CAST to {to.sql('postgres')} is not supported", node)
+
+
+def _per_row(node: exp.Expr) -> bool:
+    """Whether the node is computed once per row of its query's tables (where their
+    other columns may be read): inside an aggregate's or a window's argument, or in a
+    query without grouping, aggregates, or (in its ORDER BY) DISTINCT."""
+    current = node
+    while current.parent is not None and not isinstance(current, exp.Select):
+        if isinstance(current, exp.AggFunc | exp.Window):
+            return True
+        if isinstance(current, exp.Order) and current.parent.args.get("distinct"):
+            return False
+        current = current.parent
+    if not isinstance(current, exp.Select):
+        return False
+    if any(current.args.get(k) for k in ("group", "having")):
+        return False
+    for projection in current.expressions:
+        for aggregate in projection.find_all(exp.AggFunc):
+            if not isinstance(aggregate.find_ancestor(exp.Window, exp.Select), exp.Window):
+                return False  # an aggregate of the whole query: it is grouped
+    return True
 
 
 def _output_named(node: exp.Expr) -> str:

@@ -127,7 +127,7 @@ class FunctionRules(Casts):
             raise self.text.reject(f"to_date: {error}", node) from None
         self.expect(node.this, "text", textual)
         what = f"to_date with {date.written}"
-        context = self.context(node, what)
+        context = self.context(node, what, node.this)
         self.literal_fits(node.this, date.read, what)
         safe = self.under_try(node)
         self.set(node, self.forms.text_to_date(node.this, date, None if safe else context), DATE)
@@ -150,7 +150,8 @@ class FunctionRules(Casts):
             number = NumberFormat(*(a.this for a in separators))
         except ValueError as error:
             raise self.text.reject(f"parse_decimal: {error}", node) from None
-        node.meta[PARSED] = Parsed(args[0], number, self.context(node, "parse_decimal"))
+        context = self.context(node, "parse_decimal", args[0])
+        node.meta[PARSED] = Parsed(args[0], number, context)
 
     # -- aggregates and windows ------------------------------------------------------
 

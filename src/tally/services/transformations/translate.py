@@ -14,7 +14,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope, walk_in_scope
 
 from tally.core.columns import ColumnType
 from tally.core.sql_types import TEXT, SqlType, of_column, unify
-from tally.services.transformations.casts import TYPE
+from tally.services.transformations.casts import ROW_OF, TYPE
 from tally.services.transformations.dialect import Input, SqlText
 from tally.services.transformations.expressions import ExpressionRules
 from tally.storage.sql_forms.forms import Forms
@@ -40,6 +40,7 @@ class Translator:
         self.forms = forms
         self.today = today.isoformat()  # CURRENT_DATE
         self.outputs: dict[int, list[Output]] = {}
+        self._ordered_outputs: dict[int, list[str | None]] = {}  # ORDER BY's, by select
         self.rules = ExpressionRules(text, forms, self)
 
     def translate(self, tree: exp.Query) -> list[Output]:
@@ -62,6 +63,11 @@ class Translator:
     def _select(self, scope: Scope) -> None:
         select = scope.expression
         order = select.args.get("order")
+        if order is not None:  # as written: translated, two conversions name their places
+            self._ordered_outputs[id(select)] = [
+                next((p.alias_or_name for p in select.expressions if p.this == o.this), None)
+                for o in order.expressions
+            ]
         nodes = list(walk_in_scope(select))
         in_order = {id(n) for n in order.walk()} if order is not None else set()
         # ORDER BY may name the select's own outputs: it is typed after them.
@@ -109,6 +115,8 @@ class Translator:
         stored = columns[column.name]
         column.set("this", exp.to_identifier(stored.physical))
         column.meta[TYPE] = of_column(stored)
+        if column.table in scope.sources:  # its row, for a conversion's failure
+            column.meta[ROW_OF] = (column.table, source.name)
 
     def _rename_tables(self, scope: Scope) -> None:
         for source in scope.sources.values():
@@ -166,11 +174,13 @@ class Translator:
             self._store(query.right, outputs)
             return
         order = query.args.get("order")
-        for ordered in order.expressions if order is not None else ():
+        names = self._ordered_outputs.get(id(query), [])
+        for ordered, name in zip(
+            order.expressions if order is not None else (), names, strict=True
+        ):
             # ORDER BY an output's expression (DISTINCT requires it to stay one) names it.
-            same = [p for p in query.expressions if p.this == ordered.this]
-            if same:
-                ordered.set("this", exp.column(same[0].alias_or_name, quoted=True))
+            if name is not None:
+                ordered.set("this", exp.column(name, quoted=True))
         for projection, (_, kind) in zip(query.expressions, outputs, strict=True):
             inner = projection.this
             inner.replace(self.forms.output(inner.copy(), kind))

@@ -136,14 +136,14 @@ class Forms(ABC):
     def typed_null(self, kind: SqlType) -> exp.Expr: ...
     @abstractmethod
     def text_to_number(
-        self, node: exp.Expr, scale: int, number: NumberFormat, context: str | None
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
     ) -> exp.Expr:
         """The text as a decimal of `scale` (storage/sql_conversions.py); one that does
-        not fit fails the statement, its message naming the value and `context` (where
-        in the SQL), or is NULL where `context` is None (TRY_CAST)."""
+        not fit fails the statement, its message naming the value and `context` (a text:
+        where in the SQL, which row), or is NULL where `context` is None (TRY_CAST)."""
 
     @abstractmethod
-    def text_to_date(self, node: exp.Expr, date: DateFormat, context: str | None) -> exp.Expr:
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
         """The text as an ISO date read with `date`, as `text_to_number`."""
 
     @abstractmethod

@@ -141,7 +141,7 @@ class PostgresForms(Forms):
         return self.output(exp.Null(), kind)
 
     def text_to_number(
-        self, node: exp.Expr, scale: int, number: NumberFormat, context: str | None
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
     ) -> exp.Expr:
         """The grammar's regular expression, then NUMERIC's own reading of the plain
         digits (it skips the whitespace around them), rounded half away from zero."""
@@ -165,7 +165,7 @@ class PostgresForms(Forms):
             range=self._failed(node, OUT_OF_RANGE, context, "NUMERIC"),
         )
 
-    def text_to_date(self, node: exp.Expr, date: DateFormat, context: str | None) -> exp.Expr:
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
         """The format's regular expression; each token's digits its group's (the whole
         match replaced by the group), checked to be a calendar day."""
         pattern = exp.Literal.string(date.pattern)
@@ -197,7 +197,7 @@ class PostgresForms(Forms):
             iso=iso,
         )
 
-    def _failed(self, node: exp.Expr, reason: str, context: str | None, kind: str) -> exp.Expr:
+    def _failed(self, node: exp.Expr, reason: str, context: exp.Expr | None, kind: str) -> exp.Expr:
         """NULL under TRY_CAST (`context` None); else the failure naming the value, in
         the words of storage/sql_conversions.failure."""
         if context is None:
@@ -211,10 +211,11 @@ class PostgresForms(Forms):
             qq=exp.Literal.string("''"),
         )
         return self.template(
-            f"CAST(CAST(:start || :shown || :end AS INTEGER) AS {kind})",
+            f"CAST(CAST(:start || :shown || :reason || :context || ')' AS INTEGER) AS {kind})",
             start=exp.Literal.string(f"{FAILED_MARK}the value "),
             shown=shown,
-            end=exp.Literal.string(f" {reason} ({context})"),
+            reason=exp.Literal.string(f" {reason} ("),
+            context=context,
         )
 
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:

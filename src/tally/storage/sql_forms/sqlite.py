@@ -115,7 +115,7 @@ class SqliteForms(Forms):
         return exp.Null()
 
     def text_to_number(
-        self, node: exp.Expr, scale: int, number: NumberFormat, context: str | None
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
     ) -> exp.Expr:
         """storage/sql_functions.py reads it."""
         return self.template(
@@ -123,15 +123,15 @@ class SqliteForms(Forms):
             x=node,
             d=_text_or_null(number.decimal),
             t=exp.Literal.string(number.thousands),
-            c=_text_or_null(context),
+            c=context or exp.Null(),
         )
 
-    def text_to_date(self, node: exp.Expr, date: DateFormat, context: str | None) -> exp.Expr:
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
         return self.template(
             f"tally_to_date(:x, :f, {int(date.flexible)}, :c)",
             x=node,
             f=exp.Literal.string(date.written),
-            c=_text_or_null(context),
+            c=context or exp.Null(),
         )
 
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:
