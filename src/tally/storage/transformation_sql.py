@@ -26,18 +26,14 @@ from tally.storage.sql_forms.postgresql import FAILED_MARK
 from tally.storage.sql_functions import OVERFLOW, FunctionBudget, register_sql_functions
 
 SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
+Marks = Mapping[int, int] | None  # resource id -> the last row id read
+Day = dt.date | None
 
 
 class Query(Protocol):
     """A query that writes its SELECT in the forms it is given."""
 
-    def statement(
-        self,
-        forms: Forms,
-        *,
-        after_row_ids: Mapping[int, int] | None = None,
-        today: dt.date | None = None,
-    ) -> str:
+    def statement(self, forms: Forms, *, after_row_ids: Marks = None, today: Day = None) -> str:
         """`after_row_ids` (resource id -> row id): only later rows of those inputs;
         `today`: CURRENT_DATE."""
         ...
