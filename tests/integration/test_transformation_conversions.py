@@ -164,6 +164,20 @@ def test_a_failure_quotes_a_long_value_by_its_start_on_both(
     )
 
 
+def test_a_number_of_thousands_of_digits_is_out_of_range_alike_on_both(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """Past MAX_NUMBER_CHARS: before PostgreSQL's NUMERIC overflows and Python's int()
+    refuses the digits (4,300), each with words of its own."""
+    value = "1" * 200_000
+    sql = "SELECT TRY_CAST(t.v AS INTEGER) AS a, CAST(t.v AS DECIMAL(18, 2)) AS b FROM t"
+    previewed, _ = failure_of(runtime, tenant, sql, f"k,v\n1,{value}\n")
+    assert previewed == (
+        f"the query failed: the value '{'1' * 100}'... is out of range "
+        "(CAST to decimal(2) at line 1, column 39; row 1 of t)"
+    )
+
+
 def test_try_cast_gives_null_for_what_does_not_fit(runtime: Runtime, tenant: Tenant) -> None:
     rows = rows_of(
         runtime,

@@ -64,6 +64,8 @@ def model_number(text: str | None, point: str | None, thousands: str, scale: int
         whole = "".join(groups)
     elif not whole and not found:
         return None
+    if len(text) > 1000:  # out of range, whatever the digits
+        return None
     value = Decimal(f"{sign}{whole or '0'}.{fraction or '0'}")
     exact = Context(prec=1000, rounding=ROUND_HALF_UP)
     rounded = value.quantize(Decimal(1).scaleb(-scale), context=exact)

@@ -7,10 +7,10 @@ A number: ASCII whitespace around it, an optional sign, digits (grouped by three
 the thousands separator, or not grouped at all), and a fraction after the decimal
 separator; no exponent, NaN or infinity. It is rounded half away from zero to the
 target's scale (PostgreSQL's rounding of NUMERIC), exactly, in integers; past int64
-scaled it does not fit. A date: the format's tokens `YYYY`, `MM`, `DD` between the
-separators it names, a real calendar day of years 0001-9999; `DD` and `MM` take one
-or two digits where a separator or the end follows them (`1/5/2026`), two where a
-token does (`YYYYMMDD`); whitespace around it too.
+scaled, or past MAX_NUMBER_CHARS, it does not fit. A date: the format's tokens
+`YYYY`, `MM`, `DD` between the separators it names, a real calendar day of years
+0001-9999; `DD` and `MM` take one or two digits where a separator or the end follows
+them (`1/5/2026`), two where a token does (`YYYYMMDD`); whitespace around it too.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ THOUSANDS_SEPARATORS = {
 DATE_TOKENS = ("YYYY", "MM", "DD")
 DATE_SEPARATORS = {"/": "/", "-": "-", ".": "\\.", ",": ",", ":": ":", " ": " "}
 SHOWN_CHARS = 100  # of a value, in a failure
+# A number's text longer than this is out of range, whatever its digits (PostgreSQL's
+# NUMERIC and Python's int() have limits of their own, far above any int64's digits).
+MAX_NUMBER_CHARS = 1000
 
 NOT_A_NUMBER = "is not a decimal number"
 NOT_WHOLE = "is not a whole number"
@@ -100,6 +103,8 @@ class NumberFormat:
         """The value scaled by 10**scale, rounded half away from zero; ConversionError."""
         if re.match(self.pattern, text) is None:
             raise ConversionError(NOT_A_NUMBER if self.decimal is not None else NOT_WHOLE)
+        if len(text) > MAX_NUMBER_CHARS:
+            raise ConversionError(OUT_OF_RANGE)
         plain = self.plain(text)
         negative = plain.startswith("-")
         whole, _, fraction = plain.lstrip("+-").partition(".")

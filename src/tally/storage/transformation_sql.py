@@ -117,7 +117,9 @@ def time_limit(
         register_sql_functions(driver)
 
 
-_FAILED = re.compile(re.escape(FAILED_MARK) + '(.*)"', re.DOTALL)
+# Up to the message's closing parenthesis: the quotes around it are the server's
+# language's (`"..."`, `»...«`).
+_FAILED = re.compile(re.escape(FAILED_MARK) + r"(.*\))", re.DOTALL)
 
 
 def _conversion_failure(error: exc.DBAPIError) -> str | None:

@@ -13,6 +13,7 @@ from tally.core.sql_types import SqlType
 from tally.storage.resource_tables.ddl import PG_NUMERIC_PRECISION
 from tally.storage.sql_conversions import (
     DATE_TOKENS,
+    MAX_NUMBER_CHARS,
     NOT_A_NUMBER,
     NOT_WHOLE,
     OUT_OF_RANGE,
@@ -157,6 +158,7 @@ class PostgresForms(Forms):
         unfit = NOT_A_NUMBER if number.decimal is not None else NOT_WHOLE
         return self.template(
             f"CASE WHEN :x IS NULL THEN NULL WHEN NOT :x ~ :re THEN :unfit"
+            f" WHEN length(:x) > {MAX_NUMBER_CHARS} THEN :range"  # before NUMERIC reads it
             f" WHEN abs(:v) > {bound} THEN :range ELSE :v END",
             x=node,
             re=exp.Literal.string(number.pattern),
