@@ -336,7 +336,7 @@ def test_a_new_date_queues_a_run_that_recomputes_what_reads_it(
     assert table(runtime, tenant, ages) == [("A", 28, "2026-11-29"), ("B", 0, "2026-11-29")]
 
     clock.now += dt.timedelta(seconds=1)  # midnight, UTC
-    assert derived.queue_new_date() is True
+    assert derived.queue_changed_inputs() is True  # the workers' job: it wakes them
     with runtime.engine.connect() as conn:
         queued = {
             i: derived_resources.get_derived(conn, i).run_due_at  # type: ignore[union-attr]
