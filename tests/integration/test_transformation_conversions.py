@@ -331,6 +331,8 @@ def test_a_new_date_queues_a_run_that_recomputes_what_reads_it(
     assert derived.queue_new_date() is False  # the same date: nothing to queue
 
     append(runtime, source.id, "ref,booked\nB,2026-11-29\n")
+    assert derived.queue_changed_inputs() is True  # the append's runs, queued and run:
+    run(runtime, plain)
     first = run(runtime, ages)
     assert first["incremental"] is True  # the same date: the new rows are appended
     assert table(runtime, tenant, ages) == [("A", 28, "2026-11-29"), ("B", 0, "2026-11-29")]
