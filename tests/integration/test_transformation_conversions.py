@@ -131,6 +131,16 @@ def test_casts_of_text_give_exact_decimals_integers_and_dates(
             "the value '1.5' is not a whole number (CAST to integer at line 1, column 15)",
         ),
         (
+            "SELECT t.num, SUM(1) OVER (PARTITION BY CAST(t.num AS INTEGER)) AS a FROM t "
+            "GROUP BY t.num HAVING t.num <> 'x'",
+            "the value '1.5' is not a whole number (CAST to integer at line 1, column 41)",
+        ),
+        (
+            "SELECT SUM(CAST(t.whole AS INTEGER)) OVER (ORDER BY t.k) AS a FROM t",
+            "the value '4,5' is not a whole number (CAST to integer at line 1, column 12; "
+            "row 2 of t)",
+        ),
+        (
             "WITH c AS (SELECT t.day AS d FROM t) SELECT CAST(c.d AS DATE) AS a FROM c",
             "the value '2023-02-29' is not a date in the format YYYY-MM-DD "
             "(CAST to date at line 1, column 45)",

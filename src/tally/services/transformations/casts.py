@@ -308,11 +308,12 @@ class Casts:
 
 def _per_row(node: exp.Expr) -> bool:
     """Whether the node is computed once per row of its query's tables (where their
-    other columns may be read): inside an aggregate's or a window's argument, or in a
-    query without grouping, aggregates, or (in its ORDER BY) DISTINCT."""
+    other columns may be read): inside an aggregate's argument, or in a query without
+    grouping, aggregates, or (in its ORDER BY) DISTINCT. (A window function's argument
+    is computed over its query's rows: per row unless the query is grouped.)"""
     current = node
     while current.parent is not None and not isinstance(current, exp.Select):
-        if isinstance(current, exp.AggFunc | exp.Window):
+        if isinstance(current, exp.AggFunc) and not isinstance(current.parent, exp.Window):
             return True
         if isinstance(current, exp.Order) and current.parent.args.get("distinct"):
             return False
