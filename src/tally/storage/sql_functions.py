@@ -136,10 +136,10 @@ class FunctionBudget:
         not fit fails the statement naming it, or is NULL when `context` is (TRY)."""
         if text is None:
             return None
-        try:
-            return _number_format(decimal, thousands).read(text, scale)
+        try:  # (a text column's value is text; str() in case SQLite gave it a number)
+            return _number_format(decimal, thousands).read(str(text), scale)
         except ConversionError as error:
-            self._not_converted(text, str(error), context)
+            self._not_converted(str(text), str(error), context)
             return None
 
     def to_date(
@@ -149,9 +149,9 @@ class FunctionBudget:
         if text is None:
             return None
         try:
-            return _date_format(written, bool(flexible)).read(text)
+            return _date_format(written, bool(flexible)).read(str(text))
         except ConversionError as error:
-            self._not_converted(text, str(error), context)
+            self._not_converted(str(text), str(error), context)
             return None
 
     def _not_converted(self, text: str, reason: str, context: str | None) -> None:
