@@ -56,11 +56,14 @@ def test_storage_picks_the_forms_of_the_connections_backend(runtime: Runtime) ->
         assert type(forms_of(conn)) is expected
 
 
+TODAY = dt.date(2026, 11, 29)  # CURRENT_DATE
+
+
 def run(engine: Engine, query: CheckedQuery) -> list[tuple[Any, ...]]:
     """The rows as Python values, whatever the backend's stored forms."""
     postgresql = engine.dialect.name == "postgresql"
     with engine.connect() as conn:
-        rows = fetch_query_rows(conn, query.statement(forms_of(conn)))
+        rows = fetch_query_rows(conn, query.statement(forms_of(conn), today=TODAY))
     return [
         tuple(value_of(c, v, postgresql) for c, v in zip(query.columns, r, strict=True))
         for r in rows
@@ -558,3 +561,16 @@ def test_intervals_shift_timestamps_and_dates_alike(runtime: Runtime, tenant: Te
             "2024-12-31T11:59:30",
         ),
     ]
+
+
+def test_a_condition_of_and_inside_a_form_keeps_its_parentheses(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """`CAST(a AND b AS INTEGER)` was `CASE WHEN a AND b THEN 1 WHEN NOT a AND b THEN 0
+    END`: NULL for true and false (sqlglot counts AND as a call, written bare)."""
+    source = make_source(runtime.engine, tenant, "a,b\ntrue,false\nfalse,true\ntrue,true\n")
+    query = check_sql(
+        "SELECT CAST(t.a AND t.b AS INTEGER) AS x, CAST(t.a OR t.b AS INTEGER) AS y FROM t",
+        {"t": as_input(source)},
+    )
+    assert sorted(run(runtime.engine, query)) == [(0, 1), (0, 1), (1, 1)]

@@ -21,6 +21,8 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   `reconciliation_keys` (each input row's normalised keys, `r_{id}_keys`),
   `reconciliation_patch` (the rows an incremental run replaces), `transformation_sql` (a
   transformation's SELECT run within its limits, in `sql_forms/` of the connection's
-  backend), `sql_functions` (regular expressions on RE2 within a budget, and an
-  overflow check, registered on SQLite connections)
+  backend), `sql_conversions` (text read as a number or a date: one grammar for Python
+  and PostgreSQL, and the words of a failure), `sql_functions` (regular expressions on
+  RE2 within a budget, conversions and an overflow check, registered on SQLite
+  connections)
 """

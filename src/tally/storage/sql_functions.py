@@ -1,7 +1,9 @@
 """Functions every SQLite connection gets, for the SQL transformations translate to:
 regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
-REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), and the
-failure of a number that left int64, whose message the budget keeps for the run's error.
+REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), text read as
+a number or a date (storage/sql_conversions.py), and the failures of a number that left
+int64 or of a text that does not convert, whose message the budget keeps for the run's
+error.
 
 The expressions run on RE2 (google-re2), never Python's backtracking `re`: a call inside
 a SQLite statement cannot be interrupted (the progress handler runs between the virtual
@@ -16,12 +18,15 @@ also checks the statement's deadline, so a query calling them on many rows stops
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
+
+from tally.storage.sql_conversions import ConversionError, DateFormat, NumberFormat, failure
 
 # RE2's memory for one compiled pattern (its program and DFA cache). 1 MiB compiles a
 # program of ~40,000 instructions (`[a-q][^u-z]{999}x` five times over); past it RE2
@@ -76,6 +81,10 @@ def compile_pattern(pattern: str, *, groups: bool = False) -> Any:
         raise PatternError(f"invalid regular expression {_shown(pattern)}: {reason}") from None
 
 
+class ConversionFailedError(ValueError):
+    """A text a transformation converts does not fit (its message names the value)."""
+
+
 class IntegerOverflowError(ValueError):
     """A transformation's number exceeds 64-bit integers (SQLite made it a float). Not
     an OverflowError: sqlite3 reports that one as "string or blob too big"."""
@@ -115,6 +124,43 @@ class FunctionBudget:
         self.failure = f"{OVERFLOW} (about {value:.4g})"
         raise IntegerOverflowError(self.failure)
 
+    def to_number(
+        self,
+        text: str | None,
+        scale: int,
+        decimal: str | None,
+        thousands: str,
+        context: str | None,
+    ) -> int | None:
+        """The text as a scaled integer (`decimal` None: a whole number); one that does
+        not fit fails the statement naming it, or is NULL when `context` is (TRY)."""
+        if text is None:
+            return None
+        try:  # (a text column's value is text; str() in case SQLite gave it a number)
+            return _number_format(decimal, thousands).read(str(text), scale)
+        except ConversionError as error:
+            self._not_converted(str(text), str(error), context)
+            return None
+
+    def to_date(
+        self, text: str | None, written: str, flexible: int, context: str | None
+    ) -> str | None:
+        """The text as an ISO date read with the format `written` (as to_number)."""
+        if text is None:
+            return None
+        try:
+            return _date_format(written, bool(flexible)).read(str(text))
+        except ConversionError as error:
+            self._not_converted(str(text), str(error), context)
+            return None
+
+    def _not_converted(self, text: str, reason: str, context: str | None) -> None:
+        """Fails the statement naming the value, unless under TRY (`context` None)."""
+        if context is None:
+            return
+        self.failure = failure(text, reason, context)
+        raise ConversionFailedError(self.failure)
+
     def like(self, text: str | None, pattern: str | None) -> bool | None:
         if text is None or pattern is None:
             return None
@@ -141,6 +187,16 @@ class FunctionBudget:
             elif piece <= len(match.groups()):
                 parts.append(match.group(piece) or "")
         return text[: match.start()] + "".join(parts) + text[match.end() :]
+
+
+@functools.lru_cache(maxsize=64)
+def _number_format(decimal: str | None, thousands: str) -> NumberFormat:
+    return NumberFormat(decimal, thousands)
+
+
+@functools.lru_cache(maxsize=64)
+def _date_format(written: str, flexible: bool) -> DateFormat:
+    return DateFormat.parse(written, flexible=flexible)
 
 
 def _replacement_pieces(replacement: str) -> tuple[str | int, ...]:
@@ -177,3 +233,5 @@ def register_sql_functions(
     connection.create_function("tally_regexp_substr", 2, budget.substr, deterministic=True)
     connection.create_function("tally_regexp_replace", 3, budget.replace, deterministic=True)
     connection.create_function("tally_overflow", 1, budget.overflow)
+    connection.create_function("tally_to_number", 5, budget.to_number, deterministic=True)
+    connection.create_function("tally_to_date", 4, budget.to_date, deterministic=True)

@@ -5,6 +5,8 @@ connection's backend (`sql_forms.forms_of`)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,16 +22,20 @@ from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.sql_forms import forms_of
 from tally.storage.sql_forms.forms import Forms
+from tally.storage.sql_forms.postgresql import FAILED_MARK
 from tally.storage.sql_functions import OVERFLOW, FunctionBudget, register_sql_functions
 
 SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between SQLite's time checks
+Marks = Mapping[int, int] | None  # resource id -> the last row id read
+Day = dt.date | None
 
 
 class Query(Protocol):
     """A query that writes its SELECT in the forms it is given."""
 
-    def statement(self, forms: Forms, *, after_row_ids: Mapping[int, int] | None = None) -> str:
-        """`after_row_ids` (resource id -> row id): only later rows of those inputs."""
+    def statement(self, forms: Forms, *, after_row_ids: Marks = None, today: Day = None) -> str:
+        """`after_row_ids` (resource id -> row id): only later rows of those inputs;
+        `today`: CURRENT_DATE."""
         ...
 
 
@@ -84,6 +90,9 @@ def time_limit(
                 raise RunFailedError(message) from None
             if sqlstate == "22003":  # numeric_value_out_of_range: the BIGINT cast of output
                 raise RunFailedError(f"the query failed: {OVERFLOW}") from None
+            failed = _conversion_failure(error) if sqlstate == "22P02" else None
+            if failed is not None:
+                raise RunFailedError(f"the query failed: {failed}") from None
             raise
         return
     driver = conn.connection.dbapi_connection
@@ -108,16 +117,32 @@ def time_limit(
         register_sql_functions(driver)
 
 
+# Up to the message's closing parenthesis: the quotes around it are the server's
+# language's (`"..."`, `»...«`).
+_FAILED = re.compile(re.escape(FAILED_MARK) + r"(.*\))", re.DOTALL)
+
+
+def _conversion_failure(error: exc.DBAPIError) -> str | None:
+    """The message of a text that did not convert on PostgreSQL (sql_forms/postgresql's
+    `_failed`: the cast of `tally-failed:<message>` to an integer that fails)."""
+    diag = getattr(error.orig, "diag", None)
+    primary = getattr(diag, "message_primary", None) or str(error.orig)
+    found = _FAILED.search(primary)
+    return found.group(1) if found else None
+
+
 def _named(
     conn: Connection,
     query: Query,
     columns: Sequence[Column],
     after_row_ids: Mapping[int, int] | None = None,
+    today: dt.date | None = None,
 ) -> str:
     """The query's SELECT in the forms of `conn`'s backend, its result columns renamed to
     their physical names, in order (as the driver reads it: the JSON text's labels,
     compiled with literal binds, have their `%` doubled for psycopg already)."""
-    sql = driver_text(conn, query.statement(forms_of(conn), after_row_ids=after_row_ids))
+    statement = query.statement(forms_of(conn), after_row_ids=after_row_ids, today=today)
+    sql = driver_text(conn, statement)
     return f"WITH q ({', '.join(c.physical for c in columns)}) AS ({sql})"
 
 
@@ -131,6 +156,7 @@ def insert_rows(
     kept: int,
     max_rows: int,
     with_json: bool,
+    today: dt.date | None = None,
 ) -> int:
     """The query's rows (from the inputs' rows after `after_row_ids` only, if given)
     inserted into the empty row table `table` of `columns`, made without its primary key
@@ -139,9 +165,9 @@ def insert_rows(
     ids from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of
     an empty table: cheaper than ROW_NUMBER, which first copies every row aside), with
     their stored JSON text if `with_json` (a whole output gets it after it is published,
-    as a source does); how many. More than `max_rows` with the `kept` rows the output
-    holds besides (an incremental run's published rows) is RunFailedError (the caller's
-    transaction is rolled back)."""
+    as a source does), `today` its CURRENT_DATE; how many. More than `max_rows` with the
+    `kept` rows the output holds besides (an incremental run's published rows) is
+    RunFailedError (the caller's transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)
@@ -158,7 +184,7 @@ def insert_rows(
         targets, rows = names, f"({limited}) o"
     statement = (
         f"INSERT INTO {table} ({targets}) "
-        f"{_named(conn, query, columns, after_row_ids)} "
+        f"{_named(conn, query, columns, after_row_ids, today)} "
         f"SELECT {values} FROM {rows}"
     )
     inserted = conn.exec_driver_sql(statement).rowcount
@@ -244,14 +270,15 @@ def preview_rows(
     *,
     seconds: float,
     deadline: float,
+    today: dt.date | None = None,
 ) -> list[str]:
     """The query's first `limit` rows as their JSON object text (as a page shows them),
     within `time_limit`; any failure of the query is RunFailedError
-    (`failure_as_run_failed`)."""
+    (`failure_as_run_failed`); `today` is its CURRENT_DATE."""
     postgresql = backend_of(conn).is_postgresql
     rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
     json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
-    named = _named(conn, query, columns)
+    named = _named(conn, query, columns, today=today)
     statement = f"{named} SELECT {json_sql} FROM (SELECT * FROM q LIMIT {int(limit)}) o"
     with failure_as_run_failed(), time_limit(conn, seconds, deadline=deadline):
         return [str(row[0]) for row in conn.exec_driver_sql(statement)]

@@ -18,6 +18,10 @@ from tally.storage.derived.outputs import Guard
 from tally.storage.derived.plans import Layout
 from tally.storage.derived.records import DerivedRecord
 
+# A summary's: the UTC date (ISO) the run read, for a query reading CURRENT_DATE; when
+# the date changes, services/derived/runs.py queues a run of each output that has one.
+READ_DATE = "current_date"
+
 
 @dataclass(frozen=True)
 class Output:

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.processes.collector import paused_collector
-from tally.services.derived.builders import Builder, Output, Patch, StagingBuilder
+from tally.services.derived.builders import READ_DATE, Builder, Output, Patch, StagingBuilder
 from tally.services.derived.publishing import Publisher, lap
 from tally.services.heartbeat import Heartbeat
 from tally.storage import outbox
@@ -72,6 +72,7 @@ class DerivedRuns:
         # worker wakes then instead of a poll later. Runs other processes queue are
         # found by polling.
         self._next_due = float("inf")
+        self._date: str | None = None  # the UTC date `queue_new_date` last looked at
 
     # --- the queue ------------------------------------------------------------------
 
@@ -79,7 +80,9 @@ class DerivedRuns:
         """Turn pending outbox events of the `input_changed` topic (an input's rows
         changed: a file delivered, an output republished) into one queued run of each
         derived resource reading that input, due a burst after the change (the event's
-        time, written with the change: not when a worker got to it); False when none."""
+        time, written with the change: not when a worker got to it), and the runs a new
+        date asks for (`queue_new_date`); False when none."""
+        dated = self.queue_new_date()
         now = utc_now()
         burst = dt.timedelta(seconds=self.policy.burst_seconds)
         with write_connection(self._engine) as conn, conn.begin():
@@ -101,7 +104,29 @@ class DerivedRuns:
         if changed:  # (a hundredth after: the claim compares with the wall clock)
             due_in = (min(changed.values()) + burst - now).total_seconds() + 0.01
             self._next_due = min(self._next_due, time.monotonic() + max(0.0, due_in))
-        return bool(events)
+        return bool(events) or dated
+
+    def queue_new_date(self) -> bool:
+        """When the UTC date has changed since this process last looked (and once when
+        it starts), a run, due now, of each derived resource whose last run read another
+        date (a transformation reading CURRENT_DATE: `last_run.current_date`); False
+        when none. Each process looks; a resource that ran today is not queued again."""
+        now = utc_now()
+        today = now.date().isoformat()
+        if self._date == today:
+            return False
+        with write_connection(self._engine) as conn, conn.begin():
+            stale = [
+                record.id
+                for record in derived_records.list_run(conn)
+                if (record.last_run or {}).get(READ_DATE) not in (None, today)
+            ]
+            for derived_id in stale:
+                derived_records.request_run(conn, derived_id, now)
+        self._date = today
+        if stale:
+            self._next_due = min(self._next_due, time.monotonic())
+        return bool(stale)
 
     def seconds_until_due(self) -> float | None:
         """Seconds until a run this process queued falls due (0 once: it is due now);

@@ -73,6 +73,7 @@ OPERATORS: frozenset[type[exp.Expr]] = frozenset(
         exp.Exists,
         exp.Case,
         exp.Cast,
+        exp.TryCast,
         exp.DPipe,
         exp.RegexpLike,
         exp.Extract,
@@ -97,6 +98,8 @@ FUNCTIONS: frozenset[type[exp.Expr]] = frozenset(
         exp.Abs,
         exp.Round,
         exp.TimestampTrunc,
+        exp.StrToDate,  # to_date(text, format)
+        exp.CurrentDate,
         exp.Count,
         exp.Sum,
         exp.Min,
@@ -114,6 +117,15 @@ FUNCTIONS: frozenset[type[exp.Expr]] = frozenset(
 )
 
 ALLOWED: frozenset[type[exp.Expr]] = STRUCTURE | OPERATORS | FUNCTIONS
+# Functions sqlglot does not know (it parses them as exp.Anonymous), by name.
+NAMED_FUNCTIONS = frozenset({"parse_decimal"})
+
+
+def is_allowed(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower() in NAMED_FUNCTIONS
+    return type(node) in ALLOWED
+
 
 # EXTRACT's parts and DATE_TRUNC's units.
 DATE_PARTS = frozenset({"YEAR", "QUARTER", "MONTH", "DAY", "DOW", "HOUR", "MINUTE"})

@@ -1,6 +1,7 @@
 """The typed-node plumbing the expression rules share: reading and setting a node's
 type, converting a value to another type (a larger scale, a stated one, text, ...) and
-CAST, with the rejections these raise."""
+CAST and TRY_CAST (text read as a number or a date: storage/sql_conversions.py), with
+the rejections these raise."""
 
 from __future__ import annotations
 
@@ -24,11 +25,22 @@ from tally.core.sql_types import (
     unify,
 )
 from tally.services.transformations.dialect import SqlText
+from tally.storage.resource_tables.ddl import ROW_ID
+from tally.storage.sql_conversions import (
+    DECIMAL_NUMBER,
+    ISO_DATE,
+    WHOLE_NUMBER,
+    ConversionError,
+    NumberFormat,
+    failure,
+)
 from tally.storage.sql_forms.forms import POSITION_KEYS, Forms
 
 TYPE = "tally_type"
 QUOTIENT = "tally_quotient"
 INTERVAL = "tally_interval"  # (seconds, unit) of an INTERVAL literal
+PARSED = "tally_parsed"  # a parse_decimal waiting for its scale
+ROW_OF = "tally_row_of"  # a column's: (alias, input name) of the input table it reads
 _INTEGER_TYPES = {exp.DType.BIGINT, exp.DType.INT, exp.DType.SMALLINT}
 _DECIMAL_TYPES = {exp.DType.DECIMAL}
 _TEMPORAL = (ColumnType.DATE, ColumnType.TIMESTAMP)
@@ -53,6 +65,15 @@ class Quotient:
     avg: bool = False
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A parse_decimal waiting for its scale: the text, its format, where it is."""
+
+    text: exp.Expr
+    number: NumberFormat
+    context: exp.Expr
+
+
 class Casts:
     def __init__(self, text: SqlText, forms: Forms) -> None:
         self.text = text
@@ -73,6 +94,12 @@ class Casts:
         quotient = node.meta.get(QUOTIENT)
         if quotient is not None:
             raise self.unscaled(node, avg=quotient.avg)
+        if PARSED in node.meta:
+            raise self.text.reject(
+                "parse_decimal must state its scale, as in "
+                f"CAST(parse_decimal(x, ',', '.') AS DECIMAL(18, 2)){_output_named(node)}",
+                node,
+            )
         kind: SqlType = node.meta.get(TYPE, NULL)
         return kind
 
@@ -99,8 +126,17 @@ class Casts:
             return self.set(node, rescaled, target)
         return node
 
-    def to_scale(self, node: exp.Expr, target: SqlType, where: str) -> exp.Expr:
-        """A number (or a division) at the target scale, rounded half away from zero."""
+    def to_scale(
+        self, node: exp.Expr, target: SqlType, where: str, *, safe: bool = False
+    ) -> exp.Expr:
+        """A number (or a division, or a parse_decimal) at the target scale, rounded half
+        away from zero; `safe` (TRY_CAST): a text that does not convert is NULL."""
+        parsed = node.meta.get(PARSED)
+        if parsed is not None:
+            scale = target.scale
+            self.literal_fits(parsed.text, lambda v: parsed.number.read(v, scale), "parse_decimal")
+            context = None if safe else parsed.context
+            return self.forms.text_to_number(parsed.text, scale, parsed.number, context)
         quotient = node.meta.get(QUOTIENT)
         if quotient is not None:
             return self.forms.quotient(
@@ -150,15 +186,61 @@ class Casts:
         if kind.kind in (ColumnType.TEXT, ColumnType.DATE):
             self.set(node, self.forms.ordered_text(node), kind)
 
+    def context(self, node: exp.Expr, what: str, operand: exp.Expr) -> exp.Expr:
+        """Where a conversion is, as its failure names it: `CAST to integer at line 1,
+        column 8`, and `; row 12 of s` (the input row's id) where the operand reads one
+        input table of the conversion's own query, row by row (`_per_row`)."""
+        where = self.text.where(node).strip(" ()")
+        said = exp.Literal.string(f"{what} at {where}" if where else what)
+        tables: set[tuple[str, str] | None] = {
+            c.meta.get(ROW_OF) for c in operand.find_all(exp.Column)
+        }
+        table = tables.pop() if len(tables) == 1 else None
+        if table is None or not _per_row(node):
+            return said
+        alias, name = table
+        row = exp.Cast(
+            this=exp.column(ROW_ID, table=alias, quoted=True), to=exp.DataType.build("text")
+        )
+        tail = exp.Literal.string(f" of {name}")
+        return exp.Paren(
+            this=exp.DPipe(
+                this=exp.DPipe(this=said, expression=exp.Literal.string("; row ")),
+                expression=exp.DPipe(this=row, expression=tail),
+            )
+        )
+
+    def literal_fits(self, node: exp.Expr, read: Callable[[str], object], what: str) -> None:
+        """A quoted text that will not convert is refused here, on both backends (rather
+        than fail every run, or only PostgreSQL's plan)."""
+        if isinstance(node, exp.Literal) and node.is_string:
+            try:
+                read(node.this)
+            except ConversionError as error:
+                raise self.text.reject(failure(node.this, str(error), what), node) from None
+
+    def under_try(self, node: exp.Expr) -> bool:
+        """Whether the node is the operand of a TRY_CAST (in parentheses or not)."""
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            node, parent = parent, parent.parent
+        return isinstance(parent, exp.TryCast) and parent.this is node
+
     def _cast(self, node: exp.Expr) -> None:
         target = self._target(node)
+        safe = isinstance(node, exp.TryCast)
         inner = node.this
-        if isinstance(inner, exp.Literal) and inner.is_string and target.kind in _TEMPORAL:
+        temporal_text = isinstance(inner, exp.Literal) and inner.is_string
+        if temporal_text and target.kind in _TEMPORAL and not (safe and target == DATE):
             inner = self.temporal_literal(inner, target)  # CAST('2024-01-31' AS DATE)
-        if target.is_numeric and (QUOTIENT in inner.meta or self.kind(inner).is_numeric):
-            self.set(node, self.to_scale(inner, target, "CAST"), target)
+        numeric_inner = QUOTIENT in inner.meta or PARSED in inner.meta
+        if target.is_numeric and (numeric_inner or self.kind(inner).is_numeric):
+            self.set(node, self.to_scale(inner, target, "CAST", safe=safe), target)
             return
         kind = self.kind(inner)
+        if kind.kind is ColumnType.TEXT and (target.is_numeric or target == DATE):
+            self.set(node, self._from_text(node, inner, target, safe=safe), target)
+            return
         if kind.is_null:
             self.set(node, self.forms.typed_null(target), target)
         elif kind == target:
@@ -177,6 +259,21 @@ class Casts:
             raise self.text.reject(
                 f"CAST from {kind.describe()} to {target.describe()} is not supported", node
             )
+
+    def _from_text(
+        self, node: exp.Expr, inner: exp.Expr, target: SqlType, *, safe: bool
+    ) -> exp.Expr:
+        """CAST of a text to a number (a whole one for an integer type, a decimal one
+        for DECIMAL(p, s)) or an ISO date (storage/sql_conversions.py)."""
+        what = f"CAST to {target.describe()}"
+        context = self.context(node, what, inner)
+        if target == DATE:
+            self.literal_fits(inner, ISO_DATE.read, what)
+            return self.forms.text_to_date(inner, ISO_DATE, None if safe else context)
+        decimal = node.args["to"].this in _DECIMAL_TYPES
+        number = DECIMAL_NUMBER if decimal else WHOLE_NUMBER
+        self.literal_fits(inner, lambda v: number.read(v, target.scale), what)
+        return self.forms.text_to_number(inner, target.scale, number, None if safe else context)
 
     def temporal_literal(self, node: exp.Literal, kind: SqlType) -> exp.Expr:
         try:
@@ -207,6 +304,29 @@ class Casts:
         if to.this in _SIMPLE_TYPES and not params:
             return _SIMPLE_TYPES[to.this]
         raise self.text.reject(f"CAST to {to.sql('postgres')} is not supported", node)
+
+
+def _per_row(node: exp.Expr) -> bool:
+    """Whether the node is computed once per row of its query's tables (where their
+    other columns may be read): inside an aggregate's argument, or in a query without
+    grouping, aggregates, or (in its ORDER BY) DISTINCT. (A window function's argument
+    is computed over its query's rows: per row unless the query is grouped.)"""
+    current = node
+    while current.parent is not None and not isinstance(current, exp.Select):
+        if isinstance(current, exp.AggFunc) and not isinstance(current.parent, exp.Window):
+            return True
+        if isinstance(current, exp.Order) and current.parent.args.get("distinct"):
+            return False
+        current = current.parent
+    if not isinstance(current, exp.Select):
+        return False
+    if any(current.args.get(k) for k in ("group", "having")):
+        return False
+    for projection in current.expressions:
+        for aggregate in projection.find_all(exp.AggFunc):
+            if not isinstance(aggregate.find_ancestor(exp.Window, exp.Select), exp.Window):
+                return False  # an aggregate of the whole query: it is grouped
+    return True
 
 
 def _output_named(node: exp.Expr) -> str:

@@ -21,7 +21,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from tally.core.columns import Column
 from tally.core.errors import DefinitionRejectedError, FieldProblem
-from tally.services.transformations.allow_list import ALLOWED
+from tally.services.transformations.allow_list import is_allowed
 
 READ_DIALECT = "postgres"
 FIELD = "sql"
@@ -171,7 +171,7 @@ def check_nodes(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> 
     """Every node allowed, every table an input or a CTE of the query."""
     ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
     for node in tree.walk():
-        if type(node) not in ALLOWED or _called_if(node):
+        if not is_allowed(node) or _called_if(node):
             raise text.reject(f"{describe(text, node)} is not allowed", node)
         unsupported = _unsupported_form(node)
         if unsupported is not None:
@@ -391,7 +391,7 @@ def qualified(text: SqlText, tree: exp.Query, inputs: Mapping[str, Input]) -> ex
     except OptimizeError as error:
         raise text.reject(_column_problem(text, str(error), tree, inputs)) from None
     for node in result.walk():  # what qualify made of the names (`ORDER BY s`: a row)
-        if type(node) not in ALLOWED:
+        if not is_allowed(node):
             raise text.reject(f"{describe(text, node)} is not allowed", node)
     _check_unnamed_reads(text, result)
     for star in result.find_all(exp.Star):

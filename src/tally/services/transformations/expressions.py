@@ -24,7 +24,14 @@ from tally.core.sql_types import (
     unify,
 )
 from tally.services.transformations.allow_list import INTERVAL_SECONDS
-from tally.services.transformations.casts import INTERVAL, QUOTIENT, Quotient, numeric, textual
+from tally.services.transformations.casts import (
+    INTERVAL,
+    PARSED,
+    QUOTIENT,
+    Quotient,
+    numeric,
+    textual,
+)
 from tally.services.transformations.dialect import SqlText
 from tally.services.transformations.functions import FunctionRules
 from tally.storage.sql_forms.forms import Forms, ascii_lower, like_pattern
@@ -57,6 +64,10 @@ class ExpressionRules(FunctionRules):
             exp.Avg: self._avg,
             exp.Round: self._round,
             exp.Cast: self._cast,
+            exp.TryCast: self._cast,
+            exp.StrToDate: self._to_date,
+            exp.Anonymous: self._named_function,
+            exp.CurrentDate: self._current_date,
             **dict.fromkeys((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), self._compare),
             exp.Is: self._is,
             exp.NullSafeEQ: self._distinct_from,
@@ -105,6 +116,17 @@ class ExpressionRules(FunctionRules):
         if rule is not None:
             rule(node)
 
+    def _named_function(self, node: exp.Expr) -> None:
+        """The functions sqlglot does not know (allow_list.NAMED_FUNCTIONS)."""
+        if node.name.lower() == "parse_decimal":
+            self._parse_decimal(node)
+
+    def _current_date(self, node: exp.Expr) -> None:
+        """The run's date (UTC), one for the whole run: a quoted ISO date."""
+        if node.this is not None:
+            raise self.text.reject("CURRENT_DATE takes no time zone", node)
+        self.set(node, exp.Literal.string(self.translator.today), DATE)
+
     def scalar_subquery(self, node: exp.Expr, outputs: Sequence[tuple[str, SqlType]]) -> None:
         if len(outputs) != 1:
             raise self.text.reject("a subquery used as a value must return one column", node)
@@ -128,9 +150,10 @@ class ExpressionRules(FunctionRules):
         self.set(node, self.forms.decimal_literal(digits, scale), decimal_of(scale))
 
     def _paren(self, node: exp.Expr) -> None:
-        if QUOTIENT in node.this.meta:
-            node.meta[QUOTIENT] = node.this.meta[QUOTIENT]
-            return
+        for waiting in (QUOTIENT, PARSED):  # for the scale a ROUND or a CAST states
+            if waiting in node.this.meta:
+                node.meta[waiting] = node.this.meta[waiting]
+                return
         self.set(node, node, self.kind(node.this))
 
     def _distinct(self, node: exp.Expr) -> None:

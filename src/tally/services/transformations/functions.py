@@ -1,5 +1,6 @@
 """The type rules and rewrites of the allowed functions: text, regular expressions,
-dates, aggregates and windows (expressions.py holds the operators)."""
+dates, conversions of text (`to_date`, `parse_decimal`), aggregates and windows
+(expressions.py holds the operators)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from tally.core.columns import ColumnType
-from tally.core.sql_types import BOOLEAN, INTEGER, TEXT
+from tally.core.sql_types import BOOLEAN, DATE, INTEGER, TEXT
 from tally.services.transformations.allow_list import DATE_PARTS, TRUNC_UNITS
-from tally.services.transformations.casts import Casts, numeric, temporal, textual
+from tally.services.transformations.casts import PARSED, Casts, Parsed, numeric, temporal, textual
+from tally.storage.sql_conversions import DateFormat, NumberFormat
 from tally.storage.sql_functions import PatternError, compile_pattern
+
+# sqlglot reads to_date's format into strftime's codes: back to PostgreSQL's tokens.
+_STRFTIME_TOKENS = {"%Y": "YYYY", "%m": "MM", "%d": "DD"}
 
 
 class FunctionRules(Casts):
@@ -101,6 +106,53 @@ class FunctionRules(Casts):
         kind = self.expect(node.this, "a date or a timestamp", temporal)
         self.set(node, self.forms.truncate(unit, node.this, kind), kind)
 
+    # -- conversions of text ---------------------------------------------------------
+
+    def _to_date(self, node: exp.Expr) -> None:
+        """to_date(text, 'DD/MM/YYYY'): PostgreSQL's name and tokens (YYYY, MM, DD and
+        separators only)."""
+        written = node.args.get("format")
+        extra = set(node.args) - {"this", "format"}
+        if any(node.args.get(key) for key in extra) or written is None:
+            raise self.text.reject(
+                "to_date takes a text and a format, as in to_date(x, 'DD/MM/YYYY')", node
+            )
+        if not (isinstance(written, exp.Literal) and written.is_string):
+            raise self.text.reject(
+                "to_date's format must be a quoted text, as in 'DD/MM/YYYY'", node
+            )
+        try:
+            date = DateFormat.parse(_pg_format(written.this))
+        except ValueError as error:
+            raise self.text.reject(f"to_date: {error}", node) from None
+        self.expect(node.this, "text", textual)
+        what = f"to_date with {date.written}"
+        context = self.context(node, what, node.this)
+        self.literal_fits(node.this, date.read, what)
+        safe = self.under_try(node)
+        self.set(node, self.forms.text_to_date(node.this, date, None if safe else context), DATE)
+
+    def _parse_decimal(self, node: exp.Expr) -> None:
+        """parse_decimal(text, decimal_separator[, thousands_separator]): a value whose
+        scale a CAST to DECIMAL(p, s) or a ROUND(x, s) states (as a division's)."""
+        args = node.expressions
+        if len(args) not in (2, 3):
+            raise self.text.reject(
+                "parse_decimal takes a text, a decimal separator and optionally a thousands "
+                "separator, as in parse_decimal(x, ',', '.')",
+                node,
+            )
+        self.expect(args[0], "text", textual)
+        separators = args[1:]
+        if not all(isinstance(a, exp.Literal) and a.is_string for a in separators):
+            raise self.text.reject("parse_decimal's separators must be quoted texts", node)
+        try:
+            number = NumberFormat(*(a.this for a in separators))
+        except ValueError as error:
+            raise self.text.reject(f"parse_decimal: {error}", node) from None
+        context = self.context(node, "parse_decimal", args[0])
+        node.meta[PARSED] = Parsed(args[0], number, context)
+
     # -- aggregates and windows ------------------------------------------------------
 
     def _sum(self, node: exp.Expr) -> None:
@@ -129,3 +181,18 @@ class FunctionRules(Casts):
         if default is not None:
             kind = self.common([node.this, default], node)
         self.set(node, node, kind)
+
+
+def _pg_format(strftime: str) -> str:
+    """The PostgreSQL tokens of a format sqlglot read into strftime's codes; anything
+    else is kept as it is (and refused by DateFormat.parse)."""
+    out, index = [], 0
+    while index < len(strftime):
+        code = strftime[index : index + 2]
+        if code in _STRFTIME_TOKENS:
+            out.append(_STRFTIME_TOKENS[code])
+            index += 2
+        else:
+            out.append(strftime[index])
+            index += 1
+    return "".join(out)

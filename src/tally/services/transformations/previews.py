@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import BusyError, TooManyPreviewsError
 from tally.services.transformations.bodies import parse_definition
@@ -114,6 +115,7 @@ class Previews:
         """The query's columns and first rows, within the run's time limit; nothing
         is kept."""
         definition_body = parse_definition(body)
+        today = utc_now().date()  # CURRENT_DATE, one for the whole preview
         with snapshot_connection(self._engine) as conn, self._stoppable(conn), conn.begin():
             accounts.get_workspace(conn, workspace_id)
             # the check spends part of the query's time (issue #30)
@@ -134,6 +136,7 @@ class Previews:
                 PREVIEW_ROWS,
                 seconds=self._limits.timeout_seconds,
                 deadline=deadline,
+                today=today,
             )
         return Preview(columns, rows)
 

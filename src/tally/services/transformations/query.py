@@ -3,6 +3,7 @@ and the statement each backend runs over the inputs' tables."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ from tally.services.transformations.limits import (
     check_text,
     check_tree,
 )
-from tally.services.transformations.translate import Translator
+from tally.services.transformations.translate import CHECKING_DATE, Translator
 from tally.storage.resource_tables.ddl import ROW_ID
 from tally.storage.sql_forms import checking_forms
 from tally.storage.sql_forms.forms import Forms
@@ -78,13 +79,31 @@ class CheckedQuery:
             for node in self._tree.walk()
         )
 
-    def statement(self, forms: Forms, *, after_row_ids: Mapping[int, int] | None = None) -> str:
+    @property
+    def reads_current_date(self) -> bool:
+        """Its rows depend on the date too: a run passes it (`today`), and a new date
+        needs a new run (services/transformations/runs.py)."""
+        return self._tree.find(exp.CurrentDate) is not None
+
+    def statement(
+        self,
+        forms: Forms,
+        *,
+        after_row_ids: Mapping[int, int] | None = None,
+        today: dt.date | None = None,
+    ) -> str:
         """`after_row_ids` (resource id -> row id) reads only later rows of those inputs,
-        for an incremental query."""
+        for an incremental query; `today` is CURRENT_DATE (the run's or the preview's
+        UTC date, taken once when it starts: both backends read the same), required
+        when the query reads it."""
+        if today is None:
+            if self.reads_current_date:
+                raise ValueError("the query reads CURRENT_DATE: pass `today`")
+            today = CHECKING_DATE
         text = SqlText(self.sql)
         tree = self._tree.copy()
         try:
-            Translator(text, self.inputs, forms).translate(tree)
+            Translator(text, self.inputs, forms, today).translate(tree)
             if after_row_ids:
                 if not self.is_incremental:
                     raise ValueError("only an incremental query reads the new rows alone")

@@ -6,10 +6,16 @@ since the last run is staged in the plan table, then appended to the published o
 in place (a `Patch`; its indexes take the new rows as any insert does), which equals a
 full recompute. What the last run read is kept in `last_run`, checked against the
 output's digest, which is written in the same transaction as the output it describes.
-A recompute whose rows equal the published output's (same_rows) publishes nothing."""
+A recompute whose rows equal the published output's (same_rows) publishes nothing.
+
+A query reading CURRENT_DATE reads the run's UTC date, taken once as it starts; the
+date is part of what the rows depend on (`_key`), so the first run of a new date
+recomputes (never appends to rows of another date), and `last_run.current_date` names
+it: services/derived/runs.py queues a run of each such output when the date changes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import time
 from dataclasses import dataclass
@@ -19,9 +25,10 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine
 
+from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.sql_limits import DEFAULT_SQL_LIMITS, SqlLimits
-from tally.services.derived.builders import Output, Patch
+from tally.services.derived.builders import READ_DATE, Output, Patch
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
@@ -88,6 +95,7 @@ class _Run:
     read: dict[str, int]
     found: dict[str, Resource]
     deadline: float
+    today: dt.date | None  # CURRENT_DATE, for a query that reads it
 
     @property
     def inputs(self) -> dict[int, tuple[Column, ...]]:
@@ -97,10 +105,12 @@ class _Run:
         inputs = {
             n: {"resource_id": r.id, "data_version": r.data_version} for n, r in self.found.items()
         }
+        dated = {} if self.today is None else {READ_DATE: self.today.isoformat()}
         return {
             "rows": rows,
             "incremental": incremental,
             "inputs": inputs,
+            **dated,
             **published.to_json(),
         }
 
@@ -195,6 +205,7 @@ class TransformationBuilder:
             for name, resource_id in definition.inputs.items()
         }
         deadline = time.monotonic() + self._limits.timeout_seconds
+        today = utc_now().date()  # one date for the whole run
         query = check_sql(
             definition.sql,
             {n: Input(r.id, r.columns) for n, r in found.items()},
@@ -205,7 +216,8 @@ class TransformationBuilder:
             conn, {r.id: r.table_name for r in found.values()}
         )
         read = {name: read_ids[r.id] for name, r in found.items()}
-        run = _Run(query.as_columns(), _key(definition, found), read, found, deadline)
+        dated = today if query.reads_current_date else None
+        run = _Run(query.as_columns(), _key(definition, found, dated), read, found, deadline, dated)
         previous = _Published.of(record, run.key)
         if (
             previous is not None
@@ -239,6 +251,7 @@ class TransformationBuilder:
                 kept=0,
                 max_rows=self._limits.max_rows,
                 with_json=False,  # stored once the output is readable (DerivedRuns)
+                today=run.today,
             )
         if previous is None:  # no output of this definition: publish whatever the rows
             now = _Published("", {}).changed(run.read)
@@ -280,6 +293,7 @@ class TransformationBuilder:
                 kept=kept,
                 max_rows=self._limits.max_rows,
                 with_json=True,  # the few new rows, appended to a published output
+                today=run.today,
             )
         if added:
             now = previous.changed(run.read)
@@ -310,10 +324,15 @@ def _row_count(conn: Connection, record: DerivedRecord) -> int:
     return resources.get_resource(conn, record.resource_id).row_count
 
 
-def _key(definition: TransformationDefinition, found: dict[str, Resource]) -> str:
-    """What an output's rows depend on besides the inputs' rows: the SQL and the inputs'
-    columns (a widened decimal column changes the stored values)."""
+def _key(
+    definition: TransformationDefinition, found: dict[str, Resource], today: dt.date | None
+) -> str:
+    """What an output's rows depend on besides the inputs' rows: the SQL, the inputs'
+    columns (a widened decimal column changes the stored values) and the date, if the
+    query reads CURRENT_DATE."""
     described: list[Any] = [definition.sql]
+    if today is not None:
+        described.append(today.isoformat())
     for name, resource in sorted(found.items()):
         described.append([name, resource.id, [c.to_json() for c in resource.columns]])
     return hashlib.sha256(orjson.dumps(described)).hexdigest()[:32]

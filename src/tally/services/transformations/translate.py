@@ -6,6 +6,7 @@ comparison of text with a number, ...)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 from sqlglot import exp
@@ -13,12 +14,13 @@ from sqlglot.optimizer.scope import Scope, traverse_scope, walk_in_scope
 
 from tally.core.columns import ColumnType
 from tally.core.sql_types import TEXT, SqlType, of_column, unify
-from tally.services.transformations.casts import TYPE
+from tally.services.transformations.casts import ROW_OF, TYPE
 from tally.services.transformations.dialect import Input, SqlText
 from tally.services.transformations.expressions import ExpressionRules
 from tally.storage.sql_forms.forms import Forms
 
 Output = tuple[str, SqlType]
+CHECKING_DATE = dt.date(2000, 1, 1)  # CURRENT_DATE where a check only types the query
 RENAMED = "tally_renamed"
 _NOT_A_VALUE = (exp.From, exp.Join, exp.In)  # where a subquery is a table or a list
 
@@ -26,11 +28,19 @@ _NOT_A_VALUE = (exp.From, exp.Join, exp.In)  # where a subquery is a table or a 
 class Translator:
     """One translation of one query for one backend (`forms`); not reusable."""
 
-    def __init__(self, text: SqlText, inputs: Mapping[str, Input], forms: Forms) -> None:
+    def __init__(
+        self,
+        text: SqlText,
+        inputs: Mapping[str, Input],
+        forms: Forms,
+        today: dt.date = CHECKING_DATE,
+    ) -> None:
         self.text = text
         self.inputs = inputs
         self.forms = forms
+        self.today = today.isoformat()  # CURRENT_DATE
         self.outputs: dict[int, list[Output]] = {}
+        self._ordered_outputs: dict[int, list[str | None]] = {}  # ORDER BY's, by select
         self.rules = ExpressionRules(text, forms, self)
 
     def translate(self, tree: exp.Query) -> list[Output]:
@@ -53,6 +63,11 @@ class Translator:
     def _select(self, scope: Scope) -> None:
         select = scope.expression
         order = select.args.get("order")
+        if order is not None:  # as written: translated, two conversions name their places
+            self._ordered_outputs[id(select)] = [
+                next((p.alias_or_name for p in select.expressions if p.this == o.this), None)
+                for o in order.expressions
+            ]
         nodes = list(walk_in_scope(select))
         in_order = {id(n) for n in order.walk()} if order is not None else set()
         # ORDER BY may name the select's own outputs: it is typed after them.
@@ -100,6 +115,8 @@ class Translator:
         stored = columns[column.name]
         column.set("this", exp.to_identifier(stored.physical))
         column.meta[TYPE] = of_column(stored)
+        if column.table in scope.sources:  # its row, for a conversion's failure
+            column.meta[ROW_OF] = (column.table, source.name)
 
     def _rename_tables(self, scope: Scope) -> None:
         for source in scope.sources.values():
@@ -157,11 +174,13 @@ class Translator:
             self._store(query.right, outputs)
             return
         order = query.args.get("order")
-        for ordered in order.expressions if order is not None else ():
+        names = self._ordered_outputs.get(id(query), [])
+        for ordered, name in zip(
+            order.expressions if order is not None else (), names, strict=True
+        ):
             # ORDER BY an output's expression (DISTINCT requires it to stay one) names it.
-            same = [p for p in query.expressions if p.this == ordered.this]
-            if same:
-                ordered.set("this", exp.column(same[0].alias_or_name, quoted=True))
+            if name is not None:
+                ordered.set("this", exp.column(name, quoted=True))
         for projection, (_, kind) in zip(query.expressions, outputs, strict=True):
             inner = projection.this
             inner.replace(self.forms.output(inner.copy(), kind))

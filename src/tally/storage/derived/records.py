@@ -146,6 +146,16 @@ def list_derived(
     return [DerivedRecord.from_row(r) for r in rows]
 
 
+def list_run(conn: Connection) -> list[DerivedRecord]:
+    """Every derived resource that has run, of every workspace (`last_run` is read)."""
+    rows = conn.execute(
+        select(derived_resources)
+        .where(derived_resources.c.last_run.is_not(None))
+        .order_by(derived_resources.c.id)
+    )
+    return [DerivedRecord.from_row(r) for r in rows]
+
+
 def request_run(conn: Connection, derived_id: int, due_at: dt.datetime) -> None:
     """Want a run no later than `due_at` (an earlier wish stands: a burst of deliveries
     asks for one run, not one each)."""

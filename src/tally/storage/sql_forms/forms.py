@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from tally.core.sql_types import SqlType
+from tally.storage.sql_conversions import DateFormat, NumberFormat
 
 ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 POSITION_KEYS = ("line", "col", "start", "end")  # sqlglot's meta of a parsed token
@@ -29,8 +30,11 @@ def ascii_lower(text: str) -> str:
 
 
 def atom(node: exp.Expr) -> exp.Expr:
-    """The node, in parentheses unless it is one token or call."""
-    return node if isinstance(node, _ATOMS) else exp.Paren(this=node)
+    """The node, in parentheses unless it is one token or call (sqlglot's AND and OR
+    are calls too, but not atoms: `NOT :x` of `a AND b`)."""
+    if isinstance(node, _ATOMS) and not isinstance(node, exp.Connector):
+        return node
+    return exp.Paren(this=node)
 
 
 def may_pass_int64(node: exp.Expr) -> bool:
@@ -130,6 +134,18 @@ class Forms(ABC):
     def timestamp_literal(self, canonical: str, *, timezone: bool) -> exp.Expr: ...
     @abstractmethod
     def typed_null(self, kind: SqlType) -> exp.Expr: ...
+    @abstractmethod
+    def text_to_number(
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
+    ) -> exp.Expr:
+        """The text as a decimal of `scale` (storage/sql_conversions.py); one that does
+        not fit fails the statement, its message naming the value and `context` (a text:
+        where in the SQL, which row), or is NULL where `context` is None (TRY_CAST)."""
+
+    @abstractmethod
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
+        """The text as an ISO date read with `date`, as `text_to_number`."""
+
     @abstractmethod
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr: ...
 

@@ -11,9 +11,27 @@ from sqlglot import exp
 from tally.core.columns import INT64_MAX, ColumnType
 from tally.core.sql_types import SqlType
 from tally.storage.resource_tables.ddl import PG_NUMERIC_PRECISION
+from tally.storage.sql_conversions import (
+    DATE_TOKENS,
+    MAX_NUMBER_CHARS,
+    NOT_A_NUMBER,
+    NOT_WHOLE,
+    OUT_OF_RANGE,
+    SHOWN_CHARS,
+    DateFormat,
+    NumberFormat,
+)
 from tally.storage.sql_forms.forms import ASCII_UPPER, Forms, may_pass_int64
 
 PG_NUMERIC = f"NUMERIC({PG_NUMERIC_PRECISION}, {{scale}})"  # a decimal column's stored type
+# A value that does not convert fails the statement by a cast of its message to an
+# integer (plain SQL has no RAISE): `invalid input syntax for type integer:
+# "tally-failed:<message>"`, which storage/transformation_sql.py reads back.
+FAILED_MARK = "tally-failed:"
+_DAYS = (
+    "CASE WHEN :m IN (4, 6, 9, 11) THEN 30 WHEN :m = 2 THEN CASE WHEN :y % 4 = 0"
+    " AND (:y % 100 <> 0 OR :y % 400 = 0) THEN 29 ELSE 28 END ELSE 31 END"
+)
 
 
 class PostgresForms(Forms):
@@ -122,6 +140,85 @@ class PostgresForms(Forms):
 
     def typed_null(self, kind: SqlType) -> exp.Expr:
         return self.output(exp.Null(), kind)
+
+    def text_to_number(
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
+    ) -> exp.Expr:
+        """The grammar's regular expression, then NUMERIC's own reading of the plain
+        digits (it skips the whitespace around them), rounded half away from zero."""
+        plain = node
+        if number.thousands:
+            thousands = exp.Literal.string(number.thousands)
+            plain = self.template("replace(:x, :t, '')", x=plain, t=thousands)
+        if number.decimal not in (None, "."):
+            point = exp.Literal.string(str(number.decimal))
+            plain = self.template("replace(:x, :d, '.')", x=plain, d=point)
+        value = self.template(f"round(CAST(:p AS NUMERIC), {scale})", p=plain)
+        bound = Decimal(INT64_MAX).scaleb(-scale)
+        unfit = NOT_A_NUMBER if number.decimal is not None else NOT_WHOLE
+        return self.template(
+            f"CASE WHEN :x IS NULL THEN NULL WHEN NOT :x ~ :re THEN :unfit"
+            f" WHEN length(:x) > {MAX_NUMBER_CHARS} THEN :range"  # before NUMERIC reads it
+            f" WHEN abs(:v) > {bound} THEN :range ELSE :v END",
+            x=node,
+            re=exp.Literal.string(number.pattern),
+            v=value,
+            unfit=self._failed(node, unfit, context, "NUMERIC"),
+            range=self._failed(node, OUT_OF_RANGE, context, "NUMERIC"),
+        )
+
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
+        """The format's regular expression; each token's digits its group's (the whole
+        match replaced by the group), checked to be a calendar day."""
+        pattern = exp.Literal.string(date.pattern)
+        groups = date.groups()
+        digits = {
+            token: self.template(
+                f"regexp_replace(:x, :re, '\\{groups[token]}')", x=node, re=pattern
+            )
+            for token in DATE_TOKENS
+        }
+        y, m, d = (self.template("CAST(:s AS INTEGER)", s=digits[t]) for t in DATE_TOKENS)
+        days = self.template(_DAYS, y=y, m=m)
+        valid = self.template(
+            ":y >= 1 AND :m BETWEEN 1 AND 12 AND :d BETWEEN 1 AND :n", y=y, m=m, d=d, n=days
+        )
+        iso = self.template(
+            ":y || '-' || lpad(:m, 2, '0') || '-' || lpad(:d, 2, '0')",
+            y=digits["YYYY"],
+            m=digits["MM"],
+            d=digits["DD"],
+        )
+        return self.template(
+            "CASE WHEN :x IS NULL THEN NULL WHEN NOT :x ~ :re THEN :unfit"
+            " WHEN NOT :valid THEN :unfit ELSE :iso END",
+            x=node,
+            re=pattern,
+            unfit=self._failed(node, date.reason, context, "TEXT"),
+            valid=valid,
+            iso=iso,
+        )
+
+    def _failed(self, node: exp.Expr, reason: str, context: exp.Expr | None, kind: str) -> exp.Expr:
+        """NULL under TRY_CAST (`context` None); else the failure naming the value, in
+        the words of storage/sql_conversions.failure."""
+        if context is None:
+            return self.template(f"CAST(NULL AS {kind})")
+        quote = exp.Literal.string("'")
+        shown = self.template(
+            f":q || replace(substr(:x, 1, {SHOWN_CHARS}), :q, :qq) || :q"
+            f" || CASE WHEN length(:x) > {SHOWN_CHARS} THEN '...' ELSE '' END",
+            x=node,
+            q=quote,
+            qq=exp.Literal.string("''"),
+        )
+        return self.template(
+            f"CAST(CAST(:start || :shown || :reason || :context || ')' AS INTEGER) AS {kind})",
+            start=exp.Literal.string(f"{FAILED_MARK}the value "),
+            shown=shown,
+            reason=exp.Literal.string(f" {reason} ("),
+            context=context,
+        )
 
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:
         """The stored type of the output column (PostgreSQL's SUM of BIGINT is NUMERIC,

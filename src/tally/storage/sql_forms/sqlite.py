@@ -7,6 +7,7 @@ from sqlglot import exp
 
 from tally.core.columns import ColumnType
 from tally.core.sql_types import SqlType
+from tally.storage.sql_conversions import DateFormat, NumberFormat
 from tally.storage.sql_forms.forms import Forms, like_to_regexp, may_pass_int64
 
 _PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M", "DOW": "%w"}
@@ -113,6 +114,26 @@ class SqliteForms(Forms):
     def typed_null(self, kind: SqlType) -> exp.Expr:
         return exp.Null()
 
+    def text_to_number(
+        self, node: exp.Expr, scale: int, number: NumberFormat, context: exp.Expr | None
+    ) -> exp.Expr:
+        """storage/sql_functions.py reads it."""
+        return self.template(
+            f"tally_to_number(:x, {scale}, :d, :t, :c)",
+            x=node,
+            d=_text_or_null(number.decimal),
+            t=exp.Literal.string(number.thousands),
+            c=context or exp.Null(),
+        )
+
+    def text_to_date(self, node: exp.Expr, date: DateFormat, context: exp.Expr | None) -> exp.Expr:
+        return self.template(
+            f"tally_to_date(:x, :f, {int(date.flexible)}, :c)",
+            x=node,
+            f=exp.Literal.string(date.written),
+            c=context or exp.Null(),
+        )
+
     def output(self, node: exp.Expr, kind: SqlType) -> exp.Expr:
         """A number past int64 became a float in SQLite's arithmetic: the run fails
         (storage/sql_functions.py) rather than store it."""
@@ -121,3 +142,7 @@ class SqliteForms(Forms):
                 "CASE WHEN typeof(:x) = 'real' THEN tally_overflow(:x) ELSE :x END", x=node
             )
         return node
+
+
+def _text_or_null(text: str | None) -> exp.Expr:
+    return exp.Null() if text is None else exp.Literal.string(text)
