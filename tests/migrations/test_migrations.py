@@ -3,10 +3,12 @@ value."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -31,7 +33,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0008"
+        assert context.get_current_revision() == "0009"
         assert compare_metadata(context, metadata) == []
 
 
@@ -88,6 +90,7 @@ def test_postgresql_row_tables_of_revision_0002_keep_every_value(
                 "timestamp with time zone",
                 "timestamp without time zone",
                 "text",  # _json, from 0004
+                "bigint",  # _file_id, from 0009
             ]
         assert [read_data(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:
@@ -104,8 +107,15 @@ def _back_to_revision_0003(conn: Any, table: str) -> None:
     """Undo 0006, 0005 and 0004: no derived resources, no declared encodings, no stored row JSON, no
     `rendered_version`."""
     _back_to_revision_0004(conn)
+    _back_to_revision_0008(conn, table)
     conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN rendered_version")
+
+
+def _back_to_revision_0008(conn: Any, table: str) -> None:
+    """Undo 0009: a source's table without `_file_id` and its index."""
+    conn.exec_driver_sql(f"DROP INDEX IF EXISTS ix_{table}__file_id")
+    conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _file_id")
 
 
 def _back_to_revision_0004(conn: Any) -> None:
@@ -229,3 +239,41 @@ def _topics(runtime: Runtime, ids: dict[tuple[str, bool], int]) -> dict[tuple[st
         rows = conn.exec_driver_sql("SELECT id, topic FROM outbox_events").all()
     topic_of = {row.id: row.topic for row in rows}
     return {key: topic_of[event_id] for key, event_id in ids.items()}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_sources_of_revision_0008_gain_file_ids_null_for_their_rows(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0009: every source's table gains `_file_id`, NULL for the rows already there
+    (which file inserted them is not known), and its index; derived outputs gain none.
+    Pages read the same bytes; `_row` and `_file_id` answer; a later file's rows carry
+    its id."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,amount"}]
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(runtime.engine, tenant, "id,amount\n1,10.5\n2,-0.01\n3,\n")
+        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
+        with runtime.engine.begin() as conn:
+            _back_to_revision_0008(conn, resource.table_name)
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0008'")
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades; and no response cached before
+    try:
+        assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
+        rows = read_data(runtime, tenant, resource.id, fields="id,_row,_file_id")
+        assert [(r["id"], r["_file_id"]) for r in rows] == [(1, None), (2, None), (3, None)]
+        assert sorted(r["_row"] for r in rows) == [r["_row"] for r in rows]
+        with runtime.engine.connect() as conn:
+            indexes = sa.inspect(conn).get_indexes(resource.table_name)
+        assert f"ix_{resource.table_name}__file_id" in {i["name"] for i in indexes}
+        assert read_data(runtime, tenant, resource.id, filters=[("_file_id", "")]) == [
+            {"id": 1, "amount": Decimal("10.5")},
+            {"id": 2, "amount": Decimal("-0.01")},
+            {"id": 3, "amount": None},
+        ]
+    finally:
+        runtime.close()
