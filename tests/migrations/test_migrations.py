@@ -3,6 +3,7 @@ value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from support.databases import make_settings
-from support.factories import make_source, make_tenant, read_body, read_data
+from support.factories import Tenant, make_source, make_tenant, read_body, read_data
 from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
+from tally.settings import Settings
 from tally.storage import outbox, resources
 from tally.storage.migrate import alembic_config, upgrade_database
+from tally.storage.resources import Resource
 from tally.storage.schema import metadata
 
 
@@ -112,6 +115,28 @@ def _back_to_revision_0003(conn: Any, table: str) -> None:
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN rendered_version")
 
 
+def _source_of_revision(
+    settings: Settings,
+    csv: str,
+    queries: list[dict[str, Any]],
+    revision: str,
+    back: Callable[[Any, str], None],
+) -> tuple[Tenant, Resource, list[bytes]]:
+    """A source loaded from `csv`, its table put `back` into `revision`'s layout and the
+    database marked at `revision`; the bodies of `queries` read before."""
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(runtime.engine, tenant, csv)
+        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
+        with runtime.engine.begin() as conn:
+            back(conn, resource.table_name)
+            conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{revision}'")
+    finally:
+        runtime.close()
+    return tenant, resource, before
+
+
 def _back_to_revision_0008(conn: Any, table: str) -> None:
     """Undo 0009: a source's table without `_file_id` and its index."""
     conn.exec_driver_sql(f"DROP INDEX IF EXISTS ix_{table}__file_id")
@@ -158,21 +183,14 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
     worker's job stores every row's text; the pages read the same bytes all along."""
     settings = make_settings(request, backend, tmp_path / "home")
     queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,at,amount"}]
-    runtime = build_runtime(settings)
-    try:
-        tenant = make_tenant(runtime.engine)
-        resource = make_source(
-            runtime.engine,
-            tenant,
-            'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a ""quoted"" é"\n'
-            "2,-0.01,2024-01-05T23:00:00-01:30,\n3,,,x\n",
-        )
-        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
-        with runtime.engine.begin() as conn:
-            _back_to_revision_0003(conn, resource.table_name)
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0003'")
-    finally:
-        runtime.close()
+    tenant, resource, before = _source_of_revision(
+        settings,
+        'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a ""quoted"" é"\n'
+        "2,-0.01,2024-01-05T23:00:00-01:30,\n3,,,x\n",
+        queries,
+        "0003",
+        _back_to_revision_0003,
+    )
     runtime = build_runtime(settings)  # upgrades; and no response cached before
     try:
         assert _rows_without_json(runtime, resource.table_name) == 3
@@ -251,16 +269,9 @@ def test_sources_of_revision_0008_gain_file_ids_null_for_their_rows(
     its id."""
     settings = make_settings(request, backend, tmp_path / "home")
     queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,amount"}]
-    runtime = build_runtime(settings)
-    try:
-        tenant = make_tenant(runtime.engine)
-        resource = make_source(runtime.engine, tenant, "id,amount\n1,10.5\n2,-0.01\n3,\n")
-        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
-        with runtime.engine.begin() as conn:
-            _back_to_revision_0008(conn, resource.table_name)
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0008'")
-    finally:
-        runtime.close()
+    tenant, resource, before = _source_of_revision(
+        settings, "id,amount\n1,10.5\n2,-0.01\n3,\n", queries, "0008", _back_to_revision_0008
+    )
     runtime = build_runtime(settings)  # upgrades; and no response cached before
     try:
         assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before

@@ -32,17 +32,26 @@ depends_on = None
 _PG_DEFAULT = "NULLIF(current_setting('tally.file_id', true), '')::bigint"
 
 
-def upgrade() -> None:
-    bind = op.get_bind()
-    postgresql = bind.dialect.name == "postgresql"
+def _source_tables(bind: sa.Connection) -> list[tuple[str, bool]]:
+    """Each source's row table, and whether it has `_file_id` already (made by a
+    process of this version meanwhile)."""
     found = bind.execute(sa.text("SELECT id FROM resources WHERE kind = 'source' ORDER BY id"))
+    tables = []
     for (resource_id,) in found.all():
         table = f"r_{resource_id}"
         inspector = sa.inspect(bind)
-        if not inspector.has_table(table):
+        if inspector.has_table(table):
+            has = any(c["name"] == "_file_id" for c in inspector.get_columns(table))
+            tables.append((table, has))
+    return tables
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    postgresql = bind.dialect.name == "postgresql"
+    for table, has_file_ids in _source_tables(bind):
+        if has_file_ids:
             continue
-        if any(c["name"] == "_file_id" for c in inspector.get_columns(table)):
-            continue  # made by a process of this version meanwhile
         if postgresql:
             op.execute(f"ALTER TABLE {table} ADD COLUMN _file_id BIGINT DEFAULT {_PG_DEFAULT}")
             op.execute(
@@ -56,13 +65,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """The column and its index dropped: which file inserted each row is lost."""
-    bind = op.get_bind()
-    found = bind.execute(sa.text("SELECT id FROM resources WHERE kind = 'source' ORDER BY id"))
-    for (resource_id,) in found.all():
-        table = f"r_{resource_id}"
-        inspector = sa.inspect(bind)
-        if not inspector.has_table(table):
-            continue
-        if any(c["name"] == "_file_id" for c in inspector.get_columns(table)):
+    for table, has_file_ids in _source_tables(op.get_bind()):
+        if has_file_ids:
             op.execute(f"DROP INDEX IF EXISTS ix_{table}__file_id")
             op.execute(f"ALTER TABLE {table} DROP COLUMN _file_id")
