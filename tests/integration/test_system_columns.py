@@ -5,11 +5,13 @@ the file came (a webhook's download, an upload, a load of either backend's paths
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from support.databases import make_settings
 from support.factories import (
@@ -25,12 +27,14 @@ from support.factories import (
 from support.servers import file_server_app, serve_app
 from support.transformations import run
 from tally.core.errors import UnknownFieldError, UnknownFilterFieldError
+from tally.core.filters import parse_row_query
 from tally.runtime import Runtime, build_runtime
 from tally.services.loader.load import load_into
 from tally.services.notification_intake import Notification
 from tally.services.sources import SourceDefinition
 from tally.services.webhooks import WebhookDefinition
 from tally.storage.engine import write_connection
+from tally.storage.resource_tables import pages
 from tally.storage.resources import Resource, find_resource
 
 
@@ -233,3 +237,45 @@ def test_a_load_under_the_lock_gives_its_rows_the_file_id(runtime: Runtime, decl
         runtime, tenant, source.id, fields="id,_file_id", filters=[("_file_id", "4242")]
     )
     assert [r["id"] for r in rows] == list(range(41, 71))
+
+
+def test_a_row_range_bounds_a_scan_in_row_order(runtime: Runtime) -> None:
+    """SQLite reads a broad filter's page by walking the table in row order (`+col`
+    keeps it off the column's index); a `_row` range stays a range of that walk, so a
+    client paging by `_row__gt=<last seen>` never walks the rows before it."""
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, A)
+    last = read_data(runtime, tenant, source.id, fields="_row")[-1]["_row"]
+    query = parse_row_query(
+        source.columns,
+        [("_row__gt", str(last - 5)), ("currency", "EUR")],
+        fields="id",
+        ordering=None,
+        page=1,
+        page_size=3,
+        system=source.system_columns,
+    )
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(runtime.engine, "before_cursor_execute", record)
+    try:
+        with runtime.engine.connect() as conn:
+            page = pages.select_page(
+                conn,
+                source.table_name,
+                source.columns,
+                query,
+                offset=0,
+                limit=3,
+                matching=3,
+                scan_in_row_order=True,
+            )
+    finally:
+        sa.event.remove(runtime.engine, "before_cursor_execute", record)
+    assert [json.loads(row)["id"] for row in page.rows] == [37, 38, 40]
+    assert not any("+_row_id" in statement for statement in seen)
+    if runtime.engine.dialect.name == "sqlite":  # the walk in row order was taken
+        assert any("+c1" in statement for statement in seen)
