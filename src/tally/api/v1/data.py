@@ -75,7 +75,7 @@ when `returned_count` is lower than `page_size`. `ordering=_row` is the unique o
 the specification asks paging clients to use.
 
 **System columns**: every resource has `_row`, the row's id (an integer, unique,
-increasing in insertion order, never reused), and a source has `_file_id`, the id of the
+increasing in insertion order), and a source has `_file_id`, the id of the
 file whose delivery or upload inserted the row (`GET /api/v2/sources/{id}/files/{file_id}`;
 null for rows of `tally admin load` and rows loaded before tally kept it). Neither is
 among the default columns: name them in `fields`, filters (`_row__gt=1000`,
