@@ -141,6 +141,38 @@ def test_unknown_ordering_is_400(api: httpx.Client, world: World) -> None:
     }
 
 
+def test_system_columns_take_the_grammar_and_errors_of_an_integer_column(
+    api: httpx.Client, world: World
+) -> None:
+    """`_row` and `_file_id` over HTTP: absent from a page unless named; named, filtered
+    and ordered like an integer column, with that column's errors."""
+    source, headers = world.source.id, world.mine.headers
+    plain = get_data_as(api, headers, source).json()["data"]
+    assert plain == [
+        {"id": 1, "amount": 10.00, "memo": "a"},
+        {"id": 2, "amount": 20.50, "memo": "b"},
+    ]
+    named = [("fields", "id,_row,_file_id"), ("ordering", "-_row"), ("_file_id", "")]
+    rows = get_data_as(api, headers, source, named).json()["data"]
+    assert [(r["id"], r["_file_id"]) for r in rows] == [(2, None), (1, None)]
+    assert rows[0]["_row"] > rows[1]["_row"]
+    after = [("_row__gt", str(rows[1]["_row"])), ("fields", "id")]
+    assert get_data_as(api, headers, source, after).json()["data"] == [{"id": 2}]
+    assert error(get_data_as(api, headers, source, [("_row", "1.5")])) == (400, NOT_APPLICABLE)
+    assert error(get_data_as(api, headers, source, [("_file_id__gte", "")])) == (
+        400,
+        NOT_APPLICABLE,
+    )
+    assert error(get_data_as(api, headers, source, [("_row__like", "1")])) == (
+        400,
+        "Operator 'like' is not supported.",
+    )
+    assert error(get_data_as(api, headers, source, [("ordering", "_rows")])) == (
+        400,
+        "Ordering field '_rows' is not a valid column for this resource.",
+    )
+
+
 # --- 401, 403, 404 -------------------------------------------------------------------------
 
 

@@ -511,8 +511,28 @@ def test_an_idempotency_key_queues_the_file_once(
         feed(api, ingestion_tenant, source_id, {**key, "Idempotency-Key": "b2"}, content=b"n\n2\n")
     )
     run_pipeline(runtime)
-    late = feed(api, ingestion_tenant, source_id, key, content=b"n\n9\n")
+    late = feed(api, ingestion_tenant, source_id, key, content=b"n\n1\n")
     assert (late.status_code, late.json()) == (202, {"file_id": first, "status": "delivered"})
+    # The key with other bytes: refused, naming the conflict; nothing queued.
+    reused = feed(api, ingestion_tenant, source_id, key, content=b"n\n9\n")
+    assert reused.json() == {
+        "errors": [
+            {
+                "field": "header.Idempotency-Key",
+                "message": "Idempotency-Key 'batch-2024-05-01' was used with a different "
+                f"request: it queued file {first} with other bytes",
+            }
+        ]
+    }
+    assert reused.status_code == 422
+    as_json = feed(
+        api,
+        ingestion_tenant,
+        source_id,
+        {**key, "Content-Type": "application/json"},
+        content=b'[{"n": 1}]',
+    )
+    assert as_json.status_code == 422  # the same rows as JSON: another request
     listed = api.get(
         f"/api/v2/sources/{source_id}/files", headers=ingestion_tenant.v2_headers
     ).json()

@@ -358,6 +358,39 @@ def test_idempotency_key_queues_a_retried_notification_once(
     api.post(url, json=payload)
     with runtime.engine.connect() as conn:
         assert len(files.list_files(conn, created["id"], limit=10)) == 3
+    _refuses_the_key_with_another_file(api, url, runtime, created["id"])
+
+
+def _refuses_the_key_with_another_file(
+    api: httpx.Client, url: str, runtime: Runtime, source_id: int
+) -> None:
+    """The key sent with another file is refused (422, naming the conflict), the same
+    file with other payload fields is a retry."""
+    key = {"Idempotency-Key": "stmt-1"}
+    first = api.post(url, json={"file_url": "https://x.example/one.csv?sig=s3cret"}, headers=key)
+    file_id = first.headers["x-tally-file-id"]
+    # The same file, other payload fields (a send time): a retry.
+    retry = api.post(
+        url, json={"file_url": "https://x.example/one.csv?sig=s3cret", "sent": 2}, headers=key
+    )
+    assert (retry.status_code, retry.headers["x-tally-file-id"]) == (200, file_id)
+    for payload, difference in [
+        ({"file_url": "https://x.example/two.csv?sig=s3cret"}, "from another URL"),
+        ({"file_url": "https://x.example/one.csv?sig=other"}, "from another URL"),
+        ({"file_url": "https://x.example/one.csv?sig=s3cret", "filename": "b.csv"}, "named"),
+    ]:
+        refused = api.post(url, json=payload, headers=key)
+        assert refused.status_code == 422, refused.text
+        [problem] = refused.json()["errors"]
+        assert problem["field"] == "header.Idempotency-Key"
+        assert problem["message"].startswith(
+            f"Idempotency-Key 'stmt-1' was used with a different request: it queued file "
+            f"{file_id} {difference}"
+        )
+        assert "s3cret" not in refused.text
+        assert "x-tally-file-id" not in refused.headers
+    with runtime.engine.connect() as conn:
+        assert len(files.list_files(conn, source_id, limit=10)) == 4
 
 
 def test_cors_headers_only_for_the_accounts_origins(api: httpx.Client, runtime: Runtime) -> None:

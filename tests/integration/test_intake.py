@@ -22,7 +22,11 @@ from sqlalchemy.exc import IntegrityError
 from support.databases import BACKENDS
 from support.factories import make_tenant
 from tally.core.clock import utc_now
-from tally.core.errors import InvalidNotificationError, WebhookNotFoundError
+from tally.core.errors import (
+    IdempotencyKeyReusedError,
+    InvalidNotificationError,
+    WebhookNotFoundError,
+)
 from tally.core.files import FileRecord
 from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
@@ -70,6 +74,23 @@ def good(webhook_id: str, n: int) -> Notification:
     )
 
 
+def _group_plan(webhook_id: str) -> list[tuple[str, Notification]]:
+    """40 good notifications, and among them refused ones and keyed ones."""
+    plan: list[tuple[str, Notification]] = []
+    for n in range(1, 41):
+        plan.append(("good", good(webhook_id, n)))
+        if n % 10 == 3:
+            plan.append(("no url", Notification(webhook_id, {"filename": "x.csv"}, None)))
+        if n % 10 == 5:
+            plan.append(("unknown", Notification("wh_" + "x" * 40, {"file_url": "x"}, None)))
+        if n % 10 == 7:  # retries of one notification (another field may differ)
+            retry = {**good(webhook_id, 7).payload, "attempt": n}
+            plan.append(("keyed", Notification(webhook_id, retry, "k1")))
+        if n % 10 == 9:  # the key with another file: refused, alone
+            plan.append(("reused", Notification(webhook_id, good(webhook_id, n).payload, "k1")))
+    return plan
+
+
 def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
     runtime: Runtime,
 ) -> None:
@@ -77,15 +98,7 @@ def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
     intake = NotificationIntake(runtime.engine, secret_box(runtime.settings), deadline_seconds=3600)
     try:
         first = intake.submit(good(webhook_id, 0))  # taken alone, then waits for the lock
-        plan: list[tuple[str, Notification]] = []
-        for n in range(1, 41):
-            plan.append(("good", good(webhook_id, n)))
-            if n % 10 == 3:
-                plan.append(("no url", Notification(webhook_id, {"filename": "x.csv"}, None)))
-            if n % 10 == 5:
-                plan.append(("unknown", Notification("wh_" + "x" * 40, {"file_url": "x"}, None)))
-            if n % 10 == 7:
-                plan.append(("keyed", Notification(webhook_id, good(webhook_id, n).payload, "k1")))
+        plan = _group_plan(webhook_id)
         with write_lock_held(runtime.engine):
             futures: list[Future[AcceptedNotification]] = [
                 intake.submit(notification) for _, notification in plan
@@ -102,6 +115,9 @@ def test_a_group_answers_every_caller_and_queues_every_file_with_its_event(
                     future.result(timeout=30)
             elif kind == "keyed":
                 keyed_ids.add(future.result(timeout=30).file_id)
+            elif kind == "reused":
+                with pytest.raises(IdempotencyKeyReusedError, match="from another URL"):
+                    future.result(timeout=30)
             else:
                 accepted = future.result(timeout=30)
                 assert accepted.created

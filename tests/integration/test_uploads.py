@@ -27,6 +27,7 @@ from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import (
     DefinitionRejectedError,
+    IdempotencyKeyReusedError,
     InvalidUploadError,
     ResourceNotFoundError,
     UploadTooLargeError,
@@ -328,7 +329,7 @@ def test_a_typed_source_fails_a_file_with_other_columns(
 def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: Tenant) -> None:
     source = placeholder(runtime, ingestion_tenant)
     first = upload(runtime, ingestion_tenant, source, b"a\n1\n", key="k-1")
-    again = upload(runtime, ingestion_tenant, source, b"a\n2\n", key="k-1")
+    again = upload(runtime, ingestion_tenant, source, b"a\n1\n", key="k-1")
     other = upload(runtime, ingestion_tenant, source, b"a\n3\n", key="k-2")
     assert (again.file_id, again.created) == (first.file_id, False)
     assert other.file_id != first.file_id
@@ -339,11 +340,36 @@ def test_an_idempotency_key_queues_one_file(runtime: Runtime, ingestion_tenant: 
     assert len(leftovers(runtime)) == 2  # the retry's bytes were not kept
     run_pipeline(runtime)
     assert [r["a"] for r in read_rows(runtime, ingestion_tenant, source.id)] == [1, 3]
-    assert runtime.uploads.find_earlier_upload(
-        workspace_id=ingestion_tenant.workspace_id,
-        source_id=source.id,
-        idempotency_key="k-1",
-    ) == get_file(runtime, first.file_id)
+
+
+@pytest.mark.parametrize(
+    ("body", "filename", "difference"),
+    [
+        (b"a\n2\n", None, "with other bytes"),
+        (b"a\n1\n", "other.csv", "without a name"),
+    ],
+)
+def test_an_idempotency_key_with_another_file_is_refused(
+    runtime: Runtime, ingestion_tenant: Tenant, body: bytes, filename: str | None, difference: str
+) -> None:
+    source = placeholder(runtime, ingestion_tenant)
+    first = upload(runtime, ingestion_tenant, source, b"a\n1\n", key="k-1")
+    staged = runtime.uploads.stage_csv([body])
+    with pytest.raises(IdempotencyKeyReusedError) as refused:
+        runtime.uploads.queue_upload(
+            workspace_id=ingestion_tenant.workspace_id,
+            source_id=source.id,
+            staged=staged,
+            filename=filename,
+            idempotency_key="k-1",
+        )
+    assert refused.value.message == (
+        f"Idempotency-Key 'k-1' was used with a different request: "
+        f"it queued file {first.file_id} {difference}"
+    )
+    with runtime.engine.connect() as conn:
+        assert files.count_files(conn, source.id) == 1
+    assert len(leftovers(runtime)) == 1  # the refused bytes were not kept
 
 
 def test_the_same_bytes_twice_are_a_duplicate(runtime: Runtime, ingestion_tenant: Tenant) -> None:
@@ -405,10 +431,8 @@ def test_a_foreign_source_is_not_found_and_the_bytes_are_dropped(
         )
     assert leftovers(runtime) == []
     with pytest.raises(ResourceNotFoundError):
-        runtime.uploads.find_earlier_upload(
-            workspace_id=ingestion_tenant.workspace_id,
-            source_id=source.id,
-            idempotency_key=None,
+        runtime.uploads.check_source(
+            workspace_id=ingestion_tenant.workspace_id, source_id=source.id
         )
 
 

@@ -3,6 +3,8 @@ value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from support.databases import make_settings
-from support.factories import make_source, make_tenant, read_body, read_data
+from support.factories import Tenant, make_source, make_tenant, read_body, read_data
 from support.reconciliation_runs import (
     bank_and_ledger,
     definition_json,
@@ -22,9 +24,11 @@ from support.reconciliation_runs import (
 )
 from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
+from tally.settings import Settings
 from tally.storage import outbox, resources, status_callbacks
 from tally.storage.engine import write_connection
 from tally.storage.migrate import alembic_config, upgrade_database
+from tally.storage.resources import Resource
 from tally.storage.schema import metadata, outbox_events
 
 
@@ -39,7 +43,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0009"
+        assert context.get_current_revision() == "0010"
         assert compare_metadata(context, metadata) == []
 
 
@@ -96,6 +100,7 @@ def test_postgresql_row_tables_of_revision_0002_keep_every_value(
                 "timestamp with time zone",
                 "timestamp without time zone",
                 "text",  # _json, from 0004
+                "bigint",  # _file_id, from 0010
             ]
         assert [read_data(runtime, tenant, resource.id, **q) for q in queries] == before
     finally:
@@ -112,8 +117,37 @@ def _back_to_revision_0003(conn: Any, table: str) -> None:
     """Undo 0006, 0005 and 0004: no derived resources, no declared encodings, no stored row JSON, no
     `rendered_version`."""
     _back_to_revision_0004(conn)
+    _back_to_revision_0009(conn, table)
     conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _json")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN rendered_version")
+
+
+def _source_of_revision(
+    settings: Settings,
+    csv: str,
+    queries: list[dict[str, Any]],
+    revision: str,
+    back: Callable[[Any, str], None],
+) -> tuple[Tenant, Resource, list[bytes]]:
+    """A source loaded from `csv`, its table put `back` into `revision`'s layout and the
+    database marked at `revision`; the bodies of `queries` read before."""
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        resource = make_source(runtime.engine, tenant, csv)
+        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
+        with runtime.engine.begin() as conn:
+            back(conn, resource.table_name)
+            conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{revision}'")
+    finally:
+        runtime.close()
+    return tenant, resource, before
+
+
+def _back_to_revision_0009(conn: Any, table: str) -> None:
+    """Undo 0010: a source's table without `_file_id` and its index."""
+    conn.exec_driver_sql(f"DROP INDEX IF EXISTS ix_{table}__file_id")
+    conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN _file_id")
 
 
 def _back_to_revision_0004(conn: Any) -> None:
@@ -156,21 +190,14 @@ def test_row_tables_of_revision_0003_read_the_same_and_get_their_row_json(
     worker's job stores every row's text; the pages read the same bytes all along."""
     settings = make_settings(request, backend, tmp_path / "home")
     queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,at,amount"}]
-    runtime = build_runtime(settings)
-    try:
-        tenant = make_tenant(runtime.engine)
-        resource = make_source(
-            runtime.engine,
-            tenant,
-            'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a ""quoted"" é"\n'
-            "2,-0.01,2024-01-05T23:00:00-01:30,\n3,,,x\n",
-        )
-        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
-        with runtime.engine.begin() as conn:
-            _back_to_revision_0003(conn, resource.table_name)
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0003'")
-    finally:
-        runtime.close()
+    tenant, resource, before = _source_of_revision(
+        settings,
+        'id,amount,at,memo\n1,10.5,2024-01-05T10:30:00+02:00,"a ""quoted"" é"\n'
+        "2,-0.01,2024-01-05T23:00:00-01:30,\n3,,,x\n",
+        queries,
+        "0003",
+        _back_to_revision_0003,
+    )
     runtime = build_runtime(settings)  # upgrades; and no response cached before
     try:
         assert _rows_without_json(runtime, resource.table_name) == 3
@@ -318,3 +345,34 @@ def _topic_of_each(
         rows = conn.exec_driver_sql("SELECT id, topic FROM outbox_events").all()
     topic_of = {row.id: row.topic for row in rows}
     return {key: topic_of[event_id] for key, event_id in ids.items()}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_sources_of_revision_0009_gain_file_ids_null_for_their_rows(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0010: every source's table gains `_file_id`, NULL for the rows already there
+    (which file inserted them is not known), and its index; derived outputs gain none.
+    Pages read the same bytes; `_row` and `_file_id` answer; a later file's rows carry
+    its id."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,amount"}]
+    tenant, resource, before = _source_of_revision(
+        settings, "id,amount\n1,10.5\n2,-0.01\n3,\n", queries, "0009", _back_to_revision_0009
+    )
+    runtime = build_runtime(settings)  # upgrades; and no response cached before
+    try:
+        assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
+        rows = read_data(runtime, tenant, resource.id, fields="id,_row,_file_id")
+        assert [(r["id"], r["_file_id"]) for r in rows] == [(1, None), (2, None), (3, None)]
+        assert sorted(r["_row"] for r in rows) == [r["_row"] for r in rows]
+        with runtime.engine.connect() as conn:
+            indexes = sa.inspect(conn).get_indexes(resource.table_name)
+        assert f"ix_{resource.table_name}__file_id" in {i["name"] for i in indexes}
+        assert read_data(runtime, tenant, resource.id, filters=[("_file_id", "")]) == [
+            {"id": 1, "amount": Decimal("10.5")},
+            {"id": 2, "amount": Decimal("-0.01")},
+            {"id": 3, "amount": None},
+        ]
+    finally:
+        runtime.close()

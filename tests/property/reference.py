@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import pairwise
 from typing import Any
 
 INT64 = 2**63
@@ -179,10 +180,31 @@ def json_value(column: RefColumn, value: Any) -> Any:
 # --- queries -----------------------------------------------------------------------
 
 
+ROW = RefColumn("_row", "integer")  # the system column every resource has
+
+
 @dataclass(frozen=True)
 class RefTable:
     columns: tuple[RefColumn, ...]
     rows: tuple[tuple[Any, ...], ...]  # typed values, in insertion order
+    # The last `system` columns are system columns (`_row`): named in fields, filters and
+    # ordering like any column, never among the default fields; a column of the table's
+    # own with the same name keeps the name.
+    system: int = 0
+
+    def with_row_ids(self, ids: Sequence[int]) -> RefTable:
+        """The table with `_row`: `ids`, which the documented rule makes unique and
+        increasing in insertion order (checked here), are its values."""
+        if any(a >= b for a, b in pairwise(ids)) or len(ids) != len(self.rows):
+            raise AssertionError(f"_row is not unique and increasing: {ids}")
+        rows = tuple((*row, i) for row, i in zip(self.rows, ids, strict=True))
+        return RefTable((*self.columns, ROW), rows, self.system + 1)
+
+    def names(self) -> dict[str, int]:
+        """Column index by name: the table's own columns win over system columns."""
+        own = len(self.columns) - self.system
+        system = {c.name: own + i for i, c in enumerate(self.columns[own:])}
+        return system | {c.name: i for i, c in enumerate(self.columns[:own])}
 
     @classmethod
     def from_cells(cls, columns: Sequence[RefColumn], cells: Iterable[Sequence[str]]) -> RefTable:
@@ -230,7 +252,7 @@ def _predicate(column: RefColumn, op: str, text: str) -> Predicate:
 
 def _fields(table: RefTable, names: dict[str, int], fields: str | None) -> list[int]:
     if not fields:
-        return list(range(len(table.columns)))
+        return list(range(len(table.columns) - table.system))
     chosen: list[int] = []
     for name in fields.split(","):
         if name not in names:
@@ -246,10 +268,10 @@ def _sorted(table: RefTable, rows: list[int], ordering: str | None) -> list[int]
         return rows
     descending = ordering.startswith("-")
     name = ordering[1:] if descending else ordering
-    names = [c.name for c in table.columns]
+    names = table.names()
     if name not in names:
         raise RefRejectedError(f"unknown ordering {name!r}")
-    index = names.index(name)
+    index = names[name]
 
     def key(row: int) -> tuple[Any, ...]:
         value = table.rows[row][index]
@@ -268,7 +290,7 @@ def run_query(
     page_size: int,
 ) -> dict[str, Any]:
     """The response envelope tally must give, or RefRejectedError / RefUnmodelledError."""
-    names = {c.name: i for i, c in enumerate(table.columns)}
+    names = table.names()
     resolved = [(*_resolve(names, k), v) for k, v in filters if k not in RESERVED]
     chosen = _fields(table, names, fields)
     predicates = [(i, _predicate(table.columns[i], op, v)) for i, op, v in resolved]

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -34,7 +35,20 @@ from tally.storage.resources import Resource
 INT64_MAX = 2**63 - 1
 KINDS = ("integer", "decimal", "date", "timestamp", "timestamp_naive", "boolean", "text")
 # Labels with '__' and dots: a filter key resolves to an exact column name first.
-NAMES = ("id", "amount", "Amount", "a__b", "x", "x__gt", "x__in", "p.col", "Été", "n__exact")
+# `_row`: a column of its own with a system column's name keeps the name.
+NAMES = (
+    "id",
+    "amount",
+    "Amount",
+    "a__b",
+    "x",
+    "x__gt",
+    "x__in",
+    "p.col",
+    "Été",
+    "n__exact",
+    "_row",
+)
 # Commas split in-lists, quotes, backslashes and newlines test the CSV paths; U+FF5A sorts
 # below U+1F600 by code point but above it in UTF-16.
 TEXT_ALPHABET = "aAbZz01 é中ｚ😀,\"'\\-\n"
@@ -304,21 +318,37 @@ class GenQuery:
     page_size: int
 
 
+def _row_text(draw: st.DrawFn, table: GenTable) -> str:
+    """A filter value for `_row`: near the row ids (a fresh source's are 1, 2, 3...),
+    now and then empty or not an integer."""
+    return draw(
+        st.one_of(
+            st.integers(-1, len(table.cells) + 2).map(str),
+            st.sampled_from(["", "1.5", "x", str(INT64_MAX + 1)]),
+        )
+    )
+
+
 @st.composite
 def queries(draw: st.DrawFn, table: GenTable) -> GenQuery:
     names = [c.name for c in table.columns]
     filters = []
     for _ in range(draw(st.integers(0, 3))):
-        index = draw(st.integers(0, len(names) - 1))
-        column, cells = table.columns[index], table.column_cells(index)
+        index = draw(st.integers(0, len(names)))  # len(names): the system column `_row`
         op = draw(st.sampled_from(["", "exact", "gt", "gte", "lt", "lte", "in", "in"]))
-        key = f"{column.name}__{op}" if op else column.name
+        name = "_row" if index == len(names) else names[index]
+        key = f"{name}__{op}" if op else name
+        if index == len(names):
+            text = partial(_row_text, draw, table)
+        else:
+            text = partial(_filter_text, draw, table.columns[index], table.column_cells(index))
         if op == "in":
             items = draw(st.lists(st.just(0), min_size=1, max_size=4))
-            value = ",".join(_filter_text(draw, column, cells) for _ in items)
+            value = ",".join(text() for _ in items)
         else:
-            value = _filter_text(draw, column, cells)
+            value = text()
         filters.append((key, value))
+    names.append("_row")
     fields = None
     if draw(st.booleans()):
         chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names) + 1))
@@ -392,7 +422,12 @@ def load(runtime: Runtime, tenant: Tenant, table: GenTable) -> tuple[Resource, R
         (c.name, c.type, c.scale, c.timezone) for c in intended
     ]
     assert resource.row_count == len(table.cells)
-    return snapshot_ready(runtime, resource), RefTable.from_cells(intended, table.cells)
+    model = RefTable.from_cells(intended, table.cells)
+    if "_row" not in {c.name for c in table.columns}:  # else the own column has the name
+        everything = GenQuery((), "_row", None, 1, 10000)
+        ids = [row["_row"] for row in read(runtime, tenant, resource, everything)["data"]]
+        model = model.with_row_ids(ids)
+    return snapshot_ready(runtime, resource), model
 
 
 def snapshot_ready(runtime: Runtime, resource: Resource) -> Resource:

@@ -10,9 +10,10 @@ Two rules no JSON Schema can state, kept out of the generated cases:
   description) that apply at every depth: no empty key, no two keys flattening to one
   column, a column at least, ... The schema states what it can without recursion; the
   positive cases the converter itself refuses are not generated.
-- A feed carrying an Idempotency-Key already used is answered with the file that key
-  queued, before the body is read (a retry is not refused for its body). Negative cases
-  that carry a valid key are not generated: the body they negate is never read.
+- An Idempotency-Key names one request: sent again with another body, a feed is
+  refused (422, tested in tests/api/test_webhooks_api.py and test_sources_api.py). A
+  positive case's key is made its own (a case number appended); negative cases that
+  carry a valid key are not generated.
 
 And one map: a positive reconciliation definition (POST /api/v2/reconciliations, PUT
 /api/v2/reconciliations/{id}) names resources and columns no schema can know; one in
@@ -94,6 +95,16 @@ def _column_names_are_unique(body: Any) -> bool:
 
 @schemathesis.hook
 def map_case(context: schemathesis.HookContext, case: schemathesis.Case) -> schemathesis.Case:
+    if (
+        case.meta is not None
+        and case.meta.generation.mode.is_positive
+        and case.path in FEEDS
+        and _carries_a_valid_key(case.headers or {})
+    ):
+        assert case.headers is not None
+        for name, key in list(case.headers.items()):
+            if name.lower() == "idempotency-key":
+                case.headers[name] = f"{key[: IDEMPOTENCY_KEY_MAX_CHARS - 12]}#{next(_cases)}"
     if (
         case.meta is not None
         and case.meta.generation.mode.is_positive

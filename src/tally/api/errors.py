@@ -115,6 +115,12 @@ V2_ERRORS: ErrorTable = {
     errors.DefinitionRejectedError: ErrorRow(
         400, _V2, "The platform rejected the definition (a duplicate name, an unknown folder)."
     ),
+    errors.IdempotencyKeyReusedError: ErrorRow(
+        422,
+        _V2,
+        "The Idempotency-Key was sent before with a different request (another URL, file "
+        "name or body); nothing was queued.",
+    ),
     errors.InvalidNotificationError: ErrorRow(
         400, _V2, "No http(s) URL at the webhook's `url_field` path (`errors[0].field`)."
     ),
@@ -250,6 +256,8 @@ def _v2_problems(error: Exception) -> list[FieldProblem]:
         return [FieldProblem(None, NOT_FOUND_MESSAGE)]
     if isinstance(error, errors.InvalidNotificationError):
         return [FieldProblem(error.field, error.message)]
+    if isinstance(error, errors.IdempotencyKeyReusedError):
+        return [FieldProblem(error.FIELD, error.message)]
     if isinstance(error, errors.LoadError):
         return [FieldProblem(error.column, error.message)]
     assert isinstance(error, errors.TallyError)

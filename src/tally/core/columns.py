@@ -60,6 +60,21 @@ class Column:
         )
 
 
+# System columns: every row's own, not among a resource's columns (nor in a page's
+# default fields), but named in `fields`, filters and `ordering` like any column. A
+# resource's own column of the same label keeps the name (docs/api.md).
+# `_row`: the row's id (the hidden `_row_id`), unique, increasing in insertion order.
+ROW_COLUMN = Column("_row", "_row_id", ColumnType.INTEGER)
+# `_file_id`: a source's rows: the file whose delivery inserted the row (NULL: a
+# `tally admin load`, or a row loaded before the column existed).
+FILE_ID_COLUMN = Column("_file_id", "_file_id", ColumnType.INTEGER)
+
+
+def system_columns(*, has_files: bool) -> tuple[Column, ...]:
+    """The system columns of a resource: `_row`, and a source's `_file_id`."""
+    return (ROW_COLUMN, FILE_ID_COLUMN) if has_files else (ROW_COLUMN,)
+
+
 # Value shapes, one regular expression per type. Leading zeros ("007") make a value
 # text: in finance files they are account numbers and codes, not quantities.
 INTEGER_PATTERN = r"[+-]?(?:0|[1-9][0-9]*)"

@@ -21,6 +21,7 @@
     │   │       └── JsonRowsError            (JSON rows that cannot become CSV)
     │   ├── RowNotFoundError                 (400: a manual match names a row not in its input)
     │   ├── ConflictError                    (409: rows already in a manual match, ...)
+    │   ├── IdempotencyKeyReusedError        (ingestion 422: a key sent with another request)
     │   ├── IncompleteBodyError              (ingestion 400: the client left mid-body)
     │   ├── UnsupportedMediaTypeError        (ingestion 415)
     │   └── UploadTooLargeError              (ingestion 413)
@@ -216,6 +217,17 @@ class ConflictError(InvalidRequestError):
     def __init__(self, problems: list[FieldProblem]) -> None:
         self.problems = problems
         super().__init__("; ".join(p.message for p in problems))
+
+
+class IdempotencyKeyReusedError(InvalidRequestError):
+    """An Idempotency-Key already used for a different request to the same source: the
+    new request is refused, never answered with the other request's file."""
+
+    FIELD = "header.Idempotency-Key"  # as FastAPI names a header in a validation error
+
+    def __init__(self, key: str, difference: str) -> None:
+        self.key = key
+        super().__init__(f"Idempotency-Key {key!r} was used with a different request: {difference}")
 
 
 class LoadError(TallyError):

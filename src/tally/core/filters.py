@@ -15,7 +15,14 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from tally.core.columns import INT64_MAX, INT64_MIN, Column, ColumnType, parse_value
+from tally.core.columns import (
+    INT64_MAX,
+    INT64_MIN,
+    ROW_COLUMN,
+    Column,
+    ColumnType,
+    parse_value,
+)
 from tally.core.errors import (
     QueryNotApplicableError,
     UnknownFieldError,
@@ -119,9 +126,14 @@ def parse_row_query(
     ordering: str | None,
     page: int,
     page_size: int,
+    system: Sequence[Column] = (),
 ) -> RowQuery:
-    """Validate the request against the resource's columns; raise the first spec error."""
-    by_name = {c.name: c for c in columns}
+    """Validate the request against the resource's columns; raise the first spec error.
+
+    `system`: the resource's system columns (`core.columns.system_columns`), named like
+    any column but not among the default fields; a column of the resource's own with
+    the same label keeps the name. Ordering by `_row` is insertion order itself."""
+    by_name = {c.name: c for c in system} | {c.name: c for c in columns}
     raw = [
         _resolve_filter(by_name, key, value) for key, value in filters if key not in NEVER_FILTERS
     ]
@@ -168,6 +180,8 @@ def _resolve_ordering(by_name: dict[str, Column], ordering: str | None) -> Order
     name = ordering[1:] if descending else ordering
     if name not in by_name:
         raise UnknownOrderingFieldError(name)
+    if by_name[name] == ROW_COLUMN:
+        return Ordering(None, descending)  # the row id: one order, one cache entry
     return Ordering(by_name[name], descending)
 
 

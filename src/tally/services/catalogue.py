@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
-from tally.core.columns import Column, ColumnType
+from tally.core.columns import FILE_ID_COLUMN, Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING, UnknownEncodingError, canonical_encoding
 from tally.core.errors import (
     DefinitionRejectedError,
@@ -32,7 +32,7 @@ log = logging.getLogger("tally.catalogue")
 
 # Spec (ingestion, part 1): a webhook-fed source starts with a placeholder column.
 PLACEHOLDER_COLUMNS = (Column("placeholder", "c0", ColumnType.TEXT),)
-SOURCE_KIND = "source"
+SOURCE_KIND = resources.SOURCE_KIND
 ROWS_APPENDED = "rows.appended"  # outbox event: a local file's rows added to a source
 
 
@@ -98,6 +98,12 @@ def create_source_in(
     except ResourceNameTakenError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError([_name_taken(name)]) from error
     return resource
+
+
+def _indexed(resource: Resource) -> tuple[Column, ...]:
+    """The columns a source's indexes are built on: its own, and `_file_id` (a file's
+    rows found without a scan, to take the file back)."""
+    return (*resource.columns, FILE_ID_COLUMN)
 
 
 def get_owned_source(conn: Connection, workspace_id: int, source_id: int) -> Resource:
@@ -240,7 +246,7 @@ class SourceCatalogue:
                 resource = resources.get_resource(conn, resource_id)
             built = resource.indexed_version == 0
             if built:
-                ddl.build_indexes_in_steps(engine, resource.table_name, resource.columns)
+                ddl.build_indexes_in_steps(engine, resource.table_name, _indexed(resource))
             with write_connection(engine) as conn, conn.begin():
                 current = resources.lock_resource(conn, resource_id)
                 resources.record_indexed(conn, resource_id, current.data_version)
@@ -249,7 +255,7 @@ class SourceCatalogue:
                 resource = resources.lock_resource(conn, resource_id)
                 built = resource.indexed_version == 0  # later loads maintain them as they go
                 if built:
-                    ddl.build_indexes_in_steps(engine, resource.table_name, resource.columns)
+                    ddl.build_indexes_in_steps(engine, resource.table_name, _indexed(resource))
                 resources.record_indexed(conn, resource_id, resource.data_version)
         if built:
             ddl.vacuum(self._engine, resource.table_name)

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine
 
-from tally.core.columns import Column, ColumnType
+from tally.core.columns import ROW_COLUMN, Column, ColumnType
 from tally.core.filters import Condition, Operator, Ordering
 from tally.storage.engine import snapshot_connection
 from tally.storage.resource_tables.column_values import read_column, read_row_ids
@@ -141,17 +141,25 @@ class ColumnSnapshot:
 
     data_version: int
     row_ids: npt.NDArray[np.int64]
-    columns: dict[str, SnapshotColumn]  # by physical name
+    columns: dict[str, SnapshotColumn]  # by physical name; `_file_id` too for a source
 
     @property
     def nbytes(self) -> int:
         return self.row_ids.nbytes + sum(c.nbytes for c in self.columns.values())
 
+    def _column(self, physical: str) -> SnapshotColumn:
+        """A column by physical name; `_row_id` (a filter on `_row`) is the row ids
+        themselves, ascending, which no ordering asks for (ordering by `_row` is
+        insertion order): no copy and no order kept."""
+        if physical == ROW_COLUMN.physical:
+            return SnapshotColumn(self.row_ids, None, None, np.zeros(0, dtype=np.int32))
+        return self.columns[physical]
+
     def matches(self, conditions: Sequence[Condition]) -> tuple[Mask, int]:
         """The rows meeting every condition, and how many they are."""
         found = np.ones(len(self.row_ids), dtype=np.bool_)
         for condition in conditions:
-            mask = self.columns[condition.column.physical].matches(condition)
+            mask = self._column(condition.column.physical).matches(condition)
             if mask is not None:
                 found &= mask
         return found, int(np.count_nonzero(found))
@@ -163,7 +171,7 @@ class ColumnSnapshot:
         the order the database would give them (`pages._order_by`). Descending is
         ascending reversed: missing values last, ties by row id from the highest."""
         wanted = offset + limit
-        column = None if ordering.column is None else self.columns[ordering.column.physical]
+        column = None if ordering.column is None else self._column(ordering.column.physical)
         # Walking the column's order until the page's rows are found reads about
         # wanted * rows / matching entries; sorting the matches costs SORT_COST walked
         # entries each. The cheaper one is taken.
@@ -224,7 +232,8 @@ def build_snapshot(
         row_ids = np.asarray(read_row_ids(conn, current.table_name), dtype=np.int64)
         columns: dict[str, SnapshotColumn] = {}
         size = row_ids.nbytes
-        for c in current.columns:
+        system = [c for c in current.system_columns if c != ROW_COLUMN]  # `_row`: row_ids
+        for c in (*current.columns, *system):
             column = _snapshot_column(c, read_column(conn, current.table_name, c))
             size += column.nbytes
             if max_bytes is not None and size > max_bytes:

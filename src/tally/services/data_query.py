@@ -156,6 +156,7 @@ class DataQueryService:
                 ordering=request.ordering,
                 page=request.page,
                 page_size=request.page_size,
+                system=resource.system_columns,
             )
             key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
             if self._responses is not None and (hit := self._responses.get(key)):

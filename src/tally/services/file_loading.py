@@ -74,6 +74,7 @@ class FileLoading:
                     encoding=file.encoding,
                     limits=self._limits,
                     pace=self.pace,
+                    file_id=file.id,
                 ),
             )
 
@@ -94,13 +95,13 @@ class FileLoading:
             )
             with write_connection(self._engine) as conn, staging.attached(conn, path):
                 if filled is not None:
-                    fill_staged(conn, staged, filled)
+                    fill_staged(conn, staged, filled, file_id=file.id)
                 with conn.begin():
                     return _commit(
                         conn,
                         file,
                         worker,
-                        lambda: publish_staged(conn, resource.id, staged, filled),
+                        lambda: publish_staged(conn, resource.id, staged, filled, file_id=file.id),
                     )
         finally:
             if filled is not None:

@@ -6,13 +6,14 @@ Used by services/notification_intake.py, which accepts notifications in groups."
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection
 
-from tally.core.errors import InvalidNotificationError
+from tally.core.errors import IdempotencyKeyReusedError, InvalidNotificationError
 from tally.core.files import FileRecord
 from tally.core.json_paths import lookup
 from tally.core.names import FILENAME_MAX_CHARS, filename_problem, http_url_problem
@@ -118,7 +119,27 @@ def accept_in_transaction(
             current=record,
             now=now,
         )
+    else:
+        check_same_notification(box, record, row)
     return accepted_reply(webhook, record, created)
+
+
+def check_same_notification(box: SecretBox, earlier: FileRecord, row: dict[str, Any]) -> None:
+    """A retry names the file its key first queued: the same URL and file name (what the
+    notification queues; other payload fields, a send time, may differ between
+    retries). Else IdempotencyKeyReusedError: the new file is refused, never dropped
+    silently. The URLs are compared as the sealed values open, in constant time (they
+    may carry a signature); nothing more of them is stored."""
+    key = earlier.idempotency_key or ""
+    if earlier.origin != WEBHOOK_ORIGIN or earlier.url_encrypted is None:
+        raise IdempotencyKeyReusedError(key, f"it queued file {earlier.id} by an upload")
+    first = box.open(earlier.url_encrypted).encode()
+    if not hmac.compare_digest(first, box.open(row["url_encrypted"]).encode()):
+        raise IdempotencyKeyReusedError(key, f"it queued file {earlier.id} from another URL")
+    if earlier.filename != row["filename"]:
+        raise IdempotencyKeyReusedError(
+            key, f"it queued file {earlier.id} named {earlier.filename!r}"
+        )
 
 
 def queue_notified_files(

@@ -11,12 +11,13 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
 from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.errors import InvalidUploadError, UploadTooLargeError
+from tally.core.errors import IdempotencyKeyReusedError, InvalidUploadError, UploadTooLargeError
 from tally.core.files import FileRecord, FileStatus
 from tally.services import file_events, json_rows
 from tally.services.catalogue import get_owned_source
@@ -70,15 +71,10 @@ class UploadService:
         self.max_file_bytes = max_file_bytes
         self._deadline_seconds = deadline_seconds
 
-    def find_earlier_upload(
-        self, *, workspace_id: int, source_id: int, idempotency_key: str | None
-    ) -> FileRecord | None:
-        """404 unless this workspace owns the source; the file an idempotency key queued."""
+    def check_source(self, *, workspace_id: int, source_id: int) -> None:
+        """404 unless this workspace owns the source (before the body is read)."""
         with self._engine.connect() as conn:
             get_owned_source(conn, workspace_id, source_id)
-            if idempotency_key is None:
-                return None
-            return files.find_by_idempotency_key(conn, source_id, idempotency_key)
 
     def stage_csv(self, chunks: Iterable[bytes], *, what: str = "the body") -> StagedFile:
         """Stream CSV bytes into the blob store, refusing more than the file size limit."""
@@ -106,7 +102,10 @@ class UploadService:
         """The file row and its `file.accepted` event, in one transaction.
 
         The staged bytes become the file's blob; they are removed when nothing is queued
-        (an error, or a retry whose Idempotency-Key already queued a file)."""
+        (an error, or a retry whose Idempotency-Key already queued a file). A key that
+        queued a different file (other bytes, file name or encoding, or a notification's
+        file) is IdempotencyKeyReusedError (422): the body is read and hashed first, so a
+        retry is told from a new file, never answered with the old one's id."""
         now, blob = utc_now(), staged.blob
         try:
             with write_connection(self._engine) as conn, conn.begin():
@@ -135,6 +134,8 @@ class UploadService:
                         current=record,
                         now=now,
                     )
+                else:
+                    check_same_upload(record, row)
         except BaseException:
             _discard(blob.path)
             raise
@@ -153,3 +154,20 @@ class UploadService:
             _discard(path)
             raise InvalidUploadError("the file is empty: a header line is required")
         return StagedFile(blob)
+
+
+def check_same_upload(earlier: FileRecord, row: dict[str, Any]) -> None:
+    """A retry sends the file its key first queued: the same bytes (their SHA-256), file
+    name and encoding. Else IdempotencyKeyReusedError, naming the difference."""
+    key = earlier.idempotency_key or ""
+    if earlier.origin != UPLOAD_ORIGIN:
+        raise IdempotencyKeyReusedError(key, f"it queued file {earlier.id} by a notification")
+    if earlier.sha256 != row["sha256"]:
+        raise IdempotencyKeyReusedError(key, f"it queued file {earlier.id} with other bytes")
+    if earlier.filename != row["filename"]:
+        named = "without a name" if earlier.filename is None else f"named {earlier.filename!r}"
+        raise IdempotencyKeyReusedError(key, f"it queued file {earlier.id} {named}")
+    if earlier.encoding != row["encoding"]:
+        raise IdempotencyKeyReusedError(
+            key, f"it queued file {earlier.id} from a body of another content type"
+        )

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, exc, insert, select, update
 
-from tally.core.columns import Column
+from tally.core.columns import Column, system_columns
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import (
     ResourceNameTakenError,
@@ -40,6 +40,16 @@ class Resource:
     def table_name(self) -> str:
         return table_name_for(self.id)
 
+    @property
+    def has_file_ids(self) -> bool:
+        """A source's rows say which file inserted them (`_file_id`); a derived
+        output's rows come from no file."""
+        return self.kind == SOURCE_KIND
+
+    @property
+    def system_columns(self) -> tuple[Column, ...]:
+        return system_columns(has_files=self.has_file_ids)
+
     @classmethod
     def from_row(cls, row: Any) -> Resource:
         return cls(
@@ -56,6 +66,9 @@ class Resource:
             rendered_version=int(row.rendered_version),
             encoding=row.encoding,
         )
+
+
+SOURCE_KIND = "source"
 
 
 def table_name_for(resource_id: int) -> str:
@@ -90,7 +103,7 @@ def create_resource(
                 now=now,
                 encoding=encoding,
             )
-            ddl.create_table(conn, resource.table_name, columns)
+            ddl.create_table(conn, resource.table_name, columns, file_ids=resource.has_file_ids)
     except exc.IntegrityError as error:
         raise ResourceNameTakenError(name) from error
     except exc.DBAPIError as error:
@@ -235,7 +248,7 @@ def next_unfinished(conn: Connection, skip: Collection[int] = ()) -> int | None:
     stmt = (
         select(resources.c.id)
         .where(resources.c.data_version > 0, resources.c.is_placeholder.is_(False))
-        .where(resources.c.kind == "source")
+        .where(resources.c.kind == SOURCE_KIND)
         .where(
             (resources.c.indexed_version == 0)
             | (resources.c.rendered_version != resources.c.data_version)

@@ -37,7 +37,7 @@ from sqlalchemy.pool import NullPool
 from tally.core.columns import Column
 from tally.storage.engine import write_connection, yield_to_writers
 from tally.storage.home import make_private_dir, prepare_sqlite_file
-from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table
+from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table, with_file_id
 
 STAGED_TABLE = "staged_rows"
 STAGE_ALIAS = "stage"
@@ -263,12 +263,14 @@ def fill_in_chunks(
     *,
     staged: str = STAGED_TABLE,
     guard: Callable[[Connection], None] | None = None,
+    file_id: int | None = None,
 ) -> None:
     """Copy the rows of the staged table `staged` into `table` (nothing reads it yet),
     CHUNK_ROWS per transaction, each after the writers waiting for the lock
     (`yield_to_writers`); `guard` runs first in each transaction (a derived run's
-    lease)."""
+    lease). `file_id`: a source's file, every row's `_file_id`."""
     names = ", ".join([ROW_ID, *(c.physical for c in columns)])
+    into, values = with_file_id(names, names, file_id)
     with conn.begin():
         low, high = staged_row_ids(conn, staged)
     for start in range(low, high + 1, CHUNK_ROWS):
@@ -277,18 +279,22 @@ def fill_in_chunks(
             if guard is not None:
                 guard(conn)
             conn.exec_driver_sql(
-                f"INSERT INTO {table} ({names}) SELECT {names} FROM "
+                f"INSERT INTO {table} ({into}) SELECT {values} FROM "
                 f"{STAGE_ALIAS}.{staged} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
                 (start, start + CHUNK_ROWS),
             )
 
 
-def append_staged(conn: Connection, table: str, columns: Sequence[Column]) -> None:
+def append_staged(
+    conn: Connection, table: str, columns: Sequence[Column], *, file_id: int | None = None
+) -> None:
     """Append the staged rows to a live table, in their order (inside the publishing
-    transaction: one statement, no conversion left to do)."""
+    transaction: one statement, no conversion left to do); `file_id` as in
+    `fill_in_chunks`."""
     names = ", ".join(c.physical for c in columns)
+    into, values = with_file_id(names, names, file_id)
     conn.exec_driver_sql(
-        f"INSERT INTO {table} ({names}) SELECT {names} FROM {STAGE_ALIAS}.{STAGED_TABLE} "
+        f"INSERT INTO {table} ({into}) SELECT {values} FROM {STAGE_ALIAS}.{STAGED_TABLE} "
         f"ORDER BY {ROW_ID}"
     )
 

@@ -71,7 +71,16 @@ skips a row. With `ordering=col` or `ordering=-col`, ties break on insertion ord
 same direction; missing values sort first ascending and last descending.
 
 **Paging**: offset-based; page N skips (N-1) x page_size rows. The last page is reached
-when `returned_count` is lower than `page_size`.
+when `returned_count` is lower than `page_size`. `ordering=_row` is the unique ordering
+the specification asks paging clients to use.
+
+**System columns**: every resource has `_row`, the row's id (an integer, unique,
+increasing in insertion order), and a source has `_file_id`, the id of the
+file whose delivery or upload inserted the row (`GET /api/v2/sources/{id}/files/{file_id}`;
+null for rows of `tally admin load` and rows loaded before tally kept it). Neither is
+among the default columns: name them in `fields`, filters (`_row__gt=1000`,
+`_file_id=42`, integers) and `ordering`. A resource column with the same label keeps the
+name. On a reconciliation or transformation output, `_file_id` is an unknown column (400).
 
 **Caching**: identical requests are served from a cache for five minutes, but a new
 delivery of data is visible at once (the cache is keyed by the resource's data version).
@@ -144,8 +153,17 @@ async def read_resource_data(
         ),
         Numeric,
     ] = DEFAULT_PAGE_SIZE,
-    fields: Annotated[str | None, Query(description="Comma-separated columns to return.")] = None,
-    ordering: Annotated[str | None, Query(description="A column; `-` prefix: descending.")] = None,
+    fields: Annotated[
+        str | None,
+        Query(
+            description="Comma-separated columns to return; the system columns `_row` "
+            "and `_file_id` only when named."
+        ),
+    ] = None,
+    ordering: Annotated[
+        str | None,
+        Query(description="A column; `-` prefix: descending. `_row`: the unique order."),
+    ] = None,
 ) -> Response:
     if "workspace_id" in request.query_params:
         raise RequestValidationError(

@@ -59,6 +59,7 @@ FEED_ERRORS = (
     errors.UploadTooLargeError,
     errors.UnsupportedMediaTypeError,
     errors.InvalidUploadError,
+    errors.IdempotencyKeyReusedError,
     RequestValidationError,
 )
 # Refused by the server and stated in the schema: a rule of one field on another.
@@ -215,7 +216,9 @@ The body is one of:
 The body is limited to TALLY_MAX_FILE_BYTES (413 above it, nothing stored). A typed
 source receives only files with exactly its columns; a file that differs ends `failed`,
 its error naming the columns. Send an `Idempotency-Key` header to make retries queue the
-file once: a retry answers with the file first queued and its current status.
+file once: a retry (the same bytes, file name and content type) answers with the file
+first queued and its current status; the key sent with a different file is refused
+(422, `errors[0].field` `header.Idempotency-Key`), and nothing is queued.
 """
 _CSV = {"type": "string", "minLength": 1}  # text; never empty, a CSV has a header line
 _BINARY = {"type": "string", "format": "binary", "minLength": 1}
@@ -263,18 +266,14 @@ async def feed_source(
         Header(
             alias="Idempotency-Key",
             max_length=200,
-            description="Retries carrying the same key queue the file once.",
+            description="Retries carrying the same key queue the file once; the key "
+            "with a different file: 422.",
         ),
     ] = None,
 ) -> Response:
-    earlier = await run_in_threadpool(  # 404 before the body is read
-        uploader.find_earlier_upload,
-        workspace_id=workspace.id,
-        source_id=source_id,
-        idempotency_key=idempotency_key,
+    await run_in_threadpool(  # 404 before the body is read
+        uploader.check_source, workspace_id=workspace.id, source_id=source_id
     )
-    if earlier is not None:
-        return json_response({"file_id": earlier.id, "status": earlier.status}, 202)
     media_type, options = parse_options_header(request.headers.get("content-type"))
     if media_type.decode() not in (*CSV_TYPES, "multipart/form-data", "application/json"):
         raise errors.UnsupportedMediaTypeError()

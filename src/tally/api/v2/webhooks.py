@@ -39,6 +39,7 @@ NOTIFICATION_ERRORS = (
     errors.InvalidNotificationError,
     errors.WebhookNotFoundError,
     errors.InvalidBodyError,
+    errors.IdempotencyKeyReusedError,
     RequestValidationError,
 )
 # The payload's fields are the webhook's own (file_mapping): any JSON object is one.
@@ -110,7 +111,10 @@ async def create_webhook(
     description="No authentication: the webhook_id is the credential. The reply is the "
     "webhook's configured status code, content type and body, sent once the file is "
     "durably queued; it means accepted, not processed. Send an `Idempotency-Key` header "
-    "to make retries of one notification queue its file once.",
+    "to make retries of one notification queue its file once: a retry (the same file URL "
+    "and file name; other payload fields may differ) gets the reply and `X-Tally-File-Id` "
+    "of the file first queued; the key sent with another URL or file name is refused "
+    "(422, `errors[0].field` `header.Idempotency-Key`), and nothing is queued.",
     responses={
         200: {"description": "The configured reply.", "content": {"*/*": {}}},
         **v2_responses(*NOTIFICATION_ERRORS),
@@ -125,7 +129,8 @@ async def feed_webhook(
         Header(
             alias="Idempotency-Key",
             max_length=200,
-            description="Retries carrying the same key queue the file once.",
+            description="Retries carrying the same key queue the file once; the key "
+            "with another file URL or name: 422.",
         ),
     ] = None,
 ) -> Response:

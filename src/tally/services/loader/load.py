@@ -304,7 +304,7 @@ def _prepare_table(
         columns = tuple(first.ordered)
         if not created:
             ddl.drop_table(conn, resource.table_name)
-            ddl.create_table(conn, resource.table_name, columns)
+            ddl.create_table(conn, resource.table_name, columns, file_ids=True)
         return columns
     widened = {c.physical: c for c in first.ordered}
     columns = tuple(widened[c.physical] for c in resource.columns)
@@ -421,8 +421,11 @@ def load_into(
     encoding: str | None = None,
     limits: FileLimits = DEFAULT_FILE_LIMITS,
     pace: LoadPace | None = None,
+    file_id: int | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
+    `file_id`: the file record the rows come from, each row's `_file_id` (None: a
+    `tally admin load`'s, which has none).
 
     A placeholder resource takes its columns from this file; any other must receive the
     same columns, in any order, with values of the same types. The file is read in the
@@ -442,7 +445,7 @@ def load_into(
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
-    bulk = bulk_load_for(conn, resource.table_name)
+    bulk = bulk_load_for(conn, resource.table_name, file_id=file_id)
     with table_refused(len(header)):
         try:
             if bulk.takes_expected:

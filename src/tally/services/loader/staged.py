@@ -95,22 +95,31 @@ def stage_file(
     return StagedFile(staging_path, columns, first.rows, known, dict(first.widened_at))
 
 
-def fill_staged(conn: Connection, staged: StagedFile, table: str) -> None:
+def fill_staged(
+    conn: Connection, staged: StagedFile, table: str, *, file_id: int | None = None
+) -> None:
     """A placeholder's first file: its rows copied, in short transactions, into `table`,
-    which nothing reads until `publish_staged` renames it into place."""
+    which nothing reads until `publish_staged` renames it into place; `file_id`: the
+    file record they come from (their `_file_id`; None: a `tally admin load`)."""
     with table_refused(len(staged.columns)):
         with conn.begin():
             ddl.drop_table(conn, table)
-            ddl.create_table(conn, table, staged.columns)
-        staging.fill_in_chunks(conn, table, staged.columns)
+            ddl.create_table(conn, table, staged.columns, file_ids=True)
+        staging.fill_in_chunks(conn, table, staged.columns, file_id=file_id)
 
 
 def publish_staged(
-    conn: Connection, resource_id: int, staged: StagedFile, filled: str | None
+    conn: Connection,
+    resource_id: int,
+    staged: StagedFile,
+    filled: str | None,
+    *,
+    file_id: int | None = None,
 ) -> LoadResult:
     """Inside the publishing transaction, with the staging database attached: the rows
-    become the resource's (`filled` renamed into place, or appended), and its data
-    version moves. Raises StagingOutdatedError when its columns changed meanwhile."""
+    become the resource's (`filled` renamed into place, or appended, with `file_id`),
+    and its data version moves. Raises StagingOutdatedError when its columns changed
+    meanwhile."""
     resource = resources.lock_resource(conn, resource_id)
     if (None if resource.is_placeholder else resource.columns) != staged.checked_against:
         raise StagingOutdatedError()
@@ -122,7 +131,7 @@ def publish_staged(
             if new.scale > old.scale:
                 check_rescale(conn, resource, old, new, staged.widened_at.get(new.physical))
                 ddl.widen_column(conn, resource.table_name, old, new)
-        staging.append_staged(conn, resource.table_name, staged.columns)
+        staging.append_staged(conn, resource.table_name, staged.columns, file_id=file_id)
     updated = resources.record_load(
         conn, resource, columns=staged.columns, added_rows=staged.rows, now=utc_now()
     )

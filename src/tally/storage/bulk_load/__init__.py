@@ -17,9 +17,16 @@ from tally.storage.bulk_load.interface import BulkLoad
 from tally.storage.bulk_load.postgresql import PostgresBulkLoad
 from tally.storage.bulk_load.sqlite import SqliteBulkLoad
 from tally.storage.engine import backend_of
+from tally.storage.resource_tables.ddl import set_file_id
 
 
-def bulk_load_for(conn: Connection, table: str) -> BulkLoad:
+def bulk_load_for(conn: Connection, table: str, *, file_id: int | None = None) -> BulkLoad:
+    """The backend's bulk load into `table`; with `file_id` (a source's file) every row
+    it appends gets that `_file_id`: on PostgreSQL through the column's DEFAULT, set for
+    the transaction here (COPY takes no constants), on SQLite as a constant of the
+    INSERT. One value a load: nothing a row costs more."""
     if backend_of(conn).is_postgresql:
+        if file_id is not None:
+            set_file_id(conn, file_id)
         return PostgresBulkLoad(conn, table)
-    return SqliteBulkLoad(conn, table)
+    return SqliteBulkLoad(conn, table, file_id=file_id)

@@ -130,7 +130,9 @@ class PostgresBulkLoad(BulkLoad):
         self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
         if expected is not None and expected.create:
             drop_table(self._conn, self._table)
-            create_table(self._conn, self._table, expected.columns, primary_key=False)
+            create_table(
+                self._conn, self._table, expected.columns, primary_key=False, file_ids=True
+            )
 
         def run() -> None:
             try:

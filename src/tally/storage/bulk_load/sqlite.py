@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 
 from tally.core.columns import Column, ColumnType, canonical_timestamp
 from tally.storage.bulk_load.interface import BulkLoad, FileReading, RowBatches, ValueShape
+from tally.storage.resource_tables.ddl import with_file_id
 
 
 def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
@@ -47,6 +48,7 @@ class SqliteAppender:
         table: str,
         ordered: Sequence[Column],
         shapes: Mapping[str, ValueShape],
+        file_id: int | None = None,
     ) -> None:
         shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
         self._canonicalise = [
@@ -54,9 +56,12 @@ class SqliteAppender:
             for i, (c, shape) in enumerate(shaped)
             if c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps
         ]
-        names = ", ".join(c.physical for c in ordered)
-        values = ", ".join(
-            _sqlite_expression(c, f"?{i + 1}", shape) for i, (c, shape) in enumerate(shaped)
+        names, values = with_file_id(
+            ", ".join(c.physical for c in ordered),
+            ", ".join(
+                _sqlite_expression(c, f"?{i + 1}", shape) for i, (c, shape) in enumerate(shaped)
+            ),
+            file_id,
         )
         self._sql = f"INSERT INTO {table} ({names}) VALUES ({values})"
         driver = conn.connection.dbapi_connection
@@ -81,10 +86,11 @@ class SqliteBulkLoad(BulkLoad):
 
     stages_rows = True
 
-    def __init__(self, conn: Connection, table: str) -> None:
+    def __init__(self, conn: Connection, table: str, *, file_id: int | None = None) -> None:
         super().__init__(conn, table)
         self._staging = f"staging_{table}"
         self._staged_rows: int | None = None
+        self._file_id = file_id
 
     def stage_rows(self, batches: RowBatches, width: int) -> None:
         names = ", ".join(f"s{i}" for i in range(width))
@@ -123,9 +129,10 @@ class SqliteBulkLoad(BulkLoad):
             self._drop_staging()
             self._append_batches(ordered, shapes, batches)
             return
-        names = ", ".join(c.physical for c in ordered)
-        values = ", ".join(
-            _sqlite_expression(c, f"s{i}", shape) for i, (c, shape) in enumerate(shaped)
+        names, values = with_file_id(
+            ", ".join(c.physical for c in ordered),
+            ", ".join(_sqlite_expression(c, f"s{i}", shape) for i, (c, shape) in enumerate(shaped)),
+            self._file_id,
         )
         self._conn.exec_driver_sql(
             f"INSERT INTO {self._table} ({names}) SELECT {values} "
@@ -139,7 +146,7 @@ class SqliteBulkLoad(BulkLoad):
         shapes: Mapping[str, ValueShape],
         batches: RowBatches,
     ) -> None:
-        appender = SqliteAppender(self._conn, self._table, ordered, shapes)
+        appender = SqliteAppender(self._conn, self._table, ordered, shapes, self._file_id)
         try:
             with batches() as rows:
                 for batch in rows:

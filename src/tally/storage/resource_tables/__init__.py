@@ -5,8 +5,15 @@ page and count statements, rows by id), and `column_values` (a table's columns a
 arrays, for column snapshots).
 
 Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
-and physical columns c0..cN (labels live in the catalogue, so any header text is a
-valid column name). Rows are rendered to JSON by the database itself (json_object on
+(the Data API's system column `_row`) and physical columns c0..cN (labels live in the
+catalogue, so any header text is a valid column name). A source's table also has
+`_file_id` (its system column of that name): the file whose load inserted the row, one
+value per load (SQLite: a constant of the INSERT; PostgreSQL: the column's DEFAULT reads
+the load transaction's `tally.file_id`, `ddl.set_file_id`, since COPY takes no
+constants), NULL for `tally admin load`; indexed with the per-column indexes, so a
+file's rows are found without a scan.
+
+Rows are rendered to JSON by the database itself (json_object on
 SQLite, row_to_json on PostgreSQL): a page travels to Python as one string per
 row, which is what makes large pages cheap, and decimals keep their exact digits.
 

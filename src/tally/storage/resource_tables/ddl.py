@@ -15,6 +15,12 @@ from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
 ROW_JSON = "_json"  # the row's JSON object text, or NULL (see the package docstring)
+# A source's rows: the id of the file whose delivery inserted the row (see the package
+# docstring). On PostgreSQL its DEFAULT reads the transaction's `tally.file_id`
+# setting (`set_file_id`), so COPY, which takes no constants, fills it as it goes.
+FILE_ID = "_file_id"
+FILE_ID_SETTING = "tally.file_id"
+_PG_FILE_ID_DEFAULT = f"NULLIF(current_setting('{FILE_ID_SETTING}', true), '')::bigint"
 SQLITE_INDEX_SORT_KIB = 2000  # page cache (hence sort memory) while building indexes
 PG_INDEX_SESSIONS = 2  # sessions building one table's indexes side by side
 PG_INDEX_SORT_MEMORY = "16MB"  # maintenance_work_mem of each
@@ -48,21 +54,46 @@ def create_table(
     *,
     primary_key: bool = True,
     generated_ids: bool = True,
+    file_ids: bool = False,
 ) -> None:
     """Without `primary_key` (PostgreSQL, for a bulk load), the row id's index is
     added afterwards by `add_primary_key`: building it once is cheaper than keeping
     it row by row. Without `generated_ids` (a derived output, written whole with its
     row ids) PostgreSQL's row id is a plain column: no identity sequence to rename when
-    the table replaces another."""
+    the table replaces another. `file_ids`: a source's table, with `_file_id`."""
     postgresql = backend_of(conn).is_postgresql
     if not postgresql:
         row_id = f"{ROW_ID} INTEGER PRIMARY KEY"
     else:
         row_id = f"{ROW_ID} BIGINT" + (" GENERATED ALWAYS AS IDENTITY" if generated_ids else "")
         row_id += " PRIMARY KEY" if primary_key else ""
-    typed = (f"{c.physical} {sql_type(c, postgresql=postgresql)}" for c in columns)
+    typed = [f"{c.physical} {sql_type(c, postgresql=postgresql)}" for c in columns]
+    if file_ids:
+        typed.append(file_id_definition(postgresql=postgresql))
     body = ", ".join([row_id, *typed, f"{ROW_JSON} TEXT"])
     conn.exec_driver_sql(f"CREATE TABLE {table} ({body})")
+
+
+def file_id_definition(*, postgresql: bool) -> str:
+    """The `_file_id` column's definition (also the migration's that added it)."""
+    if postgresql:
+        return f"{FILE_ID} BIGINT DEFAULT {_PG_FILE_ID_DEFAULT}"
+    return f"{FILE_ID} INTEGER"
+
+
+def with_file_id(names: str, values: str, file_id: int | None) -> tuple[str, str]:
+    """An INSERT's column names and values (SQL text), with `_file_id` and the file's id,
+    a constant, when the rows come from a file."""
+    if file_id is None:
+        return names, values
+    return f"{names}, {FILE_ID}", f"{values}, {int(file_id)}"
+
+
+def set_file_id(conn: Connection, file_id: int) -> None:
+    """PostgreSQL: rows this transaction inserts into a source's table without naming
+    `_file_id` get `file_id` (the column's DEFAULT reads it). Set before any savepoint a
+    load may roll back to, which would undo it."""
+    conn.exec_driver_sql(f"SET LOCAL {FILE_ID_SETTING} = '{int(file_id)}'")
 
 
 def add_primary_key(conn: Connection, table: str) -> None:
@@ -206,7 +237,12 @@ def vacuum(engine: Engine, table: str) -> None:
 
 
 def row_table(table: str, columns: Sequence[Column]) -> sa.TableClause:
-    """The table with its columns typed as their values are bound and read."""
+    """The table with its columns typed as their values are bound and read, and the
+    system columns (`_row_id`; `_file_id`, which only a source's table has: a statement
+    names it only for a query that asked for it)."""
     return sa.table(
-        table, sa.column(ROW_ID), *(sa.column(c.physical, bind_type(c)) for c in columns)
+        table,
+        sa.column(ROW_ID, sa.BigInteger()),
+        sa.column(FILE_ID, sa.BigInteger()),
+        *(sa.column(c.physical, bind_type(c)) for c in columns),
     )

@@ -74,10 +74,13 @@ def _where(
 ) -> list[sa.ColumnElement[bool]]:
     """The WHERE terms. `without_indexes` (SQLite) writes `+col`, which keeps SQLite from
     searching an index for that term: for a broad filter, reading the table in row order
-    and stopping after one page beats collecting every match through an index and sorting."""
+    and stopping after one page beats collecting every match through an index and sorting.
+    Never for the row id (`_row`): its range is where that very scan starts and stops."""
 
     def column(physical: str) -> sa.ColumnClause[Any]:
-        return sa.literal_column(f"+{physical}") if without_indexes else table.c[physical]
+        if without_indexes and physical != ROW_ID:
+            return sa.literal_column(f"+{physical}")
+        return table.c[physical]
 
     return [_condition(column(t[0].physical), t, f"filter_{n}") for n, t in enumerate(terms)]
 
