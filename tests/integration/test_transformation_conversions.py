@@ -21,7 +21,7 @@ from support.transformations import output, preview, run
 from tally.core.errors import DefinitionRejectedError, RunFailedError
 from tally.runtime import Runtime
 from tally.settings import Settings
-from tally.storage import derived_resources
+from tally.storage.derived import records as derived_records
 
 D = Decimal  # the values as the rows' JSON text holds them, exactly
 
@@ -297,7 +297,7 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """The clock every part reading CURRENT_DATE asks (core/clock.utc_now, as imported)."""
     fixed = Clock(dt.datetime(2026, 11, 29, 23, 59, 59, tzinfo=dt.UTC))
-    for module in ("transformations.runs", "transformations.previews", "derived_runs"):
+    for module in ("transformations.runs", "transformations.previews", "derived.runs"):
         monkeypatch.setattr(f"tally.services.{module}.utc_now", fixed)
     return fixed
 
@@ -351,7 +351,7 @@ def test_a_new_date_queues_a_run_that_recomputes_what_reads_it(
     assert derived.queue_changed_inputs() is True  # the workers' job: it wakes them
     with runtime.engine.connect() as conn:
         queued = {
-            i: derived_resources.get_derived(conn, i).run_due_at  # type: ignore[union-attr]
+            i: derived_records.find_derived(conn, i).run_due_at  # type: ignore[union-attr]
             for i in (ages, plain)
         }
     assert queued[ages] is not None
@@ -360,7 +360,7 @@ def test_a_new_date_queues_a_run_that_recomputes_what_reads_it(
     assert derived.run_one(worker="test") is False
     assert table(runtime, tenant, ages) == [("A", 29, "2026-11-30"), ("B", 1, "2026-11-30")]
     with runtime.engine.connect() as conn:
-        record = derived_resources.get_derived(conn, ages)
+        record = derived_records.find_derived(conn, ages)
     assert record is not None
     assert record.last_run is not None
     assert (record.last_run["current_date"], record.last_run["incremental"]) == (
