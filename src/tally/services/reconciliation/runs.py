@@ -171,12 +171,15 @@ def _by_position(side: _Input) -> array[int]:
 def _wanted(
     resource: Resource, definition: ReconciliationDefinition, which: SideName
 ) -> SideColumns:
-    """What the engine reads of one side: its key columns, amount and date."""
+    """What the engine reads of one side: its key columns (its currency among them),
+    its amount (one column, or credit and debit) and date."""
     side = definition.side(which)
+    amount = [_column(resource, side, name) for name in side.amount_columns()]
     return SideColumns(
         keys=tuple(_column(resource, side, name) for name in key_columns(definition, which)),
-        amount=_column(resource, side, side.amount) if side.amount else None,
+        amount=amount[0] if amount else None,
         date=_column(resource, side, side.date) if side.date else None,
+        debit=amount[1] if len(amount) > 1 else None,
     )
 
 
