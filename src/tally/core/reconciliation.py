@@ -142,7 +142,7 @@ class Side:
 
     def to_json(self) -> dict[str, Any]:
         """The side as stored and shown; `currency` only when the side names one (a
-        definition without currencies keeps the shape it always had)."""
+        definition without currencies keeps the JSON it always had)."""
         amount = self.amount.to_json() if isinstance(self.amount, CreditDebit) else self.amount
         shown: dict[str, Any] = {
             "name": self.name,
