@@ -164,7 +164,7 @@ class _Explainer:
         if match_pass.keys:
             row += f" ({reasons.key_values(self.run, self.other, j, match_pass)})"
         taken = self.other.taken[j]
-        if taken == FREE:
+        if taken == FREE or self._currency_fails(i, j):  # (the currency says more)
             return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
         match = self.run.match(taken)
         mine = match.left if self.side is self.run.left else match.right
@@ -172,6 +172,14 @@ class _Explainer:
         manual = match.status is MatchStatus.MANUAL
         how = "by an analyst" if manual else f"by pass '{match.pass_name}'"
         return f"{match_pass.name}: {row} was matched to {rows} {how}"
+
+    def _currency_fails(self, i: int, j: int) -> bool:
+        """Whether row i and row j of the other side could never match for their
+        currencies (different, or one empty), where the run compares them."""
+        mine, theirs = self.side.currencies, self.other.currencies
+        if mine is None or theirs is None:
+            return False
+        return mine[i] is None or theirs[j] is None or mine[i] != theirs[j]
 
     def _distance(self, i: int, j: int) -> tuple[bool, int, bool, int, int]:
         run, mine, theirs = self.run, self.side, self.other
