@@ -113,7 +113,13 @@ def _both(**changes: Any) -> Any:
 FAULTS = {
     "unknown credit column": (
         _left(amount={"credit": "Credits", "debit": "Debit"}),
-        [("left.amount.credit", "resource {bank} has no column 'Credits'")],
+        [
+            (
+                "left.amount.credit",
+                "resource {bank} has no column 'Credits' (its columns: 'Reference', 'Debit', "
+                "'Credit', 'Currency', 'Booked', 'Fee')",
+            )
+        ],
     ),
     "text debit column": (
         _left(amount={"credit": "Credit", "debit": "Reference"}),
@@ -145,7 +151,13 @@ FAULTS = {
     ),
     "unknown currency column": (
         _right(currency="ccy"),
-        [("right.currency", "resource {ledger} has no column 'ccy'")],
+        [
+            (
+                "right.currency",
+                "resource {ledger} has no column 'ccy' (its columns: 'reference', 'amount', "
+                "'currency', 'posted')",
+            )
+        ],
     ),
     "decimal currency column": (
         _left(currency="Fee"),

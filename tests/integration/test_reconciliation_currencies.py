@@ -275,7 +275,7 @@ def test_a_definition_given_currencies_later_never_sums_two_in_a_manual_match(
         body={**body, "left": plain, "right": {**body["right"], "currency": None}},
     )
     ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
-    service.match(**ids, left_rows=[1], right_rows=[1])
+    service.match(**ids, left_rows=[1], right_rows=[1], note=None)
     service.replace(workspace_id=tenant.workspace_id, derived_id=record.id, body=body)
     run(runtime, record)
     [manual] = [r for r in output_rows(runtime, tenant, record) if r["pass"] == "manual"]

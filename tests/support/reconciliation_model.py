@@ -137,11 +137,13 @@ class Model:
         if self.amounts:
             la = [self.amount(self.left[p], True) for p in lefts]
             ra = [self.amount(self.right[p], False) for p in rights]
-            codes = {currency(self.left[p], self.d, True) for p in lefts} | {
-                currency(self.right[p], self.d, False) for p in rights
-            }
-            codes.discard(None)
-            if None not in la and None not in ra and not (self.currencies and len(codes) > 1):
+            codes: set[str | None] = set()
+            if self.currencies:
+                codes = {currency(self.left[p], self.d, True) for p in lefts} | {
+                    currency(self.right[p], self.d, False) for p in rights
+                }
+                codes.discard(None)
+            if None not in la and None not in ra and len(codes) < 2:
                 difference = sum(la) - sum(ra)
         if match_pass is None:
             status, name = MatchStatus.MANUAL, "manual"
