@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Sequence
-from itertools import islice, repeat
-from operator import lt
+from itertools import compress, count, islice, repeat
+from operator import is_, lt
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,8 @@ class Side:
         self.currencies: Sequence[str | None] | None = None
         if currency is not None:  # (a table of no rows may have no key columns)
             raw = table.keys[key_columns.index(currency)] if self.positions else []
-            self.currencies = list(map(currency_code, raw))
+            codes = {value: currency_code(value) for value in set(raw)}  # (a few distinct)
+            self.currencies = list(map(codes.__getitem__, raw))
         self.taken = array("q", [FREE]) * len(self.positions)
         # The free rows a pass may still take (see Run.__init__); shrinks after each pass
         # (close_taken), which usually leaves a few percent of them.
@@ -100,10 +101,12 @@ class Side:
         column: Sequence[Hashable | None]
         if currency and self.currencies is not None:
             plain = self.keys(spec, currency=False)
-            column = [
-                None if code is None or key is None else (code, key)
-                for code, key in zip(self.currencies, plain, strict=True)
-            ]
+            pairs: list[Hashable | None] = list(zip(self.currencies, plain, strict=True))
+            for values in (self.currencies, plain):  # an empty part: no key (C-level scans)
+                if None in values:
+                    for k in compress(count(), map(is_, values, repeat(None))):
+                        pairs[k] = None
+            column = pairs
         elif not spec or not self.positions:  # no keys: every row is in one group
             column = [()] * len(self.positions)
         else:  # (a table of no rows may have no key columns: SideTable.of([]))
