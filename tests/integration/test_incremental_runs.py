@@ -6,20 +6,23 @@ cannot build on the last run."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from support.factories import Tenant, make_source, write_file
-from support.reconciliation_runs import derived, make_reconciliation
+from support.factories import Tenant, append, make_source
+from support.reconciliation_runs import (
+    INCREMENTAL_EXAMPLES,
+    assert_same_as_full,
+    make_reconciliation,
+    run,
+)
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.storage import resources
 from tally.storage.derived.records import DerivedRecord
-from tally.storage.resource_tables import ddl
 
 BANK_HEADER = "reference,amount,txn_date,memo"
 LEDGER_HEADER = "reference,amount,txn_date,account"
@@ -55,14 +58,6 @@ def csv(header: str, lines: list[str]) -> str:
     return "\n".join([header, *lines]) + "\n"
 
 
-def append(runtime: Runtime, source_id: int, content: str) -> None:
-    path = write_file(content)
-    try:
-        runtime.catalogue.append_file(source_id, path)
-    finally:
-        path.unlink()
-
-
 def definition(left: int, right: int, name: str, passes: list[Any] | None = None) -> Any:
     return {
         "name": name,
@@ -70,48 +65,6 @@ def definition(left: int, right: int, name: str, passes: list[Any] | None = None
         "right": {"name": "ledger", "resource_id": right, "amount": "amount", "date": "txn_date"},
         "passes": passes or PASSES,
     }
-
-
-def run(runtime: Runtime, record: DerivedRecord) -> dict[str, Any]:
-    done = runtime.derived.run_now(record.id, kind="reconciliation", worker="test")
-    assert done.last_run is not None
-    return done.last_run
-
-
-def stored_rows(runtime: Runtime, record: DerivedRecord) -> Counter[tuple[Any, ...]]:
-    """The output's stored rows, every column but the row id (its JSON text included)."""
-    with runtime.engine.connect() as conn:
-        resource = resources.get_resource(conn, record.resource_id)
-        result = conn.exec_driver_sql(f"SELECT * FROM {resource.table_name}")
-        names = list(result.keys())
-        rows = Counter(
-            tuple(v for k, v in zip(names, row, strict=True) if k != ddl.ROW_ID) for row in result
-        )
-        assert resource.row_count == sum(rows.values())
-    return rows
-
-
-def assert_same_as_full(
-    runtime: Runtime, tenant: Tenant, record: DerivedRecord, *, manual: Any = None
-) -> dict[str, Any]:
-    """A fresh reconciliation of the same inputs, run full (after the same manual
-    actions), has the same output rows, counts and amounts as `record`."""
-    mine = derived(runtime, record.id)
-    assert mine.last_run is not None
-    other = make_reconciliation(
-        runtime.engine,
-        tenant,
-        {**mine.definition, "name": f"full {mine.id}"},
-    )
-    if manual is not None:  # the actions as taken on `record`, on an output like its own
-        run(runtime, other)
-        manual(other)
-    full = run(runtime, other)
-    assert full["mode"] == "full"
-    assert stored_rows(runtime, mine) == stored_rows(runtime, other)
-    assert mine.last_run["counts"] == full["counts"]
-    assert mine.last_run["amounts"] == full["amounts"]
-    return mine.last_run
 
 
 class Pair:
@@ -287,11 +240,7 @@ def lines(rows: list[tuple[str, str, str]], tag: str) -> list[str]:
     return [f'"{ref}",{amount},{day},{tag}{n}' for n, (ref, amount, day) in enumerate(rows)]
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@INCREMENTAL_EXAMPLES
 @given(bank=ROWS, ledger=ROWS, late_bank=ROWS, late_ledger=ROWS)
 def test_incremental_after_full_is_full_on_everything(
     runtime: Runtime,

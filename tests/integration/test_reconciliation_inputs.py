@@ -1,7 +1,8 @@
 """What a reconciliation's run reads of a side (storage/reconciliation_inputs.py), on both
 backends: every row in row id order as columns, keys as text with empty as None,
-amounts as exact integers at the run's scale, dates as day ordinals, across the read's
-batches (SQLite reads each batch as JSON arrays, PostgreSQL as the driver's rows)."""
+amounts as exact integers at the run's scale (credit minus debit where a side has
+both), dates as day ordinals, across the read's batches (SQLite reads each batch as JSON
+arrays, PostgreSQL as the driver's rows)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import datetime as dt
 import pytest
 
 from support.factories import Tenant, append, make_source
+from tally.core.columns import ColumnType
 from tally.core.reconciliation import SideName
 from tally.runtime import Runtime
 from tally.services.reconciliation.incremental import Input
@@ -106,3 +108,36 @@ def test_a_run_reads_both_sides_in_its_own_snapshot(
         assert list(side.rows.keys[0]) == ["REF-1", "REF-2"]
         assert list(side.rows.amounts) == [100, 200]
         assert len(side.row_ids) == 2
+
+
+@pytest.mark.parametrize("batch", [2, 200_000])
+def test_credit_and_debit_read_as_one_signed_amount(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Credit minus debit, at the run's scale whatever each column's own (an integer
+    debit, a credit of 3 places): an empty cell counts as 0, both empty is no amount."""
+    content = (
+        "reference,debit,credit\n"
+        "IN,,12.345\n"
+        "OUT,7,\n"
+        "BOTH,2,0.5\n"
+        "NONE,,\n"
+        "ZERO,0,0.000\n"
+        "NEGATIVE,-3,\n"
+    )
+    source = make_source(runtime.engine, tenant, content)
+    named = {c.name: c for c in source.columns}
+    assert (named["debit"].type, named["credit"].scale) == (ColumnType.INTEGER, 3)
+    wanted = SideColumns((named["reference"],), named["credit"], None, debit=named["debit"])
+    monkeypatch.setattr(reconciliation_inputs, "READ_BATCH_ROWS", batch)
+    with runtime.engine.begin() as conn:
+        values = reconciliation_inputs.read_side(conn, source.table_name, wanted, 4)
+    assert list(zip(values.keys[0], values.amounts, strict=True)) == [
+        ("IN", 123450),
+        ("OUT", -70000),
+        ("BOTH", -15000),
+        ("NONE", None),
+        ("ZERO", 0),
+        ("NEGATIVE", 30000),
+    ]
+    assert all(type(a) is int for a in values.amounts if a is not None)

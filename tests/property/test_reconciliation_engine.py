@@ -1,5 +1,6 @@
 """The matching engine against the plain model of the rules, on random small inputs, and
-its independence of input order (issue #11: "never which row arrived first")."""
+its independence of input order (issue #11: "never which row arrived first"); with
+currencies on both sides or none (issue #32, point 4)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ KEYS = st.one_of(
     st.sampled_from(["A", "B"]),
     st.sampled_from(["a", " A", "A ", "007", "7", "000", "0", "x-1", "x  1", "", None]),
 )
+# Two currencies mostly (amounts often coincide across them), spelt loosely at times, and
+# an empty one.
+CURRENCIES = st.one_of(
+    st.sampled_from(["USD", "EUR"]), st.sampled_from([" usd", "Eur ", " ", None])
+)
 NORMALIZERS = [
     "trim",
     "casefold",
@@ -59,6 +65,7 @@ rows = st.lists(
             "amount": st.one_of(st.integers(0, 3), st.integers(-3, 3), st.none()),
             "day": st.one_of(st.integers(0, 1), st.integers(0, 3), st.none()),
             "note": st.integers(0, 1),
+            "cur": CURRENCIES,
         }
     ),
     min_size=1,  # empty sides: tests/unit/reconciliation
@@ -118,7 +125,7 @@ def manual_work(draw: st.DrawFn, left_count: int, right_count: int) -> ManualWor
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[Any, ...]:
     with_amount, with_date = draw(st.booleans()), draw(st.booleans())
-    d = definition(draw(passes()), amount=with_amount, date=with_date)
+    d = definition(draw(passes()), amount=with_amount, date=with_date, currency=draw(st.booleans()))
     left, right = draw(rows), draw(rows)
     for r in left + right:
         r["ref"] = r["ref"] or None  # the Data API's text form has no empty string
@@ -186,6 +193,7 @@ WIDE_ROWS = st.lists(  # one key or two, amounts and days close: many pairs, man
             "amount": st.sampled_from([*range(-3, 4), None]),
             "day": st.sampled_from([*range(5), None]),
             "note": st.integers(0, 1),
+            "cur": CURRENCIES,
         }
     ),
     min_size=2,
@@ -209,7 +217,10 @@ def wide_cases(draw: st.DrawFn) -> tuple[Any, ...]:
     )
     chosen = draw(st.lists(one_pass, min_size=1, max_size=2))
     d = definition(
-        [{"name": f"p{n}", **p} for n, p in enumerate(chosen)], amount=with_amount, date=with_date
+        [{"name": f"p{n}", **p} for n, p in enumerate(chosen)],
+        amount=with_amount,
+        date=with_date,
+        currency=draw(st.booleans()),
     )
     left, right = draw(WIDE_ROWS), draw(WIDE_ROWS)
     return d, left, right, draw(manual_work(len(left), len(right)))

@@ -16,20 +16,23 @@ from tally.services.reconciliation.matching import (
     reconcile,
 )
 
-COLUMNS = ("ref", "code", "amount", "day", "note")  # every test row's columns, in order
+COLUMNS = ("ref", "code", "amount", "day", "note", "cur")  # every test row's columns, in order
 SCALE = 2
 
 
 def definition(
-    passes: list[dict[str, Any]], *, amount: bool = True, date: bool = True
+    passes: list[dict[str, Any]], *, amount: bool = True, date: bool = True, currency: bool = False
 ) -> ReconciliationDefinition:
+    """Both sides read `amount`, `day` and (with `currency`) `cur`."""
+
     def side(name: str, resource_id: int) -> dict[str, Any]:
-        return {
+        named = {
             "name": name,
             "resource_id": resource_id,
             "amount": "amount" if amount else None,
             "date": "day" if date else None,
         }
+        return {**named, "currency": "cur"} if currency else named
 
     return ReconciliationDefinition.from_json(
         {"name": "test", "left": side("bank", 1), "right": side("ledger", 2), "passes": passes}
@@ -39,13 +42,14 @@ def definition(
 def row(
     ref: str | None = None, amount: int | None = 0, day: int | None = 0, **more: Any
 ) -> dict[str, Any]:
-    """A test row; amounts are cents (scale 2), days are ordinals."""
+    """A test row; amounts are cents (scale 2), days are ordinals, `cur` a currency."""
     return {
         "ref": ref,
         "code": more.get("code"),
         "amount": amount,
         "day": day,
         "note": more.get("note"),
+        "cur": more.get("cur"),
     }
 
 
@@ -54,7 +58,7 @@ def side_rows(
 ) -> list[SideRow]:
     columns = key_columns(d, which)
     return [
-        SideRow(p, tuple(r[c] for c in columns), r["amount"], r["day"])
+        SideRow(p, tuple(r.get(c) for c in columns), r["amount"], r["day"])
         for p, r in enumerate(rows, start=1)
     ]
 
@@ -62,7 +66,7 @@ def side_rows(
 def content(left: Sequence[Mapping[str, Any]], right: Sequence[Mapping[str, Any]]):  # type: ignore[no-untyped-def]
     def lookup(which: SideName, positions: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         rows = left if which is SideName.LEFT else right
-        return {p: tuple(rows[p - 1][c] for c in COLUMNS) for p in positions}
+        return {p: tuple(rows[p - 1].get(c) for c in COLUMNS) for p in positions}
 
     return lookup
 
@@ -91,7 +95,8 @@ def run_model(
 ) -> tuple[list[ModelMatch], set[int], set[int]]:
     def model_rows(rows: Sequence[Mapping[str, Any]]) -> list[ModelRow]:
         return [
-            ModelRow(p, dict(r), tuple(r[c] for c in COLUMNS)) for p, r in enumerate(rows, start=1)
+            ModelRow(p, {"cur": None, **r}, tuple(r.get(c) for c in COLUMNS))
+            for p, r in enumerate(rows, start=1)
         ]
 
     matches = sorted(manual.matches, key=lambda m: min(m.left_rows))
@@ -113,3 +118,12 @@ def as_model(outcome: Outcome) -> tuple[list[ModelMatch], set[int], set[int]]:
         for m in outcome.matches
     ]
     return matches, set(outcome.unmatched_left), set(outcome.unmatched_right)
+
+
+def per_side(left: tuple[str, str], right: tuple[str, str]) -> dict[str, Any]:
+    """last_run's amounts (of one currency, where the sides name them): each side's
+    (matched, unmatched) totals."""
+    return {
+        str(which): {"matched": matched, "unmatched": unmatched}
+        for which, (matched, unmatched) in zip(SideName, (left, right), strict=True)
+    }

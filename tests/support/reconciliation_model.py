@@ -4,7 +4,10 @@ and truth tests.
 Written from the rules only, never from the engine's code: rows are dicts, every pass
 looks at every pair, a one-to-one pass takes the single best pair and starts again.
 Slow (cubic) and obviously right. It decides matches, statuses and differences; reasons
-are the engine's own and have unit tests.
+are the engine's own and have unit tests. Currencies (when both sides name one): rows
+match only within one currency, compared trimmed and upper-cased, and a row whose
+currency is empty matches nothing in any pass; a manual match holding two currencies has
+no difference.
 """
 
 from __future__ import annotations
@@ -70,6 +73,12 @@ def normalise(text: str | None, steps: Sequence[str]) -> str | None:
     return text if text != "" else None
 
 
+def currency(row: ModelRow, definition: ReconciliationDefinition, left: bool) -> str | None:
+    """The row's currency as compared: trimmed, upper-cased, None when empty."""
+    value = row.values[(definition.left if left else definition.right).currency]  # type: ignore[index]
+    return None if value is None or not value.strip() else value.strip().upper()
+
+
 def _key(row: ModelRow, match_pass: MatchPass, left: bool) -> tuple[str, ...] | None:
     parts = []
     for pair in match_pass.keys:
@@ -100,6 +109,9 @@ class Model:
         self.scale = scale
         self.amounts = definition.left.amount is not None and definition.right.amount is not None
         self.dates = definition.left.date is not None and definition.right.date is not None
+        self.currencies = definition.left.currency is not None and (
+            definition.right.currency is not None
+        )
         self.rejected = {(a, b) for lefts, rights in rejections for a in lefts for b in rights}
         self.taken_left: set[int] = set()
         self.taken_right: set[int] = set()
@@ -125,7 +137,13 @@ class Model:
         if self.amounts:
             la = [self.amount(self.left[p], True) for p in lefts]
             ra = [self.amount(self.right[p], False) for p in rights]
-            if None not in la and None not in ra:
+            codes: set[str | None] = set()
+            if self.currencies:
+                codes = {currency(self.left[p], self.d, True) for p in lefts} | {
+                    currency(self.right[p], self.d, False) for p in rights
+                }
+                codes.discard(None)
+            if None not in la and None not in ra and len(codes) < 2:
                 difference = sum(la) - sum(ra)
         if match_pass is None:
             status, name = MatchStatus.MANUAL, "manual"
@@ -146,6 +164,8 @@ class Model:
     def _usable(self, row: ModelRow, left: bool) -> bool:
         """A row with an empty compared amount or date matches nothing in a pass."""
         if self.amounts and self.amount(row, left) is None:
+            return False
+        if self.currencies and currency(row, self.d, left) is None:
             return False
         return not (self.dates and self.day(row, left) is None)
 
@@ -186,6 +206,8 @@ class Model:
         key = _key(a, match_pass, True)
         if key is None or key != _key(b, match_pass, False):
             return None
+        if self.currencies and currency(a, self.d, True) != currency(b, self.d, False):
+            return None
         gap = abs(self.amount(a, True) - self.amount(b, False)) if self.amounts else 0
         if gap > self.tolerance(match_pass) or not self._fits_date(match_pass, a, b):
             return None
@@ -209,7 +231,9 @@ class Model:
             twins = [
                 p
                 for p in ones.values()
-                if p.position not in taken_one and _key(p, match_pass, one_is_left) == key
+                if p.position not in taken_one
+                and _key(p, match_pass, one_is_left) == key
+                and self._same_currency(p, one_is_left, o, one_is_left)
             ]
             group = self._group(match_pass, o, key, one_is_left)
             if len(twins) == 1 and group:
@@ -232,6 +256,7 @@ class Model:
             if m.position not in taken_many
             and self._usable(m, not one_is_left)
             and _key(m, match_pass, not one_is_left) == key
+            and self._same_currency(m, not one_is_left, o, one_is_left)
             and self._fits_date(match_pass, *((o, m) if one_is_left else (m, o)))
         ]
         pairs = [
@@ -244,6 +269,11 @@ class Model:
             if abs(self.amount(o, one_is_left) - total) > self.tolerance(match_pass):
                 return []
         return group
+
+    def _same_currency(self, a: ModelRow, a_left: bool, b: ModelRow, b_left: bool) -> bool:
+        if not self.currencies:
+            return True
+        return currency(a, self.d, a_left) == currency(b, self.d, b_left)
 
     def outcome(self) -> tuple[list[ModelMatch], set[int], set[int]]:
         return (

@@ -141,6 +141,7 @@ def _on_the_pair(body: dict[str, Any], pair: dict[str, int]) -> dict[str, Any]:
     ):
         side.update(name=name, resource_id=resource_id)
         side.update(amount="amount" if amounts else None, date="txn_date" if dates else None)
+        side.pop("currency", None)  # (the pair has no currency column)
     body["name"] = f"{body['name'][:150]} #{next(_cases)}"
     for index, match_pass in enumerate(body["passes"]):
         match_pass["name"] = f"{match_pass['name'][:150]} #{index}"

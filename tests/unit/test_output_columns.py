@@ -5,7 +5,13 @@ from __future__ import annotations
 from decimal import Decimal
 
 from tally.core.columns import Column, ColumnType
-from tally.core.reconciliation import MatchPass, PassType, ReconciliationDefinition, Side
+from tally.core.reconciliation import (
+    CreditDebit,
+    MatchPass,
+    PassType,
+    ReconciliationDefinition,
+    Side,
+)
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 
 BANK = [
@@ -56,3 +62,15 @@ def test_common_scale_takes_amount_columns_and_tolerances() -> None:
     assert common_scale(definition("0.0050"), BANK, LEDGER) == 3
     no_amounts = ReconciliationDefinition("r", Side("a", 1), Side("b", 2), ())
     assert common_scale(no_amounts, BANK, LEDGER) == 0
+    # credit and debit both count
+    columns = (
+        Column("Credit", "c0", ColumnType.DECIMAL, 2),
+        Column("Debit", "c1", ColumnType.DECIMAL, 4),
+    )
+    two = ReconciliationDefinition(
+        "r",
+        Side("bank", 1, amount=CreditDebit("Credit", "Debit")),
+        Side("ledger", 2, amount="amount"),
+        (),
+    )
+    assert common_scale(two, columns, LEDGER) == 4

@@ -101,25 +101,71 @@ class MatchPass:
 
 
 @dataclass(frozen=True)
+class CreditDebit:
+    """An amount kept in two columns, as bank exports keep it: the signed amount is the
+    credit minus the debit, an empty cell counting as zero (both empty: no amount)."""
+
+    credit: str
+    debit: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"credit": self.credit, "debit": self.debit}
+
+
+def currency_code(value: str | None) -> str | None:
+    """A currency value as rows are compared by it: trimmed and upper-cased (" usd" and
+    "USD" are one currency); None when empty."""
+    if value is None:
+        return None
+    return value.strip().upper() or None
+
+
+@dataclass(frozen=True)
 class Side:
-    """One input: its name prefixes its columns in the output (`bank.amount`)."""
+    """One input: its name prefixes its columns in the output (`bank.amount`). `amount`
+    names one signed column or a `CreditDebit` pair; `currency` a text column (rows of
+    different currencies never match)."""
 
     name: str
     resource_id: int
-    amount: str | None = None
+    amount: str | CreditDebit | None = None
     date: str | None = None
+    currency: str | None = None
+
+    def amount_columns(self) -> tuple[str, ...]:
+        """The columns the amount is read from: none, the one, or credit and debit."""
+        if self.amount is None:
+            return ()
+        if isinstance(self.amount, CreditDebit):
+            return (self.amount.credit, self.amount.debit)
+        return (self.amount,)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The side as stored and shown; `currency` only when the side names one (a
+        definition without currencies keeps the JSON it always had)."""
+        amount = self.amount.to_json() if isinstance(self.amount, CreditDebit) else self.amount
+        shown: dict[str, Any] = {
             "name": self.name,
             "resource_id": self.resource_id,
-            "amount": self.amount,
+            "amount": amount,
             "date": self.date,
         }
+        if self.currency is not None:
+            shown["currency"] = self.currency
+        return shown
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Side:
-        return cls(data["name"], int(data["resource_id"]), data.get("amount"), data.get("date"))
+        amount = data.get("amount")
+        if isinstance(amount, dict):
+            amount = CreditDebit(amount["credit"], amount["debit"])
+        return cls(
+            data["name"],
+            int(data["resource_id"]),
+            amount,
+            data.get("date"),
+            data.get("currency"),
+        )
 
 
 @dataclass(frozen=True)
@@ -131,6 +177,11 @@ class ReconciliationDefinition:
 
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right
+
+    @property
+    def currencies(self) -> bool:
+        """Whether rows are matched within their currency (both sides name one)."""
+        return self.left.currency is not None and self.right.currency is not None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
 """What a reconciliation's run reads, inside one snapshot: each side's rows as the
 matching engine wants them (keys as text, amounts as integers at the run's one scale,
-dates as day ordinals, all converted by the database), and rows' own values by row id to
-break ties."""
+a credit and a debit column as one signed amount, dates as day ordinals, all converted
+by the database), and rows' own values by row id to break ties."""
 
 from __future__ import annotations
 
@@ -26,11 +26,14 @@ JULIAN_DAY_OF_ORDINAL_ZERO = 1721424.5
 
 @dataclass(frozen=True)
 class SideColumns:
-    """What the engine reads of one side: its key columns, its amount, its date."""
+    """What the engine reads of one side: its key columns, its amount, its date. With
+    `debit`, `amount` is the credit column and the amount read is credit minus debit (an
+    empty cell as 0; both empty: no amount)."""
 
     keys: tuple[Column, ...]
     amount: Column | None
     date: Column | None
+    debit: Column | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def _read(
         f"NULLIF({row_json.text_value_sql(c, c.physical, postgresql=postgresql)}, '')"
         for c in wanted.keys
     ]
-    select_list.append(_scaled_sql(wanted.amount, scale, postgresql))
+    select_list.append(_amount_sql(wanted, scale, postgresql))
     select_list.append(_day_sql(wanted.date, postgresql))
     columns: list[Any] = [into.row_ids, *into.keys, into.amounts, into.days]
     if postgresql:
@@ -135,10 +138,23 @@ def _read_json_arrays(
         after = int(batch[0][-1])
 
 
-def _scaled_sql(column: Column | None, scale: int, postgresql: bool) -> str:
-    """An amount as an integer at `scale` (>= the column's own: exact)."""
-    if column is None:
+def _amount_sql(wanted: SideColumns, scale: int, postgresql: bool) -> str:
+    """The side's signed amount as an integer at `scale`: its amount column, or credit
+    minus debit, an empty cell counting as 0 unless both are empty."""
+    if wanted.amount is None:
         return "NULL"
+    if wanted.debit is None:
+        return _scaled_sql(wanted.amount, scale, postgresql)
+    credit, debit = wanted.amount.physical, wanted.debit.physical
+    return (
+        f"(CASE WHEN {credit} IS NULL AND {debit} IS NULL THEN NULL "
+        f"ELSE COALESCE({_scaled_sql(wanted.amount, scale, postgresql)}, 0) "
+        f"- COALESCE({_scaled_sql(wanted.debit, scale, postgresql)}, 0) END)"
+    )
+
+
+def _scaled_sql(column: Column, scale: int, postgresql: bool) -> str:
+    """An amount as an integer at `scale` (>= the column's own: exact)."""
     factor = "1" + "0" * (scale - column.scale if not postgresql else scale)
     if postgresql:
         return f"CAST({column.physical} * {factor} AS BIGINT)"

@@ -37,8 +37,10 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         description="The last successful run: started_at, finished_at, inputs (each "
         "side's resource_id and data_version), counts (matched, matched_with_difference, "
         "suggested and manual per match; unmatched_left and unmatched_right per row) and "
-        "amounts (each side's matched and unmatched totals, decimal strings); null "
-        "before the first run."
+        "amounts (each side's matched and unmatched totals, decimal strings: "
+        '`{"left": {"matched", "unmatched"}, "right": {...}}`; where the sides name '
+        'currencies, that per currency: `{"EUR": {"left": ..., "right": ...}, ...}`, '
+        'the rows of an empty currency under `""`); null before the first run.'
     )
 
 

@@ -111,7 +111,8 @@ async def queue_run(
     summary="Match rows by hand (status `manual`); no run takes them apart",
     description="Rows are positions (`<side>._row`). Rows in an automatic or suggested "
     "match are released from it. 400 names each row not in its input (side and row); "
-    "409 each row already in a manual match.",
+    "409 each row already in a manual match, and, where the sides name currencies, each "
+    "row when the rows hold two currencies or more (an empty currency joins any).",
     response_model=MatchResponse,
     responses=v2_responses(
         *FOUND, errors.InvalidBodyError, errors.RowNotFoundError, errors.ConflictError

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 from pydantic.config import JsonDict
 
 from tally.core.bodies import Name, Strict, WholeNumber, parsed
+from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.reconciliation import Normalizer, PassType
 
 SIDE_NAME_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
@@ -69,6 +70,39 @@ class PassBody(Strict):
     auto_confirm: bool = Field(True, description="false: the pass's matches are `suggested`.")
 
 
+class CreditDebitBody(Strict):
+    """An amount kept in two columns (a bank export's `Credit` and `Debit`)."""
+
+    credit: _ColumnName = Field(
+        description="A decimal or integer column: money in, added (an empty cell is 0)."
+    )
+    debit: _ColumnName = Field(
+        description="A decimal or integer column: money out, subtracted (an empty cell is "
+        "0); another column than `credit`."
+    )
+
+
+# The two forms of a side's amount, told apart by their JSON type; the tags name the forms
+# in pydantic's error paths only, and parse_definition takes them out of the paths it gives.
+_ONE_COLUMN, _TWO_COLUMNS = "column", "credit_debit"
+
+
+def _amount_form(value: Any) -> str | None:
+    if isinstance(value, str):
+        return _ONE_COLUMN
+    return _TWO_COLUMNS if isinstance(value, dict) else None
+
+
+AmountBody = Annotated[
+    Annotated[_ColumnName, Tag(_ONE_COLUMN)] | Annotated[CreditDebitBody, Tag(_TWO_COLUMNS)],
+    Discriminator(
+        _amount_form,
+        custom_error_type="amount_form",
+        custom_error_message='a column name, or {"credit": column, "debit": column}',
+    ),
+]
+
+
 class SideBody(Strict):
     name: str = Field(
         description="Prefixes the side's columns in the output (`bank.amount`): 1 to 40 "
@@ -76,8 +110,20 @@ class SideBody(Strict):
         json_schema_extra={"pattern": SIDE_NAME_PATTERN},
     )
     resource_id: WholeNumber = Field(description="A resource of the workspace.")
-    amount: _ColumnName | None = Field(None, description="A decimal or integer column.")
+    amount: AmountBody | None = Field(
+        None,
+        description="The signed amount: a decimal or integer column, or two of them, "
+        '`{"credit": "Credit", "debit": "Debit"}`, read as credit minus debit (an empty '
+        "cell is 0; both empty: the row has no amount). Both sides name one or neither.",
+    )
     date: _ColumnName | None = Field(None, description="A date or timestamp column.")
+    currency: _ColumnName | None = Field(
+        None,
+        description="A text column holding each row's currency (compared trimmed and "
+        "upper-cased): rows of different currencies never match, and a row whose currency "
+        "is empty matches nothing automatically. Both sides name one or neither, and it "
+        "needs an amount. No conversion at a rate.",
+    )
 
 
 class ReconciliationDefinitionBody(Strict):
@@ -92,5 +138,23 @@ class ReconciliationDefinitionBody(Strict):
 
 
 def parse_definition(data: Any) -> ReconciliationDefinitionBody:
-    """The body as its model, or InvalidBodyError naming each field at fault."""
-    return parsed(ReconciliationDefinitionBody, data)
+    """The body as its model, or InvalidBodyError naming each field at fault, by its
+    path as the client wrote it (`left.amount.credit`, never the form's tag)."""
+    try:
+        return parsed(ReconciliationDefinitionBody, data)
+    except InvalidBodyError as exc:
+        raise InvalidBodyError([_untagged(p) for p in exc.problems]) from None
+
+
+def _untagged(problem: FieldProblem) -> FieldProblem:
+    """`left.amount.credit_debit.credit` -> `left.amount.credit`, `left.amount.column` ->
+    `left.amount`."""
+    field = problem.field
+    if field is None:
+        return problem
+    for tag in (_ONE_COLUMN, _TWO_COLUMNS):
+        for side in ("left", "right"):
+            tagged = f"{side}.amount.{tag}"
+            if field == tagged or field.startswith(tagged + "."):
+                field = f"{side}.amount" + field[len(tagged) :]
+    return FieldProblem(field, problem.message)

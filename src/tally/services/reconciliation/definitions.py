@@ -15,6 +15,7 @@ from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, FieldProblem
 from tally.core.reconciliation import (
     MANUAL_PASS_NAME,
+    CreditDebit,
     KeyPair,
     MatchPass,
     Normalizer,
@@ -26,6 +27,7 @@ from tally.services.reconciliation.bodies import (
     MAX_WINDOW_DAYS,
     SIDE_NAME_PATTERN,
     TOLERANCE_PATTERN,
+    CreditDebitBody,
     PassBody,
     ReconciliationDefinitionBody,
     SideBody,
@@ -38,6 +40,8 @@ _SIDE_NAME_RE = re.compile(SIDE_NAME_PATTERN)
 _TOLERANCE_RE = re.compile(TOLERANCE_PATTERN)
 _AMOUNT_TYPES = (ColumnType.DECIMAL, ColumnType.INTEGER)
 _DATE_TYPES = (ColumnType.DATE, ColumnType.TIMESTAMP)
+_ARTICLE = {"amount": "an"}
+_PLURAL = {"amount": "amounts", "date": "dates", "currency": "currencies"}
 
 
 def check_definition(
@@ -60,7 +64,7 @@ def check_definition(
     }
     if body.left.name == body.right.name:
         problems.append(FieldProblem("right.name", "must differ from the left side's name"))
-    for role in ("amount", "date"):
+    for role in ("amount", "date", "currency"):
         given = {side for side in ("left", "right") if getattr(getattr(body, side), role)}
         if len(given) == 1:
             (has,) = given
@@ -68,9 +72,18 @@ def check_definition(
             problems.append(
                 FieldProblem(
                     f"{lacks}.{role}",
-                    f"the {has} side has {'an' if role == 'amount' else 'a'} {role} column: "
+                    f"the {has} side has {_ARTICLE.get(role, 'a')} {role} column: "
                     f"the {lacks} side needs one too "
-                    f"({role}s are compared between the sides)",
+                    f"({_PLURAL[role]} are compared between the sides)",
+                )
+            )
+    for side in ("left", "right"):
+        if getattr(body, side).currency is not None and getattr(body, side).amount is None:
+            problems.append(
+                FieldProblem(
+                    f"{side}.currency",
+                    f"a currency column is the currency of the side's amounts: name "
+                    f"{side}.amount too",
                 )
             )
     if not body.passes:
@@ -98,7 +111,28 @@ def check_definition(
 
 
 def _side(side: SideBody) -> Side:
-    return Side(side.name, side.resource_id, side.amount, side.date)
+    amount: str | CreditDebit | None = None
+    if isinstance(side.amount, CreditDebitBody):
+        amount = CreditDebit(side.amount.credit, side.amount.debit)
+    elif side.amount is not None:
+        amount = side.amount
+    return Side(side.name, side.resource_id, amount, side.date, side.currency)
+
+
+def _roles(side: SideBody, where: str) -> list[tuple[str, str, tuple[ColumnType, ...], str]]:
+    """(field, column, the types it may have, their words) for each column the side
+    names for a role: its amount (one column, or credit and debit), date and currency."""
+    named: list[tuple[str, str | None, tuple[ColumnType, ...], str]] = []
+    if isinstance(side.amount, CreditDebitBody):
+        named += [
+            (f"{where}.amount.credit", side.amount.credit, _AMOUNT_TYPES, "decimal or integer"),
+            (f"{where}.amount.debit", side.amount.debit, _AMOUNT_TYPES, "decimal or integer"),
+        ]
+    else:
+        named.append((f"{where}.amount", side.amount, _AMOUNT_TYPES, "decimal or integer"))
+    named.append((f"{where}.date", side.date, _DATE_TYPES, "date or timestamp"))
+    named.append((f"{where}.currency", side.currency, (ColumnType.TEXT,), "text"))
+    return [(field, name, kinds, words) for field, name, kinds, words in named if name]
 
 
 def _check_side(
@@ -143,19 +177,23 @@ def _check_side(
                 f"with '{side.name}.{ROW}' (the row's position) in the output",
             )
         )
-    for role, kinds, words in (
-        ("amount", _AMOUNT_TYPES, "decimal or integer"),
-        ("date", _DATE_TYPES, "date or timestamp"),
-    ):
-        name = getattr(side, role)
-        if name is None:
-            continue
-        column = _column_problem(columns, name, side.resource_id, f"{where}.{role}", problems)
+    if isinstance(side.amount, CreditDebitBody) and side.amount.credit == side.amount.debit:
+        problems.append(
+            FieldProblem(
+                f"{where}.amount.debit",
+                f"column {side.amount.debit!r} is {where}.amount.credit too: credit and debit "
+                "are two columns (name one signed column as the amount instead)",
+            )
+        )
+    for field, name, kinds, words in _roles(side, where):
+        column = _column_problem(columns, name, side.resource_id, field, problems)
         if column is not None and column.type not in kinds:
+            role = field.rsplit(".", 1)[-1]
             problems.append(
                 FieldProblem(
-                    f"{where}.{role}",
-                    f"column {name!r} is {column.type}: a {role} column must be {words}",
+                    field,
+                    f"column {name!r} is {column.type}: {_ARTICLE.get(role, 'a')} {role} "
+                    f"column must be {words}",
                 )
             )
     return columns

@@ -15,6 +15,12 @@ Within the explaining pass:
   amount differs by 0.07, tolerance 0.05`);
 - else, every candidate being taken, the nearest one and the match that took it
   (`ledger row 812 (reference REF-7) was matched to bank row 77 by pass 'same reference'`).
+
+Where the run matches within currencies, candidates are found by the keys alone (the
+engine's keys hold the currency too), so that a row whose only candidates are in another
+currency says so (`currency differs: USD against EUR`, the row's own currency first);
+candidates of the row's own currency are preferred to the others, as free ones are to
+taken ones, and an amount is never compared across currencies.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ class _Explainer:
         passes = run.definition.passes
         self.keyed = [i for i, p in enumerate(passes) if p.keys]
         self.keyless = [i for i, p in enumerate(passes) if not p.keys]
-        self._sorted_free: Sorted | None = None
-        self._many: dict[int, Sorted] = {}  # id(candidates) -> those rows sorted
+        self._pools: dict[str | None, Sorted] = {}  # currency -> a keyless pass's rows
+        # (id(candidates), currency) -> those rows (of that currency, if any) sorted
+        self._many: dict[tuple[int, str | None], Sorted] = {}
         self._unfound: list[tuple[Sequence[Hashable | None], MatchPass, str]] | None = None
 
     def reasons(self) -> dict[int, str]:
@@ -71,8 +78,8 @@ class _Explainer:
 
     def _index(self, match_pass: MatchPass) -> Index:
         """See `Index`: only the keys of this side's unmatched rows are looked at."""
-        own = self.side.keys(self.run.spec(match_pass, self.side.which))
-        theirs = self.other.keys(self.run.spec(match_pass, self.other.which))
+        own = self.side.keys(self.run.spec(match_pass, self.side.which), currency=False)
+        theirs = self.other.keys(self.run.spec(match_pass, self.other.which), currency=False)
         needed = {own[i] for i in self.rows}
         needed.discard(None)
         found: dict[Hashable | None, list[int]] = {}
@@ -114,19 +121,37 @@ class _Explainer:
             return failure[1]
         if len(candidates) > MANY:
             return self._describe(pass_index, i, self._nearest_of_many(i, candidates))
+        pool = self._same_currency(i, candidates)
         taken = self.other.taken
-        free = [j for j in candidates if taken[j] == FREE]
-        j = min(free or candidates, key=lambda j: self._distance(i, j))
+        free = [j for j in pool if taken[j] == FREE]
+        j = min(free or pool, key=lambda j: self._distance(i, j))
         return self._describe(pass_index, i, j)
+
+    def _code(self, i: int) -> str | None:
+        """Row i's currency, where the run matches within currencies."""
+        codes = self.side.currencies
+        return None if codes is None else codes[i]
+
+    def _same_currency(self, i: int, candidates: Sequence[int]) -> Sequence[int]:
+        """The candidates in row i's currency, or all of them when none is (or where
+        currencies are not compared, or row i's is empty)."""
+        code, theirs = self._code(i), self.other.currencies
+        if code is None or theirs is None:
+            return candidates
+        same = [j for j in candidates if theirs[j] == code]
+        return same or candidates
 
     def _nearest_of_many(self, i: int, candidates: list[int]) -> int:
         """Among many candidates (a key most rows share), the nearest by amount (by date
-        without amounts) by bisection, free rows first, then the lowest position."""
-        cached = self._many.get(id(candidates))
+        without amounts) by bisection: of the row's currency first, free rows first, then
+        the lowest position."""
+        code = self._code(i)
+        cached = self._many.get((id(candidates), code))
         if cached is None:
             taken = self.other.taken
-            free = self._sorted(j for j in candidates if taken[j] == FREE)
-            cached = self._many[id(candidates)] = free if free[1] else self._sorted(candidates)
+            pool = self._same_currency(i, candidates)
+            free = self._sorted(j for j in pool if taken[j] == FREE)
+            cached = self._many[id(candidates), code] = free if free[1] else self._sorted(pool)
         value = (self.side.amounts if self.run.amounts else self.side.days)[i]
         found = _closest(cached, value) if value is not None else None
         return candidates[0] if found is None else found
@@ -139,7 +164,7 @@ class _Explainer:
         if match_pass.keys:
             row += f" ({reasons.key_values(self.run, self.other, j, match_pass)})"
         taken = self.other.taken[j]
-        if taken == FREE:
+        if taken == FREE or self._currency_fails(i, j):  # (the currency says more)
             return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
         match = self.run.match(taken)
         mine = match.left if self.side is self.run.left else match.right
@@ -147,6 +172,14 @@ class _Explainer:
         manual = match.status is MatchStatus.MANUAL
         how = "by an analyst" if manual else f"by pass '{match.pass_name}'"
         return f"{match_pass.name}: {row} was matched to {rows} {how}"
+
+    def _currency_fails(self, i: int, j: int) -> bool:
+        """Whether row i and row j of the other side could never match for their
+        currencies (different, or one empty), where the run compares them."""
+        mine, theirs = self.side.currencies, self.other.currencies
+        if mine is None or theirs is None:
+            return False
+        return mine[i] is None or theirs[j] is None or mine[i] != theirs[j]
 
     def _distance(self, i: int, j: int) -> tuple[bool, int, bool, int, int]:
         run, mine, theirs = self.run, self.side, self.other
@@ -163,12 +196,25 @@ class _Explainer:
         left, right = run.left, run.right
         li, ri = (i, j) if self.side is left else (j, i)
         problems = []
+        differs = False
+        if run.currencies:
+            codes = left.currencies[li], right.currencies[ri]  # type: ignore[index]
+            problems += [
+                f"{s.label} currency is empty"
+                for s, v in zip((left, right), codes, strict=True)
+                if v is None
+            ]
+            if None not in codes and codes[0] != codes[1]:
+                differs = True  # amounts of two currencies are not compared
+                mine, theirs = codes if self.side is left else codes[::-1]
+                problems.append(f"currency differs: {mine} against {theirs}")
         if run.amounts:
             a, b = left.amounts[li], right.amounts[ri]
             problems += [
                 f"{s.label} amount is empty" for s, v in ((left, a), (right, b)) if v is None
             ]
-            if a is not None and b is not None and match_pass.type is PassType.ONE_TO_ONE:
+            one_to_one = match_pass.type is PassType.ONE_TO_ONE
+            if a is not None and b is not None and one_to_one and not differs:
                 tolerance = run.tolerance(match_pass)
                 if abs(a - b) > tolerance:
                     problems.append(
@@ -189,23 +235,40 @@ class _Explainer:
         return "; ".join(problems) or "not taken"
 
     def _keyless(self, pass_index: int, i: int) -> str:
-        """The nearest row of the other side by amount (by date without amounts), free
-        rows first."""
+        """The nearest row of the other side by amount (by date without amounts): of the
+        row's currency first, free rows first."""
         match_pass = self.run.definition.passes[pass_index]
         compared = self.run.amounts or self.run.dates
         value = (self.side.amounts if self.run.amounts else self.side.days)[i]
         if compared and value is None:
             what = "amount" if self.run.amounts else "date"
             return f"{match_pass.name}: {self.side.label} {what} is empty"
-        if self._sorted_free is None:
-            self._sorted_free = self._sorted(self.other.free())
-        values, rows = self._sorted_free
-        if not rows:
-            values, rows = self._sorted(range(len(self.other.positions)))
+        values, rows = self._pool(self._code(i))
         if not rows:
             return f"{match_pass.name}: no {self.other.label} row"
         found = _closest((values, rows), value) if compared and value is not None else None
         return self._describe(pass_index, i, rows[0] if found is None else found)
+
+    def _pool(self, code: str | None) -> Sorted:
+        """The rows a keyless pass explains a row of currency `code` by (sorted): the
+        first of free rows of that currency, its rows, free rows, all rows that holds
+        any (only the last two without a currency)."""
+        cached = self._pools.get(code)
+        if cached is not None:
+            return cached
+        other = self.other
+        everyone = range(len(other.positions))
+        pools: list[Iterable[int]] = [other.free(), everyone]
+        if code is not None and other.currencies is not None:
+            theirs = other.currencies
+            pools[:0] = [[j for j in pool if theirs[j] == code] for pool in pools]
+        found: Sorted = ([], [])
+        for pool in pools:
+            found = self._sorted(pool)
+            if found[1]:
+                break
+        self._pools[code] = found
+        return found
 
     def _sorted(self, rows: Iterable[int]) -> Sorted:
         """The other side's rows with an amount (or date), by it then by position."""
@@ -220,7 +283,7 @@ class _Explainer:
             self._unfound = []
             for pass_index in self.keyed:
                 match_pass = self.run.definition.passes[pass_index]
-                own = self.side.keys(self.run.spec(match_pass, self.side.which))
+                own = self.side.keys(self.run.spec(match_pass, self.side.which), currency=False)
                 steps = {str(n): None for pair in match_pass.keys for n in pair.normalize}
                 after = f" (after {', '.join(steps)})" if steps else ""
                 self._unfound.append((own, match_pass, after))

@@ -20,7 +20,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -29,6 +28,7 @@ from tally.core.errors import RunFailedError
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived.builders import Patch
+from tally.services.reconciliation import totals
 from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
 from tally.services.reconciliation.output_columns import (
@@ -40,7 +40,6 @@ from tally.services.reconciliation.output_columns import (
     STATUS,
 )
 from tally.services.reconciliation.plan import plan_rows
-from tally.services.reconciliation.reasons import money
 from tally.storage import (
     reconciliation_inputs,
     reconciliation_keys,
@@ -337,28 +336,12 @@ def _adjusted(
         counts[str(match.status)] += 1
     counts["unmatched_left"] += len(outcome.unmatched_left) - len(was_unmatched[SideName.LEFT])
     counts["unmatched_right"] += len(outcome.unmatched_right) - len(was_unmatched[SideName.RIGHT])
-    amounts = dict(last_run["amounts"])
-    for side in sides:
-        which = side.input.which
-        totals = amounts.get(str(which))
-        if totals is None:
-            continue
-        matched = int(Decimal(totals["matched"]).scaleb(scale))
-        apart = int(Decimal(totals["unmatched"]).scaleb(scale))
-        now_unmatched = (
-            outcome.unmatched_left if which is SideName.LEFT else outcome.unmatched_right
-        )
-        new_from = side.old + 1
-        for position, amount_or_none in zip(side.rows.positions, side.rows.amounts, strict=True):
-            amount = amount_or_none or 0
-            if position < new_from:  # its earlier share out
-                if position in was_unmatched[which]:
-                    apart -= amount
-                else:
-                    matched -= amount
-            if position in now_unmatched:
-                apart += amount
-            else:
-                matched += amount
-        amounts[str(which)] = {"matched": money(matched, scale), "unmatched": money(apart, scale)}
+    amounts = totals.adjusted(
+        definition,
+        last_run["amounts"],
+        [(side.input.which, side.rows, side.old + 1) for side in sides],
+        was_unmatched,
+        {SideName.LEFT: outcome.unmatched_left, SideName.RIGHT: outcome.unmatched_right},
+        scale,
+    )
     return {"counts": counts, "amounts": amounts}

@@ -18,7 +18,12 @@ from sqlalchemy import Connection
 
 from tally.core.columns import INT64_MAX
 from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError, RowNotFoundError
-from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation import (
+    MatchStatus,
+    ReconciliationDefinition,
+    SideName,
+    currency_code,
+)
 from tally.core.reconciliation_actions import ActionKind
 from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
 from tally.storage import reconciliation_actions as actions
@@ -41,7 +46,10 @@ def check_rows(
     field: str = "{side}_rows[{index}]",
 ) -> None:
     """RowNotFoundError naming every row that is not in its input, else ConflictError
-    naming every row in a manual match already (`field` names where each row was given)."""
+    naming every row in a manual match already and, where the sides name currencies,
+    every row when they hold two currencies or more (`field` names where each row was
+    given). A row whose currency is empty may join a match of any currency: the analyst
+    vouches for it."""
     taken: dict[SideName, dict[int, int]] = {SideName.LEFT: {}, SideName.RIGHT: {}}
     for action in actions.list_actions(conn, derived_id, in_force=True):
         if action.makes_manual_match:
@@ -67,8 +75,44 @@ def check_rows(
                 )
     if missing:
         raise RowNotFoundError(missing)
+    conflicts += _currency_conflicts(conn, definition, rows, field)
     if conflicts:
         raise ConflictError(conflicts)
+
+
+def _currency_conflicts(
+    conn: Connection,
+    definition: ReconciliationDefinition,
+    rows: Mapping[SideName, Sequence[int]],
+    field: str,
+) -> list[FieldProblem]:
+    """Each row with a currency, when the rows hold more than one: a match's difference
+    is never a sum of two currencies."""
+    if not definition.currencies:
+        return []
+    named: list[tuple[str, SideName, int, str]] = []
+    for side, positions in rows.items():
+        source = resources.get_resource(conn, definition.side(side).resource_id)
+        column = definition.side(side).currency
+        place = next((k for k, c in enumerate(source.columns) if c.name == column), None)
+        if place is None:  # (the run fails on it, saying so)
+            continue
+        found = actions.rows_at(conn, source.table_name, source.columns, positions)
+        for index, row in enumerate(positions):
+            code = currency_code(found[row][place]) if row in found else None
+            if code is not None:
+                named.append((field.format(side=side, index=index), side, row, code))
+    codes = sorted({code for *_, code in named})
+    if len(codes) < 2:
+        return []
+    return [
+        FieldProblem(
+            where,
+            f"{side} row {row} is in {code}, the rows hold {', '.join(codes)}: a manual "
+            "match holds rows of one currency (no conversion at a rate)",
+        )
+        for where, side, row, code in named
+    ]
 
 
 def match_in_output(conn: Connection, output: Resource, match_id: int) -> list[OutputPair]:

@@ -17,7 +17,10 @@ The rules (issue #11, section 1), in the order they apply:
    When both sides name an amount, a pass compares amounts: |left - right| (a group's
    sum) <= tolerance, and a row with an empty amount matches nothing there. When both
    sides name a date, right day - left day must lie in the window [before, after] for
-   every member of a group, and a row with an empty date matches nothing there.
+   every member of a group, and a row with an empty date matches nothing there. When
+   both sides name a currency, it is part of every pass's key (a pass without keys
+   groups rows by currency): rows of two currencies never match, and a row whose
+   currency is empty matches nothing.
 3. `one_to_one`: among the candidate pairs of a key (equal keys, within tolerance and
    window, not rejected) the greedy global order decides: smallest |amount difference|,
    then smallest |date difference|, then the left row's content, then the right row's
@@ -81,9 +84,12 @@ __all__ = [
 
 
 def key_columns(definition: ReconciliationDefinition, side: SideName) -> tuple[str, ...]:
-    """The distinct columns the passes use as keys on one side, in order of first use:
+    """The distinct columns the passes use as keys on one side, in order of first use,
+    after the side's currency column when both sides name one (every pass keys by it):
     the order of `SideRow.keys` and `SideTable.keys`."""
     seen: dict[str, None] = {}
+    if definition.currencies:
+        seen[definition.side(side).currency] = None  # type: ignore[index]
     for match_pass in definition.passes:
         for pair in match_pass.keys:
             seen.setdefault(pair.left if side is SideName.LEFT else pair.right, None)
@@ -106,10 +112,19 @@ def reconcile(
         for left_row in rejection.left_rows
         for right_row in rejection.right_rows
     }
+    sides = [
+        Side(
+            which,
+            definition.side(which).name,
+            table,
+            key_columns(definition, which),
+            definition.side(which).currency if definition.currencies else None,
+        )
+        for which, table in ((SideName.LEFT, left), (SideName.RIGHT, right))
+    ]
     run = Run(
         definition,
-        Side(SideName.LEFT, definition.left.name, left, key_columns(definition, SideName.LEFT)),
-        Side(SideName.RIGHT, definition.right.name, right, key_columns(definition, SideName.RIGHT)),
+        *sides,
         scale=scale,
         content=content,
         rejected=rejected,

@@ -53,12 +53,14 @@ def common_scale(
     left_columns: Sequence[Column],
     right_columns: Sequence[Column],
 ) -> int:
-    """The one scale amounts are compared at in a run: the largest of the two amount
-    columns' scales (an integer column has 0) and the tolerances' fractional digits, so
-    every amount and every tolerance is an exact integer at that scale."""
+    """The one scale amounts are compared at in a run: the largest of the amount columns'
+    scales (credit and debit both count; an integer column has 0) and the tolerances'
+    fractional digits, so every amount and every tolerance is an exact integer at that
+    scale."""
     scales = [0]
     for side, columns in ((definition.left, left_columns), (definition.right, right_columns)):
-        scales.extend(c.scale for c in columns if c.name == side.amount)
+        named = side.amount_columns()
+        scales.extend(c.scale for c in columns if c.name in named)
     scales.extend(_fraction_digits(p.amount_tolerance) for p in definition.passes)
     return max(scales)
 

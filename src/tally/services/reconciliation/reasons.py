@@ -111,6 +111,8 @@ def shared_key(run: Run, pass_index: int, one: Side, sharing: Sequence[int]) -> 
     match_pass = run.definition.passes[pass_index]
     many = run.opposite(one)
     keys = " and ".join(f"{c} '{v}'" for c, v in _keys(run, one, sharing[0], match_pass))
+    if one.currencies is not None:  # (a group is the rows of one currency)
+        keys += f" in {one.currencies[sharing[0]]}"
     return (
         f"{match_pass.name}: {len(sharing)} {one.label} rows share {keys} "
         f"({rows(one, sharing)}); "

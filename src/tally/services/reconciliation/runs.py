@@ -27,6 +27,7 @@ from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
 from tally.services.derived.builders import Output, Patch
+from tally.services.reconciliation import totals
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
@@ -38,7 +39,6 @@ from tally.services.reconciliation.matching import (
 )
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.plan import plan_rows
-from tally.services.reconciliation.reasons import money
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
 from tally.storage.derived.plans import Layout, Part
 from tally.storage.derived.records import DerivedRecord
@@ -171,12 +171,15 @@ def _by_position(side: _Input) -> array[int]:
 def _wanted(
     resource: Resource, definition: ReconciliationDefinition, which: SideName
 ) -> SideColumns:
-    """What the engine reads of one side: its key columns, amount and date."""
+    """What the engine reads of one side: its key columns (its currency among them),
+    its amount (one column, or credit and debit) and date."""
     side = definition.side(which)
+    amount = [_column(resource, side, name) for name in side.amount_columns()]
     return SideColumns(
         keys=tuple(_column(resource, side, name) for name in key_columns(definition, which)),
-        amount=_column(resource, side, side.amount) if side.amount else None,
+        amount=amount[0] if amount else None,
         date=_column(resource, side, side.date) if side.date else None,
+        debit=amount[1] if len(amount) > 1 else None,
     )
 
 
@@ -288,23 +291,13 @@ def _summary(
     scale: int,
 ) -> dict[str, Any]:
     """last_run's counts (matches per status; unmatched rows per side) and amount
-    totals per side, matched (in any match) and unmatched, as exact decimal text."""
+    totals per side (per currency, where compared), matched (in any match) and
+    unmatched, as exact decimal text (totals.py)."""
     counts: dict[str, int] = {
         **tally.counts,
         "unmatched_left": len(outcome.unmatched_left),
         "unmatched_right": len(outcome.unmatched_right),
     }
-    amounts: dict[str, Any] = {}
-    unmatched_rows = (outcome.unmatched_left, outcome.unmatched_right)
-    for name, side, unmatched in zip(("left", "right"), sides, unmatched_rows, strict=True):
-        if definition.side(SideName(name)).amount is None:
-            amounts[name] = None
-            continue
-        values = side.rows.amounts  # by position (1-based: a full run reads every row)
-        total = sum(filter(None, values))
-        apart = sum(values[p - 1] or 0 for p in unmatched)  # every other is matched
-        amounts[name] = {
-            "matched": money(total - apart, scale),
-            "unmatched": money(apart, scale),
-        }
-    return {"counts": counts, "amounts": amounts}
+    tables = [side.rows for side in sides]
+    unmatched = (outcome.unmatched_left, outcome.unmatched_right)
+    return {"counts": counts, "amounts": totals.full(definition, tables, unmatched, scale)}

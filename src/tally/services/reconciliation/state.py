@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Sequence
-from itertools import islice, repeat
-from operator import lt
+from itertools import compress, count, islice, repeat
+from operator import is_, lt
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from tally.core.reconciliation import (
     Normalizer,
     ReconciliationDefinition,
     SideName,
+    currency_code,
 )
 from tally.services.reconciliation import reasons
 from tally.services.reconciliation.normalizers import normalized_column
@@ -39,12 +40,15 @@ Entry = tuple[str, MatchStatus, int | None, str]  # pass name, status, differenc
 
 
 class Side:
-    """One side's rows as columns, and which of them are taken (`taken[i]`: match or -1)."""
+    """One side's rows as columns, and which of them are taken (`taken[i]`: match or -1).
+    `currencies`: each row's currency code (`currency_code`), when the run matches within
+    currencies, else None."""
 
     __slots__ = (
         "_keys",
         "_numbers",
         "amounts",
+        "currencies",
         "days",
         "key_columns",
         "key_values",
@@ -56,7 +60,12 @@ class Side:
     )
 
     def __init__(
-        self, which: SideName, label: str, table: SideTable, key_columns: tuple[str, ...]
+        self,
+        which: SideName,
+        label: str,
+        table: SideTable,
+        key_columns: tuple[str, ...],
+        currency: str | None = None,
     ) -> None:
         self.which = which
         self.label = label  # the definition's side name (`bank`)
@@ -69,20 +78,36 @@ class Side:
         self.key_values: tuple[Sequence[str | None], ...] = table.keys
         self.amounts: Sequence[int | None] = table.amounts
         self.days: Sequence[int | None] = table.days
+        self.currencies: Sequence[str | None] | None = None
+        if currency is not None:  # (a table of no rows may have no key columns)
+            raw = table.keys[key_columns.index(currency)] if self.positions else []
+            codes = {value: currency_code(value) for value in set(raw)}  # (a few distinct)
+            self.currencies = list(map(codes.__getitem__, raw))
         self.taken = array("q", [FREE]) * len(self.positions)
         # The free rows a pass may still take (see Run.__init__); shrinks after each pass
         # (close_taken), which usually leaves a few percent of them.
         self.open: Sequence[int] = list(range(len(self.positions)))
-        self._keys: dict[KeySpec, Sequence[Hashable | None]] = {}
+        self._keys: dict[tuple[KeySpec, bool], Sequence[Hashable | None]] = {}
         self._numbers: dict[bool, Numbers] = {}
 
-    def keys(self, spec: KeySpec) -> Sequence[Hashable | None]:
-        """Each row's key under `spec` (None: empty, equals nothing), computed once per spec."""
-        cached = self._keys.get(spec)
+    def keys(self, spec: KeySpec, *, currency: bool = True) -> Sequence[Hashable | None]:
+        """Each row's key under `spec` (None: empty, equals nothing), computed once per spec.
+        Where the run matches within currencies the currency is part of every key (a pass
+        without keys groups rows by currency), unless `currency` is false (explain.py
+        finds candidates across currencies, to say when the currency is what differs)."""
+        cached = self._keys.get((spec, currency))
         if cached is not None:
             return cached
         column: Sequence[Hashable | None]
-        if not spec or not self.positions:  # no keys: every row is in one group
+        if currency and self.currencies is not None:
+            plain = self.keys(spec, currency=False)
+            pairs: list[Hashable | None] = list(zip(self.currencies, plain, strict=True))
+            for values in (self.currencies, plain):  # an empty part: no key (C-level scans)
+                if None in values:
+                    for k in compress(count(), map(is_, values, repeat(None))):
+                        pairs[k] = None
+            column = pairs
+        elif not spec or not self.positions:  # no keys: every row is in one group
             column = [()] * len(self.positions)
         else:  # (a table of no rows may have no key columns: SideTable.of([]))
             parts = [normalized_column(list(self.key_values[i]), n) for i, n in spec]
@@ -90,7 +115,7 @@ class Side:
                 column = parts[0]
             else:
                 column = [None if None in values else values for values in zip(*parts, strict=True)]
-        self._keys[spec] = column
+        self._keys[spec, currency] = column
         return column
 
     def numbers(self, *, days: bool) -> Numbers:
@@ -119,6 +144,7 @@ class Side:
     def release(self) -> None:
         """Keep only the positions and the taken marks (see Run.release)."""
         self.key_values, self.amounts, self.days, self.open = (), (), (), ()
+        self.currencies = None
         self._keys.clear()
         self._numbers.clear()
 
@@ -153,6 +179,7 @@ class Run:
         self.rejected = rejected  # (left position, right position) pairs never to be matched
         self.amounts = definition.left.amount is not None and definition.right.amount is not None
         self.dates = definition.left.date is not None and definition.right.date is not None
+        self.currencies = left.currencies is not None and right.currencies is not None
         self.match_left = array("q")  # per match: its first (smallest) left row
         self.match_right = array("q")
         self.match_entry = array("q")
@@ -166,6 +193,9 @@ class Run:
                 side.open = [i for i in side.open if side.amounts[i] is not None]
             if self.dates and None in side.days:
                 side.open = [i for i in side.open if side.days[i] is not None]
+            if side.currencies is not None and None in side.currencies:
+                codes = side.currencies
+                side.open = [i for i in side.open if codes[i] is not None]
 
     def release(self) -> None:
         """Drop what only matching and explaining needed (key columns, amounts, dates):
@@ -304,13 +334,25 @@ class Run:
         return entry
 
     def _difference(self, lefts: Sequence[int], rights: Sequence[int]) -> int | None:
-        if not self.amounts:
+        """The match's left sum minus its right sum; None without amounts, with an empty
+        amount, or across currencies (a manual match of an earlier definition: never a
+        sum of two currencies)."""
+        if not self.amounts or len(self.currencies_of(lefts, rights)) > 1:
             return None
         left_amounts = [self.left.amounts[i] for i in lefts]
         right_amounts = [self.right.amounts[i] for i in rights]
         if None in left_amounts or None in right_amounts:
             return None
         return sum(left_amounts) - sum(right_amounts)  # type: ignore[arg-type]
+
+    def currencies_of(self, lefts: Sequence[int], rights: Sequence[int]) -> set[str]:
+        """The currencies of the rows (empty ones aside); none where not compared."""
+        if not self.currencies:
+            return set()
+        left, right = self.left.currencies, self.right.currencies
+        found = {left[i] for i in lefts} | {right[j] for j in rights}  # type: ignore[index]
+        found.discard(None)
+        return found  # type: ignore[return-value]
 
     def _shifts(self, lefts: Sequence[int], rights: Sequence[int]) -> tuple[int, int] | None:
         """The smallest and largest right day minus left day over the match's pairs."""

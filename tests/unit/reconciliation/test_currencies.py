@@ -1,0 +1,152 @@
+"""Currencies in the engine (issue #32, point 4): part of every pass's key, never compared
+as amounts across, and named in the reasons; last_run's totals per currency."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+
+from support.reconciliation_cases import definition, per_side, row, run_engine, side_rows
+from tally.core.errors import InvalidBodyError
+from tally.core.reconciliation import (
+    ManualMatch,
+    ManualWork,
+    ReconciliationDefinition,
+    SideName,
+    currency_code,
+)
+from tally.services.reconciliation import passes as pass_module
+from tally.services.reconciliation import totals
+from tally.services.reconciliation.bodies import parse_definition
+from tally.services.reconciliation.matching import SideTable
+
+KEYED = [{"name": "ref", "type": "one_to_one", "keys": [{"left": "ref", "right": "ref"}]}]
+KEYLESS = [{"name": "any", "type": "one_to_one", "keys": [], "amount_tolerance": "1"}]
+
+
+def test_a_currency_is_compared_trimmed_and_upper_cased() -> None:
+    assert [currency_code(v) for v in (" usd", "Eur ", "GBP", " ", "", None)] == [
+        "USD",
+        "EUR",
+        "GBP",
+        None,
+        None,
+        None,
+    ]
+
+
+@pytest.mark.parametrize("listed", [0, 20_000])
+def test_a_pass_without_keys_matches_within_each_currency(listed: int) -> None:
+    """Listed or matched level by level (large_groups.py), each currency is a group."""
+    d = definition(KEYLESS, currency=True)
+    left = [row(amount=100, cur="USD"), row(amount=100, cur="EUR"), row(amount=100, cur="GBP")]
+    right = [row(amount=100, cur="gbp"), row(amount=101, cur="usd "), row(amount=100, cur="JPY")]
+    with patch.object(pass_module, "LISTED_PAIRS", listed):
+        outcome = run_engine(d, left, right)
+    assert [(m.left, m.right, m.difference) for m in outcome.matches] == [
+        ((1,), (2,), -1),
+        ((3,), (1,), 0),
+    ]
+    assert (
+        outcome.unmatched_left[2] == "any: nearest ledger row 3: currency differs: EUR against JPY"
+    )
+
+
+def test_the_nearest_candidate_is_of_the_rows_currency_even_when_taken() -> None:
+    d = definition(
+        [*KEYED, {**KEYED[0], "name": "near", "amount_tolerance": "0.05"}], currency=True
+    )
+    left = [row("A", 100, cur="USD"), row("A", 100, cur="USD")]
+    right = [row("A", 100, cur="EUR"), row("A", 100, cur="USD")]
+    outcome = run_engine(d, left, right)
+    assert outcome.unmatched_left[2] == (
+        "near: ledger row 2 (ref A) was matched to bank row 1 by pass 'ref'"
+    )
+    assert outcome.unmatched_right[1] == (  # no amount compared across currencies
+        "near: nearest bank row 2 (ref A): currency differs: EUR against USD"
+    )
+
+
+def test_a_candidate_of_another_currency_is_named_for_it_even_when_taken() -> None:
+    """Its match says less than its currency, which no match would change."""
+    d = definition(KEYED, currency=True)
+    left = [row("A", 100, cur="EUR"), row("A", 100, cur="USD")]
+    outcome = run_engine(d, left, [row("A", 100, cur="EUR")])
+    assert outcome.unmatched_left[2] == (
+        "ref: nearest ledger row 1 (ref A): currency differs: USD against EUR"
+    )
+
+
+def test_rows_sharing_a_key_in_one_currency_say_which() -> None:
+    d = definition(
+        [{"name": "split", "type": "one_to_many", "keys": [{"left": "ref", "right": "ref"}]}],
+        currency=True,
+    )
+    left = [row("S", 10, cur="EUR"), row("S", 10, cur="eur"), row("S", 10, cur="USD")]
+    right = [row("S", 4, cur="EUR"), row("S", 6, cur="EUR"), row("S", 10, cur="USD")]
+    outcome = run_engine(d, left, right)
+    assert [(m.left, m.right) for m in outcome.matches] == [((3,), (3,))]
+    assert outcome.unmatched_left[1] == (
+        "split: 2 bank rows share ref 'S' in EUR (bank rows 1, 2); the pass matches one bank "
+        "row to many ledger rows"
+    )
+
+
+def test_a_manual_match_across_currencies_has_no_difference() -> None:
+    """Only one made before the sides named currencies can: the API refuses new ones."""
+    d = definition(KEYED, currency=True)
+    left = [row("A", 100, cur="USD"), row("B", 5, cur=None)]
+    right = [row("C", 90, cur="EUR"), row("D", 3, cur="EUR")]
+    manual = ManualWork((ManualMatch(1, (1,), (1,)), ManualMatch(2, (2,), (2,))))
+    outcome = run_engine(d, left, right, manual)
+    assert [(m.left, m.difference) for m in outcome.matches] == [((1,), None), ((2,), 2)]
+
+
+def table(d: ReconciliationDefinition, which: SideName, rows: list[dict[str, Any]]) -> SideTable:
+    return SideTable.of(side_rows(d, which, rows))
+
+
+def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> None:
+    d = definition(KEYED, currency=True)
+    left = [row("A", 100, cur="USD"), row("B", 250, cur="eur"), row("C", None, cur="EUR")]
+    right = [row("A", 100, cur="USD"), row("Z", 7, cur=None)]
+    tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
+    shown = totals.full(d, tables, [{2: "", 3: ""}, {2: ""}], 2)
+    assert shown == {
+        "": per_side(("0.00", "0.00"), ("0.00", "0.07")),
+        "EUR": per_side(("0.00", "2.50"), ("0.00", "0.00")),
+        "USD": per_side(("1.00", "0.00"), ("1.00", "0.00")),
+    }
+    # A late GBP ledger row: the last totals adjusted are the totals counted again.
+    late = [*right, row("B", 250, cur="GBP")]
+    now = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, late)]
+    again = totals.full(d, now, [{2: "", 3: ""}, {2: "", 3: ""}], 2)
+    examined = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
+    adjusted = totals.adjusted(
+        d,
+        shown,
+        [(SideName.RIGHT, examined, 3)],
+        {SideName.LEFT: set(), SideName.RIGHT: set()},
+        {SideName.LEFT: {}, SideName.RIGHT: {3: ""}},
+        2,
+    )
+    assert adjusted == again
+    assert adjusted["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50"}
+
+
+def test_totals_without_currencies_keep_their_shape() -> None:
+    d = definition(KEYED)
+    tables = [table(d, SideName.LEFT, [row("A", 100)]), table(d, SideName.RIGHT, [row("A", 100)])]
+    assert totals.full(d, tables, [{}, {1: ""}], 2) == per_side(("1.00", "0.00"), ("0.00", "1.00"))
+    no_amounts = definition(KEYED, amount=False)
+    assert totals.full(no_amounts, tables, [{}, {}], 2) == {"left": None, "right": None}
+
+
+def test_a_body_error_inside_the_amount_is_named_without_the_forms_tag() -> None:
+    side = {"name": "bank", "resource_id": 1, "amount": {"credit": "C", "debit": 3}}
+    body = {"name": "n", "left": side, "right": {**side, "name": "b"}, "passes": []}
+    with pytest.raises(InvalidBodyError) as found:
+        parse_definition(body)
+    assert [p.field for p in found.value.problems] == ["left.amount.debit", "right.amount.debit"]
