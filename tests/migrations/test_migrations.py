@@ -31,7 +31,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0008"
+        assert context.get_current_revision() == "0009"
         assert compare_metadata(context, metadata) == []
 
 
@@ -109,7 +109,9 @@ def _back_to_revision_0003(conn: Any, table: str) -> None:
 
 
 def _back_to_revision_0004(conn: Any) -> None:
-    """Undo 0006 and 0005: no derived resources, no declared encodings."""
+    """Undo 0009, 0006 and 0005: no file layouts or warnings, no derived resources, no
+    declared encodings."""
+    _back_to_revision_0008(conn)
     for table in ("reconciliation_actions", "derived_inputs", "derived_resources"):
         conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.exec_driver_sql("ALTER TABLE files DROP COLUMN encoding")
@@ -204,6 +206,7 @@ def test_pending_events_of_revision_0007_move_to_the_status_callback_topic(
             for (_, processed), event_id in ids.items():
                 if processed:
                     outbox.mark_processed(conn, event_id, now)
+            _back_to_revision_0008(conn)
             conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0007'")
     finally:
         runtime.close()
@@ -222,6 +225,12 @@ def test_pending_events_of_revision_0007_move_to_the_status_callback_topic(
         assert _topics(runtime, ids) == {key: key[0] for key in ids}
     finally:
         runtime.close()
+
+
+def _back_to_revision_0008(conn: Any) -> None:
+    """Undo 0009: no file layouts, no file warnings."""
+    conn.exec_driver_sql("ALTER TABLE files DROP COLUMN warnings")
+    conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN file_layout")
 
 
 def _topics(runtime: Runtime, ids: dict[tuple[str, bool], int]) -> dict[tuple[str, bool], str]:

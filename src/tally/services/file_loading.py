@@ -161,7 +161,14 @@ def _commit(
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()
-    files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
+    files.finish(
+        conn,
+        file.id,
+        status=FileStatus.DELIVERED,
+        now=now,
+        rows=result.rows,
+        warnings=list(result.warnings) or None,
+    )
     file_events.queue_event(
         conn, event=file_events.DELIVERED, resource_id=file.resource_id, file=file, now=now
     )

@@ -70,6 +70,7 @@ ProgressCallback = Callable[[str, int], None]
 class LoadResult:
     resource: Resource
     rows: int
+    warnings: tuple[str, ...] = ()  # shown in the file's status: columns kept as text
 
 
 @dataclass
@@ -82,6 +83,7 @@ class FirstPass:
     blank_lines: int = 0
     quotes: list[int] | None = None  # quote characters per column; None: the file has none
     widened_at: dict[str, int] = field(default_factory=dict)  # physical -> line
+    warnings: list[str] = field(default_factory=list)
 
     def reading(self) -> FileReading:
         return FileReading(self.rows, self.blank_lines, self.quotes)
@@ -133,6 +135,8 @@ def _infer(
         column_type, scale, timezone = guess.resolve()
         column = Column(name, f"c{position}", column_type, scale, timezone)
         result.ordered.append(column)
+        if (hint := guess.hint(name)) is not None:
+            result.warnings.append(hint)
         result.shapes[column.physical] = ValueShape(
             has_empty=guess.has_empty,
             uniform_scale=guess.uniform_scale,
@@ -438,14 +442,15 @@ def load_into(
     loads, while the API is accepting notifications: decision 0022).
     """
     resource = resources.lock_resource(conn, resource_id)
-    file_format = detect_format(path, encoding or resource.encoding, limits)
+    file_format = detect_format(path, encoding or resource.encoding, limits, resource.layout)
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name)
     with table_refused(len(header)):
         try:
-            if bulk.takes_expected:
+            if bulk.takes_expected and file_format.layout.plain:
+                # the bytes are the rows only when no line is skipped and no value rewritten
                 _stage_raw(bulk, path, file_format, resource, pace)
             if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
                 first = checked_while_staging(bulk, path, file_format, known, on_progress)
@@ -462,4 +467,4 @@ def load_into(
     updated = resources.record_load(
         conn, resource, columns=columns, added_rows=first.rows, now=utc_now()
     )
-    return LoadResult(updated, first.rows)
+    return LoadResult(updated, first.rows, tuple(first.warnings))

@@ -1,13 +1,17 @@
 """Reading a CSV file as published: gzip or not, in its source's encoding (UTF-8, BOM or
 not, unless declared otherwise; strictly, see decoding.py), and comma, semicolon, tab
 or pipe separated. Streams batches of rows with line numbers,
-so memory stays flat whatever the file's size.
+so memory stays flat whatever the file's size. The source's layout (core/formats.py)
+skips its leading and trailing lines, and rewrites the values of columns declared with
+a format into canonical text as each batch is read: every reader of the rows (the
+checks, the appends) sees them as a clean file's.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +21,7 @@ from typing import IO, Any
 
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import LoadError
+from tally.core.formats import PLAIN_LAYOUT, Converter, FileLayout, FormatMisfitError, converter_of
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.services.loader.decoding import StrictDecoder, codec_of, utf8_pieces
 from tally.services.loader.limits import LimitedGzip, LineMeter, long_field_index, value_too_long
@@ -39,6 +44,7 @@ class FileFormat:
     delimiter: str
     has_quotes: bool = True  # a '"' anywhere in the file
     limits: FileLimits = DEFAULT_FILE_LIMITS
+    layout: FileLayout = PLAIN_LAYOUT  # lines skipped, columns' formats (issue 32)
 
     @property
     def codec(self) -> str:
@@ -109,7 +115,10 @@ def _sniff_delimiter(sample: str) -> str:
 
 
 def detect_format(
-    path: Path, encoding: str = DEFAULT_ENCODING, limits: FileLimits = DEFAULT_FILE_LIMITS
+    path: Path,
+    encoding: str = DEFAULT_ENCODING,
+    limits: FileLimits = DEFAULT_FILE_LIMITS,
+    layout: FileLayout = PLAIN_LAYOUT,
 ) -> FileFormat:
     """The file's format, from one read of it: the gzip magic, then the whole
     (decompressed) stream decoded in `encoding` and checked against `limits`. LoadError
@@ -122,8 +131,11 @@ def detect_format(
         decoder = StrictDecoder(encoding, lambda: _pieces(path, compressed, limits))
         with handle:
             found = _scan(handle, decoder, LineMeter(limits))
-    delimiter = _sniff_delimiter(found.head)
-    file_format = FileFormat(compressed, encoding, delimiter, found.quotes, limits)
+    head = found.head
+    if layout.skip_leading_lines:  # a bank's preamble says nothing of the delimiter
+        head = "".join(head.splitlines(keepends=True)[layout.skip_leading_lines :])
+    delimiter = _sniff_delimiter(head)
+    file_format = FileFormat(compressed, encoding, delimiter, found.quotes, limits, layout)
     if found.nul:
         raise _nul_error(path, file_format)
     return file_format
@@ -174,29 +186,55 @@ def read_head(path: Path, file_format: FileFormat, *, batches: int) -> FileHead:
 @contextmanager
 def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Records]]:
     """One pass over the file: its header, and its records in batches. Blank lines,
-    before the header too, hold no record."""
+    before the header too, hold no record. The layout's leading lines are skipped before
+    the header, its trailing records after the last batch's; line numbers are the
+    file's own."""
     csv.field_size_limit(file_format.limits.max_cell_bytes)
+    layout = file_format.layout
     with _open_bytes(path, file_format.compressed, file_format.limits) as raw:
         text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
+        skipped = 0
+        try:
+            while skipped < layout.skip_leading_lines and text.readline():
+                skipped += 1
+        except UnicodeDecodeError as exc:
+            raise _reading_error(path, file_format, exc, skipped + 1, None) from exc
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
         header: list[str] | None = []
-        start, blank_lines = 1, -1
+        start, blank_lines = skipped + 1, -1
         try:
             while header == []:
-                start, blank_lines = reader.line_num + 1, blank_lines + 1
+                start, blank_lines = skipped + reader.line_num + 1, blank_lines + 1
                 header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
             raise _reading_error(path, file_format, exc, start, None) from exc
         if header is None:
-            raise LoadError("the file is empty: a header line is required", line=1)
+            raise LoadError("the file is empty: a header line is required", line=skipped + 1)
         records = Records(reader, len(header), _position_of(raw), blank_lines)
+        records.offset = skipped
+        records.trailing = layout.skip_trailing_lines
+        records.converters = _converters(header, layout)
         records.explain = lambda exc, line: _reading_error(path, file_format, exc, line, header)
         yield header, records
 
 
+def _converters(header: list[str], layout: FileLayout) -> list[tuple[int, str, Converter]]:
+    """(position, name, converter) of each column of the header declared with a format."""
+    formats = dict(layout.formats)
+    return [
+        (i, name, converter_of(formats[name])) for i, name in enumerate(header) if name in formats
+    ]
+
+
 class Records:
     """The records after the header, in batches; counts the blank lines it skips (the
-    PostgreSQL loader's COPY reads those differently)."""
+    PostgreSQL loader's COPY reads those differently). `offset` lines were skipped
+    before the header; the last `trailing` records are held back and dropped; the
+    `converters`' columns are rewritten into canonical text, batch by batch."""
+
+    offset = 0
+    trailing = 0
+    converters: list[tuple[int, str, Converter]] = []  # noqa: RUF012 - replaced, never changed
 
     def __init__(
         self, reader: Any, width: int, position: Callable[[], int], blank_lines: int
@@ -208,29 +246,72 @@ class Records:
         self.explain: Callable[[Exception, int], LoadError] = _malformed
 
     def __iter__(self) -> Iterator[Batch]:
-        reader, width = self._reader, self._width
+        if self.trailing:
+            yield from self._converted(self._held_back())
+        else:
+            yield from self._converted(self._records())
+
+    def _records(self) -> Iterator[Batch]:
+        reader, width, offset = self._reader, self._width, self.offset
         batch = Batch([], [])
-        start = reader.line_num + 1  # where the record being read begins
+        start = offset + reader.line_num + 1  # where the record being read begins
         try:
             for row in reader:
                 if not row:  # a blank line holds no record
                     self.blank_lines += 1
-                elif len(row) != width:
+                elif len(row) != width and not self.trailing:
                     raise LoadError(
-                        f"expected {width} fields, found {len(row)}", line=reader.line_num
+                        f"expected {width} fields, found {len(row)}",
+                        line=offset + reader.line_num,
                     )
                 else:
                     batch.rows.append(row)
-                    batch.lines.append(reader.line_num)
+                    batch.lines.append(offset + reader.line_num)
                     if len(batch.rows) >= BATCH_ROWS:
                         batch.offset = self._position()
                         yield batch
                         batch = Batch([], [])
-                start = reader.line_num + 1
+                start = offset + reader.line_num + 1
         except (csv.Error, UnicodeDecodeError) as exc:
             raise self.explain(exc, start) from exc
         if batch.rows:
             batch.offset = self._position()
+            yield batch
+
+    def _held_back(self) -> Iterator[Batch]:
+        """The records but the last `trailing` (a bank's totals: any number of fields),
+        each checked for its width once it is known not to be one of those."""
+        width, trailing = self._width, self.trailing
+        held: deque[tuple[list[str], int]] = deque()
+        out = Batch([], [])
+        for batch in self._records():
+            held.extend(zip(batch.rows, batch.lines, strict=True))
+            while len(held) > trailing:
+                row, line = held.popleft()
+                if len(row) != width:
+                    raise LoadError(f"expected {width} fields, found {len(row)}", line=line)
+                out.rows.append(row)
+                out.lines.append(line)
+            if out.rows:
+                out.offset = batch.offset
+                yield out
+                out = Batch([], [])
+
+    def _converted(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        if not self.converters:
+            yield from batches
+            return
+        for batch in batches:
+            rows = batch.rows
+            for position, name, converter in self.converters:
+                try:
+                    values = converter.convert([row[position] for row in rows])
+                except FormatMisfitError as misfit:
+                    raise LoadError(
+                        misfit.reason, line=batch.lines[misfit.index], column=name
+                    ) from None
+                for row, value in zip(rows, values, strict=True):
+                    row[position] = value
             yield batch
 
 

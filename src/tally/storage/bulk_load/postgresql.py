@@ -167,6 +167,8 @@ class PostgresBulkLoad(BulkLoad):
             self._thread = None
 
     def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
+        if self._raw is None:  # nothing staged (a source whose files need rewriting)
+            return False
         # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
         # and a rollback later would undo the loader's own statements too: decide now.
         self._join()
