@@ -17,6 +17,8 @@ from tally.runtime import Runtime
 from tally.storage import resources
 
 CSV = {"content-type": "text/csv"}
+DECIMAL_SEPARATOR = "columns.0.decimal_separator"
+THOUSANDS_SEPARATOR = "columns.0.thousands_separator"
 GERMAN_AMOUNT = {
     "name": "Betrag",
     "type": "decimal",
@@ -56,7 +58,10 @@ def test_a_source_keeps_its_layout_and_a_file_loads_through_it(
             ("Betrag", ColumnFormat(number=NumberFormat(",", ".", ("minus", "dr_cr")))),
         ),
     )
-    content = "Konto;4711\nZeitraum;Oktober\nTag;Betrag\n01.10.2026;3.445,63\n02.10.2026;12,50 DR\nSumme;3.433,13\n"
+    content = (
+        "Konto;4711\nZeitraum;Oktober\nTag;Betrag\n"
+        "01.10.2026;3.445,63\n02.10.2026;12,50 DR\nSumme;3.433,13\n"
+    )
     fed = api.post(
         f"/api/v2/sources/{source_id}/feed-source",
         content=content.encode(),
@@ -110,19 +115,19 @@ def test_a_files_status_shows_the_date_formats_a_text_column_fits(
             "columns.0.format",
             "offset",
         ),
-        ({"type": "text", "decimal_separator": ","}, "columns.0.decimal_separator", "decimal and integer"),
-        ({"type": "decimal", "decimal_separator": ";"}, "columns.0.decimal_separator", "'.' or ','"),
+        ({"type": "text", "decimal_separator": ","}, DECIMAL_SEPARATOR, "decimal and integer"),
+        ({"type": "decimal", "decimal_separator": ";"}, DECIMAL_SEPARATOR, "'.' or ','"),
         (
             {"type": "decimal", "decimal_separator": ",", "thousands_separator": ","},
             "columns.0.thousands_separator",
             "must differ",
         ),
-        ({"type": "decimal", "thousands_separator": "."}, "columns.0.thousands_separator", "must differ"),
+        ({"type": "decimal", "thousands_separator": "."}, THOUSANDS_SEPARATOR, "must differ"),
         ({"type": "decimal", "negative": ["brackets"]}, "columns.0.negative.0", "parentheses"),
         ({"type": "decimal", "negative": []}, "columns.0.negative", "at least 1"),
         ({"type": "decimal", "negative": ["minus", "minus"]}, "columns.0.negative", "twice"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_declaration_is_422_naming_the_field(
     api: httpx.Client, ingestion_tenant: Tenant, column: dict[str, Any], field: str, words: str
 ) -> None:

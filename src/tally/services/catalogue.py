@@ -23,8 +23,8 @@ from tally.core.errors import (
 )
 from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
-from tally.core.source_bodies import DeclaredSource
 from tally.core.names import name_problem
+from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
 from tally.storage import accounts, outbox, resources, staging
