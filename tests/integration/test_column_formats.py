@@ -306,3 +306,26 @@ def test_a_clean_file_loads_as_before_without_warnings(
     record = deliver(runtime, ingestion_tenant, source, b"day,memo\n2026-10-01,a/b/c\n")
     assert (record.status, record.warnings) == ("delivered", None)
     assert rows_of(runtime, ingestion_tenant, source.id) == [{"day": "2026-10-01", "memo": "a/b/c"}]
+
+
+def test_json_rows_are_read_in_the_clean_form(runtime: Runtime, ingestion_tenant: Tenant) -> None:
+    """CSV tally makes from JSON rows has JSON's numbers and no line around the rows."""
+    body = {"columns": GERMAN_COLUMNS, "skip_leading_lines": 3, "skip_trailing_lines": 1}
+    source = source_with(runtime, ingestion_tenant, body)
+    staged = runtime.uploads.stage_json(
+        [b'[{"Buchungstag": "2026-10-01", "Verwendungszweck": "x", "Betrag": -1250.5}]']
+    )
+    accepted = runtime.uploads.queue_upload(
+        workspace_id=ingestion_tenant.workspace_id,
+        source_id=source.id,
+        staged=staged,
+        filename=None,
+        idempotency_key=None,
+    )
+    run_pipeline(runtime)
+    with runtime.engine.connect() as conn:
+        record = files.get_file(conn, accepted.file_id)
+    assert (record.status, record.error) == ("delivered", None)
+    assert rows_of(runtime, ingestion_tenant, source.id) == [
+        {"Buchungstag": "2026-10-01", "Verwendungszweck": "x", "Betrag": Decimal("-1250.50")}
+    ]

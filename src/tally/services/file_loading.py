@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.files import FileRecord, FileStatus
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.limits import FileLimits
 from tally.services import file_events
 from tally.services.loader.load import LoadResult, load_into
@@ -74,6 +75,7 @@ class FileLoading:
                     encoding=file.encoding,
                     limits=self._limits,
                     pace=self.pace,
+                    layout=_layout_of(file),
                 ),
             )
 
@@ -91,6 +93,7 @@ class FileLoading:
                 blob,
                 encoding=file.encoding or resource.encoding,
                 limits=self._limits,
+                layout=_layout_of(file),
             )
             with write_connection(self._engine) as conn, staging.attached(conn, path):
                 if filled is not None:
@@ -131,6 +134,13 @@ class FileLoading:
                 "staging_leftover_removed", extra={"file_id": item.file_id, "leftover": item.name}
             )
         return len(removed)
+
+
+def _layout_of(file: FileRecord) -> FileLayout | None:
+    """The layout a file is read in: None, the source's, unless tally made its bytes
+    (CSV from JSON rows, the only file with an encoding of its own: decision 0015), whose
+    numbers and dates are JSON's, in the clean form, with no line around the rows."""
+    return PLAIN_LAYOUT if file.encoding is not None else None
 
 
 def _commit(

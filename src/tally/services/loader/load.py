@@ -25,6 +25,7 @@ from sqlalchemy import Connection
 from tally.core.clock import utc_now
 from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
+from tally.core.formats import FileLayout
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.processes.collector import settle_garbage_collector
 from tally.services.loader.inference import (
@@ -425,12 +426,14 @@ def load_into(
     encoding: str | None = None,
     limits: FileLimits = DEFAULT_FILE_LIMITS,
     pace: LoadPace | None = None,
+    layout: FileLayout | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
 
     A placeholder resource takes its columns from this file; any other must receive the
     same columns, in any order, with values of the same types. The file is read in the
-    resource's encoding, or in `encoding` when its bytes are not in that (decision 0015).
+    resource's encoding, or in `encoding` when its bytes are not in that (decision 0015),
+    and in the resource's layout (lines skipped, declared formats), or `layout`.
 
     The file is opened for its format (one scan: encoding, delimiter), for its head
     when the backend moves rows before pass 1 (their width, and on PostgreSQL the
@@ -442,7 +445,8 @@ def load_into(
     loads, while the API is accepting notifications: decision 0022).
     """
     resource = resources.lock_resource(conn, resource_id)
-    file_format = detect_format(path, encoding or resource.encoding, limits, resource.layout)
+    layout = resource.layout if layout is None else layout
+    file_format = detect_format(path, encoding or resource.encoding, limits, layout)
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns

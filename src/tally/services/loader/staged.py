@@ -65,14 +65,16 @@ def stage_file(
     limits: FileLimits,
     on_progress: ProgressCallback | None = None,
     declared: tuple[Column, ...] | None = None,
-    layout: FileLayout = PLAIN_LAYOUT,
+    layout: FileLayout | None = None,
 ) -> StagedFile:
     """Read the file in `encoding`, check it and convert it into a fresh staging database
     at `staging_path`, for `resource` as it is now (None: a source created when the file
-    is published, with the `declared` columns, or a placeholder, and `layout`)."""
+    is published, with the `declared` columns, or a placeholder), read in `layout`
+    (None: the resource's)."""
     if resource is not None:
         declared = None if resource.is_placeholder else resource.columns
-        layout = resource.layout
+    if layout is None:
+        layout = resource.layout if resource is not None else PLAIN_LAYOUT
     file_format = detect_format(path, encoding, limits, layout)
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
