@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
+
 DATE_FORMAT_MAX_CHARS = 40
 DATE_LITERALS = frozenset("/.-:, T")
 NEGATIVE_FORMS = ("minus", "trailing_minus", "parentheses", "dr_cr")
@@ -34,6 +36,9 @@ DECIMAL_SEPARATORS = (".", ",")
 # (U+00A0) and narrow no-break space (U+202F); either of the latter two declares the same.
 THOUSANDS_SEPARATORS = ("", ",", ".", " ", "'", "\u00a0", "\u202f")
 _SPACES = " \u00a0\u202f"
+
+# What a literal is in a pattern both `re` and RE2 read (RE2 refuses an escaped space).
+_LITERAL = {".": "\\."}
 
 # token -> (group name, pattern, fixed width)
 _TOKENS: dict[str, tuple[str, str, bool]] = {
@@ -61,13 +66,15 @@ class FormatMisfitError(ValueError):
 
 @dataclass(frozen=True)
 class DateFormat:
-    """A parsed date format: its regular expression and whether it carries a time."""
+    """A parsed date format: its regular expression, whether it carries a time, and for
+    a format of fixed-width tokens where each part sits (group -> (start, end))."""
 
     text: str
     pattern: str
     has_time: bool
     has_seconds: bool
     fixed_width: bool
+    slices: tuple[tuple[str, int, int], ...] = ()
 
 
 def parse_date_format(text: str) -> DateFormat:
@@ -76,6 +83,7 @@ def parse_date_format(text: str) -> DateFormat:
         raise ValueError(f"a format has 1 to {DATE_FORMAT_MAX_CHARS} characters")
     parts: list[str] = []
     seen: dict[str, str] = {}
+    slices: list[tuple[str, int, int]] = []
     position, fixed, after_variable = 0, True, False
     while position < len(text):
         token = next((t for t in _TOKEN_ORDER if text.startswith(t, position)), None)
@@ -86,7 +94,7 @@ def parse_date_format(text: str) -> DateFormat:
                     f"unknown token at position {position + 1}: {char!r} (tokens: YYYY, "
                     "MM, M, DD, D, HH, H, mm, ss; literals: / . - : , T and space)"
                 )
-            parts.append(re.escape(char))
+            parts.append(_LITERAL.get(char, char))
             position += 1
             after_variable = False
             continue
@@ -97,6 +105,7 @@ def parse_date_format(text: str) -> DateFormat:
             raise ValueError(f"{token!r} repeats {seen[group]!r}")
         seen[group] = token
         parts.append(f"(?P<{group}>{pattern})")
+        slices.append((group, position, position + len(token)))
         fixed = fixed and width_fixed
         after_variable = not width_fixed
         position += len(token)
@@ -107,7 +116,7 @@ def parse_date_format(text: str) -> DateFormat:
         raise ValueError(f"a format needs a year, a month and a day: {', '.join(missing)} missing")
     if ("H" in seen) != ("i" in seen) or ("s" in seen and "i" not in seen):
         raise ValueError("a time needs hours and minutes (HH:mm), seconds optional (HH:mm:ss)")
-    return DateFormat(text, "".join(parts), "H" in seen, "s" in seen, fixed)
+    return DateFormat(text, "".join(parts), "H" in seen, "s" in seen, fixed, tuple(slices))
 
 
 @dataclass(frozen=True)
@@ -211,6 +220,7 @@ PLAIN_LAYOUT = FileLayout()  # no line skipped, no format declared
 # --- converting a batch's values ----------------------------------------------------
 
 
+_RE2_MEMORY = 64 << 20  # bytes for RE2's DFA cache, as inference gives its own
 _NAMED_GROUP = re.compile(r"\(\?P<[a-zA-Z]+>")
 
 
@@ -220,14 +230,18 @@ class Converter:
     def __init__(
         self,
         one: str,
-        rewrite: Callable[[str], str],
+        rewrite: Callable[[str, list[str]], list[str]],
         description: str,
         *,
         dates: bool,
     ) -> None:
         one = _NAMED_GROUP.sub("(?:", one)  # a group's name may appear once a pattern
         self._one = re.compile(one)
-        self._many = re.compile(f"(?:{one})?(?:\n(?:{one})?)*")
+        # a batch is checked at once on RE2 (a DFA: 0.015 s a million amounts, Python's
+        # backtracking `re` 0.2 s), a value at a time only to find the one at fault
+        options = re2.Options()
+        options.max_mem = _RE2_MEMORY
+        self._many = re2.compile(f"(?:{one})?(?:\n(?:{one})?)*", options)
         self._rewrite = rewrite
         self._description = description
         self._dates = dates
@@ -235,9 +249,12 @@ class Converter:
     def convert(self, values: Sequence[str]) -> list[str]:
         """The values in canonical text; FormatMisfitError at the first that does not fit."""
         blob = "\n".join(values)
-        if blob.count("\n") != len(values) - 1 or self._many.fullmatch(blob) is None:
+        if (
+            blob.count("\n") != len(values) - 1
+            or self._many.fullmatch(blob.encode("utf-8", "surrogatepass")) is None
+        ):
             raise self._misfit(values, self._first_misfit(values))
-        converted = self._rewrite(blob).split("\n")
+        converted = self._rewrite(blob, list(values))
         if self._dates:
             self._check_calendar(values, converted)
         return converted
@@ -275,17 +292,29 @@ class Converter:
 
 def _date_converter(text: str) -> Converter:
     date = parse_date_format(text)
-    time = ""
-    if date.has_time:
-        time = "T\\g<H>:\\g<i>:" + ("\\g<s>" if date.has_seconds else "00")
-    one = re.compile(date.pattern)
-    if date.fixed_width:
-        template = "\\g<y>-\\g<m>-\\g<d>" + time
+    if date.fixed_width:  # each part at a known place: slices, 3x faster than re.sub
+        at = {group: (start, end) for group, start, end in date.slices}
+        (ya, yb), (ma, mb), (da, db) = at["y"], at["m"], at["d"]
+        if not date.has_time:
 
-        def rewrite(blob: str) -> str:
-            return one.sub(template, blob)
+            def rewrite(blob: str, values: list[str]) -> list[str]:
+                return [f"{v[ya:yb]}-{v[ma:mb]}-{v[da:db]}" if v else v for v in values]
+
+        else:
+            (ha, hb), (ia, ib) = at["H"], at["i"]
+            sa, sb = at.get("s", (0, 0))
+            seconds = "" if date.has_seconds else "00"
+
+            def rewrite(blob: str, values: list[str]) -> list[str]:
+                return [
+                    f"{v[ya:yb]}-{v[ma:mb]}-{v[da:db]}T{v[ha:hb]}:{v[ia:ib]}:{v[sa:sb]}{seconds}"
+                    if v
+                    else v
+                    for v in values
+                ]
 
     else:
+        one = re.compile(date.pattern)
 
         def padded(match: re.Match[str]) -> str:
             groups = match.groupdict()
@@ -294,44 +323,64 @@ def _date_converter(text: str) -> Converter:
                 out += f"T{int(groups['H']):02d}:{groups['i']}:{groups.get('s') or '00'}"
             return out
 
-        def rewrite(blob: str) -> str:
-            return one.sub(padded, blob)
+        def rewrite(blob: str, values: list[str]) -> list[str]:
+            return one.sub(padded, blob).split("\n")
 
     return Converter(date.pattern, rewrite, text, dates=True)
 
 
+# The last character of a value written in a negative form other than a leading minus.
+_FORM_ENDS = {"trailing_minus": "-", "parentheses": ")", "dr_cr": "RrCc"}
+
+
+def _signed(value: str) -> str:
+    """A value in a negative (or credit) form, its separators already canonical, as a
+    leading minus writes it: '(12.50)', '12.50-', '12.50 DR' -> '-12.50'; '12.50 CR'
+    -> '12.50'."""
+    if value.endswith(")"):
+        return "-" + value[1:-1]
+    if value.endswith("-"):
+        return "-" + value[:-1]
+    body = value[:-2].rstrip(" ")
+    return "-" + body if value[-2:].upper() == "DR" else body
+
+
 def _number_converter(number: NumberFormat) -> Converter:
-    decimal = re.escape(number.decimal_separator)
+    decimal = _LITERAL.get(number.decimal_separator, number.decimal_separator)
     thousands = number.thousands_separator
-    group = f"[{_SPACES}]" if thousands and thousands in _SPACES else re.escape(thousands)
+    group = (
+        f"[{_SPACES}]" if thousands and thousands in _SPACES else _LITERAL.get(thousands, thousands)
+    )
     whole = "0|[1-9][0-9]*"
     if thousands:
         whole = f"[1-9][0-9]{{0,2}}(?:{group}[0-9]{{3}})+|{whole}"
     n = f"(?:{whole})(?:{decimal}[0-9]+)?"
     forms = [f"\\+?{n}"]
-    steps: list[tuple[re.Pattern[str], str]] = []
     if "minus" in number.negative:
         forms.append(f"-{n}")
     if "trailing_minus" in number.negative:
         forms.append(f"{n}-")
-        steps.append((re.compile(r"^([^\n]*)-$", re.MULTILINE), r"-\1"))
     if "parentheses" in number.negative:
         forms.append(f"\\({n}\\)")
-        steps.append((re.compile(r"^\(([^\n]*)\)$", re.MULTILINE), r"-\1"))
     if "dr_cr" in number.negative:
         forms.append(f"{n} ?(?i:DR|CR)")
-        steps.append((re.compile(r"^([^\n]*?) ?(?i:DR)$", re.MULTILINE), r"-\1"))
-        steps.append((re.compile(r"^([^\n]*?) ?(?i:CR)$", re.MULTILINE), r"\1"))
+    ends = frozenset("".join(_FORM_ENDS.get(form, "") for form in number.negative))
     removed = _SPACES if thousands and thousands in _SPACES else thousands
+    separator = number.decimal_separator
 
-    def rewrite(blob: str) -> str:
-        for pattern, replacement in steps:
-            blob = pattern.sub(replacement, blob)
+    def rewrite(blob: str, values: list[str]) -> list[str]:
+        # the values fit: separators are replaced in the whole batch at once (in C),
+        # and only the few values with a mark at their end are rewritten one by one
         for char in removed:
-            blob = blob.replace(char, "")
-        if number.decimal_separator != ".":
-            blob = blob.replace(number.decimal_separator, ".")
-        return blob
+            if char in blob:
+                blob = blob.replace(char, "")
+        if separator != ".":
+            blob = blob.replace(separator, ".")
+        out = blob.split("\n")
+        if ends:
+            for i in [i for i, v in enumerate(out) if v[-1:] in ends]:
+                out[i] = _signed(out[i])
+        return out
 
     description = ColumnFormat(number=number).describe()
     return Converter(f"(?:{'|'.join(forms)})", rewrite, description, dates=False)
