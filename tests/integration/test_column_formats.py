@@ -12,6 +12,7 @@ through `tally admin load --columns` (SourceCatalogue.create_source_from_file).
 
 from __future__ import annotations
 
+import itertools
 from decimal import Decimal
 from typing import Any
 
@@ -23,10 +24,13 @@ from tally.core.errors import InvalidBodyError, LoadError
 from tally.core.files import FileRecord
 from tally.core.source_bodies import DeclaredLayout
 from tally.runtime import Runtime
+from tally.services.loader import load as load_module
+from tally.services.loader import staged as staged_module
 from tally.services.sources import SourceDefinition
 from tally.storage import files
 from tally.storage.resources import Resource
 
+_names = itertools.count()
 GERMAN_COLUMNS: list[dict[str, Any]] = [
     {"name": "Buchungstag", "type": "date", "format": "DD.MM.YYYY"},
     {"name": "Verwendungszweck", "type": "text"},
@@ -51,8 +55,9 @@ GERMAN = (
 
 
 def source_with(
-    runtime: Runtime, tenant: Tenant, body: dict[str, Any], name: str = "bank"
+    runtime: Runtime, tenant: Tenant, body: dict[str, Any], name: str | None = None
 ) -> Resource:
+    name = name or f"bank {next(_names)}"
     declared = parsed(DeclaredLayout, body)
     definition = SourceDefinition(
         name, columns=declared.declared_columns(), layout=declared.file_layout()
@@ -329,3 +334,40 @@ def test_json_rows_are_read_in_the_clean_form(runtime: Runtime, ingestion_tenant
     assert rows_of(runtime, ingestion_tenant, source.id) == [
         {"Buchungstag": "2026-10-01", "Verwendungszweck": "x", "Betrag": Decimal("-1250.50")}
     ]
+
+
+@pytest.fixture
+def checked_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file takes the large files' path: checked by a second process while this
+    one stages its rows as read (on PostgreSQL COPYed straight into the table)."""
+    monkeypatch.setattr(load_module, "PARALLEL_CHECK_MIN_BYTES", 0)
+    monkeypatch.setattr(staged_module, "PARALLEL_CHECK_MIN_BYTES", 0)
+
+
+@pytest.mark.usefixtures("checked_aside")
+def test_large_files_stage_their_rewritten_rows_beside_the_checks(
+    runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    body = {"columns": GERMAN_COLUMNS, "skip_leading_lines": 3, "skip_trailing_lines": 1}
+    rows = delivered(runtime, ingestion_tenant, body, GERMAN)
+    assert [r["Betrag"] for r in rows] == [
+        Decimal("-1250.00"),
+        Decimal("3445.63"),
+        Decimal("-0.99"),
+    ]
+    widened = {
+        "columns": [
+            {"name": "n", "type": "integer", "decimal_separator": ","},
+            {"name": "x", "type": "text"},
+        ],
+        "skip_trailing_lines": 1,
+    }
+    content = b"n;x\n1;a\n2,5;b\ntotal\n"  # an integer column widens to decimal in the checks
+    assert delivered(runtime, ingestion_tenant, widened, content) == [
+        {"n": Decimal("1.0"), "x": "a"},
+        {"n": Decimal("2.5"), "x": "b"},
+    ]
+    lines = GERMAN.decode().splitlines()
+    lines[4] = "01.10.2026;Miete;1,250.00"
+    error = failed(runtime, ingestion_tenant, body, ("\n".join(lines) + "\n").encode())
+    assert error.startswith("line 5, column 'Betrag': value '1,250.00' does not fit"), error

@@ -353,10 +353,12 @@ def checked_while_staging(
     file_format: FileFormat,
     known: tuple[Column, ...] | None,
     on_progress: ProgressCallback | None,
+    expected: Expected | None = None,
 ) -> FirstPass:
-    """Run the first pass in another process while this one stages the raw rows: the two
-    halves of the work use both cores. A fresh interpreter ("spawn"), never a fork of a
-    process that runs server and worker threads."""
+    """Run the first pass in another process while this one stages the rows (into the
+    `expected` table where the backend can): the two halves of the work use both cores.
+    A fresh interpreter ("spawn"), never a fork of a process that runs server and worker
+    threads."""
     width = len(read_head(path, file_format, batches=0).header)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
@@ -364,7 +366,7 @@ def checked_while_staging(
     ) as pool:
         checking = pool.submit(first_pass, path, file_format, known)
         try:
-            bulk.stage_rows(row_batches(path, file_format, on_progress), width)
+            bulk.stage_rows(row_batches(path, file_format, on_progress), width, expected)
         except LoadError:
             checking.cancel()
             raise  # the same reader would fail the same way in the first pass
@@ -398,6 +400,16 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
         for position, (name, guess) in enumerate(zip(header, guesses, strict=True))
     )
     return Expected(tuple(columns), create=True)
+
+
+def _known_expected(header: Sequence[str], known: tuple[Column, ...] | None) -> Expected | None:
+    """The resource's own columns in the file's order, if the header has them."""
+    if known is None:
+        return None
+    try:
+        return Expected(tuple(_match_header(header, known)), create=False)
+    except LoadError:
+        return None  # pass 1 reports it
 
 
 def _stage_raw(
@@ -453,11 +465,14 @@ def load_into(
     bulk = bulk_load_for(conn, resource.table_name)
     with table_refused(len(header)):
         try:
-            if bulk.takes_expected and file_format.layout.plain:
-                # the bytes are the rows only when no line is skipped and no value rewritten
+            # the bytes are the rows only when no line is skipped and no value rewritten
+            plain = file_format.layout.plain
+            if bulk.takes_expected and plain:
                 _stage_raw(bulk, path, file_format, resource, pace)
-            if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
-                first = checked_while_staging(bulk, path, file_format, known, on_progress)
+            rows_staged = bulk.stages_rows or (bulk.stages_read_rows and not plain)
+            if rows_staged and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
+                expected = _known_expected(header, known)
+                first = checked_while_staging(bulk, path, file_format, known, on_progress, expected)
             else:
                 first = first_pass(path, file_format, known, on_progress)
             appended = bulk.settle(first.reading(), first.ordered)  # before any other one

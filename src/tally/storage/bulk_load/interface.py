@@ -69,6 +69,9 @@ class BulkLoad:
 
     # Whether `stage_rows` can copy the rows while another process runs the checks.
     stages_rows = False
+    # Whether it can, for a file whose raw bytes are not its rows (a source's layout
+    # skips lines or rewrites values: issue 32), where `stage` would send the bytes.
+    stages_read_rows = False
     # Whether `stage` can put the rows straight into the table the loader expects.
     takes_expected = False
 
@@ -76,7 +79,10 @@ class BulkLoad:
         self._conn = conn
         self._table = table
 
-    def stage_rows(self, batches: RowBatches, width: int) -> None:
+    def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
+        """Move the rows as the loader reads them (`batches`, `width` values each) while
+        another process checks them; into the `expected` table's columns where the
+        backend can."""
         raise NotImplementedError
 
     def stage(self, raw: RawFile, expected: Expected | None) -> None:

@@ -103,6 +103,18 @@ def insert_from_staging(
 _END_OF_DATA = "\\."
 
 
+def _csv_text(batch: list[list[str]]) -> str:
+    """Rows as COPY's CSV reads them back: an empty value missing (NULL)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for row in batch:
+        if row == [_END_OF_DATA]:  # unquoted, it would end COPY's input
+            buffer.write(f'"{_END_OF_DATA}"\n')
+        else:
+            writer.writerow([v or None for v in row])
+    return buffer.getvalue()
+
+
 class PostgresBulkLoad(BulkLoad):
     """PostgreSQL: the file's bytes go to COPY in a thread while the loader's first pass
     runs. When the loader expects the columns (the resource's own, or a placeholder's
@@ -113,6 +125,7 @@ class PostgresBulkLoad(BulkLoad):
 
     _SAVEPOINT = "tally_staging"
     takes_expected = True
+    stages_read_rows = True
 
     def __init__(self, conn: Connection, table: str) -> None:
         super().__init__(conn, table)
@@ -123,6 +136,7 @@ class PostgresBulkLoad(BulkLoad):
         self._error: BaseException | None = None
         self._copied: str | None = None  # "table" or "staging": where COPY put the rows
         self._copied_rows = 0
+        self._rows_staged = False  # `stage_rows` sent the rows as the loader read them
 
     def stage(self, raw: RawFile, expected: Expected | None) -> None:
         self._raw = raw
@@ -140,6 +154,37 @@ class PostgresBulkLoad(BulkLoad):
 
         self._thread = threading.Thread(target=run, name="tally-copy", daemon=True)
         self._thread.start()
+
+    def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
+        """The rows as the loader reads them (a layout's lines skipped, its values
+        rewritten), COPYed while another process checks them: straight into the table
+        when its columns are `expected`, else into a staging table of text. A value the
+        table refuses, or checks that settle other types, send the rows again after."""
+        self._rows_staged = True
+        self._expected = expected
+        self._conn.exec_driver_sql(f"SAVEPOINT {self._SAVEPOINT}")
+        if expected is not None and not expected.create:
+            table, columns = self._table, expected.columns
+            self._copied = "table"
+        else:
+            create_staging(self._conn, self._staging, width)
+            table = self._staging
+            columns = tuple(Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(width))
+            self._copied = "staging"
+        names = ", ".join(c.physical for c in columns)
+        driver = _psycopg(self._conn)
+        try:
+            with (
+                driver.cursor() as cursor,
+                cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT csv)") as copy,
+                batches() as rows,
+            ):
+                for batch in rows:
+                    copy.write(_csv_text(batch))
+                    self._copied_rows += len(batch)
+        except psycopg.DataError as error:  # a value the table refuses: sent again after
+            self._error = error
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
 
     def _copy(self, *, direct: bool) -> None:
         assert self._raw is not None
@@ -167,7 +212,9 @@ class PostgresBulkLoad(BulkLoad):
             self._thread = None
 
     def settle(self, reading: FileReading, columns: Sequence[Column]) -> bool:
-        if self._raw is None:  # nothing staged (a source whose files need rewriting)
+        if self._rows_staged:
+            return self._settle_rows(reading, columns)
+        if self._raw is None:  # nothing staged (a small file whose rows are rewritten)
             return False
         # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
         # and a rollback later would undo the loader's own statements too: decide now.
@@ -178,6 +225,17 @@ class PostgresBulkLoad(BulkLoad):
             self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
             self._copy(direct=False)
         if self._error is not None or not self._agrees(reading):
+            self._copied = None  # append sends the rows the checks saw
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
+        self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
+        return self._copied == "table"
+
+    def _settle_rows(self, reading: FileReading, columns: Sequence[Column]) -> bool:
+        """Keep what `stage_rows` COPYed when every row went, into the types settled."""
+        kept = self._error is None and self._copied_rows == reading.rows
+        if kept and self._copied == "table":
+            kept = self._as_expected(columns)
+        if not kept:
             self._copied = None  # append sends the rows the checks saw
             self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
         self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
@@ -229,14 +287,7 @@ class PostgresBulkLoad(BulkLoad):
             batches() as rows,
         ):
             for batch in rows:
-                buffer = io.StringIO()
-                writer = csv.writer(buffer, lineterminator="\n")
-                for row in batch:
-                    if row == [_END_OF_DATA]:  # unquoted, it would end COPY's input
-                        buffer.write(f'"{_END_OF_DATA}"\n')
-                    else:
-                        writer.writerow([v or None for v in row])
-                copy.write(buffer.getvalue())
+                copy.write(_csv_text(batch))
 
     def abort(self) -> None:
         self._join()
