@@ -28,6 +28,7 @@ from tally.services.loader import load as load_module
 from tally.services.loader import staged as staged_module
 from tally.services.sources import SourceDefinition
 from tally.storage import files
+from tally.storage.bulk_load.postgresql import PostgresBulkLoad
 from tally.storage.resources import Resource
 
 _names = itertools.count()
@@ -371,3 +372,49 @@ def test_large_files_stage_their_rewritten_rows_beside_the_checks(
     lines[4] = "01.10.2026;Miete;1,250.00"
     error = failed(runtime, ingestion_tenant, body, ("\n".join(lines) + "\n").encode())
     assert error.startswith("line 5, column 'Betrag': value '1,250.00' does not fit"), error
+
+
+def test_postgresql_rewrites_the_formats_in_sql(
+    runtime: Runtime, ingestion_tenant: Tenant, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the file's bytes, less the lines skipped, are COPYed while the checks
+    run, and one INSERT ... SELECT rewrites the formats (decision 0004): the rows the
+    checks read are never sent again. SQLite's rows are rewritten as they are read."""
+    if backend == "postgresql":
+
+        def sent_again(*_: object) -> None:
+            raise AssertionError("the rows were sent again, not converted in SQL")
+
+        monkeypatch.setattr(PostgresBulkLoad, "_send_rows", sent_again)
+    body = {
+        "columns": [
+            {"name": "At", "type": "timestamp", "format": "MM/DD/YYYY HH:mm"},
+            {
+                "name": "Amount",
+                "type": "decimal",
+                "thousands_separator": " ",
+                "decimal_separator": ",",
+                "negative": ["minus", "parentheses", "dr_cr", "trailing_minus"],
+            },
+            {"name": "Count", "type": "integer", "thousands_separator": "'"},
+        ],
+        "skip_leading_lines": 1,
+        "skip_trailing_lines": 1,
+    }
+    content = (
+        "Account 4711\n"
+        "At;Amount;Count\n"
+        "10/01/2026 09:30;(1 234,50);1'234\n"
+        "10/02/2026 10:00;12\u00a0345,5 DR;7\n"
+        "10/03/2026 11:00;1,5-;\n"
+        "10/04/2026 12:00;7 cr;0\n"
+        "Total;;\n"
+        "\n"
+    ).encode()
+    rows = delivered(runtime, ingestion_tenant, body, content)
+    assert [tuple(r.values()) for r in rows] == [
+        ("2026-10-01T09:30:00", Decimal("-1234.50"), 1234),
+        ("2026-10-02T10:00:00", Decimal("-12345.50"), 7),
+        ("2026-10-03T11:00:00", Decimal("-1.50"), None),
+        ("2026-10-04T12:00:00", Decimal("7.00"), 0),
+    ]

@@ -35,7 +35,7 @@ DECIMAL_SEPARATORS = (".", ",")
 # "" is none. A space stands for the three spaces banks write: space, no-break space
 # (U+00A0) and narrow no-break space (U+202F); either of the latter two declares the same.
 THOUSANDS_SEPARATORS = ("", ",", ".", " ", "'", "\u00a0", "\u202f")
-_SPACES = " \u00a0\u202f"
+SPACES = " \u00a0\u202f"
 
 # What a literal is in a pattern both `re` and RE2 read (RE2 refuses an escaped space).
 _LITERAL = {".": "\\."}
@@ -77,6 +77,7 @@ class DateFormat:
     slices: tuple[tuple[str, int, int], ...] = ()
 
 
+@functools.cache
 def parse_date_format(text: str) -> DateFormat:
     """The format, or ValueError saying what is wrong with it."""
     if not text or len(text) > DATE_FORMAT_MAX_CHARS:
@@ -193,6 +194,17 @@ class FileLayout:
     def plain(self) -> bool:
         """Are the file's bytes what the loader reads (no lines skipped, no formats)?"""
         return not (self.skip_leading_lines or self.skip_trailing_lines or self.formats)
+
+    @property
+    def sliced(self) -> bool:
+        """Can SQL rewrite every declared format's values (each date's parts at fixed
+        places: `DD/MM/YYYY` can, `D/M/YYYY` cannot)?"""
+        return all(f.date is None or parse_date_format(f.date).fixed_width for _, f in self.formats)
+
+    def by_position(self, header: Sequence[str]) -> tuple[ColumnFormat | None, ...]:
+        """Each column's format, in the file's order (None: the clean form)."""
+        formats = dict(self.formats)
+        return tuple(formats.get(name) for name in header)
 
     def to_json(self) -> dict[str, Any] | None:
         if self.plain:
@@ -349,7 +361,7 @@ def _number_converter(number: NumberFormat) -> Converter:
     decimal = _LITERAL.get(number.decimal_separator, number.decimal_separator)
     thousands = number.thousands_separator
     group = (
-        f"[{_SPACES}]" if thousands and thousands in _SPACES else _LITERAL.get(thousands, thousands)
+        f"[{SPACES}]" if thousands and thousands in SPACES else _LITERAL.get(thousands, thousands)
     )
     whole = "0|[1-9][0-9]*"
     if thousands:
@@ -365,7 +377,7 @@ def _number_converter(number: NumberFormat) -> Converter:
     if "dr_cr" in number.negative:
         forms.append(f"{n} ?(?i:DR|CR)")
     ends = frozenset("".join(_FORM_ENDS.get(form, "") for form in number.negative))
-    removed = _SPACES if thousands and thousands in _SPACES else thousands
+    removed = SPACES if thousands and thousands in SPACES else thousands
     separator = number.decimal_separator
 
     def rewrite(blob: str, values: list[str]) -> list[str]:

@@ -47,6 +47,7 @@ from tally.services.loader.reader import (
     FileFormat,
     FileHead,
     detect_format,
+    layout_chunks,
     read_csv,
     read_head,
     utf8_chunks,
@@ -418,15 +419,19 @@ def _stage_raw(
     """Start moving the file's bytes before pass 1 reads it (PostgreSQL's COPY), into
     the columns the file's head suggests when it can tell them; at `pace`'s rate while
     it asks for one."""
-    batches = GUESS_BATCHES if resource.is_placeholder else 0
+    layout = file_format.layout
+    batches = GUESS_BATCHES if resource.is_placeholder and layout.plain else 0
     head = read_head(path, file_format, batches=batches)
 
     def chunks() -> Iterator[bytes]:
-        text = utf8_chunks(path, file_format)
+        text = utf8_chunks(path, file_format) if layout.plain else layout_chunks(path, file_format)
         return text if pace is None else pace.paced(text)
 
-    raw = RawFile(chunks, len(head.header), file_format.delimiter)
-    bulk.stage(raw, expected_columns(head, resource))
+    raw = RawFile(chunks, len(head.header), file_format.delimiter, layout.by_position(head.header))
+    # Values written in a declared format go to text first: PostgreSQL would read some
+    # (`01/10/2026`, in its DateStyle) as other values than the format says.
+    expected = expected_columns(head, resource) if layout.plain else None
+    bulk.stage(raw, expected)
 
 
 def load_into(
@@ -465,11 +470,12 @@ def load_into(
     bulk = bulk_load_for(conn, resource.table_name)
     with table_refused(len(header)):
         try:
-            # the bytes are the rows only when no line is skipped and no value rewritten
-            plain = file_format.layout.plain
-            if bulk.takes_expected and plain:
+            # the raw bytes serve when SQL can rewrite what the layout says (lines
+            # skipped, dates at fixed places, numbers): else the rows as the loader reads
+            raw = file_format.layout.sliced
+            if bulk.takes_expected and raw:
                 _stage_raw(bulk, path, file_format, resource, pace)
-            rows_staged = bulk.stages_rows or (bulk.stages_read_rows and not plain)
+            rows_staged = bulk.stages_rows or (bulk.stages_read_rows and not raw)
             if rows_staged and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
                 expected = _known_expected(header, known)
                 first = checked_while_staging(bulk, path, file_format, known, on_progress, expected)

@@ -169,6 +169,62 @@ def utf8_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
     return utf8_pieces(pieces, file_format.encoding)
 
 
+def layout_chunks(path: Path, file_format: FileFormat) -> Iterator[bytes]:
+    """`utf8_chunks` without the layout's leading lines and its trailing lines (blank
+    lines at the end aside): what COPY is sent of a file whose source skips lines. A
+    quoted newline among the trailing lines makes COPY read other rows than the loader's
+    reader; the row count tells, and the rows the checks saw are sent instead."""
+    layout = file_format.layout
+    chunks = utf8_chunks(path, file_format)
+    if layout.skip_leading_lines:
+        chunks = _without_leading(chunks, layout.skip_leading_lines)
+    if layout.skip_trailing_lines:
+        chunks = _without_trailing(chunks, layout.skip_trailing_lines)
+    return chunks
+
+
+def _without_leading(chunks: Iterator[bytes], lines: int) -> Iterator[bytes]:
+    for chunk in chunks:
+        while lines and chunk:
+            end = chunk.find(b"\n")
+            if end < 0:
+                chunk = b""  # the line goes on in the next chunk
+            else:
+                chunk, lines = chunk[end + 1 :], lines - 1
+        if chunk:
+            yield chunk
+
+
+def _without_trailing(chunks: Iterator[bytes], lines: int) -> Iterator[bytes]:
+    """The text less its last `lines` non-blank lines and every blank line among or
+    after them (the loader's reader drops as many records)."""
+    held: deque[bytes] = deque()  # lines that may be among the last ones
+    filled = 0  # non-blank lines held
+    partial = b""
+
+    def release() -> Iterator[bytes]:
+        nonlocal filled
+        while filled > lines:  # the first held line is surely not among the last
+            line = held.popleft()
+            filled -= 1 if line.strip() else 0
+            yield line + b"\n"
+
+    for chunk in chunks:
+        parts = (partial + chunk).split(b"\n")
+        partial = parts.pop()
+        out: list[bytes] = []
+        for line in parts:
+            held.append(line)
+            filled += 1 if line.strip() else 0
+            out.extend(release())
+        if out:
+            yield b"".join(out)
+    if partial.strip():
+        held.append(partial)
+        filled += 1
+        yield b"".join(release())
+
+
 @dataclass(frozen=True)
 class FileHead:
     """The header and the first batches of records: what is known of a file before its
@@ -213,6 +269,7 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], R
         records = Records(reader, len(header), _position_of(raw), blank_lines)
         records.offset = skipped
         records.trailing = layout.skip_trailing_lines
+        records._blanks_at = deque()
         records.converters = _converters(header, layout)
         records.explain = lambda exc, line: _reading_error(path, file_format, exc, line, header)
         yield header, records
@@ -234,6 +291,7 @@ class Records:
 
     offset = 0
     trailing = 0
+    _blanks_at: deque[int]
     converters: list[tuple[int, str, Converter]] = []  # noqa: RUF012 - replaced, never changed
 
     def __init__(
@@ -255,22 +313,26 @@ class Records:
         reader, width, offset = self._reader, self._width, self.offset
         batch = Batch([], [])
         start = offset + reader.line_num + 1  # where the record being read begins
+        blanks_at = self._blanks_at if self.trailing else None
         try:
             for row in reader:
                 if not row:  # a blank line holds no record
                     self.blank_lines += 1
-                elif len(row) != width and not self.trailing:
+                    start = offset + reader.line_num + 1
+                    continue
+                if blanks_at is not None:  # blank lines before each record, for `_held_back`
+                    blanks_at.append(self.blank_lines)
+                if len(row) != width and not self.trailing:
                     raise LoadError(
                         f"expected {width} fields, found {len(row)}",
                         line=offset + reader.line_num,
                     )
-                else:
-                    batch.rows.append(row)
-                    batch.lines.append(offset + reader.line_num)
-                    if len(batch.rows) >= BATCH_ROWS:
-                        batch.offset = self._position()
-                        yield batch
-                        batch = Batch([], [])
+                batch.rows.append(row)
+                batch.lines.append(offset + reader.line_num)
+                if len(batch.rows) >= BATCH_ROWS:
+                    batch.offset = self._position()
+                    yield batch
+                    batch = Batch([], [])
                 start = offset + reader.line_num + 1
         except (csv.Error, UnicodeDecodeError) as exc:
             raise self.explain(exc, start) from exc
@@ -281,13 +343,15 @@ class Records:
     def _held_back(self) -> Iterator[Batch]:
         """The records but the last `trailing` (a bank's totals: any number of fields),
         each checked for its width once it is known not to be one of those."""
-        width, trailing = self._width, self.trailing
+        width, trailing, blanks_at = self._width, self.trailing, self._blanks_at
         held: deque[tuple[list[str], int]] = deque()
         out = Batch([], [])
+        blank_lines = 0  # before the last record kept: the bytes COPY is sent end there
         for batch in self._records():
             held.extend(zip(batch.rows, batch.lines, strict=True))
             while len(held) > trailing:
                 row, line = held.popleft()
+                blank_lines = blanks_at.popleft()
                 if len(row) != width:
                     raise LoadError(f"expected {width} fields, found {len(row)}", line=line)
                 out.rows.append(row)
@@ -296,6 +360,7 @@ class Records:
                 out.offset = batch.offset
                 yield out
                 out = Batch([], [])
+        self.blank_lines = blank_lines
 
     def _converted(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         if not self.converters:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from tally.core.columns import Column
+from tally.core.formats import ColumnFormat
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,14 @@ class FileReading:
 
 @dataclass(frozen=True)
 class RawFile:
-    """The file's text as UTF-8 (header line included), and how to split it."""
+    """The file's text as UTF-8 (header line included), how to split it, and how each
+    column (in the file's order) writes its values: None, the clean form; else the
+    format its source declares (issue 32), which the conversion rewrites in SQL."""
 
     chunks: Callable[[], Iterator[bytes]]
     width: int
     delimiter: str
+    formats: tuple[ColumnFormat | None, ...] = ()
 
 
 @dataclass(frozen=True)
