@@ -41,7 +41,7 @@ def _pg_expression(
     if fmt is not None and fmt.date is not None:
         v = _pg_date(v, parse_date_format(fmt.date))
     elif fmt is not None and column.type in (ColumnType.INTEGER, ColumnType.DECIMAL):
-        v = _pg_number(v, fmt.number or NumberFormat())
+        v = _pg_number(v, fmt.number or NumberFormat())  # separators: `_staged_text`
     return {
         ColumnType.INTEGER: f"{v}::bigint",
         ColumnType.DECIMAL: f"{v}::numeric",
@@ -70,17 +70,22 @@ def _pg_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _pg_number(v: str, number: NumberFormat) -> str:
-    """The clean form of a number written with declared separators and negative forms
-    (the checks saw every value fit them)."""
-    x = v
+def _pg_separators(v: str, number: NumberFormat) -> str:
+    """A number written with declared separators, with `.` the only one left."""
     removed = number.thousands_separator
     if removed and removed in SPACES:
         removed = SPACES
     if removed:
-        x = f"translate({x}, {_pg_literal(removed)}, '')"
+        v = f"translate({v}, {_pg_literal(removed)}, '')"
     if number.decimal_separator != ".":
-        x = f"replace({x}, {_pg_literal(number.decimal_separator)}, '.')"
+        v = f"replace({v}, {_pg_literal(number.decimal_separator)}, '.')"
+    return v
+
+
+def _pg_number(x: str, number: NumberFormat) -> str:
+    """The clean form of a number in a declared negative form, its separators already
+    rewritten (`_pg_separators`, once, in the subquery: a CASE names it five times; the
+    checks saw every value fit the format)."""
     cases = []
     if "parentheses" in number.negative:
         cases.append(f"WHEN right({x}, 1) = ')' THEN '-' || substr({x}, 2, length({x}) - 2)")
@@ -148,9 +153,20 @@ def insert_from_staging(
         _pg_expression(c, f"s{i}", shapes.get(c.physical, ValueShape()), formats[i])
         for i, c in enumerate(ordered)
     )
+    source = staging
+    if any(formats):  # numbers' separators rewritten once, below the CASEs naming them
+        texts = ", ".join(_staged_text(c, i, formats[i]) for i, c in enumerate(ordered))
+        source = f"(SELECT {texts} FROM {staging} OFFSET 0) AS staged"
     conn.exec_driver_sql("SET LOCAL timezone = 'UTC'")
     conn.exec_driver_sql("SET LOCAL synchronize_seqscans = off")
-    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) SELECT {values} FROM {staging}")
+    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) SELECT {values} FROM {source}")
+
+
+def _staged_text(column: Column, i: int, fmt: ColumnFormat | None) -> str:
+    numeric = column.type in (ColumnType.INTEGER, ColumnType.DECIMAL)
+    if fmt is None or fmt.date is not None or not numeric:
+        return f"s{i}"
+    return f"{_pg_separators(f's{i}', fmt.number or NumberFormat())} AS s{i}"
 
 
 _END_OF_DATA = "\\."
