@@ -279,7 +279,8 @@ class Converter:
         return True
 
     def _first_misfit(self, values: Sequence[str]) -> int:
-        return next(i for i, v in enumerate(values) if v and self._one.fullmatch(v) is None)
+        found = (i for i, v in enumerate(values) if v and self._one.fullmatch(v) is None)
+        return next(found, 0)  # 0: only if RE2 and `re` ever disagree
 
     def _misfit(self, values: Sequence[str], index: int) -> FormatMisfitError:
         return FormatMisfitError(

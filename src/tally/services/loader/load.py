@@ -190,8 +190,9 @@ def _check_against(
     on_progress: ProgressCallback | None,
 ) -> FirstPass:
     """Check every value against the known types. Numbers may widen: an integer column
-    may become decimal, a decimal column may keep more digits."""
-    with read_csv(path, file_format) as (header, batches):
+    may become decimal, a decimal column may keep more digits. The values are read as
+    columns (declared formats rewritten in them), never rows."""
+    with read_csv(path, file_format, columns_only=True) as (header, batches):
         result = FirstPass(_match_header(header, columns))
         result.shapes = {c.physical: ValueShape(plain_timestamps=True) for c in columns}
         result.quotes = [0] * len(header) if file_format.has_quotes else None
@@ -202,7 +203,7 @@ def _check_against(
         }
         for batch in batches:
             result.rows += len(batch.rows)
-            values_by_column = list(zip(*batch.rows, strict=True))
+            values_by_column = batch.columns or list(zip(*batch.rows, strict=True))
             for column, values in zip(result.ordered, values_by_column, strict=True):
                 _check_column(column, values, batch.lines, numbers, result)
             _count_quotes(values_by_column, result.quotes)

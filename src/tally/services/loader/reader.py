@@ -56,6 +56,9 @@ class Batch:
     rows: list[list[str]]
     lines: list[int]  # the line each row ends on, for error messages
     offset: int = 0  # bytes of the file (as stored) read so far, for progress
+    # The rows as columns, when the reader asked for them (`read_csv(columns_only=True)`):
+    # then they, not the rows, hold the declared columns rewritten.
+    columns: list[tuple[str, ...]] | None = None
 
 
 def _open_bytes(path: Path, compressed: bool, limits: FileLimits) -> IO[bytes]:
@@ -240,7 +243,9 @@ def read_head(path: Path, file_format: FileFormat, *, batches: int) -> FileHead:
 
 
 @contextmanager
-def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], Records]]:
+def read_csv(
+    path: Path, file_format: FileFormat, *, columns_only: bool = False
+) -> Iterator[tuple[list[str], Records]]:
     """One pass over the file: its header, and its records in batches. Blank lines,
     before the header too, hold no record. The layout's leading lines are skipped before
     the header, its trailing records after the last batch's; line numbers are the
@@ -269,8 +274,9 @@ def read_csv(path: Path, file_format: FileFormat) -> Iterator[tuple[list[str], R
         records = Records(reader, len(header), _position_of(raw), blank_lines)
         records.offset = skipped
         records.trailing = layout.skip_trailing_lines
-        records._blanks_at = deque()
+        records._blanks_at = []
         records.converters = _converters(header, layout)
+        records.columns_only = columns_only
         records.explain = lambda exc, line: _reading_error(path, file_format, exc, line, header)
         yield header, records
 
@@ -291,7 +297,8 @@ class Records:
 
     offset = 0
     trailing = 0
-    _blanks_at: deque[int]
+    columns_only = False  # the reader wants `Batch.columns` (rewritten), not the rows
+    _blanks_at: list[int]  # the lines of the blank lines after the header
     converters: list[tuple[int, str, Converter]] = []  # noqa: RUF012 - replaced, never changed
 
     def __init__(
@@ -318,10 +325,10 @@ class Records:
             for row in reader:
                 if not row:  # a blank line holds no record
                     self.blank_lines += 1
+                    if blanks_at is not None:  # where, for `_held_back`
+                        blanks_at.append(offset + reader.line_num)
                     start = offset + reader.line_num + 1
                     continue
-                if blanks_at is not None:  # blank lines before each record, for `_held_back`
-                    blanks_at.append(self.blank_lines)
                 if len(row) != width and not self.trailing:
                     raise LoadError(
                         f"expected {width} fields, found {len(row)}",
@@ -342,41 +349,53 @@ class Records:
 
     def _held_back(self) -> Iterator[Batch]:
         """The records but the last `trailing` (a bank's totals: any number of fields),
-        each checked for its width once it is known not to be one of those."""
-        width, trailing, blanks_at = self._width, self.trailing, self._blanks_at
-        held: deque[tuple[list[str], int]] = deque()
-        out = Batch([], [])
-        blank_lines = 0  # before the last record kept: the bytes COPY is sent end there
+        each checked for its width once it is known not to be one of those. Batch by
+        batch: the few records held back are carried into the next one."""
+        width, trailing = self._width, self.trailing
+        held_rows: list[list[str]] = []
+        held_lines: list[int] = []
+        blank_lines, last_kept = self.blank_lines, 0
         for batch in self._records():
-            held.extend(zip(batch.rows, batch.lines, strict=True))
-            while len(held) > trailing:
-                row, line = held.popleft()
-                blank_lines = blanks_at.popleft()
-                if len(row) != width:
-                    raise LoadError(f"expected {width} fields, found {len(row)}", line=line)
-                out.rows.append(row)
-                out.lines.append(line)
-            if out.rows:
-                out.offset = batch.offset
-                yield out
-                out = Batch([], [])
-        self.blank_lines = blank_lines
+            rows, lines = held_rows + batch.rows, held_lines + batch.lines
+            cut = len(rows) - trailing
+            rows, held_rows = rows[: max(cut, 0)], rows[max(cut, 0) :]
+            lines, held_lines = lines[: max(cut, 0)], lines[max(cut, 0) :]
+            if not rows:
+                continue
+            if set(map(len, rows)) != {width}:
+                index = next(i for i, row in enumerate(rows) if len(row) != width)
+                found = len(rows[index])
+                raise LoadError(f"expected {width} fields, found {found}", line=lines[index])
+            last_kept = lines[-1]
+            yield Batch(rows, lines, batch.offset)
+        # blank lines before the last record kept: the bytes COPY is sent end there
+        self.blank_lines = blank_lines + sum(1 for line in self._blanks_at if line < last_kept)
 
     def _converted(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """The batches with the declared columns rewritten. For the checks
+        (`columns_only`) the rows are turned into columns once, at C speed, and the
+        rewritten columns kept on the batch, its rows left as read; for the appends each
+        declared column is taken out of the rows and put back (0.1 s a million rows)."""
         if not self.converters:
             yield from batches
             return
         for batch in batches:
             rows = batch.rows
+            columns = list(zip(*rows, strict=True)) if self.columns_only else None
             for position, name, converter in self.converters:
+                values = columns[position] if columns else [row[position] for row in rows]
                 try:
-                    values = converter.convert([row[position] for row in rows])
+                    converted = converter.convert(values)
                 except FormatMisfitError as misfit:
                     raise LoadError(
                         misfit.reason, line=batch.lines[misfit.index], column=name
                     ) from None
-                for row, value in zip(rows, values, strict=True):
-                    row[position] = value
+                if columns:
+                    columns[position] = tuple(converted)
+                else:
+                    for row, value in zip(rows, converted, strict=True):
+                        row[position] = value
+            batch.columns = columns
             yield batch
 
 
