@@ -172,6 +172,22 @@ def _staged_text(column: Column, i: int, fmt: ColumnFormat | None) -> str:
 _END_OF_DATA = "\\."
 
 
+def copy_rows(conn: Connection, table: str, columns: Sequence[Column], batches: RowBatches) -> int:
+    """COPY the rows as the loader's reader gives them into `columns` of the table; how
+    many were sent."""
+    names = ", ".join(c.physical for c in columns)
+    sent = 0
+    with (
+        _psycopg(conn).cursor() as cursor,
+        cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT csv)") as copy,
+        batches() as rows,
+    ):
+        for batch in rows:
+            copy.write(_csv_text(batch))
+            sent += len(batch)
+    return sent
+
+
 def _csv_text(batch: list[list[str]]) -> str:
     """Rows as COPY's CSV reads them back: an empty value missing (NULL)."""
     buffer = io.StringIO()
@@ -240,17 +256,8 @@ class PostgresBulkLoad(BulkLoad):
             table = self._staging
             columns = tuple(Column(f"s{i}", f"s{i}", ColumnType.TEXT) for i in range(width))
             self._copied = "staging"
-        names = ", ".join(c.physical for c in columns)
-        driver = _psycopg(self._conn)
         try:
-            with (
-                driver.cursor() as cursor,
-                cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT csv)") as copy,
-                batches() as rows,
-            ):
-                for batch in rows:
-                    copy.write(_csv_text(batch))
-                    self._copied_rows += len(batch)
+            self._copied_rows = copy_rows(self._conn, table, columns, batches)
         except psycopg.DataError as error:  # a value the table refuses: sent again after
             self._error = error
             self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._SAVEPOINT}")
@@ -349,15 +356,7 @@ class PostgresBulkLoad(BulkLoad):
     def _send_rows(self, ordered: Sequence[Column], batches: RowBatches) -> None:
         """COPY the rows as Python's CSV reader saw them, written out again: every stored
         type parses the file's own text, so only a missing value needs saying."""
-        names = ", ".join(c.physical for c in ordered)
-        driver = _psycopg(self._conn)
-        with (
-            driver.cursor() as cursor,
-            cursor.copy(f"COPY {self._table} ({names}) FROM STDIN (FORMAT csv)") as copy,
-            batches() as rows,
-        ):
-            for batch in rows:
-                copy.write(_csv_text(batch))
+        copy_rows(self._conn, self._table, ordered, batches)
 
     def abort(self) -> None:
         self._join()
