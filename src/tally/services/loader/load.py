@@ -421,7 +421,7 @@ def _stage_raw(
     the columns the file's head suggests when it can tell them; at `pace`'s rate while
     it asks for one."""
     layout = file_format.layout
-    batches = GUESS_BATCHES if resource.is_placeholder and layout.plain else 0
+    batches = GUESS_BATCHES if resource.is_placeholder else 0
     head = read_head(path, file_format, batches=batches)
 
     def chunks() -> Iterator[bytes]:
@@ -429,10 +429,7 @@ def _stage_raw(
         return text if pace is None else pace.paced(text)
 
     raw = RawFile(chunks, len(head.header), file_format.delimiter, layout.by_position(head.header))
-    # Values written in a declared format go to text first: PostgreSQL would read some
-    # (`01/10/2026`, in its DateStyle) as other values than the format says.
-    expected = expected_columns(head, resource) if layout.plain else None
-    bulk.stage(raw, expected)
+    bulk.stage(raw, expected_columns(head, resource))
 
 
 def load_into(

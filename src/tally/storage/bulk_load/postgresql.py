@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import psycopg
-from sqlalchemy import Connection
+from sqlalchemy import Connection, exc
 
 from tally.core.columns import Column, ColumnType
 from tally.core.formats import SPACES, ColumnFormat, DateFormat, NumberFormat, parse_date_format
@@ -209,6 +209,7 @@ class PostgresBulkLoad(BulkLoad):
     SELECT once the types are known. Either is kept only if the checks agree."""
 
     _SAVEPOINT = "tally_staging"
+    _CONVERTING = "tally_converting"
     takes_expected = True
     stages_read_rows = True
 
@@ -231,9 +232,13 @@ class PostgresBulkLoad(BulkLoad):
             drop_table(self._conn, self._table)
             create_table(self._conn, self._table, expected.columns, primary_key=False)
 
+        # Values in a declared format go to text first: PostgreSQL would read some
+        # (`01/10/2026`, in its DateStyle) as other values than the format says.
+        direct = expected is not None and not any(raw.formats)
+
         def run() -> None:
             try:
-                self._copy(direct=expected is not None)
+                self._copy(direct=direct)
             except BaseException as error:  # reported to the loader's thread in settle
                 self._error = error
 
@@ -281,6 +286,24 @@ class PostgresBulkLoad(BulkLoad):
         create_staging(self._conn, self._staging, raw.width)
         self._copied_rows = copy_into(self._conn, self._staging, staging, raw, force_null=False)
         self._copied = "staging"
+        expected = self._expected
+        if expected is not None and not expected.create and any(raw.formats):
+            self._convert_early(expected.columns, raw.formats)
+
+    def _convert_early(
+        self, columns: Sequence[Column], formats: Sequence[ColumnFormat | None]
+    ) -> None:
+        """A source's declared columns with formats: the staged rows converted into the
+        table at once, in this thread, while the checks still run; kept if the checks
+        settle the same columns (`settle`). A value SQL cannot convert is one the checks
+        will name: the rows stay staged."""
+        self._conn.exec_driver_sql(f"SAVEPOINT {self._CONVERTING}")
+        try:
+            insert_from_staging(self._conn, self._table, self._staging, columns, {}, formats)
+        except exc.DBAPIError:
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._CONVERTING}")
+            return
+        self._copied = "converted"
 
     def _join(self) -> None:
         if self._thread is not None:
@@ -295,6 +318,12 @@ class PostgresBulkLoad(BulkLoad):
         # A failed COPY leaves the transaction aborted until the savepoint is rolled back,
         # and a rollback later would undo the loader's own statements too: decide now.
         self._join()
+        if self._error is None and self._copied == "converted":
+            if self._as_expected(columns) and self._agrees(reading):
+                self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {self._SAVEPOINT}")
+                return True
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {self._CONVERTING}")
+            self._copied = "staging"  # converted again below, in the types settled
         if self._error is None and self._copied == "table" and not self._as_expected(columns):
             # PostgreSQL took every value, but the whole file settled other types than
             # its first rows promised: stage the raw rows after all
