@@ -33,11 +33,12 @@ from tally.core.errors import (
     UploadTooLargeError,
 )
 from tally.core.files import FileRecord
+from tally.core.source_bodies import declared_column
 from tally.runtime import Runtime, address_policy, build_runtime, secret_box
 from tally.services import uploads
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.catalogue import PLACEHOLDER_COLUMNS
-from tally.services.sources import SourceDefinition, declared_column
+from tally.services.sources import SourceDefinition
 from tally.services.status_callbacks import CallbackSender
 from tally.services.uploads import UploadService
 from tally.storage import files, outbox, resources, webhooks

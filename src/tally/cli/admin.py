@@ -165,10 +165,24 @@ def load(
             "cp1252, utf-16, ...): read strictly, a byte not valid in it fails the load."
         ),
     ] = DEFAULT_ENCODING,
+    columns: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON file declaring the source's columns, as POST /api/v2/sources takes "
+            "them (types, and formats: format, decimal_separator, thousands_separator, "
+            "negative): a list of columns, or an object {columns, skip_leading_lines, "
+            "skip_trailing_lines}. Without it the columns are inferred from the file."
+        ),
+    ] = None,
 ) -> None:
     """Create a source from a local CSV file (all or nothing); its rows are readable
     when this returns, and a worker (tally serve, tally worker) builds its indexes."""
     settle_garbage_collector()
+    declared = None
+    if columns is not None:
+        declared = _definition_file(columns)
+        if isinstance(declared, list):
+            declared = {"columns": declared}
     with _runtime() as runtime, _progress(_readable_size(file)) as on_progress:
         result = runtime.catalogue.create_source_from_file(
             workspace_id=workspace,
@@ -176,8 +190,16 @@ def load(
             path=file,
             on_progress=on_progress,
             encoding=encoding,
+            declared=declared,
         )
-    emit({"id": result.resource.id, "name": result.resource.name, "rows": result.rows})
+    shown: dict[str, Any] = {
+        "id": result.resource.id,
+        "name": result.resource.name,
+        "rows": result.rows,
+    }
+    if result.warnings:
+        shown["warnings"] = list(result.warnings)
+    emit(shown)
 
 
 @app.command("run-reconciliation")

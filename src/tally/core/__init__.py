@@ -7,6 +7,10 @@ imports of ours (an import-linter contract keeps it so).
   work; `reconciliation_actions`: the manual work's records
 - `bodies`: the JSON body rules /api/v2 and the CLI share (`parsed`: a body checked
   against its model, each fault named by its path)
+- `formats`: a source's file layout (leading and trailing lines skipped, dates' token
+  formats, numbers' separators and negative forms) and the conversion of a batch's
+  values into canonical text; `source_bodies`: a source's declared columns and layout as
+  the bodies and `tally admin load --columns` read them
 - `columns`: column types, parsing, exact decimal scaling; `filters`: the Data API's
   grammar into a `RowQuery`
 - `limits` (`FileLimits`), `sql_limits` (`SqlLimits`), `sql_types` (a transformation's

@@ -52,6 +52,7 @@ class FileRecord:
     updated_at: dt.datetime
     finished_at: dt.datetime | None
     encoding: str | None = None  # of the bytes, when not the source's (decision 0015)
+    warnings: list[str] | None = None  # what the load noticed without failing the file
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> FileRecord:

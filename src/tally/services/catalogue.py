@@ -7,9 +7,11 @@ import logging
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from tally.core.bodies import parsed
 from tally.core.clock import utc_now
 from tally.core.columns import FILE_ID_COLUMN, Column, ColumnType
 from tally.core.encodings import DEFAULT_ENCODING, UnknownEncodingError, canonical_encoding
@@ -19,8 +21,10 @@ from tally.core.errors import (
     ResourceNameTakenError,
     ResourceNotFoundError,
 )
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.core.names import name_problem
+from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
 from tally.storage import accounts, outbox, resources, staging
@@ -75,11 +79,14 @@ def create_source_in(
     folder_id: int | None = None,
     columns: tuple[Column, ...] | None = None,
     encoding: str = DEFAULT_ENCODING,
+    layout: FileLayout = PLAIN_LAYOUT,
 ) -> Resource:
     """A source and its table, in the caller's transaction. Without `columns` it is a
     placeholder that takes its columns from its first file; every file is read in
-    `encoding` (decision 0015). A table that cannot be made is StorageProvisioningError
-    (the ingestion API's 502)."""
+    `encoding` (decision 0015) and `layout` (issue 32). Declared columns and formats are
+    set only here, on a source without rows: no endpoint changes them afterwards, so
+    they never have to fit rows loaded before. A table that cannot be made is
+    StorageProvisioningError (the ingestion API's 502)."""
     accounts.get_workspace(conn, workspace_id)
     encoding = check_source_definition(conn, workspace_id, name, folder_id, encoding)
     declared = columns or PLACEHOLDER_COLUMNS
@@ -94,6 +101,7 @@ def create_source_in(
             folder_id=folder_id,
             now=utc_now(),
             encoding=encoding,
+            layout=layout,
         )
     except ResourceNameTakenError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError([_name_taken(name)]) from error
@@ -143,9 +151,13 @@ class SourceCatalogue:
         path: Path,
         on_progress: ProgressCallback | None = None,
         encoding: str = DEFAULT_ENCODING,
+        declared: Any = None,
     ) -> LoadResult:
         """A new source holding the file's rows, read in `encoding`, which the source
-        keeps for its later files; nothing is created when the file is bad.
+        keeps for its later files; nothing is created when the file is bad. `declared`:
+        the body of `tally admin load --columns` (core.source_bodies.DeclaredSource: the
+        columns, their formats, the lines to skip), refused as the API refuses its
+        `columns` (InvalidBodyError naming each field); None: columns inferred.
 
         Returns once the rows are committed and readable. Its rows' JSON text and its
         per-column indexes come afterwards from a worker (`finish_one_unfinished`, in
@@ -153,11 +165,23 @@ class SourceCatalogue:
         than loading the rows (ten indexes on 1M rows: ~4 s, the rows ~2.5 s on
         PostgreSQL), and answers are the same without them, only slower until they are
         there (decisions 0010, 0011)."""
+        body = parsed(DeclaredSource, declared) if declared is not None else None
+        columns = body.declared_columns() if body is not None else None
+        layout = body.file_layout() if body is not None else PLAIN_LAYOUT
+
+        def create(conn: Connection, encoding: str) -> Resource:
+            return create_source_in(
+                conn,
+                workspace_id=workspace_id,
+                name=name,
+                encoding=encoding,
+                columns=columns,
+                layout=layout,
+            )
+
         if self._staging_dir is None or not backend_of(self._engine).has_one_writer:
             with write_connection(self._engine) as conn, conn.begin():
-                resource = create_source_in(
-                    conn, workspace_id=workspace_id, name=name, encoding=encoding
-                )
+                resource = create(conn, encoding)
                 return load_into(conn, resource.id, path, on_progress, limits=self.limits)
         with self._engine.connect() as conn:  # refused before the file is read
             accounts.get_workspace(conn, workspace_id)
@@ -171,15 +195,17 @@ class SourceCatalogue:
                 encoding=encoding,
                 limits=self.limits,
                 on_progress=on_progress,
+                declared=columns,
+                layout=layout,
             )
+            filled = scratch.table if columns is None else None  # declared: rows appended
             with write_connection(self._engine) as conn, staging.attached(conn, scratch.path):
                 try:
-                    fill_staged(conn, staged, scratch.table)
+                    if filled is not None:
+                        fill_staged(conn, staged, filled)
                     with conn.begin():
-                        resource = create_source_in(
-                            conn, workspace_id=workspace_id, name=name, encoding=encoding
-                        )
-                        return publish_staged(conn, resource.id, staged, scratch.table)
+                        resource = create(conn, encoding)
+                        return publish_staged(conn, resource.id, staged, filled)
                 finally:
                     with conn.begin():
                         ddl.drop_table(conn, scratch.table)

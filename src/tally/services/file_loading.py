@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.files import FileRecord, FileStatus
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.limits import FileLimits
 from tally.services import file_events
 from tally.services.loader.load import LoadResult, load_into
@@ -75,6 +76,7 @@ class FileLoading:
                     limits=self._limits,
                     pace=self.pace,
                     file_id=file.id,
+                    layout=_layout_of(file),
                 ),
             )
 
@@ -92,6 +94,7 @@ class FileLoading:
                 blob,
                 encoding=file.encoding or resource.encoding,
                 limits=self._limits,
+                layout=_layout_of(file),
             )
             with write_connection(self._engine) as conn, staging.attached(conn, path):
                 if filled is not None:
@@ -134,6 +137,13 @@ class FileLoading:
         return len(removed)
 
 
+def _layout_of(file: FileRecord) -> FileLayout | None:
+    """The layout a file is read in: None, the source's, unless tally made its bytes
+    (CSV from JSON rows, the only file with an encoding of its own: decision 0015), whose
+    numbers and dates are JSON's, in the clean form, with no line around the rows."""
+    return PLAIN_LAYOUT if file.encoding is not None else None
+
+
 def _commit(
     conn: Connection, file: FileRecord, worker: str, load: Callable[[], LoadResult]
 ) -> LoadResult | None:
@@ -162,7 +172,14 @@ def _commit(
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()
-    files.finish(conn, file.id, status=FileStatus.DELIVERED, now=now, rows=result.rows)
+    files.finish(
+        conn,
+        file.id,
+        status=FileStatus.DELIVERED,
+        now=now,
+        rows=result.rows,
+        warnings=list(result.warnings) or None,
+    )
     file_events.queue_event(
         conn, event=file_events.DELIVERED, resource_id=file.resource_id, file=file, now=now
     )

@@ -8,15 +8,14 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
-from tally.core.columns import Column, ColumnType
+from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.sealing import SecretBox
 from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
 from tally.services.catalogue import create_source_in
 from tally.storage.engine import write_connection
 from tally.storage.resources import Resource
-
-DEFAULT_DECIMAL_SCALE = 2
 
 
 @dataclass(frozen=True)
@@ -26,17 +25,7 @@ class SourceDefinition:
     columns: tuple[Column, ...] | None = None  # None: a placeholder source
     callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
-
-
-def declared_column(
-    position: int, name: str, kind: ColumnType, *, scale: int | None, timezone: bool
-) -> Column:
-    """A declared column as stored: physical name c<position>, decimal scale 2 unless set."""
-    if kind is not ColumnType.DECIMAL:
-        scale = 0
-    timezone = timezone and kind is ColumnType.TIMESTAMP
-    scale = DEFAULT_DECIMAL_SCALE if scale is None else scale
-    return Column(name, f"c{position}", kind, scale, timezone)
+    layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
 
 
 class SourceService:
@@ -59,6 +48,7 @@ class SourceService:
                 folder_id=definition.folder_id,
                 encoding=definition.encoding,
                 columns=definition.columns,
+                layout=definition.layout,
             )
             add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return source

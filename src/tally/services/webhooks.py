@@ -10,8 +10,10 @@ import orjson
 from sqlalchemy import Engine
 
 from tally.core.clock import utc_now
+from tally.core.columns import Column
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import WebhookNotFoundError
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.ids import hash_secret, new_webhook_id
 from tally.core.sealing import SecretBox
 from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
@@ -34,6 +36,8 @@ class WebhookDefinition:
     response_body: Any = field(default_factory=lambda: {"status": "accepted"})
     callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
+    columns: tuple[Column, ...] | None = None  # None: a placeholder source (the spec's)
+    layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class WebhookService:
                 name=definition.name,
                 folder_id=definition.folder_id,
                 encoding=definition.encoding,
+                columns=definition.columns,
+                layout=definition.layout,
             )
             credentials = (
                 self._box.seal(orjson.dumps(definition.credentials).decode())

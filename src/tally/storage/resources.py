@@ -16,6 +16,7 @@ from tally.core.errors import (
     ResourceNotFoundError,
     StorageProvisioningError,
 )
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.schema import is_storable_id, resources
@@ -35,6 +36,7 @@ class Resource:
     indexed_version: int
     rendered_version: int  # data version whose rows all had their JSON text stored
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
+    layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
 
     @property
     def table_name(self) -> str:
@@ -65,6 +67,7 @@ class Resource:
             indexed_version=int(row.indexed_version),
             rendered_version=int(row.rendered_version),
             encoding=row.encoding,
+            layout=FileLayout.from_json(row.file_layout),
         )
 
 
@@ -86,6 +89,7 @@ def create_resource(
     folder_id: int | None,
     now: dt.datetime,
     encoding: str = DEFAULT_ENCODING,
+    layout: FileLayout = PLAIN_LAYOUT,
 ) -> Resource:
     """The resource and its empty table, in a savepoint of `conn`'s transaction: a
     concurrent taker of the name is ResourceNameTakenError, a table the database will not
@@ -102,6 +106,7 @@ def create_resource(
                 folder_id=folder_id,
                 now=now,
                 encoding=encoding,
+                layout=layout,
             )
             ddl.create_table(conn, resource.table_name, columns, file_ids=resource.has_file_ids)
     except exc.IntegrityError as error:
@@ -122,6 +127,7 @@ def _insert_resource(
     folder_id: int | None,
     now: dt.datetime,
     encoding: str,
+    layout: FileLayout,
 ) -> Resource:
     resource_id = conn.execute(
         insert(resources)
@@ -137,6 +143,7 @@ def _insert_resource(
             indexed_version=0,
             rendered_version=0,
             encoding=encoding,
+            file_layout=layout.to_json(),
             created_at=now,
             updated_at=now,
         )
@@ -155,6 +162,7 @@ def _insert_resource(
         0,
         0,
         encoding,
+        layout,
     )
 
 
@@ -238,6 +246,8 @@ def record_load(
         resource.row_count + added_rows,
         resource.indexed_version,
         resource.rendered_version,
+        resource.encoding,
+        resource.layout,
     )
 
 

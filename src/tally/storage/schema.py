@@ -102,6 +102,9 @@ resources = Table(
     Column("rendered_version", BigInteger, nullable=False, default=0, server_default="0"),
     # The encoding of a source's files, as core.encodings names it (decision 0015).
     Column("encoding", String(50), nullable=False, server_default=DEFAULT_ENCODING),
+    # Leading and trailing lines its files skip, its columns' declared formats
+    # (core.formats.FileLayout as JSON); NULL: none (issue 32).
+    Column("file_layout", JSON, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("workspace_id", "name"),
@@ -163,6 +166,9 @@ files = Table(
     # The encoding of the bytes when it is not the source's: UTF-8 for CSV tally made
     # from JSON rows (decision 0015); NULL: the source's.
     Column("encoding", String(50), nullable=True),
+    # What the load noticed without failing the file (a column of dates kept as text),
+    # a JSON list of messages; NULL: nothing.
+    Column("warnings", JSON, nullable=True),
     Column("next_attempt_at", DateTime(timezone=True), nullable=False),
     Column("give_up_at", DateTime(timezone=True), nullable=False),
     Column("lease_owner", String(100), nullable=True),

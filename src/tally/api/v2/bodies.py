@@ -24,6 +24,7 @@ from tally.core.encodings import (
 from tally.core.encodings import NAME_MAX_CHARS as ENCODING_MAX_CHARS
 from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.json_paths import PathSyntaxError, parse_path
+from tally.core.source_bodies import DeclaredLayout
 
 T = TypeVar("T")
 COMPONENTS = "#/components/schemas/"
@@ -136,7 +137,7 @@ class NotificationConfigBody(Strict):
     ) = Field(None, description="Event types to send; all when omitted.")
 
 
-class WebhookCreateBody(Strict):
+class WebhookCreateBody(DeclaredLayout):
     name: SourceName
     webhook: WebhookConfig
     folder_id: WholeNumber | None = None

@@ -36,6 +36,11 @@ class FileStatusResponse(BaseModel):
     )
     attempts: int
     error: str | None
+    warnings: list[str] = Field(
+        description="What the load noticed without failing the file: a column kept as "
+        "text whose values are dates in a format tally does not guess (which formats fit, "
+        "and how to declare one). Empty when nothing."
+    )
     rows: int | None
     bytes: int | None
     sha256: str | None
@@ -55,6 +60,7 @@ class FileStatusResponse(BaseModel):
             status=record.status,
             attempts=record.attempts,
             error=record.error,
+            warnings=record.warnings or [],
             rows=record.rows,
             bytes=record.bytes,
             sha256=record.sha256,

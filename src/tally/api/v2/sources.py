@@ -14,8 +14,7 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.config import JsonDict
+from pydantic import BaseModel, Field
 from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
@@ -32,19 +31,17 @@ from tally.api.v2.bodies import (
 )
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.core import errors
-from tally.core.bodies import WHOLE_NUMBER, Strict, WholeNumber
-from tally.core.columns import ColumnType
+from tally.core.bodies import WholeNumber
 from tally.core.encodings import DEFAULT_ENCODING
+from tally.core.source_bodies import DeclaredLayout
 from tally.services import json_rows, uploads
 from tally.services.callback_endpoints import CallbackConfig
-from tally.services.sources import SourceDefinition, declared_column
+from tally.services.sources import SourceDefinition
 from tally.services.uploads import StagedFile, UploadService
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
 MAX_DEFINITION_BYTES = 1024 * 1024
-MAX_DECIMAL_SCALE = 18  # a scaled decimal is a 64-bit integer
-COLUMN_NAME_MAX_CHARS = 1000
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 CREATE_ERRORS = (
     errors.IngestionForbiddenError,
@@ -62,56 +59,13 @@ FEED_ERRORS = (
     errors.IdempotencyKeyReusedError,
     RequestValidationError,
 )
-# Refused by the server and stated in the schema: a rule of one field on another.
-_OPTIONS_FIT_TYPE: JsonDict = {
-    "allOf": [
-        {"anyOf": [{"properties": {"type": {"const": t}}}, {"properties": {o: {"type": "null"}}}]}
-        for t, o in (("decimal", "scale"), ("timestamp", "timezone"))
-    ]
-}
 
 
-class ColumnBody(Strict):
-    model_config = ConfigDict(json_schema_extra=_OPTIONS_FIT_TYPE)
-
-    name: str = Field(min_length=1, max_length=COLUMN_NAME_MAX_CHARS)
-    type: ColumnType = Field(strict=False)  # its values are JSON strings
-    scale: Annotated[int, Field(ge=0, le=MAX_DECIMAL_SCALE), WHOLE_NUMBER] | None = Field(
-        None, description="Fractional digits (decimal only; default 2)."
-    )
-    timezone: bool | None = Field(None, description="Values carry UTC offsets (timestamp only).")
-
-    @model_validator(mode="after")
-    def _options_fit_type(self) -> ColumnBody:
-        if self.scale is not None and self.type != "decimal":
-            raise ValueError("scale applies to decimal columns only")
-        if self.timezone is not None and self.type != "timestamp":
-            raise ValueError("timezone applies to timestamp columns only")
-        return self
-
-
-class SourceCreateBody(Strict):
+class SourceCreateBody(DeclaredLayout):
     name: SourceName
     folder_id: WholeNumber | None = None
-    columns: list[ColumnBody] | None = Field(
-        None,
-        min_length=1,
-        max_length=json_rows.MAX_COLUMNS,
-        description="Typed columns: every file must bring exactly these (in any order). "
-        "Omit for a placeholder source that takes its columns from the first file.",
-    )
     encoding: SourceEncoding = DEFAULT_ENCODING
     notification_config: NotificationConfigBody | None = None
-
-    @field_validator("columns")
-    @classmethod
-    def _unique(cls, columns: list[ColumnBody] | None) -> list[ColumnBody] | None:
-        seen: set[str] = set()
-        for column in columns or []:
-            if column.name in seen:
-                raise ValueError(f"the column name {column.name!r} appears twice")
-            seen.add(column.name)
-        return columns
 
 
 class SourceCreatedResponse(BaseModel):
@@ -130,13 +84,14 @@ def _definition(body: SourceCreateBody) -> SourceDefinition:
         config = body.notification_config
         events = tuple(config.events) if config.events is not None else None
         callback = CallbackConfig(config.url, config.secret, events)
-    columns = None
-    if body.columns is not None:
-        columns = tuple(
-            declared_column(n, c.name, c.type, scale=c.scale, timezone=bool(c.timezone))
-            for n, c in enumerate(body.columns)
-        )
-    return SourceDefinition(body.name, body.folder_id, columns, callback, body.encoding)
+    return SourceDefinition(
+        body.name,
+        body.folder_id,
+        body.declared_columns(),
+        callback,
+        body.encoding,
+        body.file_layout(),
+    )
 
 
 @router.post(

@@ -73,6 +73,8 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
         response_body=hook.response_config.body,
         callback=callback,
         encoding=body.encoding,
+        columns=body.declared_columns(),
+        layout=body.file_layout(),
     )
 
 

@@ -28,6 +28,7 @@ from tally.core.columns import (
     canonical_timestamp,
 )
 from tally.core.errors import LoadError
+from tally.core.formats import HINT_DATE_FORMATS, fitting_date_formats, shown_date_formats
 
 # Shapes a column can take; "timestamp_naive" also admits bare dates (midnight).
 TEXT, BOOLEAN, INTEGER, DECIMAL, DATE = "text", "boolean", "integer", "decimal", "date"
@@ -173,10 +174,15 @@ class ColumnGuess:
     plain_timestamps: bool = True
     has_empty: bool = False
     fraction_lengths: set[int | None] = field(default_factory=set)
+    # The date formats every value so far fits: for a column kept as text, the file's
+    # status names them and how to declare one (issue 32).
+    date_hints: tuple[str, ...] = HINT_DATE_FORMATS
 
     def observe(self, values: Sequence[str]) -> None:
         if not self.has_empty and "" in values:
             self.has_empty = True
+        if self.date_hints and any(values):
+            self.date_hints = tuple(fitting_date_formats(self.date_hints, values))
         if self.shape == TEXT or not any(values):
             return
         before = self.shape
@@ -210,6 +216,21 @@ class ColumnGuess:
     def uniform_scale(self) -> bool:
         """Every decimal seen has exactly `scale` fractional digits."""
         return self.fraction_lengths == {self.scale}
+
+    def hint(self, name: str) -> str | None:
+        """What the file's status says of a column kept as text whose values are dates
+        in formats tally does not guess: which fit, and how to declare one."""
+        if self.shape != TEXT or not self.date_hints:
+            return None
+        shown = shown_date_formats(self.date_hints)
+        kind = "timestamp" if "HH" in shown[0] else "date"
+        declared = f'{{"name": "{name}", "type": "{kind}", "format": "{shown[0]}"}}'
+        return (
+            f"column {name!r} was loaded as text: its values are dates in "
+            f"{' or '.join(shown)}, which tally does not guess; to load them as {kind}s, "
+            f"create the source with the column declared, e.g. {declared}"
+            + (" (the format the file uses: the values fit each)" if len(shown) > 1 else "")
+        )
 
     def resolve(self) -> tuple[ColumnType, int, bool]:
         """(type, scale, timezone) once the whole file has been seen."""
@@ -272,6 +293,8 @@ def _number_of_at_most(chars: int, fractions: Sequence[int]) -> str | None:
 def _confirming_value(guess: ColumnGuess) -> str | None:
     """The non-empty values that leave this guess unchanged; None: no such pattern."""
     shape = guess.shape
+    if shape == TEXT and guess.date_hints:
+        return None  # every batch must be tried against the date formats still fitting
     if shape == TEXT:
         return f"[^{VALUE_SEPARATOR}]+"
     if shape == BOOLEAN:

@@ -25,6 +25,7 @@ from sqlalchemy import Connection
 from tally.core.clock import utc_now
 from tally.core.columns import INT64_MAX, Column, ColumnType
 from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
+from tally.core.formats import FileLayout
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.processes.collector import settle_garbage_collector
 from tally.services.loader.inference import (
@@ -46,6 +47,7 @@ from tally.services.loader.reader import (
     FileFormat,
     FileHead,
     detect_format,
+    layout_chunks,
     read_csv,
     read_head,
     utf8_chunks,
@@ -70,6 +72,7 @@ ProgressCallback = Callable[[str, int], None]
 class LoadResult:
     resource: Resource
     rows: int
+    warnings: tuple[str, ...] = ()  # shown in the file's status: columns kept as text
 
 
 @dataclass
@@ -82,6 +85,7 @@ class FirstPass:
     blank_lines: int = 0
     quotes: list[int] | None = None  # quote characters per column; None: the file has none
     widened_at: dict[str, int] = field(default_factory=dict)  # physical -> line
+    warnings: list[str] = field(default_factory=list)
 
     def reading(self) -> FileReading:
         return FileReading(self.rows, self.blank_lines, self.quotes)
@@ -133,6 +137,8 @@ def _infer(
         column_type, scale, timezone = guess.resolve()
         column = Column(name, f"c{position}", column_type, scale, timezone)
         result.ordered.append(column)
+        if (hint := guess.hint(name)) is not None:
+            result.warnings.append(hint)
         result.shapes[column.physical] = ValueShape(
             has_empty=guess.has_empty,
             uniform_scale=guess.uniform_scale,
@@ -184,8 +190,9 @@ def _check_against(
     on_progress: ProgressCallback | None,
 ) -> FirstPass:
     """Check every value against the known types. Numbers may widen: an integer column
-    may become decimal, a decimal column may keep more digits."""
-    with read_csv(path, file_format) as (header, batches):
+    may become decimal, a decimal column may keep more digits. The values are read as
+    columns (declared formats rewritten in them), never rows."""
+    with read_csv(path, file_format, columns_only=True) as (header, batches):
         result = FirstPass(_match_header(header, columns))
         result.shapes = {c.physical: ValueShape(plain_timestamps=True) for c in columns}
         result.quotes = [0] * len(header) if file_format.has_quotes else None
@@ -196,7 +203,7 @@ def _check_against(
         }
         for batch in batches:
             result.rows += len(batch.rows)
-            values_by_column = list(zip(*batch.rows, strict=True))
+            values_by_column = batch.columns or list(zip(*batch.rows, strict=True))
             for column, values in zip(result.ordered, values_by_column, strict=True):
                 _check_column(column, values, batch.lines, numbers, result)
             _count_quotes(values_by_column, result.quotes)
@@ -348,10 +355,12 @@ def checked_while_staging(
     file_format: FileFormat,
     known: tuple[Column, ...] | None,
     on_progress: ProgressCallback | None,
+    expected: Expected | None = None,
 ) -> FirstPass:
-    """Run the first pass in another process while this one stages the raw rows: the two
-    halves of the work use both cores. A fresh interpreter ("spawn"), never a fork of a
-    process that runs server and worker threads."""
+    """Run the first pass in another process while this one stages the rows (into the
+    `expected` table where the backend can): the two halves of the work use both cores.
+    A fresh interpreter ("spawn"), never a fork of a process that runs server and worker
+    threads."""
     width = len(read_head(path, file_format, batches=0).header)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
@@ -359,7 +368,7 @@ def checked_while_staging(
     ) as pool:
         checking = pool.submit(first_pass, path, file_format, known)
         try:
-            bulk.stage_rows(row_batches(path, file_format, on_progress), width)
+            bulk.stage_rows(row_batches(path, file_format, on_progress), width, expected)
         except LoadError:
             checking.cancel()
             raise  # the same reader would fail the same way in the first pass
@@ -395,20 +404,31 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
     return Expected(tuple(columns), create=True)
 
 
+def _known_expected(header: Sequence[str], known: tuple[Column, ...] | None) -> Expected | None:
+    """The resource's own columns in the file's order, if the header has them."""
+    if known is None:
+        return None
+    try:
+        return Expected(tuple(_match_header(header, known)), create=False)
+    except LoadError:
+        return None  # pass 1 reports it
+
+
 def _stage_raw(
     bulk: BulkLoad, path: Path, file_format: FileFormat, resource: Resource, pace: LoadPace | None
 ) -> None:
     """Start moving the file's bytes before pass 1 reads it (PostgreSQL's COPY), into
     the columns the file's head suggests when it can tell them; at `pace`'s rate while
     it asks for one."""
+    layout = file_format.layout
     batches = GUESS_BATCHES if resource.is_placeholder else 0
     head = read_head(path, file_format, batches=batches)
 
     def chunks() -> Iterator[bytes]:
-        text = utf8_chunks(path, file_format)
+        text = utf8_chunks(path, file_format) if layout.plain else layout_chunks(path, file_format)
         return text if pace is None else pace.paced(text)
 
-    raw = RawFile(chunks, len(head.header), file_format.delimiter)
+    raw = RawFile(chunks, len(head.header), file_format.delimiter, layout.by_position(head.header))
     bulk.stage(raw, expected_columns(head, resource))
 
 
@@ -422,6 +442,7 @@ def load_into(
     limits: FileLimits = DEFAULT_FILE_LIMITS,
     pace: LoadPace | None = None,
     file_id: int | None = None,
+    layout: FileLayout | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
     `file_id`: the file record the rows come from, each row's `_file_id` (None: a
@@ -429,7 +450,8 @@ def load_into(
 
     A placeholder resource takes its columns from this file; any other must receive the
     same columns, in any order, with values of the same types. The file is read in the
-    resource's encoding, or in `encoding` when its bytes are not in that (decision 0015).
+    resource's encoding, or in `encoding` when its bytes are not in that (decision 0015),
+    and in the resource's layout (lines skipped, declared formats), or `layout`.
 
     The file is opened for its format (one scan: encoding, delimiter), for its head
     when the backend moves rows before pass 1 (their width, and on PostgreSQL the
@@ -441,17 +463,23 @@ def load_into(
     loads, while the API is accepting notifications: decision 0022).
     """
     resource = resources.lock_resource(conn, resource_id)
-    file_format = detect_format(path, encoding or resource.encoding, limits)
+    layout = resource.layout if layout is None else layout
+    file_format = detect_format(path, encoding or resource.encoding, limits, layout)
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
     bulk = bulk_load_for(conn, resource.table_name, file_id=file_id)
     with table_refused(len(header)):
         try:
-            if bulk.takes_expected:
+            # the raw bytes serve when SQL can rewrite what the layout says (lines
+            # skipped, dates at fixed places, numbers): else the rows as the loader reads
+            raw = file_format.layout.sliced
+            if bulk.takes_expected and raw:
                 _stage_raw(bulk, path, file_format, resource, pace)
-            if bulk.stages_rows and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
-                first = checked_while_staging(bulk, path, file_format, known, on_progress)
+            rows_staged = bulk.stages_rows or (bulk.stages_read_rows and not raw)
+            if rows_staged and path.stat().st_size >= PARALLEL_CHECK_MIN_BYTES:
+                expected = _known_expected(header, known)
+                first = checked_while_staging(bulk, path, file_format, known, on_progress, expected)
             else:
                 first = first_pass(path, file_format, known, on_progress)
             appended = bulk.settle(first.reading(), first.ordered)  # before any other one
@@ -465,4 +493,4 @@ def load_into(
     updated = resources.record_load(
         conn, resource, columns=columns, added_rows=first.rows, now=utc_now()
     )
-    return LoadResult(updated, first.rows)
+    return LoadResult(updated, first.rows, tuple(first.warnings))

@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
+from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.limits import FileLimits
 from tally.services.loader.limits import check_width, table_refused
 from tally.services.loader.load import (
@@ -47,6 +48,7 @@ class StagedFile:
     rows: int
     checked_against: tuple[Column, ...] | None
     widened_at: dict[str, int]
+    warnings: tuple[str, ...] = ()  # shown in the file's status
 
 
 class StagingOutdatedError(Exception):
@@ -62,14 +64,21 @@ def stage_file(
     encoding: str,
     limits: FileLimits,
     on_progress: ProgressCallback | None = None,
+    declared: tuple[Column, ...] | None = None,
+    layout: FileLayout | None = None,
 ) -> StagedFile:
     """Read the file in `encoding`, check it and convert it into a fresh staging database
     at `staging_path`, for `resource` as it is now (None: a source created when the file
-    is published)."""
-    file_format = detect_format(path, encoding, limits)
+    is published, with the `declared` columns, or a placeholder), read in `layout`
+    (None: the resource's)."""
+    if resource is not None:
+        declared = None if resource.is_placeholder else resource.columns
+    if layout is None:
+        layout = resource.layout if resource is not None else PLAIN_LAYOUT
+    file_format = detect_format(path, encoding, limits, layout)
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
-    known = None if resource is None or resource.is_placeholder else resource.columns
+    known = declared
     engine = staging.staging_engine(staging_path)
     try:
         with table_refused(len(header)), engine.connect() as conn, conn.begin():
@@ -92,7 +101,14 @@ def stage_file(
                 bulk.abort()
     finally:
         engine.dispose()
-    return StagedFile(staging_path, columns, first.rows, known, dict(first.widened_at))
+    return StagedFile(
+        staging_path,
+        columns,
+        first.rows,
+        known,
+        dict(first.widened_at),
+        tuple(first.warnings),
+    )
 
 
 def fill_staged(
@@ -135,4 +151,4 @@ def publish_staged(
     updated = resources.record_load(
         conn, resource, columns=staged.columns, added_rows=staged.rows, now=utc_now()
     )
-    return LoadResult(updated, staged.rows)
+    return LoadResult(updated, staged.rows, staged.warnings)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from tally.core.columns import Column
+from tally.core.formats import ColumnFormat
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,14 @@ class FileReading:
 
 @dataclass(frozen=True)
 class RawFile:
-    """The file's text as UTF-8 (header line included), and how to split it."""
+    """The file's text as UTF-8 (header line included), how to split it, and how each
+    column (in the file's order) writes its values: None, the clean form; else the
+    format its source declares (issue 32), which the conversion rewrites in SQL."""
 
     chunks: Callable[[], Iterator[bytes]]
     width: int
     delimiter: str
+    formats: tuple[ColumnFormat | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class BulkLoad:
 
     # Whether `stage_rows` can copy the rows while another process runs the checks.
     stages_rows = False
+    # Whether it can, for a file whose raw bytes are not its rows (a source's layout
+    # skips lines or rewrites values: issue 32), where `stage` would send the bytes.
+    stages_read_rows = False
     # Whether `stage` can put the rows straight into the table the loader expects.
     takes_expected = False
 
@@ -76,7 +83,10 @@ class BulkLoad:
         self._conn = conn
         self._table = table
 
-    def stage_rows(self, batches: RowBatches, width: int) -> None:
+    def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
+        """Move the rows as the loader reads them (`batches`, `width` values each) while
+        another process checks them; into the `expected` table's columns where the
+        backend can."""
         raise NotImplementedError
 
     def stage(self, raw: RawFile, expected: Expected | None) -> None:

@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 
 from tally.core.columns import Column, ColumnType, canonical_timestamp
-from tally.storage.bulk_load.interface import BulkLoad, FileReading, RowBatches, ValueShape
+from tally.storage.bulk_load.interface import (
+    BulkLoad,
+    Expected,
+    FileReading,
+    RowBatches,
+    ValueShape,
+)
 from tally.storage.resource_tables.ddl import with_file_id
 
 
@@ -92,7 +98,7 @@ class SqliteBulkLoad(BulkLoad):
         self._staged_rows: int | None = None
         self._file_id = file_id
 
-    def stage_rows(self, batches: RowBatches, width: int) -> None:
+    def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
         names = ", ".join(f"s{i}" for i in range(width))
         self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{self._staging}")
         self._conn.exec_driver_sql(f"CREATE TEMP TABLE {self._staging} ({names})")
