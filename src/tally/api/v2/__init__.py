@@ -2,8 +2,11 @@
 
 - Routes: `webhooks`, `sources`, `files`, `reconciliations`, `transformations`;
   `derived_routes` (the five definition routes every derived kind shares, made once)
-- Models, one home per feature: `bodies` (webhooks and sources, and the body-reading
-  helpers), `reconciliation_bodies`, `transformation_bodies`
+- Models, one home per feature, for what only the API reads or answers:
+  `webhook_bodies`, `source_bodies`, `file_bodies`, `reconciliation_bodies`,
+  `transformation_bodies` (what the CLI reads too is below the API: core/source_bodies.py,
+  services/<kind>/bodies.py); `bodies` reads a body within its size and checks it
+  against its model
 - Plumbing: `auth` (the three headers), `multipart` (uploads streamed within their
   limit)
 """

@@ -14,26 +14,20 @@ from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
 from python_multipart.multipart import parse_options_header
 from starlette.requests import ClientDisconnect
 
 from tally.api.deps import SourcesDep, UploadsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace
-from tally.api.v2.bodies import (
-    NotificationConfigBody,
-    SourceEncoding,
-    SourceName,
-    json_request_body,
-    read_json,
-    validate_body,
-)
+from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
+from tally.api.v2.source_bodies import (
+    SourceCreateBody,
+    SourceCreatedResponse,
+    UploadAcceptedResponse,
+)
 from tally.core import errors
-from tally.core.bodies import WholeNumber
-from tally.core.encodings import DEFAULT_ENCODING
-from tally.core.source_bodies import DeclaredLayout
 from tally.services import json_rows, uploads
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.sources import SourceDefinition
@@ -59,23 +53,6 @@ FEED_ERRORS = (
     errors.IdempotencyKeyReusedError,
     RequestValidationError,
 )
-
-
-class SourceCreateBody(DeclaredLayout):
-    name: SourceName
-    folder_id: WholeNumber | None = None
-    encoding: SourceEncoding = DEFAULT_ENCODING
-    notification_config: NotificationConfigBody | None = None
-
-
-class SourceCreatedResponse(BaseModel):
-    id: int = Field(description="The source id.")
-    name: str = Field(description="The source name.")
-
-
-class UploadAcceptedResponse(BaseModel):
-    file_id: int = Field(description="Follow it at GET /api/v2/sources/{id}/files/{file_id}.")
-    status: str = Field(description="`queued`, or for a retry the file's current status.")
 
 
 def _definition(body: SourceCreateBody) -> SourceDefinition:

@@ -14,13 +14,8 @@ from fastapi.responses import Response
 from tally.api.deps import WebhooksDep, runtime_of
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace
-from tally.api.v2.bodies import (
-    WebhookCreateBody,
-    WebhookCreatedResponse,
-    json_request_body,
-    read_json,
-    validate_body,
-)
+from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.webhook_bodies import WebhookCreateBody, WebhookCreatedResponse
 from tally.core import errors
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
