@@ -174,6 +174,20 @@ def test_a_webhook_source_may_declare_columns_and_layout(
     )
 
 
+def test_a_webhook_refuses_two_columns_of_one_name(
+    api: httpx.Client, ingestion_tenant: Tenant
+) -> None:
+    """As a source does: the rule no JSON Schema can state (uniqueness by `name`)."""
+    columns = [{"name": "a", "type": "text"}, {"name": "a", "type": "date"}]
+    response = api.post(
+        "/api/v2/webhooks",
+        json={"name": "twice", "webhook": {}, "columns": columns},
+        headers=ingestion_tenant.v2_headers,
+    )
+    [(field, _)] = problems(response)
+    assert field == "columns"
+
+
 def test_a_webhook_without_columns_is_the_specs_placeholder(
     api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:

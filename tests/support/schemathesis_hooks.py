@@ -3,9 +3,13 @@ process through SCHEMATHESIS_HOOKS).
 
 Two rules no JSON Schema can state, kept out of the generated cases:
 
-- POST /api/v2/sources refuses (422) two columns of one name. JSON Schema cannot say
-  "unique by `name`" (`uniqueItems` compares whole objects); positive cases that break
-  it are not generated. The 422 is tested in tests/api/test_sources_api.py.
+- POST /api/v2/sources and POST /api/v2/webhooks refuse (422) two columns of one name.
+  JSON Schema cannot say "unique by `name`" (`uniqueItems` compares whole objects);
+  positive cases that break it are not generated. The 422 is tested in
+  tests/api/test_sources_api.py and tests/api/test_column_formats_api.py. Likewise a
+  date format outside its token grammar, or a column's two separators alike (the schema
+  states which options fit which type, and a format's length; the grammar and the
+  comparison are the model's, tests/api/test_column_formats_api.py).
 - JSON rows are converted to CSV by rules (json_rows.RULES, in the operation's
   description) that apply at every depth: no empty key, no two keys flattening to one
   column, a column at least, ... The schema states what it can without recursion; the
@@ -35,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import schemathesis
+from pydantic import ValidationError
 
 from tally.core.errors import JsonRowsError
+from tally.core.source_bodies import ColumnBody
 from tally.services.json_rows import json_to_csv
 
 RECONCILIATIONS = ("/api/v2/reconciliations", "/api/v2/reconciliations/{reconciliation_id}")
@@ -55,11 +61,11 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 def filter_case(context: schemathesis.HookContext, case: schemathesis.Case) -> bool:
     if case.meta is None:
         return True
-    if case.meta.generation.mode.is_positive and (case.method, case.path) == (
-        "POST",
-        "/api/v2/sources",
+    if case.meta.generation.mode.is_positive and (case.method, case.path) in (
+        ("POST", "/api/v2/sources"),
+        ("POST", "/api/v2/webhooks"),
     ):
-        return _column_names_are_unique(case.body)
+        return _column_names_are_unique(case.body) and _formats_parse(case.body)
     if case.meta.generation.mode.is_positive and case.path == FEEDS[0]:
         return case.media_type != "application/json" or _rows_convert(case.body)
     if case.meta.generation.mode.is_negative and case.path in FEEDS:
@@ -91,6 +97,20 @@ def _column_names_are_unique(body: Any) -> bool:
         return True
     names = [column.get("name") for column in columns if isinstance(column, dict)]
     return len(names) == len(set(names))
+
+
+def _formats_parse(body: Any) -> bool:
+    """Every column's date format in the grammar, its separators apart (core/formats.py:
+    rules of a string's content and of one field's value against another's)."""
+    columns = body.get("columns") if isinstance(body, dict) else None
+    if not isinstance(columns, list):
+        return True
+    try:
+        for column in columns:
+            ColumnBody.model_validate(column)
+    except ValidationError:
+        return False
+    return True
 
 
 @schemathesis.hook

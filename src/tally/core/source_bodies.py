@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
-from pydantic.config import JsonDict
+from pydantic.config import JsonDict, JsonValue
 
 from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.core.columns import Column, ColumnType
 from tally.core.formats import (
+    DATE_FORMAT_MAX_CHARS,
     ColumnFormat,
     FileLayout,
     NumberFormat,
@@ -30,12 +31,32 @@ _DATED = ("date", "timestamp")
 _NUMBERS = ("decimal", "integer")
 
 # Refused by the server and stated in the schema: a rule of one field on another.
-_OPTIONS_FIT_TYPE: JsonDict = {
-    "allOf": [
-        {"anyOf": [{"properties": {"type": {"const": t}}}, {"properties": {o: {"type": "null"}}}]}
-        for t, o in (("decimal", "scale"), ("timestamp", "timezone"))
-    ]
-}
+# (The format's grammar and a separator equal to the other are refused, not stated.)
+_FITS: list[JsonValue] = [
+    {
+        "anyOf": [
+            {"properties": {"type": {"enum": list(types)}}},
+            {"properties": {option: {"type": "null"}}},
+        ]
+    }
+    for types, option in (
+        (("decimal",), "scale"),
+        (("timestamp",), "timezone"),
+        (_DATED, "format"),
+        (_NUMBERS, "decimal_separator"),
+        (_NUMBERS, "thousands_separator"),
+        (_NUMBERS, "negative"),
+    )
+]
+_FITS.append(  # a formatted timestamp has no UTC offset
+    {
+        "anyOf": [
+            {"properties": {"format": {"type": "null"}}},
+            {"properties": {"timezone": {"enum": [False, None]}}},
+        ]
+    }
+)
+_OPTIONS_FIT_TYPE: JsonDict = {"allOf": _FITS}
 NegativeForm = Literal["minus", "trailing_minus", "parentheses", "dr_cr"]
 
 
@@ -50,6 +71,8 @@ class ColumnBody(Strict):
     timezone: bool | None = Field(None, description="Values carry UTC offsets (timestamp only).")
     format: str | None = Field(
         None,
+        min_length=1,
+        max_length=DATE_FORMAT_MAX_CHARS,
         description="Date and timestamp only: how the file writes the values, in tokens "
         "`YYYY`, `MM`, `DD` (two digits), `M`, `D` (one or two), `HH`, `H`, `mm`, `ss` "
         "and the literals `/ . - : , T` and space: `DD/MM/YYYY`, `MM/DD/YYYY`, `YYYYMMDD`, "
