@@ -96,17 +96,40 @@ def create_resource(
     make StorageProvisioningError (502), so no driver error reaches the service."""
     try:
         with conn.begin_nested():
-            resource = _insert_resource(
-                conn,
-                workspace_id=workspace_id,
-                name=name,
-                kind=kind,
-                columns=columns,
-                is_placeholder=is_placeholder,
-                folder_id=folder_id,
-                now=now,
-                encoding=encoding,
-                layout=layout,
+            resource_id = conn.execute(
+                insert(resources)
+                .values(
+                    workspace_id=workspace_id,
+                    folder_id=folder_id,
+                    name=name,
+                    kind=kind,
+                    columns=[c.to_json() for c in columns],
+                    is_placeholder=is_placeholder,
+                    data_version=0,
+                    row_count=0,
+                    indexed_version=0,
+                    rendered_version=0,
+                    encoding=encoding,
+                    file_layout=layout.to_json(),
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(resources.c.id)
+            ).scalar_one()
+            resource = Resource(
+                resource_id,
+                workspace_id,
+                folder_id,
+                name,
+                kind,
+                columns,
+                is_placeholder,
+                0,
+                0,
+                0,
+                0,
+                encoding,
+                layout,
             )
             ddl.create_table(conn, resource.table_name, columns, file_ids=resource.has_file_ids)
     except exc.IntegrityError as error:
@@ -114,56 +137,6 @@ def create_resource(
     except exc.DBAPIError as error:
         raise StorageProvisioningError() from error
     return resource
-
-
-def _insert_resource(
-    conn: Connection,
-    *,
-    workspace_id: int,
-    name: str,
-    kind: str,
-    columns: tuple[Column, ...],
-    is_placeholder: bool,
-    folder_id: int | None,
-    now: dt.datetime,
-    encoding: str,
-    layout: FileLayout,
-) -> Resource:
-    resource_id = conn.execute(
-        insert(resources)
-        .values(
-            workspace_id=workspace_id,
-            folder_id=folder_id,
-            name=name,
-            kind=kind,
-            columns=[c.to_json() for c in columns],
-            is_placeholder=is_placeholder,
-            data_version=0,
-            row_count=0,
-            indexed_version=0,
-            rendered_version=0,
-            encoding=encoding,
-            file_layout=layout.to_json(),
-            created_at=now,
-            updated_at=now,
-        )
-        .returning(resources.c.id)
-    ).scalar_one()
-    return Resource(
-        resource_id,
-        workspace_id,
-        folder_id,
-        name,
-        kind,
-        columns,
-        is_placeholder,
-        0,
-        0,
-        0,
-        0,
-        encoding,
-        layout,
-    )
 
 
 def find_resource(conn: Connection, resource_id: int) -> Resource | None:
