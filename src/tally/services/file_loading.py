@@ -28,6 +28,7 @@ from tally.services.loader.staged import (
     publish_staged,
     stage_file,
 )
+from tally.services.row_removal import replace_rows
 from tally.storage import files, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -155,7 +156,11 @@ def _commit(
         log.warning("file_lease_lost", extra={"file_id": file.id})
         return None
     assert current.sha256 is not None
-    duplicate_of = files.find_delivered_with_sha(conn, file.resource_id, current.sha256)
+    source = resources.get_resource(conn, file.resource_id)  # locked by the caller
+    if source.replaces_rows:  # a snapshot: new unless it is the one the source holds
+        duplicate_of = files.current_snapshot_with_sha(conn, source.id, current.sha256)
+    else:
+        duplicate_of = files.find_delivered_with_sha(conn, source.id, current.sha256)
     if duplicate_of is not None:
         files.finish(
             conn,
@@ -168,7 +173,10 @@ def _commit(
             conn, event=file_events.DUPLICATE, resource_id=file.resource_id, file=file, now=now
         )
         return None
-    result = load()
+    if source.replaces_rows and not source.is_placeholder:
+        result = replace_rows(conn, source, load, cause=f"file {file.id} replaced its rows")
+    else:
+        result = load()
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()

@@ -60,10 +60,11 @@ def create_table(
     added afterwards by `add_primary_key`: building it once is cheaper than keeping
     it row by row. Without `generated_ids` (a derived output, written whole with its
     row ids) PostgreSQL's row id is a plain column: no identity sequence to rename when
-    the table replaces another. `file_ids`: a source's table, with `_file_id`."""
+    the table replaces another. `file_ids`: a source's table, with `_file_id`, whose
+    row ids are never given twice (`source_row_id`)."""
     postgresql = backend_of(conn).is_postgresql
     if not postgresql:
-        row_id = f"{ROW_ID} INTEGER PRIMARY KEY"
+        row_id = source_row_id() if file_ids else f"{ROW_ID} INTEGER PRIMARY KEY"
     else:
         row_id = f"{ROW_ID} BIGINT" + (" GENERATED ALWAYS AS IDENTITY" if generated_ids else "")
         row_id += " PRIMARY KEY" if primary_key else ""
@@ -72,6 +73,15 @@ def create_table(
         typed.append(file_id_definition(postgresql=postgresql))
     body = ", ".join([row_id, *typed, f"{ROW_JSON} TEXT"])
     conn.exec_driver_sql(f"CREATE TABLE {table} ({body})")
+
+
+def source_row_id() -> str:
+    """SQLite: a source's row id, AUTOINCREMENT. A plain INTEGER PRIMARY KEY gives the
+    next row max+1, so after a file's rows are taken back (or a snapshot replaced) a
+    new row could get the id of a removed one: `_row` would name two rows over time,
+    and an incremental run reading the rows after the last id it read would miss it.
+    PostgreSQL's identity never gives an id twice."""
+    return f"{ROW_ID} INTEGER PRIMARY KEY AUTOINCREMENT"
 
 
 def file_id_definition(*, postgresql: bool) -> str:
