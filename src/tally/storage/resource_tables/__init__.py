@@ -7,8 +7,9 @@ again by position, row id or content).
 
 Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
 (the Data API's system column `_row`; in a source's table never given twice, even after
-rows are removed: AUTOINCREMENT on SQLite, an identity on PostgreSQL) and physical columns c0..cN (labels live in the
-catalogue, so any header text is a valid column name). A source's table also has
+rows are removed: AUTOINCREMENT on SQLite, an identity on PostgreSQL) and physical
+columns c0..cN (labels live in the catalogue, so any header text is a valid column
+name). A source's table also has
 `_file_id` (its system column of that name): the file whose load inserted the row, one
 value per load (SQLite: a constant of the INSERT; PostgreSQL: the column's DEFAULT reads
 the load transaction's `tally.file_id`, `ddl.set_file_id`, since COPY takes no
