@@ -102,6 +102,14 @@ def test_a_snapshot_replaces_every_row_and_only_the_held_snapshot_is_a_duplicate
     state = current(runtime, ledger)
     assert state.row_count == 3
     assert state.removed_version == state.data_version - 1  # removed, then loaded
+    # The table it replaced is gone, and the new one has its indexes, under their names.
+    assert state.indexed_version == state.data_version
+    with runtime.engine.connect() as conn:
+        tables = set(sa.inspect(conn).get_table_names())
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes(ledger.table_name)}
+    assert f"{ledger.table_name}_replaced" not in tables
+    assert f"{ledger.table_name}_snapshot" not in tables
+    assert {f"ix_{ledger.table_name}_c0", f"ix_{ledger.table_name}__file_id"} <= indexes
     again = deliver(runtime, tenant, ledger, DAY_2)
     assert status(runtime, tenant, ledger, again) is FileStatus.DUPLICATE
     assert current(runtime, ledger).data_version == state.data_version
@@ -302,3 +310,17 @@ def test_both_sides_reading_one_source_are_found_again(runtime: Runtime, tenant:
     )
     assert (carried.left_rows, carried.right_rows) == ((1,), (2,))
     assert carried.undone_at is None
+
+
+def test_a_snapshot_with_more_digits_widens_the_column_and_keeps_every_value(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    ledger = new_source(runtime, tenant, "ledger", mode=REPLACE)
+    deliver(runtime, tenant, ledger, DAY_1)
+    deliver(runtime, tenant, ledger, HEADER + "A,10.125,2026-10-01\nB,-0.001,2026-10-02\n")
+    shown = read_data(runtime, tenant, ledger.id, fields="reference,amount")
+    assert [(r["reference"], str(r["amount"])) for r in shown] == [
+        ("A", "10.125"),
+        ("B", "-0.001"),
+    ]
+    assert next(c for c in current(runtime, ledger).columns if c.name == "amount").scale == 3

@@ -27,7 +27,7 @@ from tally.core.names import name_problem
 from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
-from tally.services.row_removal import replace_rows
+from tally.services.row_removal import discard_replaced, replace_rows
 from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -225,8 +225,10 @@ class SourceCatalogue:
         with write_connection(self._engine) as conn, conn.begin():
             source = resources.lock_resource(conn, resource_id)
 
-            def load() -> LoadResult:
-                return load_into(conn, resource_id, path, on_progress, limits=self.limits)
+            def load(table: str | None = None) -> LoadResult:
+                return load_into(
+                    conn, resource_id, path, on_progress, limits=self.limits, table=table
+                )
 
             if source.replaces_rows and not source.is_placeholder:
                 result = replace_rows(
@@ -247,9 +249,9 @@ class SourceCatalogue:
         return result
 
     def finish_resource(self, resource_id: int) -> None:
-        """What a load leaves to the workers (decisions 0010, 0011): store the JSON text
-        of the rows that have none, then build the per-column indexes if they were never
-        built. In that order: on PostgreSQL an UPDATE maintains every index of the table.
+        """What a load leaves to the workers (decisions 0010, 0011): drop the table a
+        snapshot replaced, store the JSON text of the rows that have none, then build the
+        per-column indexes if they were never built. In that order: on PostgreSQL an UPDATE maintains every index of the table.
         Readers never wait, and answer the same before, during and after."""
         with self._finishing_lock:
             self._finishing[resource_id] += 1
@@ -271,6 +273,7 @@ class SourceCatalogue:
             resource = resources.get_resource(conn, resource_id)
         if resource.is_placeholder:  # no file loaded yet: its table is still the placeholder's
             return
+        discard_replaced(engine, resource)  # a snapshot's predecessor: its index names
         if resource.rendered_version != resource.data_version:
             stored = resources.store_missing_text(engine, resource)
             if stored:  # another worker may have stored them first

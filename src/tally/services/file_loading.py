@@ -69,7 +69,7 @@ class FileLoading:
                 conn,
                 file,
                 worker,
-                lambda: load_into(
+                lambda table: load_into(
                     conn,
                     file.resource_id,
                     blob,
@@ -78,6 +78,7 @@ class FileLoading:
                     pace=self.pace,
                     file_id=file.id,
                     layout=_layout_of(file),
+                    table=table,
                 ),
             )
 
@@ -105,7 +106,9 @@ class FileLoading:
                         conn,
                         file,
                         worker,
-                        lambda: publish_staged(conn, resource.id, staged, filled, file_id=file.id),
+                        lambda table: publish_staged(
+                            conn, resource.id, staged, filled, file_id=file.id, table=table
+                        ),
                     )
         finally:
             if filled is not None:
@@ -146,10 +149,11 @@ def _layout_of(file: FileRecord) -> FileLayout | None:
 
 
 def _commit(
-    conn: Connection, file: FileRecord, worker: str, load: Callable[[], LoadResult]
+    conn: Connection, file: FileRecord, worker: str, load: Callable[[str | None], LoadResult]
 ) -> LoadResult | None:
     """Inside the file's one transaction: while the lease holds and the bytes are new,
-    `load` the rows, and record the final status and the events with them."""
+    `load` the rows (into the table given, or the source's own: None), and record the
+    final status and the events with them."""
     now = utc_now()
     current = files.get_file(conn, file.id)
     if not files.holds_lease(conn, file.id, worker, now, lock=True):
@@ -176,7 +180,7 @@ def _commit(
     if source.replaces_rows and not source.is_placeholder:
         result = replace_rows(conn, source, load, cause=f"file {file.id} replaced its rows")
     else:
-        result = load()
+        result = load(None)
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()

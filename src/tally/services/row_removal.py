@@ -6,27 +6,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.services.loader.load import LoadResult
 from tally.services.reconciliation.kept_work import KeptCounts, kept_across_removal
 from tally.storage import resources
-from tally.storage.resource_tables import source_rows
+from tally.storage.resource_tables import ddl, source_rows
 from tally.storage.resources import Resource
 
 
 def replace_rows(
-    conn: Connection, source: Resource, load: Callable[[], LoadResult], *, cause: str
+    conn: Connection, source: Resource, load: Callable[[str], LoadResult], *, cause: str
 ) -> LoadResult:
-    """A snapshot: the source's rows removed, then `load` its new ones, in the caller's
-    transaction (readers see the old rows or the new, never a mix); manual work on rows
-    that come back is kept (services/reconciliation/kept_work.py)."""
+    """A snapshot, in the caller's transaction: `load` its rows into a table of their own
+    (given its name), which then replaces the source's (readers see the old rows or the
+    new, never a mix); manual work on rows that come back is kept
+    (services/reconciliation/kept_work.py). The new table is indexed by a worker, as a
+    new source's is, once the old one is dropped (`discard_replaced`)."""
     now = utc_now()
     with kept_across_removal(conn, source, cause, now):
-        source_rows.delete_rows(conn, source.table_name)
-        resources.record_removal(conn, source, removed_rows=source.row_count, now=now)
-        return load()
+        fresh = source_rows.create_replacement(conn, source.table_name, source.columns)
+        resources.record_removal(
+            conn, source, removed_rows=source.row_count, now=now, indexes_dropped=True
+        )
+        result = load(fresh)
+        source_rows.swap_in(conn, source.table_name, fresh)
+        return result
+
+
+def discard_replaced(engine: Engine, source: Resource) -> None:
+    """The table a snapshot replaced, dropped a step at a time (none: nothing to do).
+    Before the new table's indexes are built: the old one's have their names."""
+    ddl.drop_in_steps(engine, source_rows.replaced_table(source.table_name))
 
 
 def remove_file_rows(

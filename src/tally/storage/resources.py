@@ -232,18 +232,37 @@ def record_load(
 
 
 def record_removal(
-    conn: Connection, resource: Resource, *, removed_rows: int, now: dt.datetime
+    conn: Connection,
+    resource: Resource,
+    *,
+    removed_rows: int,
+    now: dt.datetime,
+    indexes_dropped: bool = False,
 ) -> Resource:
     """Rows were removed, in the caller's transaction: a new data version, which is also
-    the `removed_version` (incremental runs then read the whole resource again)."""
+    the `removed_version` (incremental runs then read the whole resource again).
+    `indexes_dropped`: the per-column indexes are to be built again, by a worker."""
     version = resource.data_version + 1
     count = resource.row_count - removed_rows
+    indexed = 0 if indexes_dropped else resource.indexed_version
     conn.execute(
         update(resources)
         .where(resources.c.id == resource.id)
-        .values(data_version=version, removed_version=version, row_count=count, updated_at=now)
+        .values(
+            data_version=version,
+            removed_version=version,
+            row_count=count,
+            indexed_version=indexed,
+            updated_at=now,
+        )
     )
-    return replace(resource, data_version=version, removed_version=version, row_count=count)
+    return replace(
+        resource,
+        data_version=version,
+        removed_version=version,
+        row_count=count,
+        indexed_version=indexed,
+    )
 
 
 def next_unfinished(conn: Connection, skip: Collection[int] = ()) -> int | None:
