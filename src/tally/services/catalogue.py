@@ -251,8 +251,9 @@ class SourceCatalogue:
     def finish_resource(self, resource_id: int) -> None:
         """What a load leaves to the workers (decisions 0010, 0011): drop the table a
         snapshot replaced, store the JSON text of the rows that have none, then build the
-        per-column indexes if they were never built. In that order: on PostgreSQL an UPDATE maintains every index of the table.
-        Readers never wait, and answer the same before, during and after."""
+        per-column indexes if they were never built. In that order: on PostgreSQL an
+        UPDATE maintains every index of the table. Readers never wait, and answer the
+        same before, during and after."""
         with self._finishing_lock:
             self._finishing[resource_id] += 1
         self._finish_counted(resource_id)
