@@ -28,21 +28,20 @@ _NEVER_REUSED = "_row_id INTEGER PRIMARY KEY AUTOINCREMENT,"
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name != "sqlite":
-        return
-    found = bind.execute(sa.text("SELECT id FROM resources WHERE kind = 'source' ORDER BY id"))
-    for (resource_id,) in found.all():
-        _rebuild(bind, f"r_{resource_id}", _PLAIN, _NEVER_REUSED)
+    _rebuild_sources(_PLAIN, _NEVER_REUSED)
 
 
 def downgrade() -> None:
+    _rebuild_sources(_NEVER_REUSED, _PLAIN)
+
+
+def _rebuild_sources(old: str, new: str) -> None:
     bind = op.get_bind()
     if bind.dialect.name != "sqlite":
         return
     found = bind.execute(sa.text("SELECT id FROM resources WHERE kind = 'source' ORDER BY id"))
     for (resource_id,) in found.all():
-        _rebuild(bind, f"r_{resource_id}", _NEVER_REUSED, _PLAIN)
+        _rebuild(bind, f"r_{resource_id}", old, new)
 
 
 def _rebuild(bind: sa.Connection, table: str, old: str, new: str) -> None:
