@@ -123,6 +123,13 @@ def _files(api: httpx.Client, world: World, suffix: str, **params: str) -> Any:
     return api.get(url, headers=world.credentials, params=params)
 
 
+def _retract_a_queued_file(api: httpx.Client, world: World) -> Any:
+    """A file not delivered (queued: no worker runs here) cannot be taken back: 409."""
+    queued = _feed(api, world, {"Content-Type": "text/csv"}, b"a\n1\n").json()["file_id"]
+    url = f"/api/v2/sources/{world.source_id}/files/{queued}"
+    return api.delete(url, headers=world.credentials)
+
+
 def _create(api: httpx.Client, world: World, path: str, body: Any, *, signed: bool = True) -> Any:
     return api.post(path, headers=world.credentials if signed else {}, json=body)
 
@@ -216,6 +223,14 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("get", FILE, 403): lambda a, w: a.get(f"/api/v2/sources/{w.source_id}/files/1"),
     ("get", FILE, 404): lambda a, w: _files(a, w, f"/{UNKNOWN_ID}"),
     ("get", FILE, 422): lambda a, w: _files(a, w, "/one"),
+    ("delete", FILE, 403): lambda a, w: a.delete(f"/api/v2/sources/{w.source_id}/files/1"),
+    ("delete", FILE, 404): lambda a, w: a.delete(
+        f"/api/v2/sources/{w.source_id}/files/{UNKNOWN_ID}", headers=w.credentials
+    ),
+    ("delete", FILE, 409): _retract_a_queued_file,
+    ("delete", FILE, 422): lambda a, w: a.delete(
+        f"/api/v2/sources/{w.source_id}/files/one", headers=w.credentials
+    ),
     ("post", RECS, 400): lambda a, w: _create(a, w, RECS, definition(w.pair, name="bank")),
     ("post", RECS, 403): lambda a, w: _create(a, w, RECS, {}, signed=False),
     ("post", RECS, 422): lambda a, w: _create(a, w, RECS, {"name": 3}),

@@ -598,6 +598,8 @@ def test_a_manual_match_is_kept_with_its_fingerprint_and_note(
         "created_at": action["created_at"],
         "undone_at": None,
         "undo_note": None,
+        "retired_reason": None,
+        "carried_from": None,
     }
     assert api.get(f"{BASE}/{rid}", headers=tenant.v2_headers).json()["state"] == "queued"
     again = {"left_rows": [1, 3], "right_rows": [4, 2]}

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -170,3 +171,20 @@ def test_transformation_example_feeds_a_reconciliation(
         preview["rows"]
     )
     assert split["data"] == [{"status": "matched", "ledger.amount": 1000.00, "ledger.parts": 2}]
+
+
+def test_snapshot_example_replaces_the_rows_and_takes_the_file_back(
+    demo_with_worker: tuple[Path, dict[str, str]],
+) -> None:
+    folder, _ = demo_with_worker
+    script = _blocks("Snapshots and taking a file back")[0]
+    data, retracted = (json.loads(line, parse_float=Decimal) for line in _bash(script, folder))
+    rows = data["data"]
+    assert [(r["ref"], r["amount"]) for r in rows] == [
+        ("B", Decimal("20.00")),
+        ("C", Decimal("30.00")),
+    ]
+    assert len({r["_file_id"] for r in rows}) == 1
+    assert retracted["id"] == rows[0]["_file_id"]
+    assert retracted["status"] == "retracted"
+    assert retracted["retracted_by"].startswith("api key sha256:")

@@ -42,7 +42,7 @@ from tally.services.notification_intake import Notification
 from tally.services.status_callbacks import CallbackSender
 from tally.services.webhooks import WebhookDefinition
 from tally.settings import Settings
-from tally.storage import outbox, status_callbacks, webhooks
+from tally.storage import files, outbox, resources, status_callbacks, webhooks
 from tally.storage.status_callbacks import AttemptRecord, DeliveryRecord
 
 LOOPBACK_ONLY = AddressPolicy(allow=(ip_network("127.0.0.0/8"),))
@@ -266,6 +266,40 @@ def test_the_real_path_reports_accepted_then_delivered_with_the_file_facts(
     }
     ids = [s.headers["webhook-id"] for s in seen]
     assert len(set(ids)) == 2
+
+
+def test_a_file_taken_back_is_reported_as_retracted_with_who_took_it(
+    runtime: Runtime, receiver: Receiver, base_url: str
+) -> None:
+    webhook_id = register(runtime, f"{base_url}/hooks/a", secret=receiver.secret)
+    file_id = accept(runtime, webhook_id, f"{base_url}/files/data.csv")
+    sender = make_sender(runtime)
+    process_file(runtime)
+    settle(sender, runtime.engine, file_id)
+    with runtime.engine.connect() as conn:
+        source = resources.get_resource(conn, files.get_file(conn, file_id).resource_id)
+    runtime.files.retract(
+        workspace_id=source.workspace_id,
+        source_id=source.id,
+        file_id=file_id,
+        by="api key sha256:0123456789ab",
+    )
+    settle(sender, runtime.engine, file_id)
+
+    seen = receiver.hooks("a")
+    assert [body_of(s)["type"] for s in seen] == [
+        "file.accepted",
+        "file.delivered",
+        "file.retracted",
+    ]
+    assert receiver.verified == [True, True, True]
+    delivered, retracted = (body_of(s)["data"] for s in seen[1:])
+    assert isinstance(delivered, dict)
+    assert retracted == {
+        **delivered,
+        "status": "retracted",
+        "retracted_by": "api key sha256:0123456789ab",
+    }
 
 
 def test_the_events_filter_admits_only_the_listed_types(

@@ -15,7 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from support.databases import make_settings
-from support.factories import Tenant, make_source, make_tenant, read_body, read_data
+from support.factories import Tenant, append, make_source, make_tenant, read_body, read_data
 from support.reconciliation_runs import (
     bank_and_ledger,
     definition_json,
@@ -43,7 +43,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0011"
+        assert context.get_current_revision() == "0013"
         assert compare_metadata(context, metadata) == []
 
 
@@ -344,11 +344,18 @@ def test_pending_events_of_revision_0008_move_to_the_status_callback_topic(
         runtime.close()
 
 
+def _down_to(conn: Any, revision: str) -> None:
+    """Alembic's own downgrade to `revision` on `conn` (every test that marks the
+    database at an earlier revision runs it down to 0010 at least, so the upgrade adds
+    what came after again)."""
+    config = alembic_config()
+    config.attributes["connection"] = conn
+    command.downgrade(config, revision)
+
+
 def _undo_file_layouts(conn: Any) -> None:
-    """Undo 0011: no file layouts, no file warnings (every test that marks the database
-    at an earlier revision runs it, so the upgrade adds them again)."""
-    conn.exec_driver_sql("ALTER TABLE files DROP COLUMN warnings")
-    conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN file_layout")
+    """Undo 0013 to 0011: back to revision 0010."""
+    _down_to(conn, "0010")
 
 
 def _topic_of_each(
@@ -389,3 +396,65 @@ def test_sources_of_revision_0009_gain_file_ids_null_for_their_rows(
         ]
     finally:
         runtime.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_sources_of_revision_0011_take_snapshots_and_never_give_a_row_id_twice(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0012: sources gain `mode` (`append` for those made before) and `removed_version`,
+    files the status `retracted`; 0013 (SQLite): a source's table is made again with
+    AUTOINCREMENT, keeping its rows, their row ids and its indexes. After it, taking back
+    the file with the highest row ids and loading another gives new ids."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine, ingestion=True)
+        resource = make_source(runtime.engine, tenant, "id,amount\n1,10.5\n2,-0.01\n3,\n")
+        queries: list[dict[str, Any]] = [{}, {"ordering": "-amount"}, {"fields": "id,_row"}]
+        before = [read_body(runtime, tenant, resource.id, **q) for q in queries]
+        with runtime.engine.begin() as conn:
+            indexes = _index_names(conn, resource.table_name)
+            _down_to(conn, "0011")
+            plain = _table_sql(conn, resource.table_name)
+    finally:
+        runtime.close()
+    if backend == "sqlite":
+        assert "AUTOINCREMENT" not in plain
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        assert [read_body(runtime, tenant, resource.id, **q) for q in queries] == before
+        with runtime.engine.connect() as conn:
+            assert resources.get_resource(conn, resource.id).mode == "append"
+            assert _index_names(conn, resource.table_name) == indexes
+            if backend == "sqlite":
+                assert "AUTOINCREMENT" in _table_sql(conn, resource.table_name)
+        gone = max(r["_row"] for r in read_data(runtime, tenant, resource.id, fields="_row"))
+        with runtime.engine.begin() as conn:  # the highest rows removed, as a retraction does
+            conn.exec_driver_sql(f"DELETE FROM {resource.table_name} WHERE _row_id = {gone}")
+            conn.exec_driver_sql(
+                "INSERT INTO files (resource_id, origin, status, attempts, next_attempt_at, "
+                "give_up_at, created_at, updated_at) VALUES "
+                f"({resource.id}, 'upload', 'retracted', 1, '2026-11-29', '2026-11-29', "
+                "'2026-11-29', '2026-11-29')"
+            )
+        append(runtime, resource.id, "id,amount\n4,1\n")
+        rows = read_data(runtime, tenant, resource.id, fields="id,_row")
+        assert rows[-1]["id"] == 4
+        assert rows[-1]["_row"] > gone
+    finally:
+        runtime.close()
+
+
+def _index_names(conn: Any, table: str) -> list[str]:
+    return sorted(i["name"] for i in sa.inspect(conn).get_indexes(table))
+
+
+def _table_sql(conn: Any, table: str) -> str:
+    if conn.dialect.name != "sqlite":
+        return ""
+    return str(
+        conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+        ).scalar_one()
+    )

@@ -40,7 +40,7 @@ from tally.settings import Settings
 
 READY_TIMEOUT_SECONDS = 60.0  # cold imports on a busy 2-core machine take seconds
 STOP_GRACE_SECONDS = 5.0
-FINAL_STATUSES = ("delivered", "duplicate", "failed")
+FINAL_STATUSES = ("delivered", "duplicate", "failed", "retracted")
 _numbers = itertools.count(1)
 
 

@@ -39,6 +39,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+# Who a change made by `tally admin` is recorded as having made it: the operator of the
+# machine, who holds the database itself.
+CLI_ACTOR = "tally admin"
 # Files smaller than this load without a progress bar.
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 
@@ -200,6 +203,31 @@ def load(
     if result.warnings:
         shown["warnings"] = list(result.warnings)
     emit(shown)
+
+
+@app.command("retract-file")
+def retract_file(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    source: Annotated[int, typer.Option(help="Source id.")],
+    file: Annotated[int, typer.Option("--file", help="File id (GET .../files lists them).")],
+) -> None:
+    """Take a delivered file back, as DELETE /api/v2/sources/{id}/files/{file_id} does:
+    its rows removed in one transaction, the file `retracted` by `tally admin`, the
+    derived resources reading the source run again, a `file.retracted` callback sent."""
+    with _runtime() as runtime:
+        record = runtime.files.retract(
+            workspace_id=workspace, source_id=source, file_id=file, by=CLI_ACTOR
+        )
+    emit(
+        {
+            "id": record.id,
+            "source_id": record.resource_id,
+            "status": str(record.status),
+            "rows": record.rows,
+            "retracted_at": record.retracted_at.isoformat() if record.retracted_at else None,
+            "retracted_by": record.retracted_by,
+        }
+    )
 
 
 @app.command("run-reconciliation")

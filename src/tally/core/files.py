@@ -23,6 +23,7 @@ class FileStatus(StrEnum):
     DELIVERED = "delivered"
     DUPLICATE = "duplicate"
     FAILED = "failed"
+    RETRACTED = "retracted"  # delivered, then taken back: its rows removed (issue 32)
 
 
 FINAL_STATUSES = (FileStatus.DELIVERED, FileStatus.DUPLICATE, FileStatus.FAILED)
@@ -53,6 +54,8 @@ class FileRecord:
     finished_at: dt.datetime | None
     encoding: str | None = None  # of the bytes, when not the source's (decision 0015)
     warnings: list[str] | None = None  # what the load noticed without failing the file
+    retracted_at: dt.datetime | None = None  # when a delivered file was taken back
+    retracted_by: str | None = None  # by whom: `api key sha256:...`, `tally admin`
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> FileRecord:

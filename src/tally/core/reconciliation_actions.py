@@ -38,6 +38,8 @@ class ActionRecord:
     created_at: dt.datetime
     undone_at: dt.datetime | None
     undo_note: str | None  # why a manual match was dissolved (DELETE's note)
+    retired_reason: str | None = None  # why it ended with no analyst undoing it
+    carried_from: int | None = None  # the action it continues, its rows moved
 
     @property
     def makes_manual_match(self) -> bool:
@@ -57,4 +59,6 @@ class ActionRecord:
             created_at=as_utc(row.created_at),
             undone_at=as_utc(row.undone_at) if row.undone_at is not None else None,
             undo_note=row.undo_note,
+            retired_reason=row.retired_reason,
+            carried_from=row.carried_from,
         )

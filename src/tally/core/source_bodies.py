@@ -184,6 +184,16 @@ def declared_column(
     return Column(name, f"c{position}", kind, scale, timezone)
 
 
+MODE_DESCRIPTION = (
+    "`append` (the default): each file's rows are added to the source's. `replace`: each "
+    "file is a snapshot (an ERP's whole ledger, exported daily) and replaces all the "
+    "source's rows in one transaction; readers see the old rows or the new, never a mix. "
+    "Manual reconciliation work on rows that come back unchanged is carried to their new "
+    "positions; work whose rows are gone is retired with the reason. The same bytes as the "
+    "snapshot the source holds are a duplicate; an earlier snapshot's bytes are loaded again."
+)
+
+
 class DeclaredLayout(Strict):
     """The fields a body declaring a source's columns and file layout holds (the source
     and webhook bodies, and the file of `tally admin load --columns`)."""
@@ -191,6 +201,7 @@ class DeclaredLayout(Strict):
     columns: Columns | None = None
     skip_leading_lines: SkippedLines = Field(0, description=SKIP_LEADING)
     skip_trailing_lines: SkippedLines = Field(0, description=SKIP_TRAILING)
+    mode: Literal["append", "replace"] = Field("append", description=MODE_DESCRIPTION)
 
     @field_validator("columns")
     @classmethod

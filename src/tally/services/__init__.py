@@ -17,7 +17,8 @@ call storage, net and processes; never FastAPI, typer or the settings.
   delivery transaction), `status_callbacks` (`CallbackSender`: outbox, deliveries,
   signed attempts)
 - Sources: `catalogue` (`SourceCatalogue`: sources, loads, what a load leaves to the
-  workers), `loader/` (reading, inferring and loading a file)
+  workers), `loader/` (reading, inferring and loading a file), `row_removal` (a
+  snapshot's rows replaced, a file's rows taken back, the manual work found again)
 - Derived resources: `derived/` (what every kind shares), `reconciliation/`,
   `transformations/`
 """

@@ -7,6 +7,7 @@ from sqlalchemy import Engine
 from tally.core.accounts import Workspace
 from tally.core.errors import IngestionForbiddenError
 from tally.core.ids import hash_secret, secret_matches
+from tally.services.admin import key_fingerprint
 from tally.storage import accounts
 
 
@@ -43,3 +44,8 @@ class AuthenticationService:
         ):
             raise IngestionForbiddenError()
         return found
+
+
+def api_key_actor(api_key: str) -> str:
+    """An API key as the actor of what it did: its fingerprint, never the key."""
+    return f"api key {key_fingerprint(hash_secret(api_key))}"

@@ -27,6 +27,7 @@ from tally.core.names import name_problem
 from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
+from tally.services.row_removal import discard_replaced, replace_rows
 from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -80,10 +81,12 @@ def create_source_in(
     columns: tuple[Column, ...] | None = None,
     encoding: str = DEFAULT_ENCODING,
     layout: FileLayout = PLAIN_LAYOUT,
+    mode: str = resources.APPEND,
 ) -> Resource:
     """A source and its table, in the caller's transaction. Without `columns` it is a
     placeholder that takes its columns from its first file; every file is read in
-    `encoding` (decision 0015) and `layout` (issue 32). Declared columns and formats are
+    `encoding` (decision 0015) and `layout` (issue 32), and appends its rows or, `mode`
+    `replace`, replaces them all (issue 32). Declared columns and formats are
     set only here, on a source without rows: no endpoint changes them afterwards, so
     they never have to fit rows loaded before. A table that cannot be made is
     StorageProvisioningError (the ingestion API's 502)."""
@@ -102,6 +105,7 @@ def create_source_in(
             now=utc_now(),
             encoding=encoding,
             layout=layout,
+            mode=mode,
         )
     except ResourceNameTakenError as error:  # a concurrent registration took the name
         raise DefinitionRejectedError([_name_taken(name)]) from error
@@ -168,6 +172,7 @@ class SourceCatalogue:
         body = parsed(DeclaredSource, declared) if declared is not None else None
         columns = body.declared_columns() if body is not None else None
         layout = body.file_layout() if body is not None else PLAIN_LAYOUT
+        mode = body.mode if body is not None else resources.APPEND
 
         def create(conn: Connection, encoding: str) -> Resource:
             return create_source_in(
@@ -177,6 +182,7 @@ class SourceCatalogue:
                 encoding=encoding,
                 columns=columns,
                 layout=layout,
+                mode=mode,
             )
 
         if self._staging_dir is None or not backend_of(self._engine).has_one_writer:
@@ -213,10 +219,23 @@ class SourceCatalogue:
     def append_file(
         self, resource_id: int, path: Path, on_progress: ProgressCallback | None = None
     ) -> LoadResult:
-        """The file's rows added to the source, then finished as a worker would; the
-        derived resources reading it are told, as after a delivery."""
+        """The file's rows added to the source (or, for a source whose files replace its
+        rows, in place of its rows), then finished as a worker would; the derived
+        resources reading it are told, as after a delivery."""
         with write_connection(self._engine) as conn, conn.begin():
-            result = load_into(conn, resource_id, path, on_progress, limits=self.limits)
+            source = resources.lock_resource(conn, resource_id)
+
+            def load(table: str | None = None) -> LoadResult:
+                return load_into(
+                    conn, resource_id, path, on_progress, limits=self.limits, table=table
+                )
+
+            if source.replaces_rows and not source.is_placeholder:
+                result = replace_rows(
+                    conn, source, load, cause="`tally admin load` replaced its rows"
+                )
+            else:
+                result = load()
             outbox.add_event(
                 conn,
                 topic=outbox.INPUT_CHANGED,
@@ -230,10 +249,11 @@ class SourceCatalogue:
         return result
 
     def finish_resource(self, resource_id: int) -> None:
-        """What a load leaves to the workers (decisions 0010, 0011): store the JSON text
-        of the rows that have none, then build the per-column indexes if they were never
-        built. In that order: on PostgreSQL an UPDATE maintains every index of the table.
-        Readers never wait, and answer the same before, during and after."""
+        """What a load leaves to the workers (decisions 0010, 0011): drop the table a
+        snapshot replaced, store the JSON text of the rows that have none, then build the
+        per-column indexes if they were never built. In that order: on PostgreSQL an
+        UPDATE maintains every index of the table. Readers never wait, and answer the
+        same before, during and after."""
         with self._finishing_lock:
             self._finishing[resource_id] += 1
         self._finish_counted(resource_id)
@@ -254,6 +274,7 @@ class SourceCatalogue:
             resource = resources.get_resource(conn, resource_id)
         if resource.is_placeholder:  # no file loaded yet: its table is still the placeholder's
             return
+        discard_replaced(engine, resource)  # a snapshot's predecessor: its index names
         if resource.rendered_version != resource.data_version:
             stored = resources.store_missing_text(engine, resource)
             if stored:  # another worker may have stored them first

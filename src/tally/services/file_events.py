@@ -18,6 +18,7 @@ ACCEPTED = "file.accepted"
 DELIVERED = "file.delivered"
 DUPLICATE = "file.duplicate"
 FAILED = "file.failed"
+RETRACTED = "file.retracted"  # a delivered file taken back: its rows removed (issue 32)
 
 
 def file_event_data(file: FileRecord) -> dict[str, Any]:
@@ -31,6 +32,7 @@ def file_event_data(file: FileRecord) -> dict[str, Any]:
         "bytes": file.bytes,
         "sha256": file.sha256,
         "error": file.error,
+        **({"retracted_by": file.retracted_by} if file.retracted_by is not None else {}),
     }
 
 

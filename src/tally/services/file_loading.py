@@ -28,6 +28,7 @@ from tally.services.loader.staged import (
     publish_staged,
     stage_file,
 )
+from tally.services.row_removal import replace_rows
 from tally.storage import files, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -68,7 +69,7 @@ class FileLoading:
                 conn,
                 file,
                 worker,
-                lambda: load_into(
+                lambda table: load_into(
                     conn,
                     file.resource_id,
                     blob,
@@ -77,6 +78,7 @@ class FileLoading:
                     pace=self.pace,
                     file_id=file.id,
                     layout=_layout_of(file),
+                    table=table,
                 ),
             )
 
@@ -104,7 +106,9 @@ class FileLoading:
                         conn,
                         file,
                         worker,
-                        lambda: publish_staged(conn, resource.id, staged, filled, file_id=file.id),
+                        lambda table: publish_staged(
+                            conn, resource.id, staged, filled, file_id=file.id, table=table
+                        ),
                     )
         finally:
             if filled is not None:
@@ -145,17 +149,22 @@ def _layout_of(file: FileRecord) -> FileLayout | None:
 
 
 def _commit(
-    conn: Connection, file: FileRecord, worker: str, load: Callable[[], LoadResult]
+    conn: Connection, file: FileRecord, worker: str, load: Callable[[str | None], LoadResult]
 ) -> LoadResult | None:
     """Inside the file's one transaction: while the lease holds and the bytes are new,
-    `load` the rows, and record the final status and the events with them."""
+    `load` the rows (into the table given, or the source's own: None), and record the
+    final status and the events with them."""
     now = utc_now()
     current = files.get_file(conn, file.id)
     if not files.holds_lease(conn, file.id, worker, now, lock=True):
         log.warning("file_lease_lost", extra={"file_id": file.id})
         return None
     assert current.sha256 is not None
-    duplicate_of = files.find_delivered_with_sha(conn, file.resource_id, current.sha256)
+    source = resources.get_resource(conn, file.resource_id)  # locked by the caller
+    if source.replaces_rows:  # a snapshot: new unless it is the one the source holds
+        duplicate_of = files.current_snapshot_with_sha(conn, source.id, current.sha256)
+    else:
+        duplicate_of = files.find_delivered_with_sha(conn, source.id, current.sha256)
     if duplicate_of is not None:
         files.finish(
             conn,
@@ -168,7 +177,10 @@ def _commit(
             conn, event=file_events.DUPLICATE, resource_id=file.resource_id, file=file, now=now
         )
         return None
-    result = load()
+    if source.replaces_rows and not source.is_placeholder:
+        result = replace_rows(conn, source, load, cause=f"file {file.id} replaced its rows")
+    else:
+        result = load(None)
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()

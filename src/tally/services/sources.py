@@ -15,7 +15,7 @@ from tally.core.sealing import SecretBox
 from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
 from tally.services.catalogue import create_source_in
 from tally.storage.engine import write_connection
-from tally.storage.resources import Resource
+from tally.storage.resources import APPEND, Resource
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class SourceDefinition:
     callback: CallbackConfig | None = None
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
     layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
+    mode: str = APPEND  # files append rows, or replace them all (issue 32)
 
 
 class SourceService:
@@ -49,6 +50,7 @@ class SourceService:
                 encoding=definition.encoding,
                 columns=definition.columns,
                 layout=definition.layout,
+                mode=definition.mode,
             )
             add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return source

@@ -36,12 +36,15 @@ log = logging.getLogger("tally.callbacks")
 
 FAN_OUT_BATCH = 100
 DATA_FIELDS = ("source_id", "file_id", "filename", "status", "rows", "bytes", "sha256", "error")
+# Sent only by the events that have them: who took a file back (`file.retracted`).
+OWN_FIELDS = ("retracted_by",)
 GONE = 410
 
 
 def message_body(event: OutboxEvent) -> bytes:
     """The JSON body for an event: same event, same bytes (retries re-send it unchanged)."""
     data = {name: event.payload.get(name) for name in DATA_FIELDS}
+    data.update({name: event.payload[name] for name in OWN_FIELDS if name in event.payload})
     return orjson.dumps({"type": event.type, "timestamp": _iso_utc(event.created_at), "data": data})
 
 

@@ -20,7 +20,7 @@ from tally.services.callback_endpoints import CallbackConfig, add_callback_endpo
 from tally.services.catalogue import create_source_in
 from tally.storage import webhooks
 from tally.storage.engine import write_connection
-from tally.storage.resources import Resource
+from tally.storage.resources import APPEND, Resource
 from tally.storage.webhooks import WebhookRecord
 
 
@@ -38,6 +38,7 @@ class WebhookDefinition:
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
     columns: tuple[Column, ...] | None = None  # None: a placeholder source (the spec's)
     layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
+    mode: str = APPEND  # files append rows, or replace them all (issue 32)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class WebhookService:
                 encoding=definition.encoding,
                 columns=definition.columns,
                 layout=definition.layout,
+                mode=definition.mode,
             )
             credentials = (
                 self._box.seal(orjson.dumps(definition.credentials).decode())

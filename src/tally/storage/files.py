@@ -308,6 +308,32 @@ def schedule_retry(
     )
 
 
+def retract(conn: Connection, file_id: int, *, now: dt.datetime, by: str) -> None:
+    """A delivered file taken back (its rows are the caller's to remove)."""
+    conn.execute(
+        update(files)
+        .where(files.c.id == file_id)
+        .values(status=FileStatus.RETRACTED, retracted_at=now, retracted_by=by, updated_at=now)
+    )
+
+
+def current_snapshot_with_sha(conn: Connection, resource_id: int, sha256: str) -> int | None:
+    """For a source whose files replace its rows: the file whose rows it holds, if its
+    bytes are these (the last file delivered, unless it was taken back since)."""
+    last = conn.execute(
+        select(files.c.id, files.c.status, files.c.sha256)
+        .where(
+            files.c.resource_id == resource_id,
+            files.c.status.in_((FileStatus.DELIVERED, FileStatus.RETRACTED)),
+        )
+        .order_by(files.c.finished_at.desc(), files.c.id.desc())
+        .limit(1)
+    ).first()
+    if last is None or last.status != FileStatus.DELIVERED or last.sha256 != sha256:
+        return None
+    return int(last.id)
+
+
 def find_delivered_with_sha(conn: Connection, resource_id: int, sha256: str) -> int | None:
     return conn.execute(
         select(files.c.id)

@@ -16,9 +16,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
+from tally.core.clock import as_utc
 from tally.core.columns import Column
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.storage.resource_tables import source_rows
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
 from tally.storage.schema import reconciliation_actions as actions
 
@@ -33,8 +35,10 @@ def insert_action(
     fingerprint: str,
     note: str | None,
     now: dt.datetime,
+    carried_from: int | None = None,
 ) -> int:
-    """Record an action; its match id is its smallest left row (as in the output)."""
+    """Record an action; its match id is its smallest left row (as in the output).
+    `carried_from`: the action this one continues, its rows found at new positions."""
     action_id = conn.execute(
         sa.insert(actions)
         .values(
@@ -46,6 +50,7 @@ def insert_action(
             fingerprint=fingerprint,
             note=note,
             created_at=now,
+            carried_from=carried_from,
         )
         .returning(actions.c.id)
     ).scalar_one()
@@ -83,15 +88,57 @@ def undo_action(conn: Connection, action_id: int, now: dt.datetime, note: str | 
     )
 
 
-def retire_actions(conn: Connection, derived_id: int, now: dt.datetime) -> int:
-    """Every action in force set undone (its rows named positions of inputs no longer
-    read); how many."""
+def retire_actions(conn: Connection, derived_id: int, now: dt.datetime, reason: str) -> int:
+    """Every action in force set undone, saying why (its rows named positions of inputs
+    no longer read); how many."""
     result = conn.execute(
         sa.update(actions)
         .where(actions.c.derived_id == derived_id, actions.c.undone_at.is_(None))
-        .values(undone_at=now)
+        .values(undone_at=now, retired_reason=reason)
     )
     return int(result.rowcount)
+
+
+def retire_action(conn: Connection, action_id: int, now: dt.datetime, reason: str) -> None:
+    """One action no longer in force, though no analyst undid it: why."""
+    conn.execute(
+        sa.update(actions)
+        .where(actions.c.id == action_id)
+        .values(undone_at=now, retired_reason=reason)
+    )
+
+
+@dataclass(frozen=True)
+class Retirements:
+    """Actions ended without an analyst since a time: carried to new positions, or
+    retired with their rows gone; `through`: the latest such end (None: none)."""
+
+    carried: int
+    retired: int
+    through: dt.datetime | None
+
+
+def retirements(conn: Connection, derived_id: int, *, after: dt.datetime | None) -> Retirements:
+    """The actions that stopped being in force with a `retired_reason` after `after`."""
+    stmt = sa.select(actions.c.id, actions.c.undone_at).where(
+        actions.c.derived_id == derived_id, actions.c.retired_reason.is_not(None)
+    )
+    if after is not None:
+        stmt = stmt.where(actions.c.undone_at > after)
+    ended = {int(r.id): as_utc(r.undone_at) for r in conn.execute(stmt)}
+    carried = set()
+    if ended:
+        carried = {
+            int(r[0])
+            for r in conn.execute(
+                sa.select(actions.c.carried_from).where(actions.c.carried_from.in_(list(ended)))
+            )
+        }
+    return Retirements(
+        carried=len(carried),
+        retired=len(ended) - len(carried),
+        through=max(ended.values()) if ended else None,
+    )
 
 
 def delete_actions(conn: Connection, derived_id: int) -> None:
@@ -101,17 +148,11 @@ def delete_actions(conn: Connection, derived_id: int) -> None:
 def rows_at(
     conn: Connection, table: str, columns: Sequence[Column], positions: Sequence[int]
 ) -> dict[int, tuple[Any, ...]]:
-    """The rows at these 1-based positions (load order: `_row_id` order, whose values may
-    have gaps), each as its values in column order, in their stored form (the same on
-    both backends)."""
-    source = row_table(table, columns)
-    numbered = sa.select(
-        sa.func.row_number().over(order_by=source.c[ROW_ID]).label("position"),
-        *(source.c[c.physical] for c in columns),
-    ).subquery()
-    wanted = sorted(set(positions))
-    stmt = sa.select(numbered).where(numbered.c.position.in_(wanted)).order_by("position")
-    return {int(row[0]): tuple(row[1:]) for row in conn.execute(stmt)}
+    """The rows at these 1-based positions, each as its values in column order
+    (`source_rows.rows_at` without the row ids)."""
+    return {
+        p: values for p, (_, values) in source_rows.rows_at(conn, table, columns, positions).items()
+    }
 
 
 @dataclass(frozen=True)

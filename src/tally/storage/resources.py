@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, exc, insert, select, update
@@ -20,6 +20,10 @@ from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl, row_json
 from tally.storage.schema import is_storable_id, resources
+
+APPEND = "append"  # a source's files add rows (the default)
+REPLACE = "replace"  # each file replaces every row: a daily snapshot (issue 32)
+SOURCE_MODES = (APPEND, REPLACE)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,12 @@ class Resource:
     rendered_version: int  # data version whose rows all had their JSON text stored
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
     layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
+    mode: str = APPEND  # a source's files append rows, or replace them all (snapshots)
+    removed_version: int = 0  # data version at which rows were last removed; 0: never
+
+    @property
+    def replaces_rows(self) -> bool:
+        return self.mode == REPLACE
 
     @property
     def table_name(self) -> str:
@@ -68,6 +78,8 @@ class Resource:
             rendered_version=int(row.rendered_version),
             encoding=row.encoding,
             layout=FileLayout.from_json(row.file_layout),
+            mode=row.mode,
+            removed_version=int(row.removed_version),
         )
 
 
@@ -90,6 +102,7 @@ def create_resource(
     now: dt.datetime,
     encoding: str = DEFAULT_ENCODING,
     layout: FileLayout = PLAIN_LAYOUT,
+    mode: str = APPEND,
 ) -> Resource:
     """The resource and its empty table, in a savepoint of `conn`'s transaction: a
     concurrent taker of the name is ResourceNameTakenError, a table the database will not
@@ -111,6 +124,7 @@ def create_resource(
                     rendered_version=0,
                     encoding=encoding,
                     file_layout=layout.to_json(),
+                    mode=mode,
                     created_at=now,
                     updated_at=now,
                 )
@@ -130,6 +144,7 @@ def create_resource(
                 0,
                 encoding,
                 layout,
+                mode,
             )
             ddl.create_table(conn, resource.table_name, columns, file_ids=resource.has_file_ids)
     except exc.IntegrityError as error:
@@ -207,20 +222,46 @@ def record_load(
             updated_at=now,
         )
     )
-    return Resource(
-        resource.id,
-        resource.workspace_id,
-        resource.folder_id,
-        resource.name,
-        resource.kind,
-        columns,
-        False,
-        version,
-        resource.row_count + added_rows,
-        resource.indexed_version,
-        resource.rendered_version,
-        resource.encoding,
-        resource.layout,
+    return replace(
+        resource,
+        columns=columns,
+        is_placeholder=False,
+        data_version=version,
+        row_count=resource.row_count + added_rows,
+    )
+
+
+def record_removal(
+    conn: Connection,
+    resource: Resource,
+    *,
+    removed_rows: int,
+    now: dt.datetime,
+    indexes_dropped: bool = False,
+) -> Resource:
+    """Rows were removed, in the caller's transaction: a new data version, which is also
+    the `removed_version` (incremental runs then read the whole resource again).
+    `indexes_dropped`: the per-column indexes are to be built again, by a worker."""
+    version = resource.data_version + 1
+    count = resource.row_count - removed_rows
+    indexed = 0 if indexes_dropped else resource.indexed_version
+    conn.execute(
+        update(resources)
+        .where(resources.c.id == resource.id)
+        .values(
+            data_version=version,
+            removed_version=version,
+            row_count=count,
+            indexed_version=indexed,
+            updated_at=now,
+        )
+    )
+    return replace(
+        resource,
+        data_version=version,
+        removed_version=version,
+        row_count=count,
+        indexed_version=indexed,
     )
 
 

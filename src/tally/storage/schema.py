@@ -105,6 +105,11 @@ resources = Table(
     # Leading and trailing lines its files skip, its columns' declared formats
     # (core.formats.FileLayout as JSON); NULL: none (issue 32).
     Column("file_layout", JSON, nullable=True),
+    # A source's files: `append` their rows, or `replace` all its rows (snapshots).
+    Column("mode", String(10), nullable=False, default="append", server_default="append"),
+    # The data version at which rows were last removed (a snapshot replaced, a file
+    # taken back); 0: never. Until then a resource's rows only grew.
+    Column("removed_version", BigInteger, nullable=False, default=0, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("workspace_id", "name"),
@@ -176,9 +181,13 @@ files = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    # A delivered file taken back: when, and by whom (`api key sha256:...`, `tally admin`).
+    Column("retracted_at", DateTime(timezone=True), nullable=True),
+    Column("retracted_by", String(200), nullable=True),
     UniqueConstraint("resource_id", "idempotency_key"),
     CheckConstraint(
-        "status IN ('queued', 'downloading', 'loading', 'delivered', 'duplicate', 'failed')",
+        "status IN ('queued', 'downloading', 'loading', 'delivered', 'duplicate', 'failed', "
+        "'retracted')",
         name="status",
     ),
 )
@@ -301,5 +310,10 @@ reconciliation_actions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("undone_at", DateTime(timezone=True), nullable=True),
     Column("undo_note", Text, nullable=True),
+    # Why the action stopped being in force without an analyst undoing it (its rows were
+    # replaced or taken back, a side reads another resource); NULL otherwise.
+    Column("retired_reason", Text, nullable=True),
+    # The action this one continues: the same rows, found again at new positions.
+    Column("carried_from", Integer, nullable=True),
     CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
 )

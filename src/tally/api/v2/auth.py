@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends, Header, Request
 from fastapi.concurrency import run_in_threadpool
 
 from tally.api.deps import AuthenticationDep
 from tally.core.accounts import Workspace
 from tally.core.errors import IngestionForbiddenError
+from tally.services.authentication import api_key_actor
 
 
 async def _workspace(
@@ -47,3 +48,14 @@ async def ingestion_workspace(workspace: Annotated[Workspace, Depends(_workspace
 AuthorisedWorkspace = Annotated[Workspace, Depends(ingestion_workspace)]
 # A reconciliation route's workspace: the headers only (issue #11).
 KeyedWorkspace = Annotated[Workspace, Depends(_workspace)]
+
+
+async def _api_actor(workspace: AuthorisedWorkspace, request: Request) -> str:
+    """Who an authorised request acts as, for the records it leaves: `api key
+    sha256:...`, the key's fingerprint (never the key). Read after the workspace's
+    check, from the header that check accepted."""
+    return api_key_actor(request.headers["x-api-key"])
+
+
+# The actor of an ingestion route's change (a file taken back).
+ApiActor = Annotated[str, Depends(_api_actor)]

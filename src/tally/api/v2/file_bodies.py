@@ -16,8 +16,9 @@ class FileStatusResponse(BaseModel):
     filename: str | None
     url: str | None = Field(description="The file URL without its query string.")
     status: str = Field(
-        description="queued, downloading, loading, delivered, duplicate "
-        "or failed (the last three are final)."
+        description="queued, downloading, loading, delivered, duplicate or failed (the "
+        "last three end the file's loading), or retracted: delivered, then taken back "
+        "(DELETE), its rows removed."
     )
     attempts: int
     error: str | None
@@ -33,6 +34,13 @@ class FileStatusResponse(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None
+    retracted_at: dt.datetime | None = Field(
+        description="When the file was taken back; null unless retracted."
+    )
+    retracted_by: str | None = Field(
+        description="Who took it back: `api key sha256:...` (the key's fingerprint) or "
+        "`tally admin`; null unless retracted."
+    )
 
     @classmethod
     def of(cls, record: FileRecord) -> FileStatusResponse:
@@ -53,6 +61,8 @@ class FileStatusResponse(BaseModel):
             created_at=record.created_at,
             updated_at=record.updated_at,
             finished_at=record.finished_at,
+            retracted_at=record.retracted_at,
+            retracted_by=record.retracted_by,
         )
 
 

@@ -1,4 +1,5 @@
-"""GET /api/v2/sources/{id}/files[/{file_id}]: every file's status, attempts and outcome.
+"""GET /api/v2/sources/{id}/files[/{file_id}]: every file's status, attempts and outcome;
+DELETE /api/v2/sources/{id}/files/{file_id}: a delivered file taken back (issue 32).
 
 Beyond the spec, which leaves status callbacks as the only way to learn an outcome:
 an integration can poll instead, or reconcile its own records against tally's.
@@ -14,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 
 from tally.api.deps import FilesDep
 from tally.api.errors import v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace
+from tally.api.v2.auth import ApiActor, AuthorisedWorkspace
 from tally.api.v2.file_bodies import FileListResponse, FileStatusResponse
 from tally.core import errors
 
@@ -73,5 +74,37 @@ async def get_file(
         workspace_id=workspace.id,
         source_id=source_id,
         file_id=file_id,
+    )
+    return FileStatusResponse.of(record)
+
+
+@router.delete(
+    "/sources/{source_id}/files/{file_id}",
+    response_model=FileStatusResponse,
+    summary="Take a delivered file back: its rows removed",
+    description=(
+        "Removes the rows the file inserted, in one transaction, and marks the file "
+        "`retracted` with who did it and when. Every derived resource reading the source "
+        "runs again; a `file.retracted` status callback is sent. Manual reconciliation work "
+        "on the removed rows is retired with the reason (kept in the actions' history); "
+        "work on other rows is kept, carried to the rows' new positions where they moved. "
+        "A file taken back already is answered as it is; a file that was not delivered is "
+        "a 409 naming its status."
+    ),
+    responses=v2_responses(*ERRORS, errors.ConflictError),
+)
+async def retract_file(
+    files: FilesDep,
+    workspace: AuthorisedWorkspace,
+    actor: ApiActor,
+    source_id: Annotated[int, Path()],
+    file_id: Annotated[int, Path()],
+) -> FileStatusResponse:
+    record = await run_in_threadpool(
+        files.retract,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        file_id=file_id,
+        by=actor,
     )
     return FileStatusResponse.of(record)

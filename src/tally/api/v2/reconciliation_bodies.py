@@ -106,6 +106,17 @@ class ActionResponse(BaseModel):
         description="The note of the DELETE that dissolved a manual match (a rejection "
         "is an action of its own, with its note)."
     )
+    retired_reason: str | None = Field(
+        description="Why the action stopped being in force though no analyst undid it: "
+        "its rows were replaced by a snapshot or taken back with their file (`bank row 6 "
+        "no longer in ledger: file 12 replaced its rows`), or carried to a new action at "
+        "the rows' new positions (`carried to action 17: ...`), or a side reads another "
+        "resource. Null otherwise."
+    )
+    carried_from: int | None = Field(
+        description="The action this one continues: the same rows, found again at new "
+        "positions after a snapshot or a file taken back. Null otherwise."
+    )
 
 
 class ActionListResponse(BaseModel):

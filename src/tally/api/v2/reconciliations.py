@@ -63,6 +63,8 @@ def _action(action: ActionRecord) -> dict[str, Any]:
         "created_at": action.created_at.isoformat(),
         "undone_at": action.undone_at.isoformat() if action.undone_at else None,
         "undo_note": action.undo_note,
+        "retired_reason": action.retired_reason,
+        "carried_from": action.carried_from,
     }
 
 

@@ -55,7 +55,12 @@ class NotificationConfigBody(Strict):
     )
     secret: str | None = Field(None, description="Standard Webhooks secret (whsec_...).")
     events: (
-        list[Literal["file.accepted", "file.delivered", "file.duplicate", "file.failed"]] | None
+        list[
+            Literal[
+                "file.accepted", "file.delivered", "file.duplicate", "file.failed", "file.retracted"
+            ]
+        ]
+        | None
     ) = Field(None, description="Event types to send; all when omitted.")
 
 

@@ -68,6 +68,7 @@ def _definition(body: SourceCreateBody) -> SourceDefinition:
         callback,
         body.encoding,
         body.file_layout(),
+        body.mode,
     )
 
 

@@ -70,6 +70,7 @@ def _definition(body: WebhookCreateBody) -> WebhookDefinition:
         encoding=body.encoding,
         columns=body.declared_columns(),
         layout=body.file_layout(),
+        mode=body.mode,
     )
 
 

@@ -303,7 +303,7 @@ def row_batches(
 
 
 def _prepare_table(
-    conn: Connection, resource: Resource, first: FirstPass, *, created: bool
+    conn: Connection, resource: Resource, table: str, first: FirstPass, *, created: bool
 ) -> tuple[Column, ...]:
     """Create the table for a placeholder (unless the rows went into one `created` for
     them already), or widen stored numbers; the new columns."""
@@ -317,16 +317,14 @@ def _prepare_table(
     columns = tuple(widened[c.physical] for c in resource.columns)
     for old, new in zip(resource.columns, columns, strict=True):
         if new.scale > old.scale:
-            check_rescale(conn, resource, old, new, first.widened_at.get(new.physical))
-            ddl.widen_column(conn, resource.table_name, old, new)
+            check_rescale(conn, table, old, new, first.widened_at.get(new.physical))
+            ddl.widen_column(conn, table, old, new)
     return columns
 
 
-def check_rescale(
-    conn: Connection, resource: Resource, old: Column, new: Column, line: int | None
-) -> None:
+def check_rescale(conn: Connection, table: str, old: Column, new: Column, line: int | None) -> None:
     """The stored numbers must still fit int64 with the file's extra fractional digits."""
-    low, high = ddl.stored_range(conn, resource.table_name, old)
+    low, high = ddl.stored_range(conn, table, old)
     factor = 10 ** (new.scale - old.scale)
     if max(abs(low or 0), abs(high or 0)) * factor > INT64_MAX:
         raise LoadError(
@@ -443,10 +441,12 @@ def load_into(
     pace: LoadPace | None = None,
     file_id: int | None = None,
     layout: FileLayout | None = None,
+    table: str | None = None,
 ) -> LoadResult:
     """Append the file's rows to the resource. The caller commits or rolls back.
     `file_id`: the file record the rows come from, each row's `_file_id` (None: a
-    `tally admin load`'s, which has none).
+    `tally admin load`'s, which has none). `table`: where the rows go, when not the
+    resource's own table (a snapshot's, swapped in afterwards: services/row_removal.py).
 
     A placeholder resource takes its columns from this file; any other must receive the
     same columns, in any order, with values of the same types. The file is read in the
@@ -468,7 +468,8 @@ def load_into(
     header = read_head(path, file_format, batches=0).header
     check_width(header, limits)
     known = None if resource.is_placeholder else resource.columns
-    bulk = bulk_load_for(conn, resource.table_name, file_id=file_id)
+    table = table or resource.table_name
+    bulk = bulk_load_for(conn, table, file_id=file_id)
     with table_refused(len(header)):
         try:
             # the raw bytes serve when SQL can rewrite what the layout says (lines
@@ -483,7 +484,7 @@ def load_into(
             else:
                 first = first_pass(path, file_format, known, on_progress)
             appended = bulk.settle(first.reading(), first.ordered)  # before any other one
-            columns = _prepare_table(conn, resource, first, created=appended)
+            columns = _prepare_table(conn, resource, table, first, created=appended)
             if not appended:
                 by_physical = {c.physical: c for c in columns}
                 ordered = [by_physical[c.physical] for c in first.ordered]

@@ -131,11 +131,12 @@ def publish_staged(
     filled: str | None,
     *,
     file_id: int | None = None,
+    table: str | None = None,
 ) -> LoadResult:
     """Inside the publishing transaction, with the staging database attached: the rows
-    become the resource's (`filled` renamed into place, or appended, with `file_id`),
-    and its data version moves. Raises StagingOutdatedError when its columns changed
-    meanwhile."""
+    become the resource's (`filled` renamed into place, or appended, with `file_id`, to
+    `table` when not the resource's own: a snapshot's), and its data version moves.
+    Raises StagingOutdatedError when its columns changed meanwhile."""
     resource = resources.lock_resource(conn, resource_id)
     if (None if resource.is_placeholder else resource.columns) != staged.checked_against:
         raise StagingOutdatedError()
@@ -143,11 +144,12 @@ def publish_staged(
         assert filled is not None
         staging.replace_table(conn, resource.table_name, filled)
     else:
+        table = table or resource.table_name
         for old, new in zip(resource.columns, staged.columns, strict=True):
             if new.scale > old.scale:
-                check_rescale(conn, resource, old, new, staged.widened_at.get(new.physical))
-                ddl.widen_column(conn, resource.table_name, old, new)
-        staging.append_staged(conn, resource.table_name, staged.columns, file_id=file_id)
+                check_rescale(conn, table, old, new, staged.widened_at.get(new.physical))
+                ddl.widen_column(conn, table, old, new)
+        staging.append_staged(conn, table, staged.columns, file_id=file_id)
     updated = resources.record_load(
         conn, resource, columns=staged.columns, added_rows=staged.rows, now=utc_now()
     )

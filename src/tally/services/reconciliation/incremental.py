@@ -87,6 +87,7 @@ def basis(
                 "columns": fingerprint([c.to_json() for c in side.resource.columns]),
                 "rows": rows,
                 "last_row_id": last_row_id,
+                "removed_version": side.resource.removed_version,
             }
             for side, rows, last_row_id in sides
         },
@@ -102,10 +103,11 @@ def why_full(
 ) -> str | None:
     """Why this run cannot build on the last one, or None when it can: the same
     definition and manual work, every input a source read then, with the same columns
-    (no decimal widened), the output and its key table as that run left them, and every
-    pass keyed. (`patch` then checks each source only grew: its row count, kept by each
-    load in its own transaction, is the rows read then plus those after the last row id
-    read; loads of one source are serialised by its row lock, so row ids only grow.)"""
+    (no decimal widened) and no row removed since, the output and its key table as that
+    run left them, and every pass keyed. (`patch` then checks each source only grew: its
+    row count, kept by each load in its own transaction, is the rows read then plus
+    those after the last row id read; loads of one source are serialised by its row
+    lock, and row ids are never given twice, so row ids only grow.)"""
     last = record.run_basis
     if last is None or record.last_run is None or "counts" not in record.last_run:
         return "no earlier run to build on"
@@ -121,6 +123,8 @@ def why_full(
             return f"the {side.which} input is not a source the last run read"
         if seen["columns"] != fingerprint([c.to_json() for c in resource.columns]):
             return f"the {side.which} input's columns changed"
+        if seen.get("removed_version", 0) != resource.removed_version:
+            return f"rows were removed from the {side.which} input (a snapshot, a file taken back)"
     output = resources.get_resource(conn, record.resource_id)
     if output.data_version != last["output_version"] or not reconciliation_keys.exists(
         conn, record.resource_id

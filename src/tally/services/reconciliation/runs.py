@@ -11,6 +11,7 @@ compares.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import time
@@ -25,7 +26,13 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
-from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, Side, SideName
+from tally.core.reconciliation import (
+    ManualWork,
+    MatchStatus,
+    ReconciliationDefinition,
+    Side,
+    SideName,
+)
 from tally.services.derived.builders import Output, Patch
 from tally.services.reconciliation import totals
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
@@ -80,6 +87,7 @@ class ReconciliationBuilder:
             right_resource = resources.get_resource(conn, definition.right.resource_id)
             scale = common_scale(definition, left_resource.columns, right_resource.columns)
             manual = reconciliation_actions.manual_work(conn, record.id)
+            work = _manual_work(conn, record, manual)
             sides = [
                 Input(which, resource, _wanted(resource, definition, which))
                 for which, resource in (
@@ -110,6 +118,7 @@ class ReconciliationBuilder:
                 found = patch(conn, record, definition, manual, sides, scale, layout, inputs)
                 timings["incremental"] = time.perf_counter() - clock
                 if isinstance(found, Patch):
+                    found.summary["manual_work"] = work
                     return found
                 why = found
             left, right = _read_both(self._engine, conn, sides, scale)
@@ -144,6 +153,7 @@ class ReconciliationBuilder:
                 **_summary(definition, outcome, tally, (left, right), scale),
                 "mode": "full",
                 "rows_examined": len(left.rows) + len(right.rows),
+                "manual_work": work,
             },
             basis=basis(
                 record,
@@ -255,6 +265,24 @@ class _Tally:
     rows: int
     digest: str
     counts: dict[str, int]
+
+
+def _manual_work(conn: Connection, record: DerivedRecord, manual: ManualWork) -> dict[str, Any]:
+    """last_run's account of the manual work: the matches and rejections in force, and
+    since the last run (`through`, the last change it counted), the actions carried to
+    new positions and those retired because their rows are gone (a snapshot replaced,
+    a file taken back)."""
+    last = (record.last_run or {}).get("manual_work") or {}
+    since = dt.datetime.fromisoformat(last["through"]) if last.get("through") else None
+    changes = reconciliation_actions.retirements(conn, record.id, after=since)
+    through = changes.through or since
+    return {
+        "matches": len(manual.matches),
+        "rejections": len(manual.rejections),
+        "carried": changes.carried,
+        "retired": changes.retired,
+        "through": through.isoformat() if through else None,
+    }
 
 
 def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:

@@ -80,7 +80,8 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         rows nobody chose."""
         old = ReconciliationDefinition.from_json(record.definition)
         if tuple(checked.inputs) != (old.left.resource_id, old.right.resource_id):
-            actions.retire_actions(conn, record.id, now)
+            reason = "the definition's sides read other resources: its rows are not these"
+            actions.retire_actions(conn, record.id, now, reason)
 
     def deleting(self, conn: Connection, record: DerivedRecord) -> None:
         """Its actions (before the record they point at) and its key tables."""

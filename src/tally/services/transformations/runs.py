@@ -41,7 +41,7 @@ from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource, table_name_for
 from tally.storage.staging import STAGE_ALIAS
 
-SOURCE_KIND = "source"  # rows are only ever appended to a source's table
+SOURCE_KIND = "source"  # rows are appended to a source's table, or removed (`_key`)
 
 
 @dataclass(frozen=True)
@@ -328,11 +328,16 @@ def _key(
     definition: TransformationDefinition, found: dict[str, Resource], today: dt.date | None
 ) -> str:
     """What an output's rows depend on besides the inputs' rows: the SQL, the inputs'
-    columns (a widened decimal column changes the stored values) and the date, if the
-    query reads CURRENT_DATE."""
+    columns (a widened decimal column changes the stored values), the date, if the
+    query reads CURRENT_DATE, and when rows were last removed from an input (a snapshot
+    replaced, a file taken back): rows read before then may be gone, so the appended
+    output is no base (named only once it happened, so older keys stay as they were)."""
     described: list[Any] = [definition.sql]
     if today is not None:
         described.append(today.isoformat())
     for name, resource in sorted(found.items()):
-        described.append([name, resource.id, [c.to_json() for c in resource.columns]])
+        read = [name, resource.id, [c.to_json() for c in resource.columns]]
+        if resource.removed_version:
+            read.append(resource.removed_version)
+        described.append(read)
     return hashlib.sha256(orjson.dumps(described)).hexdigest()[:32]

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine, update
 
 from tally.core.columns import Column
 from tally.storage import resources
-from tally.storage.engine import backend_of, job_step, write_connection
+from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
 from tally.storage.resources import Resource, table_name_for
 from tally.storage.schema import resources as resources_table
@@ -57,47 +57,8 @@ def _garbage(conn: Connection) -> None:
 
 
 def discard(engine: Engine, table: str, guard: Guard = _garbage) -> None:
-    """Drop a table. SQLite frees a dropped table's pages one by one while it holds the
-    one write lock (a 1M-row output with its indexes: ~25 s): there its indexes are
-    dropped one per transaction, then its rows deleted `BATCH_ROWS` at a time, then the
-    empty table. PostgreSQL drops it at once. `guard` runs first in each transaction."""
-    if backend_of(engine).is_postgresql:
-        with write_connection(engine) as conn, conn.begin():
-            guard(conn)
-            ddl.drop_table(conn, table)
-        return
-    with engine.connect() as conn:
-        indexes = (
-            conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-                "AND sql IS NOT NULL",
-                (table,),
-            )
-            .scalars()
-            .all()
-        )
-        exists = conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).first()
-    if exists is None:
-        return
-    steps = [f"DROP INDEX IF EXISTS {index}" for index in indexes]
-    for sql in steps:
-        with job_step(engine) as conn:
-            guard(conn)
-            conn.exec_driver_sql(sql)
-    batch = (
-        f"DELETE FROM {table} WHERE rowid IN "
-        f"(SELECT rowid FROM {table} ORDER BY rowid LIMIT {BATCH_ROWS})"
-    )
-    deleted = True
-    while deleted:
-        with job_step(engine) as conn:
-            guard(conn)
-            deleted = conn.exec_driver_sql(batch).rowcount > 0
-    with write_connection(engine) as conn, conn.begin():
-        guard(conn)
-        ddl.drop_table(conn, table)
+    """Drop a table nobody reads any more, a step at a time (`ddl.drop_in_steps`)."""
+    ddl.drop_in_steps(engine, table, guard, batch_rows=BATCH_ROWS)
 
 
 def drop(conn: Connection, table: str) -> None:

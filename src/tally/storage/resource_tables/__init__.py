@@ -1,12 +1,15 @@
-"""The per-resource row tables, in five modules: `ddl` (layout, DDL, indexes),
+"""The per-resource row tables, in six modules: `ddl` (layout, DDL, indexes),
 `stored_types` (PostgreSQL's own types translated to the stored forms tally sees),
 `row_json` (rows rendered to JSON text, and that text stored), `pages` (the Data API's
-page and count statements, rows by id), and `column_values` (a table's columns as JSON
-arrays, for column snapshots).
+page and count statements, rows by id), `column_values` (a table's columns as JSON
+arrays, for column snapshots), and `source_rows` (a source's rows removed, and found
+again by position, row id or content).
 
 Each resource has a table `r_<id>` with a hidden, monotonically increasing `_row_id`
-(the Data API's system column `_row`) and physical columns c0..cN (labels live in the
-catalogue, so any header text is a valid column name). A source's table also has
+(the Data API's system column `_row`; in a source's table never given twice, even after
+rows are removed: AUTOINCREMENT on SQLite, an identity on PostgreSQL) and physical
+columns c0..cN (labels live in the catalogue, so any header text is a valid column
+name). A source's table also has
 `_file_id` (its system column of that name): the file whose load inserted the row, one
 value per load (SQLite: a constant of the INSERT; PostgreSQL: the column's DEFAULT reads
 the load transaction's `tally.file_id`, `ddl.set_file_id`, since COPY takes no

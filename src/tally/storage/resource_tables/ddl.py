@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import autocommit_connection, backend_of, job_step
+from tally.storage.engine import autocommit_connection, backend_of, job_step, write_connection
 from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
@@ -60,10 +60,11 @@ def create_table(
     added afterwards by `add_primary_key`: building it once is cheaper than keeping
     it row by row. Without `generated_ids` (a derived output, written whole with its
     row ids) PostgreSQL's row id is a plain column: no identity sequence to rename when
-    the table replaces another. `file_ids`: a source's table, with `_file_id`."""
+    the table replaces another. `file_ids`: a source's table, with `_file_id`, whose
+    row ids are never given twice (`source_row_id`)."""
     postgresql = backend_of(conn).is_postgresql
     if not postgresql:
-        row_id = f"{ROW_ID} INTEGER PRIMARY KEY"
+        row_id = source_row_id() if file_ids else f"{ROW_ID} INTEGER PRIMARY KEY"
     else:
         row_id = f"{ROW_ID} BIGINT" + (" GENERATED ALWAYS AS IDENTITY" if generated_ids else "")
         row_id += " PRIMARY KEY" if primary_key else ""
@@ -72,6 +73,15 @@ def create_table(
         typed.append(file_id_definition(postgresql=postgresql))
     body = ", ".join([row_id, *typed, f"{ROW_JSON} TEXT"])
     conn.exec_driver_sql(f"CREATE TABLE {table} ({body})")
+
+
+def source_row_id() -> str:
+    """SQLite: a source's row id, AUTOINCREMENT. A plain INTEGER PRIMARY KEY gives the
+    next row max+1, so after a file's rows are taken back (or a snapshot replaced) a
+    new row could get the id of a removed one: `_row` would name two rows over time,
+    and an incremental run reading the rows after the last id it read would miss it.
+    PostgreSQL's identity never gives an id twice."""
+    return f"{ROW_ID} INTEGER PRIMARY KEY AUTOINCREMENT"
 
 
 def file_id_definition(*, postgresql: bool) -> str:
@@ -246,3 +256,58 @@ def row_table(table: str, columns: Sequence[Column]) -> sa.TableClause:
         sa.column(FILE_ID, sa.BigInteger()),
         *(sa.column(c.physical, bind_type(c)) for c in columns),
     )
+
+
+def drop_in_steps(
+    engine: Engine,
+    table: str,
+    guard: Callable[[Connection], None] | None = None,
+    *,
+    batch_rows: int = 50_000,
+) -> None:
+    """Drop a table nobody reads any more (none: nothing to do). SQLite frees a dropped
+    table's pages one by one while it holds the one write lock (a million rows with their
+    indexes: ~25 s): there its indexes are dropped one per transaction, then its rows
+    deleted `batch_rows` at a time, then the empty table. PostgreSQL drops it at once.
+    `guard` runs first in each transaction."""
+    if backend_of(engine).is_postgresql:
+        with write_connection(engine) as conn, conn.begin():
+            if guard is not None:
+                guard(conn)
+            drop_table(conn, table)
+        return
+    with engine.connect() as conn:
+        indexes = (
+            conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (table,),
+            )
+            .scalars()
+            .all()
+        )
+        exists = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).first()
+    if exists is None:
+        return
+    batch = (
+        f"DELETE FROM {table} WHERE rowid IN "
+        f"(SELECT rowid FROM {table} ORDER BY rowid LIMIT {batch_rows})"
+    )
+    steps = [f"DROP INDEX IF EXISTS {index}" for index in indexes]
+    for sql in steps:
+        with job_step(engine) as conn:
+            if guard is not None:
+                guard(conn)
+            conn.exec_driver_sql(sql)
+    deleted = True
+    while deleted:
+        with job_step(engine) as conn:
+            if guard is not None:
+                guard(conn)
+            deleted = conn.exec_driver_sql(batch).rowcount > 0
+    with write_connection(engine) as conn, conn.begin():
+        if guard is not None:
+            guard(conn)
+        drop_table(conn, table)

@@ -1,0 +1,140 @@
+"""A source's rows removed (a file taken back) or replaced by a snapshot's (loaded into
+a table of their own, swapped in), and found again: by their 1-based position in load
+order (`_row_id` order, as reconciliation actions name them), by row id, by content.
+
+Row ids are never given twice (`ddl.source_row_id`), so a row id names one row for
+good, and a row that survives a removal keeps its id and its content."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from tally.core.columns import Column
+from tally.storage.engine import backend_of
+from tally.storage.resource_tables.ddl import (
+    FILE_ID,
+    ROW_ID,
+    create_table,
+    drop_table,
+    row_table,
+)
+
+# A row as found: its row id and its values in column order, in their stored form.
+NumberedRow = tuple[int, tuple[Any, ...]]
+
+
+def delete_rows(conn: Connection, table: str, *, file_id: int | None = None) -> int:
+    """Every row (`file_id` None), or the rows that file inserted; how many."""
+    source = row_table(table, ())
+    stmt = sa.delete(source)
+    if file_id is not None:
+        stmt = stmt.where(source.c[FILE_ID] == file_id)
+    return int(conn.execute(stmt).rowcount)
+
+
+def replacement_table(table: str) -> str:
+    """Where a snapshot's rows are loaded before they replace `table`'s."""
+    return f"{table}_snapshot"
+
+
+def replaced_table(table: str) -> str:
+    """What `table` is called once a snapshot replaced it, until a worker drops it."""
+    return f"{table}_replaced"
+
+
+def create_replacement(conn: Connection, table: str, columns: Sequence[Column]) -> str:
+    """In the caller's transaction: an empty table for a snapshot's rows, like a new
+    source's (no per-column index yet), whose row ids go on after every id `table` ever
+    gave; its name. Nothing reads it until `swap_in`."""
+    fresh = replacement_table(table)
+    drop_table(conn, fresh)  # a killed load's, rolled back with it but for SQLite's DDL
+    create_table(conn, fresh, columns, file_ids=True)
+    if backend_of(conn).is_postgresql:
+        given = conn.exec_driver_sql(
+            f"SELECT nextval(pg_get_serial_sequence('{table}', '{ROW_ID}'))"
+        ).scalar_one()
+        conn.exec_driver_sql(f"ALTER TABLE {fresh} ALTER COLUMN {ROW_ID} RESTART WITH {given}")
+    else:
+        given = conn.exec_driver_sql(
+            f"SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?), 0), "
+            f"coalesce((SELECT max({ROW_ID}) FROM {table}), 0))",
+            (table,),
+        ).scalar_one()
+        conn.exec_driver_sql(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (fresh, int(given))
+        )
+    return fresh
+
+
+def swap_in(conn: Connection, table: str, fresh: str) -> None:
+    """In the caller's transaction, after the snapshot's rows are in `fresh`: `fresh`
+    becomes `table`, and the old table `replaced_table(table)`, dropped by a worker after
+    the commit (`ddl.drop_in_steps`): a DROP here would hold the lock while every page
+    of a million rows is freed. Readers see the old table or the new, whole."""
+    old = replaced_table(table)
+    drop_table(conn, old)  # none, unless a worker has not dropped the last one yet
+    conn.exec_driver_sql(f"ALTER TABLE {table} RENAME TO {old}")
+    conn.exec_driver_sql(f"ALTER TABLE {fresh} RENAME TO {table}")
+    if backend_of(conn).is_postgresql:  # a primary key's index is named after its table
+        conn.exec_driver_sql(f"ALTER INDEX IF EXISTS {table}_pkey RENAME TO {old}_pkey")
+        conn.exec_driver_sql(f"ALTER INDEX {fresh}_pkey RENAME TO {table}_pkey")
+
+
+def rows_at(
+    conn: Connection, table: str, columns: Sequence[Column], positions: Sequence[int]
+) -> dict[int, NumberedRow]:
+    """The rows at these 1-based positions (load order: `_row_id` order, whose values
+    have gaps), each with its row id, in their stored form (the same on both backends)."""
+    source = row_table(table, columns)
+    numbered = sa.select(
+        sa.func.row_number().over(order_by=source.c[ROW_ID]).label("position"),
+        source.c[ROW_ID],
+        *(source.c[c.physical] for c in columns),
+    ).subquery()
+    wanted = sorted(set(positions))
+    stmt = sa.select(numbered).where(numbered.c.position.in_(wanted)).order_by("position")
+    return {int(row[0]): (int(row[1]), tuple(row[2:])) for row in conn.execute(stmt)}
+
+
+def positions_of(conn: Connection, table: str, row_ids: Sequence[int]) -> dict[int, int]:
+    """Each row id still in the table, and its 1-based position in load order."""
+    source = row_table(table, ())
+    found: dict[int, int] = {}
+    for row_id in sorted(set(row_ids)):
+        count = conn.execute(
+            sa.select(sa.func.count()).select_from(source).where(source.c[ROW_ID] <= row_id)
+        ).scalar_one()
+        exists = conn.execute(sa.select(source.c[ROW_ID]).where(source.c[ROW_ID] == row_id)).first()
+        if exists is not None:
+            found[row_id] = int(count)
+    return found
+
+
+def row_ids_holding(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    read_with: Sequence[Column],
+    values: Sequence[Any],
+) -> list[int]:
+    """The ids of the rows holding exactly these values, in load order: `values` as
+    `rows_at` read them with the columns `read_with` (a load since may have widened a
+    decimal, whose stored integer then has more digits on SQLite). An equality on each
+    column, so the column's index serves."""
+    source = row_table(table, columns)
+    stored = {c.physical: c for c in read_with}
+    conditions = []
+    for column, value in zip(columns, values, strict=True):
+        if value is None:
+            conditions.append(source.c[column.physical].is_(None))
+            continue
+        was = stored.get(column.physical)
+        if isinstance(value, int) and not isinstance(value, bool) and was is not None:
+            value *= 10 ** (column.scale - was.scale)  # SQLite's scaled integer
+        conditions.append(source.c[column.physical] == value)
+    stmt = sa.select(source.c[ROW_ID]).where(*conditions).order_by(source.c[ROW_ID])
+    return [int(row[0]) for row in conn.execute(stmt)]
