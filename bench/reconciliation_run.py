@@ -5,6 +5,7 @@ peak memory, on the database TALLY_HOME / TALLY_DATABASE_URL name.
   .venv/bin/python bench/reconciliation_run.py run --id ID [--profile out.prof]
   .venv/bin/python bench/reconciliation_run.py setup --dir /tmp/pair1m --late 10000
   .venv/bin/python bench/reconciliation_run.py late --id ID --file HOME/ledger_late.csv
+  .venv/bin/python bench/reconciliation_run.py setup --dir /tmp/pair1m --currencies
 
 `setup` loads bank.csv and ledger.csv as two sources (as `tally admin load` does),
 finishes them as a worker would (rows' JSON text, indexes), creates the reconciliation
@@ -14,6 +15,10 @@ the output whether or not it changed, runs it now, as `tally admin run-reconcili
 prints one JSON object: seconds until the run ended and until its output was readable
 (swapped in; the run then stores its rows' JSON text and indexes it), the seconds of
 each phase (from the run's log), peak RSS, the output's rows and last_run's counts.
+
+With `--currencies`, `setup` also creates the same reconciliation with each side naming
+its `currency` column (issue #32, point 4) over the same two sources, and prints its id
+as `with_currencies`: `run` of one then the other measures what currencies cost.
 
 With `--late N`, `setup` holds the ledger's last N rows back as `ledger_late.csv` (in the
 current directory); `late` appends that file to the ledger (as a delivery's load does),
@@ -61,7 +66,7 @@ class _Phases(logging.Handler):
             self.seconds = dict(record.__dict__.get("seconds", {}))
 
 
-def setup(folder: Path, late: int) -> None:
+def setup(folder: Path, late: int, *, currencies: bool = False) -> None:
     runtime = build_runtime(load_settings())
     files = {"bank": folder / "bank.csv", "ledger": folder / "ledger.csv"}
     if late:
@@ -88,7 +93,12 @@ def setup(folder: Path, late: int) -> None:
     definition["left"]["resource_id"], definition["right"]["resource_id"] = ids
     tenant = Tenant(account.id, workspace.id, key="")
     record = make_reconciliation(runtime.engine, tenant, definition)
-    print(json.dumps({"id": record.id, "sources": ids}))
+    shown: dict[str, Any] = {"id": record.id, "sources": ids}
+    if currencies:
+        definition["name"] += ", currencies"
+        definition["left"]["currency"] = definition["right"]["currency"] = "currency"
+        shown["with_currencies"] = make_reconciliation(runtime.engine, tenant, definition).id
+    print(json.dumps(shown))
     runtime.close()
 
 
@@ -202,13 +212,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["setup", "run", "late"])
     parser.add_argument("--late", type=int, default=0)
+    parser.add_argument("--currencies", action="store_true")
     parser.add_argument("--file", type=Path)
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--id", type=int)
     parser.add_argument("--profile")
     args = parser.parse_args()
     if args.mode == "setup":
-        setup(args.dir, args.late)
+        setup(args.dir, args.late, currencies=args.currencies)
     elif args.mode == "late":
         late(args.id, args.file)
     else:

@@ -114,6 +114,24 @@ def test_a_german_export_with_its_preamble_and_total(
     assert list(rows[0]) == ["Buchungstag", "Verwendungszweck", "Betrag"]
 
 
+@pytest.mark.parametrize(
+    "odd", ["\x0c", "\x85", "\u2028", "\x1e"], ids=["form feed", "NEL", "U+2028", "RS"]
+)
+def test_a_preamble_line_holding_a_character_python_splits_lines_at_is_one_line(
+    runtime: Runtime, ingestion_tenant: Tenant, odd: str
+) -> None:
+    # The delimiter is sniffed after the preamble: counted as the reader counts lines
+    # (at line feeds), not as str.splitlines does, which also splits at these.
+    content = GERMAN.decode().replace("Kontonummer;", f"Konto{odd}nummer;", 1).replace("\n\n", "\n")
+    body = {"columns": GERMAN_COLUMNS, "skip_leading_lines": 2, "skip_trailing_lines": 1}
+    rows = delivered(runtime, ingestion_tenant, body, content.encode())
+    assert [r["Betrag"] for r in rows] == [
+        Decimal("-1250.00"),
+        Decimal("3445.63"),
+        Decimal("-0.99"),
+    ]
+
+
 def test_a_french_export_with_spaces_between_thousands(
     runtime: Runtime, ingestion_tenant: Tenant
 ) -> None:

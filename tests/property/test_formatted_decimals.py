@@ -1,11 +1,15 @@
 """A formatted decimal column loads to exactly the values of its clean twin (issue #32,
 point 1): whatever the separators and negative forms a source declares, the numbers a
 file writes in them are stored as the same exact values as the file written plainly
-(`-1234.56`), on both backends; and the conversion alone, on many more examples."""
+(`-1234.56`), on both backends; and the conversion alone, on many more examples. The
+same holds for a whole bank statement: lines of anything above the header, a date
+column in a declared format, the amounts, and totals records below."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -141,3 +145,114 @@ def test_a_formatted_file_loads_the_values_of_its_clean_twin(
         loaded.append([row["amount"] for row in rows])
     assert loaded[0] == loaded[1]
     assert [Decimal(str(v)) for v in loaded[0]] == case.values
+
+
+# --- the whole of a bank's file: a preamble, dates, the amounts, a totals line -------------
+
+DATE_WRITERS: dict[str, Callable[[dt.date], str]] = {  # an independent model of each format
+    "DD.MM.YYYY": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year:04d}",
+    "DD/MM/YYYY": lambda d: f"{d.day:02d}/{d.month:02d}/{d.year:04d}",
+    "MM/DD/YYYY": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year:04d}",
+    "D/M/YYYY": lambda d: f"{d.day}/{d.month}/{d.year:04d}",
+    "YYYYMMDD": lambda d: f"{d.year:04d}{d.month:02d}{d.day:02d}",
+}
+# A preamble line holds anything but a line break (and NUL, which fails any file): the
+# account, the period, quotes, delimiters, characters str.splitlines would split at.
+preamble_lines = st.text(
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n\x00"), max_size=40
+)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A bank statement as the bank writes it: lines above the header, a booking date
+    and an amount per row, a totals record below."""
+
+    amounts: Written
+    date_format: str
+    dates: list[dt.date]
+    preamble: list[str]
+    totals: int
+
+    def layout(self) -> dict[str, Any]:
+        return {
+            "columns": [
+                {"name": "id", "type": "integer"},
+                {"name": "booked", "type": "date", "format": self.date_format},
+                self.amounts.declared("amount"),
+            ],
+            "skip_leading_lines": len(self.preamble),
+            "skip_trailing_lines": self.totals,
+        }
+
+    def formatted(self) -> str:
+        write = DATE_WRITERS[self.date_format]
+        rows = zip(self.dates, self.amounts.texts, strict=True)
+        body = "".join(f'{i};{write(d)};"{text}"\n' for i, (d, text) in enumerate(rows))
+        total = f'Total;;"{self.amounts.texts[0]}"\n'  # a record like the rows, not a row
+        return (
+            "".join(f"{line}\n" for line in self.preamble)
+            + "id;booked;amount\n"
+            + body
+            + (total * self.totals)
+        )
+
+    def clean(self) -> str:
+        rows = zip(self.dates, self.amounts.values, strict=True)
+        return "id,booked,amount\n" + "".join(
+            f"{i},{d.isoformat()},{format(v, 'f')}\n" for i, (d, v) in enumerate(rows)
+        )
+
+
+@st.composite
+def statements(draw: st.DrawFn) -> Statement:
+    amounts = draw(written())
+    dates = draw(
+        st.lists(
+            st.dates(dt.date(1000, 1, 1), dt.date(9999, 12, 31)),
+            min_size=len(amounts.values),
+            max_size=len(amounts.values),
+        )
+    )
+    return Statement(
+        amounts,
+        draw(st.sampled_from(sorted(DATE_WRITERS))),
+        dates,
+        draw(st.lists(preamble_lines, max_size=4)),
+        draw(st.integers(0, 2)),
+    )
+
+
+@settings(
+    max_examples=15,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=statements())
+def test_a_bank_statement_loads_the_values_of_its_clean_twin(
+    runtime: Runtime, tenant: Tenant, case: Statement
+) -> None:
+    clean_layout = {
+        "columns": [
+            {"name": "id", "type": "integer"},
+            {"name": "booked", "type": "date"},
+            {"name": "amount", "type": "decimal", "scale": 6},
+        ]
+    }
+    loaded = []
+    for content, layout in ((case.formatted(), case.layout()), (case.clean(), clean_layout)):
+        path = write_file(content)
+        try:
+            result = runtime.catalogue.create_source_from_file(
+                workspace_id=tenant.workspace_id,
+                name=f"statement {next(_names)}",
+                path=path,
+                declared=layout,
+            )
+        finally:
+            path.unlink()
+        rows = read_data(runtime, tenant, result.resource.id, page_size=1000, ordering="id")
+        loaded.append([(row["booked"], row["amount"]) for row in rows])
+    assert loaded[0] == loaded[1]
+    assert [(d, Decimal(str(v))) for d, v in loaded[0]] == [
+        (d.isoformat(), v) for d, v in zip(case.dates, case.amounts.values, strict=True)
+    ]

@@ -33,9 +33,18 @@ PHASES = tuple(p for p in Phase if p is not Phase.shrink or os.environ.get("TALL
 SPACE = " \t\n\r\f\v"
 DIGITS = "0123456789"
 INT64_MAX = 2**63 - 1
-SEPARATORS = [(".", ""), (",", "."), (".", ","), (",", " "), (".", "'"), (",", "\u00a0")]
+SEPARATORS = [
+    (".", ""),
+    (",", "."),
+    (".", ","),
+    (",", " "),
+    (".", "'"),
+    (",", "\u00a0"),
+    (",", "\u202f"),
+]
+SPACES = " \u00a0\u202f"  # a space separator accepts any of them
 FORMATS = ["DD/MM/YYYY", "MM/DD/YYYY", "YYYYMMDD", "DD.MM.YYYY", "YYYY-MM-DD", "DD MM YYYY"]
-NOISE = "0123456789.,-+ '/x\u00a0\t"
+NOISE = "0123456789.,-+ '/x\u00a0\u202f\t"
 
 
 # --- the model -------------------------------------------------------------------------
@@ -56,6 +65,9 @@ def model_number(text: str | None, point: str | None, thousands: str, scale: int
     if not (whole or fraction) or any(c not in DIGITS for c in fraction):
         return None
     if whole and any(c not in DIGITS for c in whole):
+        if thousands and thousands in SPACES:
+            whole = whole.replace("\u00a0", thousands).replace("\u202f", thousands)
+            whole = whole.replace(" ", thousands)
         groups = whole.split(thousands) if thousands else [whole]
         if len(groups) < 2 or not 1 <= len(groups[0]) <= 3:
             return None
@@ -133,9 +145,9 @@ def number_texts(draw: st.DrawFn, point: str, thousands: str) -> str:
     if thousands and whole and draw(st.booleans()):
         whole = whole.lstrip("0") or "0"
         head = len(whole) % 3 or 3
-        whole = thousands.join(
-            [whole[:head]] + [whole[i : i + 3] for i in range(head, len(whole), 3)]
-        )
+        groups = [whole[i : i + 3] for i in range(head, len(whole), 3)]
+        written = st.sampled_from(SPACES) if thousands in SPACES else st.just(thousands)
+        whole = whole[:head] + "".join(draw(written) + group for group in groups)
     fraction = draw(st.text(DIGITS, max_size=6))
     text = draw(st.sampled_from(["", "", "+", "-"])) + whole
     if fraction or draw(st.booleans()):

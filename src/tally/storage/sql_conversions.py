@@ -33,6 +33,10 @@ THOUSANDS_SEPARATORS = {
     "\u00a0": "\u00a0",  # no-break space (French exports)
     "\u202f": "\u202f",  # narrow no-break space
 }
+# A space among the thousands separators stands for all three a French export may mix
+# (space, no-break space, narrow no-break space), as it does in a declared column's format.
+SPACES = (" ", "\u00a0", "\u202f")
+_ANY_SPACE = "[" + "".join(SPACES) + "]"
 DATE_TOKENS = ("YYYY", "MM", "DD")
 DATE_SEPARATORS = {"/": "/", "-": "-", ".": "\\.", ",": ",", ":": ":", " ": " "}
 SHOWN_CHARS = 100  # of a value, in a failure
@@ -79,11 +83,21 @@ class NumberFormat:
             raise ValueError("the decimal and thousands separators must differ")
 
     @property
+    def thousands_written(self) -> tuple[str, ...]:
+        """The characters the thousands separator is written as (a space: any of three)."""
+        if self.thousands in SPACES:
+            return SPACES
+        return (self.thousands,) if self.thousands else ()
+
+    @property
     def pattern(self) -> str:
         """The whole text, anchored (`^...$`)."""
         whole = "[0-9]+"
         if self.thousands:
-            whole = f"([0-9]{{1,3}}({THOUSANDS_SEPARATORS[self.thousands]}[0-9]{{3}})+|[0-9]+)"
+            separator = (
+                _ANY_SPACE if self.thousands in SPACES else THOUSANDS_SEPARATORS[self.thousands]
+            )
+            whole = f"([0-9]{{1,3}}({separator}[0-9]{{3}})+|[0-9]+)"
         body = whole
         if self.decimal is not None:
             point = DECIMAL_SEPARATORS[self.decimal]
@@ -93,8 +107,8 @@ class NumberFormat:
     def plain(self, text: str) -> str:
         """A text matching `pattern` as `[-]digits[.digits]`."""
         text = text.strip(WHITESPACE)
-        if self.thousands:
-            text = text.replace(self.thousands, "")
+        for separator in self.thousands_written:
+            text = text.replace(separator, "")
         if self.decimal is not None and self.decimal != ".":
             text = text.replace(self.decimal, ".")
         return text

@@ -134,14 +134,21 @@ def detect_format(
         decoder = StrictDecoder(encoding, lambda: _pieces(path, compressed, limits))
         with handle:
             found = _scan(handle, decoder, LineMeter(limits))
-    head = found.head
-    if layout.skip_leading_lines:  # a bank's preamble says nothing of the delimiter
-        head = "".join(head.splitlines(keepends=True)[layout.skip_leading_lines :])
-    delimiter = _sniff_delimiter(head)
+    delimiter = _sniff_delimiter(_after_leading_lines(found.head, layout.skip_leading_lines))
     file_format = FileFormat(compressed, encoding, delimiter, found.quotes, limits, layout)
     if found.nul:
         raise _nul_error(path, file_format)
     return file_format
+
+
+def _after_leading_lines(head: str, lines: int) -> str:
+    """The head without the layout's leading lines (a bank's preamble says nothing of the
+    delimiter), counted as `read_csv` counts them: not str.splitlines, which also ends a
+    line at a form feed, U+0085 or U+2028 a preamble line may hold."""
+    text = io.StringIO(head, newline="")
+    for _ in range(lines):
+        text.readline()
+    return text.read()
 
 
 def _nul_error(path: Path, file_format: FileFormat) -> LoadError:

@@ -147,8 +147,8 @@ class PostgresForms(Forms):
         """The grammar's regular expression, then NUMERIC's own reading of the plain
         digits (it skips the whitespace around them), rounded half away from zero."""
         plain = node
-        if number.thousands:
-            thousands = exp.Literal.string(number.thousands)
+        for separator in number.thousands_written:
+            thousands = exp.Literal.string(separator)
             plain = self.template("replace(:x, :t, '')", x=plain, t=thousands)
         if number.decimal not in (None, "."):
             point = exp.Literal.string(str(number.decimal))
