@@ -58,8 +58,11 @@ def ensure_pair() -> None:
         return
     procs.log(f"generating {PAIR}")
     subprocess.run(
-        [sys.executable, str(KIT / "gen_transactions.py"), "--pair", "--rows", "1000000"]
-        + ["--seed", "42", "--out", str(PAIR)],
+        [
+            sys.executable,
+            str(KIT / "gen_transactions.py"),
+            *("--pair", "--rows", "1000000", "--seed", "42", "--out", str(PAIR)),
+        ],
         check=True,
         timeout=RUN_TIMEOUT_SECONDS,
     )
