@@ -54,6 +54,11 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     SealError: "a stored secret that cannot be opened; the worker's status callbacks",
     errors.UsageError: "the CLI's: a command line it cannot read",
     errors.ListenError: "`tally serve`'s: its address cannot be bound, before any route",
+    errors.SignInError: "the console's: its sign-in page says it",
+    errors.SignInLockedError: "the console's: its sign-in page says it",
+    errors.InviteNotValidError: "the console's: its invite page says it",
+    errors.SessionEndedError: "the console's: a redirect to its sign-in page",
+    errors.PasswordRejectedError: "the console's: its invite page says it",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PREVIEWS_REFUSED = "test_preview_limits.py::test_previews_past_their_limits_are_refused_while"

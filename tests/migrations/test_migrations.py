@@ -43,7 +43,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0011"
+        assert context.get_current_revision() == "0012"
         assert compare_metadata(context, metadata) == []
 
 
@@ -345,8 +345,11 @@ def test_pending_events_of_revision_0008_move_to_the_status_callback_topic(
 
 
 def _undo_file_layouts(conn: Any) -> None:
-    """Undo 0011: no file layouts, no file warnings (every test that marks the database
-    at an earlier revision runs it, so the upgrade adds them again)."""
+    """Undo 0012 and 0011: no console users, no file layouts, no file warnings (every
+    test that marks the database at an earlier revision runs it, so the upgrade adds them
+    again)."""
+    for table in ("sign_in_failures", "console_sessions", "user_invites", "users"):
+        conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.exec_driver_sql("ALTER TABLE files DROP COLUMN warnings")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN file_layout")
 

@@ -6,7 +6,8 @@ call storage, net and processes; never FastAPI, typer or the settings.
   parts), `column_snapshots` (a large resource's columns in memory per data version:
   any filter set's count and page rows, decision 0014)
 - Accounts: `admin` (`AdminService`: accounts, workspaces, keys), `authentication` (the
-  three-header check)
+  three-header check), `users` (the console's users and invites, `UserService`; sign-in
+  and sessions, `SessionService`)
 - Ingestion, one noun each: `webhooks` (registration), `sources` (POST /api/v2/sources),
   `callback_endpoints` (a webhook's or source's status-callback endpoints),
   `notification_intake` (notifications committed in groups, decision 0005) over

@@ -7,7 +7,8 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   `schema` + `migrations/` + `migrate`, `db_errors` (driver errors as tally's;
   `BusyQueuePool`: 503 past the pool's wait), `home` (TALLY_HOME 0700, files 0600,
   decision 0023)
-- Accounts and ingestion: `accounts`, `webhooks`, `files` (the file queue; LISTEN/NOTIFY
+- Accounts and ingestion: `accounts`, `users` (the console's users, invites, sessions
+  and sign-in failures), `webhooks`, `files` (the file queue; LISTEN/NOTIFY
   on PostgreSQL), `notified_groups` (PostgreSQL: a group of notifications in two
   statements, decision 0021), `outbox`, `status_callbacks` (callback deliveries and
   attempts), `leases` (`Leases`: one claim, extend and hold for every job row)
