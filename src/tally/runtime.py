@@ -37,6 +37,7 @@ from tally.services.loader.pace import LoadPace
 from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
+from tally.services.resource_listing import ResourceListing
 from tally.services.sources import SourceService
 from tally.services.status_callbacks import CallbackSender
 from tally.services.transformations.previews import Previews
@@ -70,6 +71,7 @@ class Runtime:
     callbacks: CallbackSender
     previews: Previews
     reconciliations: ReconciliationService
+    listing: ResourceListing
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
@@ -171,6 +173,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             per_workspace=settings.preview_workspace_concurrency,
         ),
         reconciliations=ReconciliationService(engine),
+        listing=ResourceListing(engine),
         sources=SourceService(engine, box),
         transformations=TransformationService(engine, run_limits),
         uploads=UploadService(

@@ -35,6 +35,7 @@ FEED = "/api/v2/sources/{source_id}/feed-source"
 FILES = "/api/v2/sources/{source_id}/files"
 FILE = "/api/v2/sources/{source_id}/files/{file_id}"
 RECS = "/api/v2/reconciliations"
+RESOURCES = "/api/v2/resources"
 REC = RECS + "/{reconciliation_id}"
 RUNS = REC + "/runs"
 MATCHES = REC + "/matches"
@@ -225,6 +226,10 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("post", RECS, 403): lambda a, w: _create(a, w, RECS, {}, signed=False),
     ("post", RECS, 422): lambda a, w: _create(a, w, RECS, {"name": 3}),
     ("get", RECS, 403): lambda a, w: a.get(RECS),
+    ("get", RESOURCES, 403): lambda a, w: a.get(RESOURCES),
+    ("get", RESOURCES, 422): lambda a, w: a.get(
+        RESOURCES, headers=w.credentials, params={"after": "-1"}
+    ),
     ("get", RECS, 422): lambda a, w: a.get(RECS, headers=w.credentials, params={"limit": "0"}),
     ("get", REC, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}"),
     ("get", REC, 404): lambda a, w: a.get(f"{RECS}/{UNKNOWN_ID}", headers=w.credentials),

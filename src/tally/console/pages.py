@@ -3,6 +3,7 @@ carry is text on a page, never markup), and `render`, which every page goes thro
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,20 @@ environment = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def _when(moment: dt.datetime | None) -> str:
+    """A time as a page shows it: UTC, to the minute (the `datetime` attribute is exact)."""
+    return "" if moment is None else moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _count(number: int | None) -> str:
+    """A count with thousands separators: 1,234,567 (never an amount: those stay exact)."""
+    return "" if number is None else f"{number:,}"
+
+
+environment.filters["when"] = _when
+environment.filters["count"] = _count
 
 
 def render(

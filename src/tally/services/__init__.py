@@ -19,6 +19,8 @@ call storage, net and processes; never FastAPI, typer or the settings.
   signed attempts)
 - Sources: `catalogue` (`SourceCatalogue`: sources, loads, what a load leaves to the
   workers), `loader/` (reading, inferring and loading a file)
+- `resource_listing` (`ResourceListing`: a workspace's resources a page at a time, each
+  source's last file and recent failures: the console's overview, GET /api/v2/resources)
 - Derived resources: `derived/` (what every kind shares), `reconciliation/`,
   `transformations/`
 """

@@ -1,0 +1,112 @@
+"""GET /api/v2/resources and the service behind it (the console's overview reads the
+same): every resource of the workspace with its columns, rows and data version; per
+source its last file and the files that failed in the last 7 days. Both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import httpx
+
+from support.factories import Tenant, make_source, make_tenant
+from tally.core.files import FileStatus
+from tally.runtime import Runtime
+from tally.services.resource_listing import ResourceListing
+from tally.storage import files
+from tally.storage.engine import write_connection
+
+CSV = "id,amount,booked_on\n1,10.50,2024-01-31\n2,-3.25,2024-02-01\n"
+
+
+def add_file(
+    runtime: Runtime, source_id: int, *, at: dt.datetime, status: FileStatus, name: str
+) -> int:
+    """A file row of the source, received at `at` and finished with `status`."""
+    values = files.new_file_values(
+        resource_id=source_id,
+        webhook_id=None,
+        origin="upload",
+        url_encrypted=None,
+        url_redacted=None,
+        filename=name,
+        idempotency_key=None,
+        blob_path=None,
+        sha256=None,
+        size=10,
+        now=at,
+        give_up_at=at + dt.timedelta(days=1),
+    )
+    with write_connection(runtime.engine) as conn, conn.begin():
+        record, _ = files.insert_file(conn, values)
+        files.finish(conn, record.id, status=status, now=at + dt.timedelta(seconds=5))
+    return record.id
+
+
+def test_the_listing_names_every_resource_with_its_columns(
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    tenant = ingestion_tenant
+    source = make_source(runtime.engine, tenant, CSV, name="bank")
+    make_source(runtime.engine, make_tenant(runtime.engine), CSV, name="another workspace's")
+    response = api.get("/api/v2/resources", headers=tenant.v2_headers)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["next_after"] is None
+    [listed] = body["data"]
+    assert listed["id"] == source.id
+    assert listed["kind"] == "source"
+    assert listed["name"] == "bank"
+    assert listed["rows"] == 2
+    assert listed["data_version"] == source.data_version
+    assert listed["columns"] == [
+        {"name": "id", "type": "integer"},
+        {"name": "amount", "type": "decimal"},
+        {"name": "booked_on", "type": "date"},
+    ]
+    assert listed["last_file"] is None
+    assert listed["failed_files_7d"] == 0
+
+
+def test_the_listing_needs_no_ingestion_switch_but_a_key(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    make_source(runtime.engine, tenant, CSV)
+    assert api.get("/api/v2/resources", headers=tenant.v2_headers).status_code == 200
+    wrong = {**tenant.v2_headers, "x-api-key": "tly_wrong"}
+    assert api.get("/api/v2/resources", headers=wrong).status_code == 403
+
+
+def test_pages_go_by_id(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> None:
+    made = [make_source(runtime.engine, tenant, CSV, name=f"s{n}").id for n in range(3)]
+    seen, after = [], 0
+    while after is not None:
+        page = api.get(
+            "/api/v2/resources", headers=tenant.v2_headers, params={"after": after, "limit": 2}
+        ).json()
+        seen += [r["id"] for r in page["data"]]
+        after = page["next_after"]
+    assert seen == made
+
+
+def test_a_sources_last_file_and_failures_of_the_last_7_days(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+    source = make_source(runtime.engine, tenant, CSV, name="bank")
+    add_file(runtime, source.id, at=now - dt.timedelta(days=8), status=FileStatus.FAILED, name="a")
+    add_file(runtime, source.id, at=now - dt.timedelta(days=6), status=FileStatus.FAILED, name="b")
+    add_file(runtime, source.id, at=now - dt.timedelta(days=2), status=FileStatus.FAILED, name="c")
+    last = add_file(
+        runtime, source.id, at=now - dt.timedelta(hours=1), status=FileStatus.DELIVERED, name="d"
+    )
+    listing = ResourceListing(runtime.engine, clock=lambda: now)
+    [summary] = listing.list_page(workspace_id=tenant.workspace_id).resources
+    assert summary.failures == 2  # the one of 8 days ago is out of the window
+    assert summary.last_file is not None
+    assert (summary.last_file.id, summary.last_file.status, summary.last_file.filename) == (
+        last,
+        "delivered",
+        "d",
+    )
+    later = ResourceListing(runtime.engine, clock=lambda: now + dt.timedelta(days=3))
+    assert later.get(workspace_id=tenant.workspace_id, resource_id=source.id).failures == 1
