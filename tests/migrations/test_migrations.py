@@ -350,6 +350,8 @@ def _undo_file_layouts(conn: Any) -> None:
     again)."""
     for table in ("sign_in_failures", "console_sessions", "user_invites", "users"):
         conn.exec_driver_sql(f"DROP TABLE {table}")
+    for column in ("undo_actor", "actor"):
+        conn.exec_driver_sql(f"ALTER TABLE reconciliation_actions DROP COLUMN {column}")
     conn.exec_driver_sql("ALTER TABLE files DROP COLUMN warnings")
     conn.exec_driver_sql("ALTER TABLE resources DROP COLUMN file_layout")
 

@@ -38,6 +38,8 @@ class ActionRecord:
     created_at: dt.datetime
     undone_at: dt.datetime | None
     undo_note: str | None  # why a manual match was dissolved (DELETE's note)
+    actor: str | None = None  # who took it: a user's name, `api key sha256:...`; None: older
+    undo_actor: str | None = None  # who dissolved the manual match
 
     @property
     def makes_manual_match(self) -> bool:
@@ -57,4 +59,6 @@ class ActionRecord:
             created_at=as_utc(row.created_at),
             undone_at=as_utc(row.undone_at) if row.undone_at is not None else None,
             undo_note=row.undo_note,
+            actor=row.actor,
+            undo_actor=row.undo_actor,
         )

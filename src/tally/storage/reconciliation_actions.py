@@ -33,6 +33,7 @@ def insert_action(
     fingerprint: str,
     note: str | None,
     now: dt.datetime,
+    actor: str | None = None,
 ) -> int:
     """Record an action; its match id is its smallest left row (as in the output)."""
     action_id = conn.execute(
@@ -46,6 +47,7 @@ def insert_action(
             fingerprint=fingerprint,
             note=note,
             created_at=now,
+            actor=actor,
         )
         .returning(actions.c.id)
     ).scalar_one()
@@ -77,9 +79,17 @@ def manual_work(conn: Connection, derived_id: int) -> ManualWork:
     )
 
 
-def undo_action(conn: Connection, action_id: int, now: dt.datetime, note: str | None) -> None:
+def undo_action(
+    conn: Connection,
+    action_id: int,
+    now: dt.datetime,
+    note: str | None,
+    actor: str | None = None,
+) -> None:
     conn.execute(
-        sa.update(actions).where(actions.c.id == action_id).values(undone_at=now, undo_note=note)
+        sa.update(actions)
+        .where(actions.c.id == action_id)
+        .values(undone_at=now, undo_note=note, undo_actor=actor)
     )
 
 

@@ -301,6 +301,10 @@ reconciliation_actions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("undone_at", DateTime(timezone=True), nullable=True),
     Column("undo_note", Text, nullable=True),
+    # Who took the action and who dissolved it: a console user's name, or
+    # `api key sha256:<fingerprint>`; NULL for actions taken before this was kept.
+    Column("actor", String(250), nullable=True),
+    Column("undo_actor", String(250), nullable=True),
     CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
 )
 

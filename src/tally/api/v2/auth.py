@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends, Header, Request
 from fastapi.concurrency import run_in_threadpool
 
 from tally.api.deps import AuthenticationDep
 from tally.core.accounts import Workspace
 from tally.core.errors import IngestionForbiddenError
+from tally.core.ids import hash_secret
+from tally.services.admin import key_fingerprint
 
 
 async def _workspace(
@@ -47,3 +49,13 @@ async def ingestion_workspace(workspace: Annotated[Workspace, Depends(_workspace
 AuthorisedWorkspace = Annotated[Workspace, Depends(ingestion_workspace)]
 # A reconciliation route's workspace: the headers only (issue #11).
 KeyedWorkspace = Annotated[Workspace, Depends(_workspace)]
+
+
+async def _key_actor(request: Request) -> str:
+    """Who an action taken with this request's key is recorded as: the key's
+    fingerprint, never the key (the workspace dependency has checked the key)."""
+    return f"api key {key_fingerprint(hash_secret(request.headers.get('x-api-key', '')))}"
+
+
+# The actor of a reconciliation action taken through the API.
+KeyActor = Annotated[str, Depends(_key_actor)]

@@ -106,6 +106,12 @@ class ActionResponse(BaseModel):
         description="The note of the DELETE that dissolved a manual match (a rejection "
         "is an action of its own, with its note)."
     )
+    actor: str | None = Field(
+        description="Who took the action: a console user's name, or `api key sha256:...` "
+        "(the start of the key's SHA-256, as `tally admin list-keys` shows it); null for "
+        "actions taken before tally kept it."
+    )
+    undo_actor: str | None = Field(description="Who dissolved the manual match; as `actor`.")
 
 
 class ActionListResponse(BaseModel):

@@ -1,4 +1,4 @@
-"""The console's users, invites, sessions and sign-in failures
+"""The console's users, invites, sessions and sign-in failures; who took each action
 
 Revision ID: 0012
 Revises: 0011
@@ -7,7 +7,10 @@ Create Date: 2026-11-29 12:50:00
 Issue #33 (the console): `users` (one workspace, a role, an argon2id hash once an
 invite is used), `user_invites` and `console_sessions` (each kept as the sha256 of its
 secret, never the secret), `sign_in_failures` (wrong passwords in a row per username).
-New tables only: a process of the previous version keeps working beside this one.
+`reconciliation_actions.actor` and `undo_actor`: who took an action and who dissolved it
+(a console user's name, or `api key sha256:<fingerprint>`), NULL for older actions.
+New tables and nullable columns only: a process of the previous version keeps working
+beside this one (its actions have no actor).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("reconciliation_actions") as batch:
+        batch.add_column(sa.Column("actor", sa.String(length=250), nullable=True))
+        batch.add_column(sa.Column("undo_actor", sa.String(length=250), nullable=True))
     op.create_table(
         "users",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -79,6 +85,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE reconciliation_actions DROP COLUMN undo_actor")
+    op.execute("ALTER TABLE reconciliation_actions DROP COLUMN actor")
     op.drop_table("sign_in_failures")
     op.drop_table("console_sessions")
     op.drop_table("user_invites")
