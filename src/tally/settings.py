@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tally.core import limits, sql_limits, users
+from tally.core.names import http_url_problem
 
 
 def _renamed(name: str, *former: str) -> AliasChoices:
@@ -285,6 +286,14 @@ class Settings(BaseSettings):
         "event key=value ...`: the event, then its context (`file_id`, `derived_id`, a "
         "run's `seconds` per phase), keys and webhook ids blanked.",
     )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_an_http_url(cls, value: str) -> str:
+        """An invite URL is built on it: a typo fails at start, not in a user's browser."""
+        if (problem := http_url_problem(value)) is not None:
+            raise ValueError(f"TALLY_PUBLIC_URL {problem}: {value!r}")
+        return value.rstrip("/")
 
     @property
     def sqlite_path(self) -> Path:

@@ -8,38 +8,14 @@ import datetime as dt
 
 import httpx
 
+from support.console import add_file
 from support.factories import Tenant, make_source, make_tenant
+from support.reconciliations import definition, make_pair
 from tally.core.files import FileStatus
 from tally.runtime import Runtime
 from tally.services.resource_listing import ResourceListing
-from tally.storage import files
-from tally.storage.engine import write_connection
 
 CSV = "id,amount,booked_on\n1,10.50,2024-01-31\n2,-3.25,2024-02-01\n"
-
-
-def add_file(
-    runtime: Runtime, source_id: int, *, at: dt.datetime, status: FileStatus, name: str
-) -> int:
-    """A file row of the source, received at `at` and finished with `status`."""
-    values = files.new_file_values(
-        resource_id=source_id,
-        webhook_id=None,
-        origin="upload",
-        url_encrypted=None,
-        url_redacted=None,
-        filename=name,
-        idempotency_key=None,
-        blob_path=None,
-        sha256=None,
-        size=10,
-        now=at,
-        give_up_at=at + dt.timedelta(days=1),
-    )
-    with write_connection(runtime.engine) as conn, conn.begin():
-        record, _ = files.insert_file(conn, values)
-        files.finish(conn, record.id, status=status, now=at + dt.timedelta(seconds=5))
-    return record.id
 
 
 def test_the_listing_names_every_resource_with_its_columns(
@@ -93,11 +69,21 @@ def test_a_sources_last_file_and_failures_of_the_last_7_days(
 ) -> None:
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
     source = make_source(runtime.engine, tenant, CSV, name="bank")
-    add_file(runtime, source.id, at=now - dt.timedelta(days=8), status=FileStatus.FAILED, name="a")
-    add_file(runtime, source.id, at=now - dt.timedelta(days=6), status=FileStatus.FAILED, name="b")
-    add_file(runtime, source.id, at=now - dt.timedelta(days=2), status=FileStatus.FAILED, name="c")
+    add_file(
+        runtime.engine, source.id, at=now - dt.timedelta(days=8), status=FileStatus.FAILED, name="a"
+    )
+    add_file(
+        runtime.engine, source.id, at=now - dt.timedelta(days=6), status=FileStatus.FAILED, name="b"
+    )
+    add_file(
+        runtime.engine, source.id, at=now - dt.timedelta(days=2), status=FileStatus.FAILED, name="c"
+    )
     last = add_file(
-        runtime, source.id, at=now - dt.timedelta(hours=1), status=FileStatus.DELIVERED, name="d"
+        runtime.engine,
+        source.id,
+        at=now - dt.timedelta(hours=1),
+        status=FileStatus.DELIVERED,
+        name="d",
     )
     listing = ResourceListing(runtime.engine, clock=lambda: now)
     [summary] = listing.list_page(workspace_id=tenant.workspace_id).resources
@@ -110,3 +96,22 @@ def test_a_sources_last_file_and_failures_of_the_last_7_days(
     )
     later = ResourceListing(runtime.engine, clock=lambda: now + dt.timedelta(days=3))
     assert later.get(workspace_id=tenant.workspace_id, resource_id=source.id).failures == 1
+
+
+def test_a_reconciliations_output_is_listed_without_files(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    pair = make_pair(runtime.engine, tenant)
+    created = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(pair)
+    )
+    listed = api.get("/api/v2/resources", headers=tenant.v2_headers).json()["data"]
+    assert [(r["id"], r["kind"]) for r in listed] == [
+        (pair.bank, "source"),
+        (pair.ledger, "source"),
+        (created.resource_id, "reconciliation"),
+    ]
+    output = listed[2]
+    assert output["name"] == "Bank vs ledger"
+    assert (output["last_file"], output["failed_files_7d"]) == (None, None)
+    assert {"name": "status", "type": "text"} in output["columns"]

@@ -205,3 +205,29 @@ def test_the_api_keeps_its_own_404(browser: httpx.Client) -> None:
     assert response.status_code == 404
     assert response.json() == {"detail": "Not Found"}
     assert "content-security-policy" not in response.headers
+
+
+@pytest.mark.parametrize("action", ["disable", "reset"])
+def test_an_admin_cannot_disable_or_reset_themselves(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, action: str
+) -> None:
+    me = signed_in(browser, runtime, tenant, "admin")
+    refused = browser.post(f"/console/users/{me}/{action}", headers=SAME_ORIGIN)
+    assert refused.status_code == 400
+    assert "yourself" in refused.text
+    assert browser.get("/console/overview").status_code == 200  # still signed in
+    assert not runtime.users.get_user(me).disabled
+
+
+def test_a_used_invite_posted_again_is_refused(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    issued = runtime.users.create_user(workspace_id=tenant.workspace_id, name="once", role="viewer")
+    form = {"password": PASSWORD, "confirmation": PASSWORD}
+    url = f"/console/invite/{issued.token}"
+    first = browser.post(url, data=form, headers=SAME_ORIGIN)
+    assert first.headers["location"] == "/console/sign-in?password_set=true"
+    again = browser.post(url, data={**form, "password": "x" * 20}, headers=SAME_ORIGIN)
+    assert again.status_code == 404
+    assert "Invite not valid" in again.text
+    assert browser.get("/console/invite/not-a-token").status_code == 404

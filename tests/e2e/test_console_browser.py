@@ -7,6 +7,8 @@ opens its own browser context (no cookie shared between tests)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,10 +18,11 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Dialog, Page, expect
 
 from support.browser import chromium, serious_violations
-from support.console import PASSWORD, make_user
+from support.console import PASSWORD, add_file, make_user
 from support.databases import BACKENDS, make_settings
 from support.factories import Tenant, make_source, make_tenant
 from support.processes import process_defaults, running_processes
+from tally.core.files import FileStatus
 from tally.core.users import User
 from tally.runtime import Runtime, build_runtime
 
@@ -28,6 +31,13 @@ pytestmark = pytest.mark.slow
 HOSTILE_NAME = '"><img src=x onerror=alert(1)>'
 HOSTILE_COLUMN = "<script>alert(1)</script>"
 LOCK_AFTER = 3
+BANK_CSV = (
+    "booked_on,reference,amount,counterparty\n"
+    "2026-11-23,INV-1042,1250.00,Acme Ltd\n"
+    "2026-11-24,INV-1043,-310.25,Harbor Dairy S.A.\n"
+    "2026-11-24,FEE-11,-2.50,Bank fee\n"
+)
+LEDGER_CSV = "entry,date,account,amount\n1,2026-11-23,1200,1250.00\n2,2026-11-24,1200,-310.25\n"
 
 
 @dataclass(frozen=True)
@@ -312,3 +322,54 @@ def test_every_page_passes_axe_without_a_serious_violation(
         page.goto(path)
         found[name] = serious_violations(page)
     assert found == {name: [] for name in found}
+
+
+SCREENSHOTS = os.environ.get("TALLY_SCREENSHOTS")  # a folder: docs/console/ keeps them
+
+
+def test_each_screen_as_a_finance_team_sees_it(
+    page: Page, site: Site, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A workspace with a bank statement (a failed file among its last ones), a ledger
+    and a reconciliation's output; each screen renders, and is photographed: into
+    TALLY_SCREENSHOTS when set (docs/console.md shows them), else into tmp_path."""
+    tenant = make_tenant(site.runtime.engine)
+    now = dt.datetime.now(dt.UTC)
+    bank = make_source(site.runtime.engine, tenant, BANK_CSV, name="Bank statement (EUR)")
+    for days, status in ((3, FileStatus.DELIVERED), (2, FileStatus.FAILED), (1, "delivered")):
+        add_file(
+            site.runtime.engine,
+            bank.id,
+            at=now - dt.timedelta(days=days),
+            status=FileStatus(status),
+            name=f"stmt-{(now - dt.timedelta(days=days)):%Y-%m-%d}.csv",
+        )
+    make_source(site.runtime.engine, tenant, LEDGER_CSV, name="General ledger")
+    issued = site.runtime.users.create_user(
+        workspace_id=tenant.workspace_id, name=f"maria-{tenant.workspace_id}", role="admin"
+    )
+    make_user(site.runtime, tenant.workspace_id, "analyst", name=f"tom-{tenant.workspace_id}")
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1100, "height": 640})
+
+    def photograph(name: str) -> None:
+        if request.node.callspec.params.get("site", BACKENDS[0]) == BACKENDS[0]:
+            page.screenshot(path=folder / f"{name}.png", full_page=True)
+
+    page.goto("/console/sign-in")
+    photograph("sign-in")
+    page.goto("/console/invite/" + issued.token)
+    photograph("invite")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_label("Confirm password").fill(PASSWORD)
+    page.get_by_role("button", name="Set password").click()
+    sign_in(page, issued.user.name)
+    expect(page.get_by_role("link", name="Bank statement (EUR)")).to_be_visible()
+    photograph("overview")
+    page.get_by_role("link", name="Bank statement (EUR)").click()
+    expect(page.get_by_role("rowheader", name="amount")).to_be_visible()
+    photograph("resource")
+    page.get_by_role("link", name="Users").click()
+    expect(page.get_by_role("rowheader", name=f"tom-{tenant.workspace_id}")).to_be_visible()
+    photograph("users")

@@ -3,12 +3,17 @@ signing in over HTTP as a browser on the console's own origin would."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 
 import httpx
+from sqlalchemy import Engine
 
+from tally.core.files import FileStatus
 from tally.core.users import User
 from tally.runtime import Runtime
+from tally.storage import files
+from tally.storage.engine import write_connection
 
 PASSWORD = "correct horse battery staple"
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -30,3 +35,29 @@ def sign_in(client: httpx.Client, name: str, password: str = PASSWORD) -> httpx.
         data={"username": name, "password": password},
         headers=SAME_ORIGIN,
     )
+
+
+def add_file(
+    engine: Engine, source_id: int, *, at: dt.datetime, status: FileStatus, name: str
+) -> int:
+    """A file row of the source, received at `at` and finished with `status` five seconds
+    later (what the overview shows of a source's files, without a download)."""
+    values = files.new_file_values(
+        resource_id=source_id,
+        webhook_id=None,
+        origin="upload",
+        url_encrypted=None,
+        url_redacted=None,
+        filename=name,
+        idempotency_key=None,
+        blob_path=None,
+        sha256=None,
+        size=10,
+        now=at,
+        give_up_at=at + dt.timedelta(days=1),
+    )
+    with write_connection(engine) as conn, conn.begin():
+        record, _ = files.insert_file(conn, values)
+        error = "line 2, column amount: 'ten' is not a decimal" if status == "failed" else None
+        files.finish(conn, record.id, status=status, now=at + dt.timedelta(seconds=5), error=error)
+    return record.id

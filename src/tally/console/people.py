@@ -25,10 +25,8 @@ def disable_user(request: Request, user_id: int, admin: AdminUser) -> Response:
     target = _of_workspace(request, user_id, admin)
     if target is None:
         return not_found_page(request)
-    if target.id == admin.id:
-        return _page(
-            request, admin, notice="You cannot disable yourself.", invite_url=None, status_code=400
-        )
+    if target.id == admin.id:  # the last admin would lock the workspace out
+        return _refused_for_self(request, admin, "disable")
     users.disable_user(target.id)
     return _page(request, admin, notice=f"{target.name} is disabled.", invite_url=None)
 
@@ -38,6 +36,8 @@ def reset_user(request: Request, user_id: int, admin: AdminUser) -> Response:
     target = _of_workspace(request, user_id, admin)
     if target is None:
         return not_found_page(request)
+    if target.id == admin.id:  # it would end this session and clear this password
+        return _refused_for_self(request, admin, "give a new invite to")
     issued = runtime_of(request).users.reset_user(target.id)
     notice = f"A new invite for {target.name}; send them this link (valid 72 hours, once):"
     return _page(request, admin, notice=notice, invite_url=issued.url)
@@ -50,6 +50,11 @@ def _of_workspace(request: Request, user_id: int, admin: User) -> User | None:
     except UserNotFoundError:
         return None
     return found if found.workspace_id == admin.workspace_id else None
+
+
+def _refused_for_self(request: Request, admin: User, verb: str) -> Response:
+    notice = f"You cannot {verb} yourself: ask another admin, or use tally admin."
+    return _page(request, admin, notice=notice, invite_url=None, status_code=400)
 
 
 def _page(

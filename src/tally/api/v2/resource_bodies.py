@@ -11,7 +11,7 @@ from tally.services.resource_listing import ListedFile, ResourceSummary
 
 class ResourceColumnResponse(BaseModel):
     name: str = Field(description="The column's label, as the Data API names it.")
-    type: str = Field(description="string, integer, decimal, boolean, date or datetime.")
+    type: str = Field(description="text, integer, decimal, date, timestamp or boolean.")
 
 
 class LastFileResponse(BaseModel):
