@@ -5,11 +5,12 @@ source its last file and the files that failed in the last 7 days. Both backends
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import httpx
 
-from support.console import add_file
-from support.factories import Tenant, make_source, make_tenant
+from support.console import add_file, make_user, sign_in
+from support.factories import Tenant, make_source, make_tenant, write_file
 from support.reconciliations import definition, make_pair
 from tally.core.files import FileStatus
 from tally.runtime import Runtime
@@ -115,3 +116,53 @@ def test_a_reconciliations_output_is_listed_without_files(
     assert output["name"] == "Bank vs ledger"
     assert (output["last_file"], output["failed_files_7d"]) == (None, None)
     assert {"name": "status", "type": "text"} in output["columns"]
+
+
+def test_a_reconciliations_figures_come_from_its_last_run(
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    tenant = ingestion_tenant
+    pair = make_pair(runtime.engine, tenant)
+    created = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(pair)
+    )
+    record = runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
+    last_run = record.last_run
+    assert last_run is not None
+    page = runtime.listing.list_page(workspace_id=tenant.workspace_id)
+    [output] = [r for r in page.resources if r.kind == "reconciliation"]
+    assert output.derived is not None
+    assert (output.derived.id, output.derived.state) == (created.id, "idle")
+    figures = output.derived.reconciliation
+    assert figures is not None
+    counts, amounts = last_run["counts"], last_run["amounts"]
+    assert (
+        figures.matches == counts["matched"] + counts["matched_with_difference"] + counts["manual"]
+    )
+    assert figures.suggested == counts["suggested"]
+    rows = {"left": 3, "right": 4}  # BANK_CSV, LEDGER_CSV
+    for side in figures.sides:
+        unmatched = counts[f"unmatched_{side.side}"]
+        assert side.unmatched_rows == unmatched
+        assert side.unmatched_amount == amounts[side.side]["unmatched"]
+        share = Decimal(rows[side.side] - unmatched) * 100 / rows[side.side]
+        assert side.reconciled_percent == str(share.quantize(Decimal("0.1")))
+    # the overview shows them, exact
+    signed = make_user(runtime, tenant.workspace_id, "viewer")
+    api.follow_redirects = False
+    assert sign_in(api, signed.name).status_code == 303
+    html = api.get("/console/overview").text
+    assert "Reconciliations" in html
+    assert amounts["left"]["unmatched"] in html
+    # a new file on one side: its share waits for the next run
+    runtime.catalogue.append_file(
+        pair.bank, write_file("reference,amount,txn_date,memo\nREF-9,1.00,2024-01-09,x\n")
+    )
+    page = runtime.listing.list_page(workspace_id=tenant.workspace_id)
+    [output] = [r for r in page.resources if r.kind == "reconciliation"]
+    assert output.derived is not None
+    assert output.derived.reconciliation is not None
+    assert [s.reconciled_percent is None for s in output.derived.reconciliation.sides] == [
+        True,
+        False,
+    ]

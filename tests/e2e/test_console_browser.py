@@ -344,7 +344,15 @@ def test_each_screen_as_a_finance_team_sees_it(
             status=FileStatus(status),
             name=f"stmt-{(now - dt.timedelta(days=days)):%Y-%m-%d}.csv",
         )
-    make_source(site.runtime.engine, tenant, LEDGER_CSV, name="General ledger")
+    ledger = make_source(site.runtime.engine, tenant, LEDGER_CSV, name="General ledger")
+    body = {
+        "name": "Bank vs ledger",
+        "left": {"name": "bank", "resource_id": bank.id, "amount": "amount", "date": "booked_on"},
+        "right": {"name": "ledger", "resource_id": ledger.id, "amount": "amount", "date": "date"},
+        "passes": [{"name": "amount and date", "type": "one_to_one", "keys": []}],
+    }
+    rec = site.runtime.reconciliations.create(workspace_id=tenant.workspace_id, body=body)
+    site.runtime.derived.run_now(rec.id, kind="reconciliation", worker="test")
     issued = site.runtime.users.create_user(
         workspace_id=tenant.workspace_id, name=f"maria-{tenant.workspace_id}", role="admin"
     )
@@ -366,6 +374,9 @@ def test_each_screen_as_a_finance_team_sees_it(
     page.get_by_role("button", name="Set password").click()
     sign_in(page, issued.user.name)
     expect(page.get_by_role("link", name="Bank statement (EUR)")).to_be_visible()
+    expect(page.get_by_role("heading", name="Reconciliations")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text="Bank vs ledger").last).to_contain_text("-2.50")
+    assert serious_violations(page) == []
     photograph("overview")
     page.get_by_role("link", name="Bank statement (EUR)").click()
     expect(page.get_by_role("rowheader", name="amount")).to_be_visible()

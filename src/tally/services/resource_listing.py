@@ -6,8 +6,10 @@ no row of any resource is read."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -16,6 +18,7 @@ from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError
 from tally.core.files import FileRecord
 from tally.storage import accounts, resource_listing
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection
 from tally.storage.resources import SOURCE_KIND
 
@@ -40,6 +43,35 @@ class ListedFile:
 
 
 @dataclass(frozen=True)
+class SideFigures:
+    """One side of a reconciliation's last run: its unmatched rows and their amount, and
+    the share of its rows reconciled (None when the input changed since the run)."""
+
+    side: str
+    unmatched_rows: int
+    unmatched_amount: str | None  # exact decimal text; per currency `EUR 1.00, GBP 2.00`
+    reconciled_percent: str | None  # `97.5`
+
+
+@dataclass(frozen=True)
+class ReconciliationFigures:
+    matches: int  # matched, with a difference, or manual (a one-to-many match is one)
+    suggested: int  # suggestions waiting for an analyst
+    sides: tuple[SideFigures, SideFigures]
+
+
+@dataclass(frozen=True)
+class DerivedSummary:
+    """The reconciliation or transformation an output is published by, and its state."""
+
+    id: int
+    state: str  # queued, running, idle, failed
+    error: str | None
+    last_run_at: dt.datetime | None  # the last run's finish
+    reconciliation: ReconciliationFigures | None
+
+
+@dataclass(frozen=True)
 class ResourceSummary:
     id: int
     kind: str
@@ -50,6 +82,7 @@ class ResourceSummary:
     updated_at: dt.datetime
     last_file: ListedFile | None  # sources only
     failures: int | None  # a source's failed files of the last FAILURE_DAYS days
+    derived: DerivedSummary | None = None  # an output's reconciliation or transformation
 
 
 @dataclass(frozen=True)
@@ -79,6 +112,11 @@ class ResourceListing:
             ]
             last = resource_listing.last_files(conn, sources)
             failures = resource_listing.count_failures(conn, sources, since)
+            outputs = [
+                item.resource.id for item in listed[:limit] if item.resource.kind != SOURCE_KIND
+            ]
+            derived = resource_listing.derived_of_outputs(conn, outputs)
+            sizes = resource_listing.sizes(conn, _inputs_of(derived.values()))
         summaries = []
         for item in listed[:limit]:
             resource = item.resource
@@ -95,6 +133,7 @@ class ResourceListing:
                     updated_at=item.updated_at,
                     last_file=ListedFile.of(file) if file else None,
                     failures=failures.get(resource.id, 0) if is_source else None,
+                    derived=_derived(derived.get(resource.id), sizes),
                 )
             )
         next_after = summaries[-1].id if len(listed) > limit else None
@@ -106,3 +145,61 @@ class ResourceListing:
         if not page.resources or page.resources[0].id != resource_id:
             raise ResourceNotFoundError()
         return page.resources[0]
+
+
+def _inputs_of(records: Iterable[DerivedRecord]) -> list[int]:
+    found = []
+    for record in records:
+        inputs = (record.last_run or {}).get("inputs") or {}
+        found += [side["resource_id"] for side in inputs.values() if "resource_id" in side]
+    return found
+
+
+def _derived(
+    record: DerivedRecord | None, sizes: Mapping[int, tuple[int, int]]
+) -> DerivedSummary | None:
+    if record is None:
+        return None
+    last_run = record.last_run or {}
+    figures = None
+    if record.kind == "reconciliation" and "counts" in last_run:
+        figures = reconciliation_figures(last_run, sizes)
+    finished = last_run.get("finished_at")
+    return DerivedSummary(
+        record.id,
+        record.state,
+        record.error,
+        dt.datetime.fromisoformat(finished) if finished else None,
+        figures,
+    )
+
+
+def reconciliation_figures(
+    last_run: Mapping[str, Any], sizes: Mapping[int, tuple[int, int]]
+) -> ReconciliationFigures:
+    """The overview's figures from a reconciliation's last run (GET /api/v2/reconciliations
+    shows the same `last_run`); `sizes`: its inputs' row counts and data versions now."""
+    counts = last_run["counts"]
+    amounts = last_run.get("amounts") or {}
+    sides = []
+    for side in ("left", "right"):
+        unmatched = int(counts.get(f"unmatched_{side}", 0))
+        source = (last_run.get("inputs") or {}).get(side) or {}
+        rows, version = sizes.get(source.get("resource_id", -1), (0, -1))
+        percent = None
+        if rows and version == source.get("data_version"):
+            share = Decimal(rows - unmatched) * 100 / Decimal(rows)
+            percent = str(share.quantize(Decimal("0.1")))
+        sides.append(SideFigures(side, unmatched, _unmatched_amount(amounts, side), percent))
+    matches = sum(int(counts.get(k, 0)) for k in ("matched", "matched_with_difference", "manual"))
+    return ReconciliationFigures(matches, int(counts.get("suggested", 0)), (sides[0], sides[1]))
+
+
+def _unmatched_amount(amounts: Mapping[str, Any], side: str) -> str | None:
+    """A side's unmatched total, exact; per currency where the sides name currencies."""
+    if set(amounts) <= {"left", "right"}:
+        totals = amounts.get(side)
+        return None if totals is None else str(totals["unmatched"])
+    return ", ".join(
+        f"{code or '(none)'} {per[side]['unmatched']}" for code, per in amounts.items() if per[side]
+    )

@@ -1,5 +1,6 @@
-"""A workspace's resources listed a page at a time, with what the overview tells of each
-source: its last file and its failed files since a moment. Callers own the transaction."""
+"""A workspace's resources listed a page at a time, with what the overview tells of each:
+a source's last file and its failed files since a moment, an output's derived resource
+and its inputs' sizes. Callers own the transaction."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from sqlalchemy import Connection, func, select
 
 from tally.core.clock import as_utc
 from tally.core.files import FileRecord, FileStatus
+from tally.storage.derived.records import DerivedRecord
 from tally.storage.resources import Resource
-from tally.storage.schema import MAX_ID, files, resources
+from tally.storage.schema import MAX_ID, derived_resources, files, resources
 
 
 @dataclass(frozen=True)
@@ -63,3 +65,25 @@ def count_failures(
         .group_by(files.c.resource_id)
     )
     return {row[0]: int(row[1]) for row in rows}
+
+
+def derived_of_outputs(conn: Connection, resource_ids: Collection[int]) -> dict[int, DerivedRecord]:
+    """The reconciliation or transformation each output resource is published by."""
+    if not resource_ids:
+        return {}
+    rows = conn.execute(
+        select(derived_resources).where(derived_resources.c.resource_id.in_(list(resource_ids)))
+    )
+    return {row.resource_id: DerivedRecord.from_row(row) for row in rows}
+
+
+def sizes(conn: Connection, resource_ids: Collection[int]) -> dict[int, tuple[int, int]]:
+    """Each resource's row count and data version."""
+    if not resource_ids:
+        return {}
+    rows = conn.execute(
+        select(resources.c.id, resources.c.row_count, resources.c.data_version).where(
+            resources.c.id.in_(list(resource_ids))
+        )
+    )
+    return {row.id: (int(row.row_count), int(row.data_version)) for row in rows}
