@@ -181,7 +181,7 @@ def test_an_admin_disables_and_reinvites_users_of_their_workspace(
     other = make_user(runtime, tenant.workspace_id, "viewer")
     reset = browser.post(f"/console/users/{other.id}/reset", headers=SAME_ORIGIN)
     assert reset.status_code == 200
-    assert re.search(r"/console/invite/[\w-]{43}", reset.text)
+    assert re.search(r"/console/invite/inv_[\w-]{43}", reset.text)
     disabled = browser.post(f"/console/users/{other.id}/disable", headers=SAME_ORIGIN)
     assert disabled.status_code == 200
     assert runtime.users.get_user(other.id).disabled

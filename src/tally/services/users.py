@@ -23,7 +23,7 @@ from tally.core.errors import (
     SignInError,
     SignInLockedError,
 )
-from tally.core.ids import SECRET_BYTES, hash_secret
+from tally.core.ids import SECRET_BYTES, hash_secret, new_invite_token, new_session_id
 from tally.core.names import name_problem
 from tally.core.users import (
     INVITE_HOURS,
@@ -135,7 +135,7 @@ class UserService:
             return users.get_user(conn, user_id)
 
     def _invite(self, conn: Connection, user: User, now: dt.datetime) -> IssuedInvite:
-        token = secrets.token_urlsafe(SECRET_BYTES)
+        token = new_invite_token()
         expires_at = now + dt.timedelta(hours=INVITE_HOURS)
         users.insert_invite(
             conn,
@@ -189,7 +189,7 @@ class SessionService:
                     lock=self._sign_in.lock,
                 )
             raise SignInError()  # after the commit: the failure counts
-        session_id = secrets.token_urlsafe(SECRET_BYTES)
+        session_id = new_session_id()
         with write_connection(self._engine) as conn, conn.begin():
             users.clear_failures(conn, key)
             if stored is not None and self._hasher.check_needs_rehash(stored):
