@@ -36,6 +36,7 @@ FILES = "/api/v2/sources/{source_id}/files"
 FILE = "/api/v2/sources/{source_id}/files/{file_id}"
 RECS = "/api/v2/reconciliations"
 RESOURCES = "/api/v2/resources"
+SOURCE = "/api/v2/sources/{source_id}"
 REC = RECS + "/{reconciliation_id}"
 RUNS = REC + "/runs"
 MATCHES = REC + "/matches"
@@ -227,6 +228,9 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("post", RECS, 422): lambda a, w: _create(a, w, RECS, {"name": 3}),
     ("get", RECS, 403): lambda a, w: a.get(RECS),
     ("get", RESOURCES, 403): lambda a, w: a.get(RESOURCES),
+    ("get", SOURCE, 403): lambda a, w: a.get(f"{SOURCES}/{w.source_id}"),
+    ("get", SOURCE, 404): lambda a, w: a.get(f"{SOURCES}/{UNKNOWN_ID}", headers=w.credentials),
+    ("get", SOURCE, 422): lambda a, w: a.get(f"{SOURCES}/one", headers=w.credentials),
     ("get", RESOURCES, 422): lambda a, w: a.get(
         RESOURCES, headers=w.credentials, params={"after": "-1"}
     ),

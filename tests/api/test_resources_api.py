@@ -166,3 +166,22 @@ def test_a_reconciliations_figures_come_from_its_last_run(
         True,
         False,
     ]
+
+
+def test_one_source_is_read_as_the_listing_shows_it(
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    tenant = ingestion_tenant
+    pair = make_pair(runtime.engine, tenant)
+    created = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(pair)
+    )
+    listed = api.get("/api/v2/resources", headers=tenant.v2_headers).json()["data"]
+    one = api.get(f"/api/v2/sources/{pair.bank}", headers=tenant.v2_headers)
+    assert one.status_code == 200
+    assert one.json() == listed[0]
+    theirs = make_source(runtime.engine, make_tenant(runtime.engine), CSV)
+    for missing in (created.resource_id, theirs.id, 999_999, 2**40):  # an output; another's
+        answer = api.get(f"/api/v2/sources/{missing}", headers=tenant.v2_headers)
+        assert answer.status_code == 404, missing
+        assert answer.json() == {"errors": [{"field": None, "message": "Not Found"}]}

@@ -139,12 +139,16 @@ class ResourceListing:
         next_after = summaries[-1].id if len(listed) > limit else None
         return ResourcePage(summaries, next_after)
 
-    def get(self, *, workspace_id: int, resource_id: int) -> ResourceSummary:
-        """One resource of the workspace; ResourceNotFoundError for another's or none."""
+    def get(
+        self, *, workspace_id: int, resource_id: int, kind: str | None = None
+    ) -> ResourceSummary:
+        """One resource of the workspace (of `kind`, when given); ResourceNotFoundError
+        for another workspace's, another kind's, or none."""
         page = self.list_page(workspace_id=workspace_id, after_id=resource_id - 1, limit=1)
-        if not page.resources or page.resources[0].id != resource_id:
+        found = page.resources[0] if page.resources else None
+        if found is None or found.id != resource_id or kind not in (None, found.kind):
             raise ResourceNotFoundError()
-        return page.resources[0]
+        return found
 
 
 def _inputs_of(records: Iterable[DerivedRecord]) -> list[int]:

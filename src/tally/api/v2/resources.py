@@ -1,17 +1,18 @@
 """GET /api/v2/resources: every resource of the workspace, a page at a time, for
-integrations (the console's overview reads the same service)."""
+integrations (the console's overview reads the same service); GET /api/v2/sources/{id}:
+one source the same way."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
 from tally.api.deps import ListingDep
 from tally.api.errors import v2_responses
-from tally.api.v2.auth import KeyedWorkspace
+from tally.api.v2.auth import AuthorisedWorkspace, KeyedWorkspace
 from tally.api.v2.resource_bodies import ResourceListResponse, ResourceResponse
 from tally.core import errors
 from tally.services.resource_listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
@@ -41,3 +42,24 @@ async def list_resources(
         data=[ResourceResponse.of(summary) for summary in page.resources],
         next_after=page.next_after,
     )
+
+
+@router.get(
+    "/sources/{source_id}",
+    response_model=ResourceResponse,
+    summary="One source: columns, rows, data version, last file, recent failures",
+    description="As an item of GET /api/v2/resources; 404 for a resource that is not a "
+    "source of this workspace.",
+    responses=v2_responses(
+        errors.IngestionForbiddenError, errors.ResourceNotFoundError, RequestValidationError
+    ),
+)
+async def get_source(
+    listing: ListingDep,
+    workspace: AuthorisedWorkspace,
+    source_id: Annotated[int, Path()],
+) -> ResourceResponse:
+    summary = await run_in_threadpool(
+        listing.get, workspace_id=workspace.id, resource_id=source_id, kind="source"
+    )
+    return ResourceResponse.of(summary)
