@@ -8,6 +8,7 @@ the query processes' wiring and for tests that look at stored rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import logging
 import os
@@ -21,6 +22,7 @@ from tally.core.log_lines import ContextFormatter
 from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
 from tally.core.sql_limits import SqlLimits
+from tally.core.users import SessionPolicy, SignInPolicy
 from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.admin import AdminService
 from tally.services.authentication import AuthenticationService
@@ -35,12 +37,14 @@ from tally.services.loader.pace import LoadPace
 from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
+from tally.services.resource_listing import ResourceListing
 from tally.services.sources import SourceService
 from tally.services.status_callbacks import CallbackSender
 from tally.services.transformations.previews import Previews
 from tally.services.transformations.runs import RunLimits, TransformationBuilder
 from tally.services.transformations.service import TransformationService
 from tally.services.uploads import UploadService
+from tally.services.users import SessionService, UserService
 from tally.services.webhooks import WebhookService
 from tally.settings import Settings
 from tally.storage.blobs import BlobStore
@@ -67,9 +71,12 @@ class Runtime:
     callbacks: CallbackSender
     previews: Previews
     reconciliations: ReconciliationService
+    listing: ResourceListing
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
+    users: UserService
+    sessions: SessionService
     webhooks: WebhookService
     # Pools of their own, so that neither waits for the other or for `engine`'s: the
     # notification intake's one thread, and the previews' (issue #30).
@@ -166,6 +173,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             per_workspace=settings.preview_workspace_concurrency,
         ),
         reconciliations=ReconciliationService(engine),
+        listing=ResourceListing(engine),
         sources=SourceService(engine, box),
         transformations=TransformationService(engine, run_limits),
         uploads=UploadService(
@@ -173,6 +181,10 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             blobs,
             max_file_bytes=settings.max_file_bytes,
             deadline_seconds=settings.delivery_deadline_seconds,
+        ),
+        users=UserService(engine, public_url=settings.public_url),
+        sessions=SessionService(
+            engine, sessions=session_policy(settings), sign_in=sign_in_policy(settings)
         ),
         webhooks=WebhookService(engine, box),
         intake_engine=intake_engine,
@@ -280,4 +292,18 @@ def run_policy(settings: Settings) -> RunPolicy:
         retry_max_seconds=settings.retry_max_seconds,
         burst_seconds=settings.derived_burst_seconds,
         wait_seconds=settings.derived_wait_seconds,
+    )
+
+
+def session_policy(settings: Settings) -> SessionPolicy:
+    return SessionPolicy(
+        idle=dt.timedelta(minutes=settings.session_idle_minutes),
+        longest=dt.timedelta(hours=settings.session_max_hours),
+    )
+
+
+def sign_in_policy(settings: Settings) -> SignInPolicy:
+    return SignInPolicy(
+        max_failures=settings.sign_in_max_failures,
+        lock=dt.timedelta(minutes=settings.sign_in_lock_minutes),
     )

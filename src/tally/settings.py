@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tally.core import limits, sql_limits
+from tally.core import limits, sql_limits, users
+from tally.core.names import http_url_problem
 
 
 def _renamed(name: str, *former: str) -> AliasChoices:
@@ -251,12 +252,48 @@ class Settings(BaseSettings):
     max_notification_bytes: int = Field(
         65536, description="Largest webhook notification body accepted."
     )
+    public_url: str = Field(
+        "http://127.0.0.1:8000",
+        description="The address people open the console at (scheme, host, port: behind a "
+        "proxy, the proxy's): the host of the invite URLs `tally admin create-user` prints, "
+        "and, when https, the session cookie is sent over https only. Default: where "
+        "`tally serve` listens by default.",
+    )
+    session_idle_minutes: float = Field(
+        users.DEFAULT_SESSION_IDLE_MINUTES,
+        gt=0,
+        description="A console session ends after this many minutes without a request.",
+    )
+    session_max_hours: float = Field(
+        users.DEFAULT_SESSION_MAX_HOURS,
+        gt=0,
+        description="A console session ends this many hours after sign-in, however busy.",
+    )
+    sign_in_max_failures: int = Field(
+        users.DEFAULT_SIGN_IN_MAX_FAILURES,
+        ge=1,
+        description="Wrong passwords in a row for one username before it is locked "
+        "(known or not: the lock tells nobody which usernames exist).",
+    )
+    sign_in_lock_minutes: float = Field(
+        users.DEFAULT_SIGN_IN_LOCK_MINUTES,
+        gt=0,
+        description="How long a locked username is refused, even with the right password.",
+    )
     log_level: str = Field(
         "INFO",
         description="Python logging level. Each line on stderr reads `time level logger "
         "event key=value ...`: the event, then its context (`file_id`, `derived_id`, a "
         "run's `seconds` per phase), keys and webhook ids blanked.",
     )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_an_http_url(cls, value: str) -> str:
+        """An invite URL is built on it: a typo fails at start, not in a user's browser."""
+        if (problem := http_url_problem(value)) is not None:
+            raise ValueError(f"TALLY_PUBLIC_URL {problem}: {value!r}")
+        return value.rstrip("/")
 
     @property
     def sqlite_path(self) -> Path:

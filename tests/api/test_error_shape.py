@@ -35,6 +35,8 @@ FEED = "/api/v2/sources/{source_id}/feed-source"
 FILES = "/api/v2/sources/{source_id}/files"
 FILE = "/api/v2/sources/{source_id}/files/{file_id}"
 RECS = "/api/v2/reconciliations"
+RESOURCES = "/api/v2/resources"
+SOURCE = "/api/v2/sources/{source_id}"
 REC = RECS + "/{reconciliation_id}"
 RUNS = REC + "/runs"
 MATCHES = REC + "/matches"
@@ -54,6 +56,11 @@ NOT_ANSWERED_BY_ANY_ROUTE = {
     SealError: "a stored secret that cannot be opened; the worker's status callbacks",
     errors.UsageError: "the CLI's: a command line it cannot read",
     errors.ListenError: "`tally serve`'s: its address cannot be bound, before any route",
+    errors.SignInError: "the console's: its sign-in page says it",
+    errors.SignInLockedError: "the console's: its sign-in page says it",
+    errors.InviteNotValidError: "the console's: its invite page says it",
+    errors.SessionEndedError: "the console's: a redirect to its sign-in page",
+    errors.PasswordRejectedError: "the console's: its invite page says it",
 }
 # (method, path, status) -> the test that provokes it, when it needs more than a request.
 PREVIEWS_REFUSED = "test_preview_limits.py::test_previews_past_their_limits_are_refused_while"
@@ -235,6 +242,13 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("post", RECS, 403): lambda a, w: _create(a, w, RECS, {}, signed=False),
     ("post", RECS, 422): lambda a, w: _create(a, w, RECS, {"name": 3}),
     ("get", RECS, 403): lambda a, w: a.get(RECS),
+    ("get", RESOURCES, 403): lambda a, w: a.get(RESOURCES),
+    ("get", SOURCE, 403): lambda a, w: a.get(f"{SOURCES}/{w.source_id}"),
+    ("get", SOURCE, 404): lambda a, w: a.get(f"{SOURCES}/{UNKNOWN_ID}", headers=w.credentials),
+    ("get", SOURCE, 422): lambda a, w: a.get(f"{SOURCES}/one", headers=w.credentials),
+    ("get", RESOURCES, 422): lambda a, w: a.get(
+        RESOURCES, headers=w.credentials, params={"after": "-1"}
+    ),
     ("get", RECS, 422): lambda a, w: a.get(RECS, headers=w.credentials, params={"limit": "0"}),
     ("get", REC, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}"),
     ("get", REC, 404): lambda a, w: a.get(f"{RECS}/{UNKNOWN_ID}", headers=w.credentials),

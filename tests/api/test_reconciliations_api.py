@@ -19,7 +19,9 @@ from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition, make_pair, write_output
 from support.v2_api import FORBIDDEN, NOT_FOUND, UNKNOWN_ID, problems
 from tally.core.columns import Column, ColumnType
+from tally.core.ids import hash_secret
 from tally.runtime import Runtime
+from tally.services.admin import AdminService, key_fingerprint
 from tally.services.sources import SourceDefinition
 from tally.storage import resources
 from tally.storage.schema import derived_resources, reconciliation_actions
@@ -600,7 +602,11 @@ def test_a_manual_match_is_kept_with_its_fingerprint_and_note(
         "undo_note": None,
         "retired_reason": None,
         "carried_from": None,
+        "actor": f"api key {key_fingerprint(hash_secret(tenant.key))}",
+        "undo_actor": None,
     }
+    assert action["actor"].startswith("api key sha256:")
+    assert tenant.key not in answer.text + str(action)
     assert api.get(f"{BASE}/{rid}", headers=tenant.v2_headers).json()["state"] == "queued"
     again = {"left_rows": [1, 3], "right_rows": [4, 2]}
     assert problems(api.post(url, json=again, headers=tenant.v2_headers), 409) == [
@@ -763,7 +769,10 @@ def test_confirm_and_undo_keep_an_optional_note(
     assert (confirmed.status_code, confirmed.json()) == (200, {"match_id": 1})
     assert api.post(f"{url}/2/confirm", json={}, headers=headers).status_code == 200
     assert api.post(f"{url}/3/confirm", json={"note": None}, headers=headers).status_code == 200
-    dissolved = api.request("DELETE", f"{url}/1", json={"note": "wrong invoice"}, headers=headers)
+    # another key of the workspace (a colleague's integration) dissolves the first match
+    other_key = AdminService(runtime.engine).create_api_key(tenant.workspace_id).key
+    other = {**headers, "x-api-key": other_key}
+    dissolved = api.request("DELETE", f"{url}/1", json={"note": "wrong invoice"}, headers=other)
     assert dissolved.json() == {"match_id": 1, "outcome": "dissolved"}
     assert api.delete(f"{url}/2", headers=headers).json()["outcome"] == "dissolved"
     rejected = api.request("DELETE", f"{url}/3", json={"note": "not ours"}, headers=headers)
@@ -779,6 +788,13 @@ def test_confirm_and_undo_keep_an_optional_note(
         ("confirm", 2, None, False, None),
         ("confirm", 3, None, False, "not ours"),
         ("reject", 3, "never", True, None),
+    ]
+    mine, theirs = (f"api key {key_fingerprint(hash_secret(k))}" for k in (tenant.key, other_key))
+    assert [(a["actor"], a["undo_actor"]) for a in _actions(api, tenant, rid)] == [
+        (mine, theirs),
+        (mine, mine),
+        (mine, mine),
+        (mine, None),
     ]
 
 

@@ -97,6 +97,10 @@ def test_data_api_examples_answer_as_documented(demo: tuple[Path, dict[str, str]
     home = folder / ".tally"
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert stat.S_IMODE((home / "demo.env").stat().st_mode) == 0o600
+    invite = httpx.get(printed["console_invite_url"], timeout=30)  # the console's first user
+    assert invite.status_code == 200
+    assert "Choose your password" in invite.text
+    assert printed["console_user"] in invite.text
     lines = _bash(_blocks("Try it")[0], folder)
     health, by_amount, by_currency = (json.loads(line) for line in lines)
     assert health == {"status": "ok"}

@@ -43,7 +43,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0013"
+        assert context.get_current_revision() == "0014"
         assert compare_metadata(context, metadata) == []
 
 
@@ -354,7 +354,7 @@ def _down_to(conn: Any, revision: str) -> None:
 
 
 def _undo_file_layouts(conn: Any) -> None:
-    """Undo 0013 to 0011: back to revision 0010."""
+    """Undo 0014 to 0011: back to revision 0010."""
     _down_to(conn, "0010")
 
 

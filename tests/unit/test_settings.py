@@ -60,3 +60,13 @@ def test_the_field_name_still_sets_it(
 def test_the_schedule_is_read_from_the_former_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TALLY_NOTIFICATION_RETRY_SCHEDULE", "5, 60")
     assert load_settings().retry_schedule() == (5.0, 60.0)
+
+
+@pytest.mark.parametrize("url", ["tally.example.com", "ftp://tally.example", "https://"])
+def test_a_public_url_that_is_not_one_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="TALLY_PUBLIC_URL"):
+        load_settings(public_url=url)
+
+
+def test_the_public_url_loses_its_trailing_slash() -> None:
+    assert load_settings(public_url="https://tally.example/").public_url == "https://tally.example"

@@ -17,8 +17,9 @@ from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
-from tally.api.v2 import files, reconciliations, sources, transformations, webhooks
+from tally.api.v2 import files, reconciliations, resources, sources, transformations, webhooks
 from tally.api.v2.bodies import request_components
+from tally.console.app import install_console
 from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -70,6 +71,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(sources.router)
     app.include_router(reconciliations.router)
     app.include_router(transformations.router)
+    app.include_router(resources.router)
+    install_console(app, settings)  # after the error handlers: it keeps them for the API
     _document_request_bodies(app)
     return app
 

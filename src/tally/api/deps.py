@@ -14,6 +14,7 @@ from tally.runtime import Runtime
 from tally.services.authentication import AuthenticationService
 from tally.services.files import FileService
 from tally.services.reconciliation.service import ReconciliationService
+from tally.services.resource_listing import ResourceListing
 from tally.services.sources import SourceService
 from tally.services.transformations.previews import Previews
 from tally.services.transformations.service import TransformationService
@@ -35,6 +36,10 @@ async def _authentication(request: Request) -> AuthenticationService:
 
 async def _files(request: Request) -> FileService:
     return runtime_of(request).files
+
+
+async def _listing(request: Request) -> ResourceListing:
+    return runtime_of(request).listing
 
 
 async def _previews(request: Request) -> Previews:
@@ -63,6 +68,7 @@ async def _webhooks(request: Request) -> WebhookService:
 
 AuthenticationDep = Annotated[AuthenticationService, Depends(_authentication)]
 FilesDep = Annotated[FileService, Depends(_files)]
+ListingDep = Annotated[ResourceListing, Depends(_listing)]
 PreviewsDep = Annotated[Previews, Depends(_previews)]
 ReconciliationsDep = Annotated[ReconciliationService, Depends(_reconciliations)]
 SourcesDep = Annotated[SourceService, Depends(_sources)]

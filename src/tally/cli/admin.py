@@ -27,6 +27,7 @@ from rich.progress import (
 from tally.cli.output import emit, reported_errors
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
+from tally.core.users import ROLE_NAMES, IssuedInvite, User
 from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
 from tally.services.admin import KeyInfo
@@ -34,8 +35,8 @@ from tally.services.loader.load import ProgressCallback
 from tally.settings import load_settings
 
 app = typer.Typer(
-    help="Onboarding: accounts, workspaces, API keys, local loads, reconciliations, "
-    "transformations.",
+    help="Onboarding: accounts, workspaces, API keys, console users, local loads, "
+    "reconciliations, transformations.",
     no_args_is_help=True,
 )
 
@@ -154,6 +155,60 @@ def _key_json(key: KeyInfo) -> dict[str, object]:
         "created_at": key.created_at.isoformat(),
         "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
     }
+
+
+@app.command("create-user")
+def create_user(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    name: Annotated[str, typer.Option(help="Username (unique in the installation).")],
+    role: Annotated[str, typer.Option(help=f"One of {', '.join(ROLE_NAMES)}.")],
+) -> None:
+    """Create a console user and print their invite URL (single use, valid 72 hours): it
+    opens the page where they choose a password. Its host is TALLY_PUBLIC_URL."""
+    with _runtime() as runtime:
+        issued = runtime.users.create_user(workspace_id=workspace, name=name, role=role)
+    emit({**_user_json(issued.user), **_invite_json(issued)})
+
+
+@app.command("reset-user")
+def reset_user(user_id: Annotated[int, typer.Option("--id", help="User id.")]) -> None:
+    """A new invite URL for the user; their password, older invites and sessions stop
+    working at once."""
+    with _runtime() as runtime:
+        issued = runtime.users.reset_user(user_id)
+    emit({**_user_json(issued.user), **_invite_json(issued)})
+
+
+@app.command("disable-user")
+def disable_user(user_id: Annotated[int, typer.Option("--id", help="User id.")]) -> None:
+    """Refuse the user's sign-ins from now on and end their sessions and invites."""
+    with _runtime() as runtime:
+        user = runtime.users.disable_user(user_id)
+    emit(_user_json(user))
+
+
+@app.command("list-users")
+def list_users(workspace: Annotated[int, typer.Option(help="Workspace id.")]) -> None:
+    """The workspace's console users: id, name, role, whether disabled or still invited."""
+    with _runtime() as runtime:
+        found = runtime.users.list_users(workspace)
+    emit({"workspace_id": workspace, "users": [_user_json(user) for user in found]})
+
+
+def _user_json(user: User) -> dict[str, object]:
+    return {
+        "id": user.id,
+        "name": user.name,
+        "workspace_id": user.workspace_id,
+        "role": user.role.value,
+        "disabled": user.disabled,
+        "has_password": user.has_password,
+        "created_at": user.created_at.isoformat(),
+    }
+
+
+def _invite_json(issued: IssuedInvite) -> dict[str, object]:
+    return {"invite_url": issued.url, "invite_expires_at": issued.expires_at.isoformat()}
 
 
 @app.command("load")

@@ -18,6 +18,7 @@ from tally.cli.demo import create_demo
 from tally.cli.output import emit, reported_errors
 from tally.core.errors import ListenError
 from tally.runtime import Runtime, build_runtime
+from tally.services.users import INVITE_PATH
 from tally.settings import load_settings
 from tally.worker.runner import Worker
 
@@ -154,6 +155,11 @@ def _exit_cleanly(_signum: int, _frame: object) -> None:
 def _create_demo(runtime: Runtime, base_url: str) -> None:
     made = create_demo(runtime)
     env_file = runtime.write_home_file("demo.env", made.shell_exports(base_url))
+    # A console admin of the demo's workspace (a name of its own: a second demo makes
+    # another), invited at the address this server listens on.
+    invited = runtime.users.create_user(
+        workspace_id=made.workspace_id, name=f"demo-{made.workspace_id}", role="admin"
+    )
     url = f"{base_url}/api/v1/resources/{made.resource_id}/data"
     emit(
         {
@@ -164,5 +170,7 @@ def _create_demo(runtime: Runtime, base_url: str) -> None:
             "env_file": str(env_file),
             "curl": f"curl -s -H 'X-API-Key: {made.key}' -H 'workspace_id: "
             f"{made.workspace_id}' '{url}?status=settled&ordering=-amount&page_size=5'",
+            "console_user": invited.user.name,
+            "console_invite_url": f"{base_url}{INVITE_PATH}{invited.token}",
         }
     )

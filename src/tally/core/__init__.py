@@ -1,7 +1,8 @@
 """Pure code shared by every layer: records, types, grammar, errors. No I/O and no
 imports of ours (an import-linter contract keeps it so).
 
-- `accounts`: `Account`, `Workspace`; `files`: `FileRecord`, `FileStatus`;
+- `accounts`: `Account`, `Workspace`; `users`: the console's users, roles and the rules
+  of their passwords, sessions and sign-in failures; `files`: `FileRecord`, `FileStatus`;
   `status_callbacks`: `DeliveryStatus` of a status callback's delivery
 - `reconciliation`: a reconciliation's definition as frozen values, statuses, manual
   work; `reconciliation_actions`: the manual work's records

@@ -4,13 +4,19 @@
     ├── NotFoundError
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
-    │   └── ReconciliationNotFoundError, MatchNotFoundError, TransformationNotFoundError
+    │   ├── ReconciliationNotFoundError, MatchNotFoundError, TransformationNotFoundError
+    │   └── UserNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
-    │   └── IngestionForbiddenError          (ingestion API 403, no hint)
+    │   ├── IngestionForbiddenError          (ingestion API 403, no hint)
+    │   ├── SignInError                      (the console: one message, whatever was wrong)
+    │   │   └── SignInLockedError            (too many failures for one username)
+    │   ├── InviteNotValidError              (used, expired or replaced)
+    │   └── SessionEndedError                (signed out, expired, or its user disabled)
     ├── InvalidRequestError                  (a request that cannot be applied)
     │   ├── UsageError                       (the CLI: a command line it cannot read)
+    │   ├── PasswordRejectedError            (the console: too short, or not confirmed)
     │   ├── InvalidWorkspaceHeaderError, UnknownFilterFieldError, UnknownFieldError,
     │   ├── UnknownOrderingFieldError, UnsupportedOperatorError, QueryNotApplicableError
     │   ├── DefinitionRejectedError          (ingestion 400 with an errors list)
@@ -113,6 +119,10 @@ class TransformationNotFoundError(NotFoundError):
     """Transformation not found"""
 
 
+class UserNotFoundError(NotFoundError):
+    """User not found"""
+
+
 class AuthError(TallyError):
     """Authentication or authorisation failed."""
 
@@ -129,8 +139,29 @@ class IngestionForbiddenError(AuthError):
     """Forbidden"""
 
 
+class SignInError(AuthError):
+    """Wrong username or password."""
+
+
+class SignInLockedError(SignInError):
+    """Too many failed sign-ins for this username: try again in a few minutes."""
+
+
+class InviteNotValidError(AuthError):
+    """This invite link is not valid: it was used, it expired, or a newer one replaced it.
+    Ask your administrator for a new one."""
+
+
+class SessionEndedError(AuthError):
+    """Your session has ended: sign in again."""
+
+
 class InvalidRequestError(TallyError):
     """The request cannot be applied."""
+
+
+class PasswordRejectedError(InvalidRequestError):
+    """The password cannot be used."""
 
 
 class UsageError(InvalidRequestError):

@@ -40,6 +40,8 @@ class ActionRecord:
     undo_note: str | None  # why a manual match was dissolved (DELETE's note)
     retired_reason: str | None = None  # why it ended with no analyst undoing it
     carried_from: int | None = None  # the action it continues, its rows moved
+    actor: str | None = None  # who took it: a user's name, `api key sha256:...`; None: older
+    undo_actor: str | None = None  # who dissolved the manual match
 
     @property
     def makes_manual_match(self) -> bool:
@@ -61,4 +63,6 @@ class ActionRecord:
             undo_note=row.undo_note,
             retired_reason=row.retired_reason,
             carried_from=row.carried_from,
+            actor=row.actor,
+            undo_actor=row.undo_actor,
         )

@@ -1,20 +1,22 @@
-"""The secrets tally hands out (API keys, webhook ids) never reach a log line: a logging
-filter blanks them in messages, their arguments and tracebacks. Pure: no handler here."""
+"""The secrets tally hands out (API keys, webhook ids, invite tokens) never reach a log
+line: a logging filter blanks them in messages, their arguments and tracebacks. Pure: no
+handler here."""
 
 from __future__ import annotations
 
 import logging
 import re
 
-from tally.core.ids import API_KEY_PREFIX, WEBHOOK_ID_PREFIX
+from tally.core.ids import API_KEY_PREFIX, INVITE_PREFIX, WEBHOOK_ID_PREFIX
 
 REDACTED = "[redacted]"
-_SECRET = re.compile(rf"({API_KEY_PREFIX}|{WEBHOOK_ID_PREFIX})[A-Za-z0-9_-]+")
+_SECRET = re.compile(rf"({API_KEY_PREFIX}|{WEBHOOK_ID_PREFIX}|{INVITE_PREFIX})[A-Za-z0-9_-]+")
 _TRACEBACKS = logging.Formatter()
 
 
 def redact_secrets(text: str) -> str:
-    """`text` with every key and webhook id replaced by its prefix and `[redacted]`."""
+    """`text` with every key, webhook id and invite token replaced by its prefix and
+    `[redacted]`."""
     return _SECRET.sub(rf"\1{REDACTED}", text)
 
 

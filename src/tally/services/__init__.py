@@ -6,7 +6,8 @@ call storage, net and processes; never FastAPI, typer or the settings.
   parts), `column_snapshots` (a large resource's columns in memory per data version:
   any filter set's count and page rows, decision 0014)
 - Accounts: `admin` (`AdminService`: accounts, workspaces, keys), `authentication` (the
-  three-header check)
+  three-header check), `users` (the console's users and invites, `UserService`; sign-in
+  and sessions, `SessionService`)
 - Ingestion, one noun each: `webhooks` (registration), `sources` (POST /api/v2/sources),
   `callback_endpoints` (a webhook's or source's status-callback endpoints),
   `notification_intake` (notifications committed in groups, decision 0005) over
@@ -19,6 +20,8 @@ call storage, net and processes; never FastAPI, typer or the settings.
 - Sources: `catalogue` (`SourceCatalogue`: sources, loads, what a load leaves to the
   workers), `loader/` (reading, inferring and loading a file), `row_removal` (a
   snapshot's rows replaced, a file's rows taken back, the manual work found again)
+- `resource_listing` (`ResourceListing`: a workspace's resources a page at a time, each
+  source's last file and recent failures: the console's overview, GET /api/v2/resources)
 - Derived resources: `derived/` (what every kind shares), `reconciliation/`,
   `transformations/`
 """

@@ -96,6 +96,10 @@ class AdminService:
                 now=utc_now(),
             )
 
+    def get_workspace(self, workspace_id: int) -> Workspace:
+        with self._engine.connect() as conn:
+            return accounts.get_workspace(conn, workspace_id)
+
     def enable_ingestion(self, workspace_id: int) -> Workspace:
         with write_connection(self._engine) as conn, conn.begin():
             accounts.set_ingestion_enabled(conn, workspace_id, True)

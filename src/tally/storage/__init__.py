@@ -7,11 +7,14 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   `schema` + `migrations/` + `migrate`, `db_errors` (driver errors as tally's;
   `BusyQueuePool`: 503 past the pool's wait), `home` (TALLY_HOME 0700, files 0600,
   decision 0023)
-- Accounts and ingestion: `accounts`, `webhooks`, `files` (the file queue; LISTEN/NOTIFY
+- Accounts and ingestion: `accounts`, `users` (the console's users, invites, sessions
+  and sign-in failures), `webhooks`, `files` (the file queue; LISTEN/NOTIFY
   on PostgreSQL), `notified_groups` (PostgreSQL: a group of notifications in two
   statements, decision 0021), `outbox`, `status_callbacks` (callback deliveries and
   attempts), `leases` (`Leases`: one claim, extend and hold for every job row)
-- Resources: `resources` (the catalogue; a resource created with its table), `access`
+- Resources: `resources` (the catalogue; a resource created with its table),
+  `resource_listing` (a workspace's resources a page at a time, sources' last files and
+  failures), `access`
   (the Data API's one authorisation query), `resource_tables/` (the row tables),
   `bulk_load/` (a file's rows appended, converted by the database), `staging` (SQLite
   loads staged in a file of their own, decision 0013), `blobs` (the one writer of

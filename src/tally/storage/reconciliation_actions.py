@@ -36,6 +36,7 @@ def insert_action(
     note: str | None,
     now: dt.datetime,
     carried_from: int | None = None,
+    actor: str | None = None,
 ) -> int:
     """Record an action; its match id is its smallest left row (as in the output).
     `carried_from`: the action this one continues, its rows found at new positions."""
@@ -51,6 +52,7 @@ def insert_action(
             note=note,
             created_at=now,
             carried_from=carried_from,
+            actor=actor,
         )
         .returning(actions.c.id)
     ).scalar_one()
@@ -82,9 +84,17 @@ def manual_work(conn: Connection, derived_id: int) -> ManualWork:
     )
 
 
-def undo_action(conn: Connection, action_id: int, now: dt.datetime, note: str | None) -> None:
+def undo_action(
+    conn: Connection,
+    action_id: int,
+    now: dt.datetime,
+    note: str | None,
+    actor: str | None = None,
+) -> None:
     conn.execute(
-        sa.update(actions).where(actions.c.id == action_id).values(undone_at=now, undo_note=note)
+        sa.update(actions)
+        .where(actions.c.id == action_id)
+        .values(undone_at=now, undo_note=note, undo_actor=actor)
     )
 
 

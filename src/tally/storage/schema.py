@@ -315,5 +315,60 @@ reconciliation_actions = Table(
     Column("retired_reason", Text, nullable=True),
     # The action this one continues: the same rows, found again at new positions.
     Column("carried_from", Integer, nullable=True),
+    # Who took the action and who dissolved it: a console user's name, or
+    # `api key sha256:<fingerprint>`; NULL for actions taken before this was kept.
+    Column("actor", String(250), nullable=True),
+    Column("undo_actor", String(250), nullable=True),
     CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
+)
+
+# The console's people (issue #33). A user's name is unique across the installation
+# (`name_key`, its case-folded form): the sign-in form asks for a username alone.
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("workspace_id", ForeignKey("workspaces.id"), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("name_key", String(200), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),
+    Column("password_hash", String(200), nullable=True),  # argon2id; NULL until an invite
+    Column("disabled", Boolean, nullable=False, default=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("role IN ('viewer', 'analyst', 'admin')", name="role"),
+)
+
+# An invite: the sha256 of its token, never the token; `ended_at` once used or replaced.
+user_invites = Table(
+    "user_invites",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+)
+
+# A console session: the sha256 of its id (the cookie's value), never the id.
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("session_hash", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+)
+
+# Wrong passwords in a row per username, known or not (a lock that only known names
+# could get would tell which names exist); the row goes at the next good sign-in.
+sign_in_failures = Table(
+    "sign_in_failures",
+    metadata,
+    Column("name_key", String(200), primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("last_failed_at", DateTime(timezone=True), nullable=False),
+    Column("locked_until", DateTime(timezone=True), nullable=True),
 )

@@ -50,12 +50,11 @@ AuthorisedWorkspace = Annotated[Workspace, Depends(ingestion_workspace)]
 KeyedWorkspace = Annotated[Workspace, Depends(_workspace)]
 
 
-async def _api_actor(workspace: AuthorisedWorkspace, request: Request) -> str:
-    """Who an authorised request acts as, for the records it leaves: `api key
-    sha256:...`, the key's fingerprint (never the key). Read after the workspace's
-    check, from the header that check accepted."""
-    return api_key_actor(request.headers["x-api-key"])
+async def _key_actor(request: Request) -> str:
+    """Who a change made with this request's key is recorded as: the key's fingerprint,
+    never the key (the route's workspace dependency has checked the key)."""
+    return api_key_actor(request.headers.get("x-api-key", ""))
 
 
-# The actor of an ingestion route's change (a file taken back).
-ApiActor = Annotated[str, Depends(_api_actor)]
+# The actor of a change made through the API: a reconciliation action, a file taken back.
+KeyActor = Annotated[str, Depends(_key_actor)]

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 
 from tally.api.deps import FilesDep
 from tally.api.errors import v2_responses
-from tally.api.v2.auth import ApiActor, AuthorisedWorkspace
+from tally.api.v2.auth import AuthorisedWorkspace, KeyActor
 from tally.api.v2.file_bodies import FileListResponse, FileStatusResponse
 from tally.core import errors
 
@@ -96,7 +96,7 @@ async def get_file(
 async def retract_file(
     files: FilesDep,
     workspace: AuthorisedWorkspace,
-    actor: ApiActor,
+    actor: KeyActor,
     source_id: Annotated[int, Path()],
     file_id: Annotated[int, Path()],
 ) -> FileStatusResponse:

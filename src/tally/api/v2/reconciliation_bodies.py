@@ -117,6 +117,12 @@ class ActionResponse(BaseModel):
         description="The action this one continues: the same rows, found again at new "
         "positions after a snapshot or a file taken back. Null otherwise."
     )
+    actor: str | None = Field(
+        description="Who took the action: a console user's name, or `api key sha256:...` "
+        "(the start of the key's SHA-256, as `tally admin list-keys` shows it); null for "
+        "actions taken before tally kept it."
+    )
+    undo_actor: str | None = Field(description="Who dissolved the manual match; as `actor`.")
 
 
 class ActionListResponse(BaseModel):

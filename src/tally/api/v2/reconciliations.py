@@ -17,7 +17,7 @@ from fastapi.responses import Response
 
 from tally.api.deps import ReconciliationsDep
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import KeyedWorkspace
+from tally.api.v2.auth import KeyActor, KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.api.v2.derived_routes import (
     AUTH,
@@ -65,6 +65,8 @@ def _action(action: ActionRecord) -> dict[str, Any]:
         "undo_note": action.undo_note,
         "retired_reason": action.retired_reason,
         "carried_from": action.carried_from,
+        "actor": action.actor,
+        "undo_actor": action.undo_actor,
     }
 
 
@@ -125,6 +127,7 @@ async def match_rows(
     request: Request,
     reconciliation_id: ReconciliationId,
     workspace: KeyedWorkspace,
+    actor: KeyActor,
     service: ReconciliationsDep,
 ) -> Response:
     body = validate_body(MatchBody, await read_definition(request))
@@ -135,6 +138,7 @@ async def match_rows(
         left_rows=body.left_rows,
         right_rows=body.right_rows,
         note=body.note,
+        actor=actor,
     )
     return json_response({"match_id": match_id}, 201)
 
@@ -154,6 +158,7 @@ async def confirm_match(
     reconciliation_id: ReconciliationId,
     match_id: MatchId,
     workspace: KeyedWorkspace,
+    actor: KeyActor,
     service: ReconciliationsDep,
 ) -> Response:
     note = await _note(request)
@@ -163,6 +168,7 @@ async def confirm_match(
         reconciliation_id=reconciliation_id,
         match_id=match_id,
         note=note,
+        actor=actor,
     )
     return json_response({"match_id": confirmed})
 
@@ -181,6 +187,7 @@ async def undo_match(
     reconciliation_id: ReconciliationId,
     match_id: MatchId,
     workspace: KeyedWorkspace,
+    actor: KeyActor,
     service: ReconciliationsDep,
 ) -> Response:
     note = await _note(request)
@@ -190,6 +197,7 @@ async def undo_match(
         reconciliation_id=reconciliation_id,
         match_id=match_id,
         note=note,
+        actor=actor,
     )
     return json_response({"match_id": match_id, "outcome": outcome})
 

@@ -134,6 +134,7 @@ def _find_again(
             note=action.note,
             now=now,
             carried_from=action.id,
+            actor=action.actor,  # still the analyst's work, at the rows' new places
         )
         where = "; ".join(
             f"{named.definition.side(s).name} rows {', '.join(map(str, rows[s]))}"

@@ -176,7 +176,12 @@ def suggested_rows(pairs: Sequence[OutputPair], match_id: int) -> dict[SideName,
 
 
 def undo(
-    conn: Connection, record: DerivedRecord, match_id: int, note: str | None, now: dt.datetime
+    conn: Connection,
+    record: DerivedRecord,
+    match_id: int,
+    note: str | None,
+    now: dt.datetime,
+    actor: str | None = None,
 ) -> str:
     """Dissolve the manual match `match_id` (the note kept as its action's `undo_note`),
     or else reject the automatic or suggested match `match_id` of the current output
@@ -185,7 +190,7 @@ def undo(
     in_force = actions.list_actions(conn, record.id, in_force=True)
     for action in in_force:
         if action.makes_manual_match and action.match_id == match_id:
-            actions.undo_action(conn, action.id, now, note)
+            actions.undo_action(conn, action.id, now, note, actor)
             derived_records.request_run(conn, record.id, now)
             return "dissolved"
     output = resources.get_resource(conn, record.resource_id)
@@ -199,7 +204,7 @@ def undo(
         and list(a.right_rows) == rows[SideName.RIGHT]
         for a in in_force
     ):
-        record_action(conn, record, ActionKind.REJECT, rows, note, now)
+        record_action(conn, record, ActionKind.REJECT, rows, note, now, actor)
     return "rejected"
 
 
@@ -210,8 +215,10 @@ def record_action(
     rows: Mapping[SideName, Sequence[int]],
     note: str | None,
     now: dt.datetime,
+    actor: str | None = None,
 ) -> None:
-    """The action kept with its rows' fingerprint, and a run queued to apply it."""
+    """The action kept with its rows' fingerprint and who took it, and a run queued to
+    apply it."""
     definition = ReconciliationDefinition.from_json(record.definition)
     actions.insert_action(
         conn,
@@ -222,5 +229,6 @@ def record_action(
         fingerprint=fingerprint(conn, definition, rows),
         note=note,
         now=now,
+        actor=actor,
     )
     derived_records.request_run(conn, record.id, now)

@@ -102,14 +102,24 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         left_rows: Sequence[int],
         right_rows: Sequence[int],
         note: str | None,
+        actor: str | None = None,
     ) -> int:
         """A manual match of these rows (taken from any automatic match they are in);
-        its match id, the smallest left row."""
+        its match id, the smallest left row. `actor`: who (a user's name, an API key's
+        fingerprint), kept with the action."""
         rows = {SideName.LEFT: left_rows, SideName.RIGHT: right_rows}
-        return self._record(workspace_id, reconciliation_id, ActionKind.MATCH, rows, note)
+        return self._record(
+            workspace_id, reconciliation_id, ActionKind.MATCH, rows, note, actor=actor
+        )
 
     def confirm(
-        self, *, workspace_id: int, reconciliation_id: int, match_id: int, note: str | None = None
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        match_id: int,
+        note: str | None = None,
+        actor: str | None = None,
     ) -> int:
         """The suggested match of the current output made manual, with the note; its
         match id."""
@@ -118,18 +128,30 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             output = resources.get_resource(conn, record.resource_id)
             rows = manual.suggested_rows(manual.match_in_output(conn, output, match_id), match_id)
         return self._record(
-            workspace_id, reconciliation_id, ActionKind.CONFIRM, rows, note, field="match_id"
+            workspace_id,
+            reconciliation_id,
+            ActionKind.CONFIRM,
+            rows,
+            note,
+            field="match_id",
+            actor=actor,
         )
 
     def undo(
-        self, *, workspace_id: int, reconciliation_id: int, match_id: int, note: str | None = None
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        match_id: int,
+        note: str | None = None,
+        actor: str | None = None,
     ) -> str:
         """A manual match dissolved (`dissolved`), or an automatic or suggested match of the
         current output rejected (`rejected`): no later run pairs its rows again. The note
         is kept with the action (manual.undo)."""
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
-            return manual.undo(conn, record, match_id, note, utc_now())
+            return manual.undo(conn, record, match_id, note, utc_now(), actor)
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
@@ -146,10 +168,11 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         note: str | None,
         *,
         field: str = "{side}_rows[{index}]",
+        actor: str | None = None,
     ) -> int:
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             definition = ReconciliationDefinition.from_json(record.definition)
             manual.check_rows(conn, record.id, definition, rows, field=field)
-            manual.record_action(conn, record, kind, rows, note, utc_now())
+            manual.record_action(conn, record, kind, rows, note, utc_now(), actor)
         return min(rows[SideName.LEFT])

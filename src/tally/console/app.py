@@ -1,0 +1,65 @@
+"""`install_console(app, settings)`: the console's routes, static files, error pages and
+guard, added to the API's app (one process serves both)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tally.console import overview, people, sign_in
+from tally.console.auth import ForbiddenError, SignInRequiredError, optional_user
+from tally.console.guard import ConsoleGuard, is_console_path
+from tally.console.pages import STATIC, not_found_page, render
+from tally.settings import Settings
+
+STATIC_PATH = "/console/static"
+
+
+def install_console(app: FastAPI, settings: Settings) -> None:
+    """After the API's error handlers: a console path's 404 (and a URL whose id is not a
+    number) becomes the console's page; every other path keeps the API's answer."""
+    app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
+    for module in (sign_in, overview, people):
+        app.include_router(module.router)
+    app.add_exception_handler(SignInRequiredError, _to_sign_in)
+    app.add_exception_handler(ForbiddenError, _forbidden)
+    for error_class in (StarletteHTTPException, RequestValidationError):
+        app.add_exception_handler(
+            error_class, _console_not_found(app.exception_handlers[error_class])
+        )
+    app.add_middleware(ConsoleGuard, public_url=settings.public_url)
+
+
+HttpErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def _console_not_found(api_handler: object) -> HttpErrorHandler:
+    """The API's handler (async, as api/errors.py installs it) for every other path."""
+    answer_of_api = cast(HttpErrorHandler, api_handler)
+
+    async def handle(request: Request, error: Exception) -> Response:
+        missing = isinstance(error, RequestValidationError) or (
+            isinstance(error, StarletteHTTPException) and error.status_code == 404
+        )
+        if missing and is_console_path(request.url.path):
+            return await run_in_threadpool(not_found_page, request)
+        return await answer_of_api(request, error)
+
+    return handle
+
+
+async def _to_sign_in(request: Request, _error: Exception) -> Response:
+    return sign_in.see_other(sign_in.SIGN_IN)
+
+
+async def _forbidden(request: Request, _error: Exception) -> Response:
+    return render(
+        request, "forbidden.html", user=optional_user(request), status_code=403, title="Not allowed"
+    )

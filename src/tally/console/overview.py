@@ -1,0 +1,55 @@
+"""The workspace's overview (screen 1 of issue #33) and each resource's page, from the
+service GET /api/v2/resources uses (`ResourceListing`): a page of resources at a time,
+never a row of their data."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from tally.console.auth import SignedIn, runtime_of
+from tally.console.pages import not_found_page, render
+from tally.core.errors import ResourceNotFoundError
+from tally.services.resource_listing import FAILURE_DAYS
+
+router = APIRouter(include_in_schema=False)
+KIND_LABELS = {
+    "source": "Source",
+    "reconciliation": "Reconciliation output",
+    "transformation": "Transformation",
+}
+
+
+@router.get("/console/overview")
+def overview_page(request: Request, user: SignedIn, after: int = 0) -> Response:
+    page = runtime_of(request).listing.list_page(workspace_id=user.workspace_id, after_id=after)
+    return render(
+        request,
+        "overview.html",
+        user=user,
+        title="Overview",
+        page=page,
+        first_page=after == 0,
+        kinds=KIND_LABELS,
+        failure_days=FAILURE_DAYS,
+    )
+
+
+@router.get("/console/resources/{resource_id}")
+def resource_page(request: Request, user: SignedIn, resource_id: int) -> Response:
+    """A resource's summary; another workspace's is answered as a missing one."""
+    try:
+        resource = runtime_of(request).listing.get(
+            workspace_id=user.workspace_id, resource_id=resource_id
+        )
+    except ResourceNotFoundError:
+        return not_found_page(request)
+    return render(
+        request,
+        "resource.html",
+        user=user,
+        title=resource.name,
+        resource=resource,
+        kinds=KIND_LABELS,
+        failure_days=FAILURE_DAYS,
+    )
