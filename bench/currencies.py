@@ -98,10 +98,7 @@ def main() -> None:
             procs.stop_everything()
     finally:
         procs.stop_everything()
-    out = ingest.RESULTS / f"currencies-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
+    ingest.write_results("currencies", results)
 
 
 if __name__ == "__main__":

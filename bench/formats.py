@@ -130,10 +130,7 @@ def main() -> None:
         clean, formatted = (statistics.median(times[k]) for k in ("clean", "formatted"))
         results[backend] = {**times, "ratio": round(formatted / clean, 3)}
         procs.stop_everything()
-    out = ingest.RESULTS / f"formats-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
+    ingest.write_results("formats", results)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,15 @@ COPY_COLUMNS = (
 )
 
 
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    """A benchmark's figures as `RESULTS/<name>-<time>.json`, and printed."""
+    out = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+    return out
+
+
 def tally(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [str(TALLY), *args], env=env, capture_output=True, text=True, check=True, timeout=600

@@ -14,7 +14,6 @@ it. First loads and replacements alternate, BENCH_SNAPSHOT_REPEATS times each (d
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import statistics
 import sys
@@ -124,10 +123,7 @@ def main() -> None:
         first, replace = (statistics.median(times[k]) for k in ("first", "replace"))
         results[backend] = {**times, "ratio": round(replace / first, 3)}
         procs.stop_everything()
-    out = ingest.RESULTS / f"snapshots-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(json.dumps(results, indent=2))
+    ingest.write_results("snapshots", results)
 
 
 if __name__ == "__main__":

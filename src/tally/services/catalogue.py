@@ -27,7 +27,7 @@ from tally.core.names import name_problem
 from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
 from tally.services.loader.staged import fill_staged, publish_staged, stage_file
-from tally.services.row_removal import discard_replaced, replace_rows
+from tally.services.row_removal import discard_replaced, load_rows
 from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -225,17 +225,12 @@ class SourceCatalogue:
         with write_connection(self._engine) as conn, conn.begin():
             source = resources.lock_resource(conn, resource_id)
 
-            def load(table: str | None = None) -> LoadResult:
+            def load(table: str | None) -> LoadResult:
                 return load_into(
                     conn, resource_id, path, on_progress, limits=self.limits, table=table
                 )
 
-            if source.replaces_rows and not source.is_placeholder:
-                result = replace_rows(
-                    conn, source, load, cause="`tally admin load` replaced its rows"
-                )
-            else:
-                result = load()
+            result = load_rows(conn, source, load, cause="a local file's load replaced its rows")
             outbox.add_event(
                 conn,
                 topic=outbox.INPUT_CHANGED,

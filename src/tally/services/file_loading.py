@@ -28,7 +28,7 @@ from tally.services.loader.staged import (
     publish_staged,
     stage_file,
 )
-from tally.services.row_removal import replace_rows
+from tally.services.row_removal import load_rows
 from tally.storage import files, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
 from tally.storage.resource_tables import ddl
@@ -160,7 +160,9 @@ def _commit(
         log.warning("file_lease_lost", extra={"file_id": file.id})
         return None
     assert current.sha256 is not None
-    source = resources.get_resource(conn, file.resource_id)  # locked by the caller
+    # (the resource's row lock is held: taken by the caller on PostgreSQL; on SQLite the
+    # write transaction holds the one write lock)
+    source = resources.get_resource(conn, file.resource_id)
     if source.replaces_rows:  # a snapshot: new unless it is the one the source holds
         duplicate_of = files.current_snapshot_with_sha(conn, source.id, current.sha256)
     else:
@@ -177,10 +179,7 @@ def _commit(
             conn, event=file_events.DUPLICATE, resource_id=file.resource_id, file=file, now=now
         )
         return None
-    if source.replaces_rows and not source.is_placeholder:
-        result = replace_rows(conn, source, load, cause=f"file {file.id} replaced its rows")
-    else:
-        result = load(None)
+    result = load_rows(conn, source, load, cause=f"file {file.id} replaced its rows")
     # The final state's time is when it commits, after the load: not when the
     # transaction began, possibly minutes earlier.
     now = utc_now()

@@ -16,6 +16,17 @@ from tally.storage.resource_tables import ddl, source_rows
 from tally.storage.resources import Resource
 
 
+def load_rows(
+    conn: Connection, source: Resource, load: Callable[[str | None], LoadResult], *, cause: str
+) -> LoadResult:
+    """A file's rows, in the caller's transaction: appended by `load` (given None: the
+    source's own table), or, for a source whose files replace its rows and that has
+    rows, `replace_rows` (`cause` says which file, for the manual work's reasons)."""
+    if source.replaces_rows and not source.is_placeholder:
+        return replace_rows(conn, source, load, cause=cause)
+    return load(None)
+
+
 def replace_rows(
     conn: Connection, source: Resource, load: Callable[[str], LoadResult], *, cause: str
 ) -> LoadResult:
@@ -48,7 +59,7 @@ def remove_file_rows(
     became of the manual work on the source."""
     now = utc_now()
     with kept_across_removal(conn, source, cause, now) as counts:
-        removed = source_rows.delete_rows(conn, source.table_name, file_id=file_id)
+        removed = source_rows.delete_file_rows(conn, source.table_name, file_id)
         if removed:
             resources.record_removal(conn, source, removed_rows=removed, now=now)
     return removed, counts

@@ -16,7 +16,9 @@ class ResourceColumnResponse(BaseModel):
 
 class LastFileResponse(BaseModel):
     id: int
-    status: str = Field(description="queued, downloading, loading, delivered, duplicate or failed.")
+    status: str = Field(
+        description="queued, downloading, loading, delivered, duplicate, failed or retracted."
+    )
     filename: str | None
     received_at: dt.datetime
     finished_at: dt.datetime | None

@@ -27,13 +27,10 @@ from tally.storage.resource_tables.ddl import (
 NumberedRow = tuple[int, tuple[Any, ...]]
 
 
-def delete_rows(conn: Connection, table: str, *, file_id: int | None = None) -> int:
-    """Every row (`file_id` None), or the rows that file inserted; how many."""
+def delete_file_rows(conn: Connection, table: str, file_id: int) -> int:
+    """The rows file `file_id` inserted, by the index on `_file_id`; how many."""
     source = row_table(table, ())
-    stmt = sa.delete(source)
-    if file_id is not None:
-        stmt = stmt.where(source.c[FILE_ID] == file_id)
-    return int(conn.execute(stmt).rowcount)
+    return int(conn.execute(sa.delete(source).where(source.c[FILE_ID] == file_id)).rowcount)
 
 
 def replacement_table(table: str) -> str:
@@ -51,7 +48,7 @@ def create_replacement(conn: Connection, table: str, columns: Sequence[Column]) 
     source's (no per-column index yet), whose row ids go on after every id `table` ever
     gave; its name. Nothing reads it until `swap_in`."""
     fresh = replacement_table(table)
-    drop_table(conn, fresh)  # a killed load's, rolled back with it but for SQLite's DDL
+    drop_table(conn, fresh)  # none: one made by a load that failed rolled back with it
     create_table(conn, fresh, columns, file_ids=True)
     if backend_of(conn).is_postgresql:
         given = conn.exec_driver_sql(
@@ -105,11 +102,13 @@ def positions_of(conn: Connection, table: str, row_ids: Sequence[int]) -> dict[i
     source = row_table(table, ())
     found: dict[int, int] = {}
     for row_id in sorted(set(row_ids)):
+        # the rows up to it, counted only when the last of them is the row itself
         count = conn.execute(
-            sa.select(sa.func.count()).select_from(source).where(source.c[ROW_ID] <= row_id)
-        ).scalar_one()
-        exists = conn.execute(sa.select(source.c[ROW_ID]).where(source.c[ROW_ID] == row_id)).first()
-        if exists is not None:
+            sa.select(sa.func.count())
+            .where(source.c[ROW_ID] <= row_id)
+            .having(sa.func.max(source.c[ROW_ID]) == row_id)
+        ).scalar()
+        if count is not None:
             found[row_id] = int(count)
     return found
 
@@ -134,7 +133,7 @@ def row_ids_holding(
             continue
         was = stored.get(column.physical)
         if isinstance(value, int) and not isinstance(value, bool) and was is not None:
-            value *= 10 ** (column.scale - was.scale)  # SQLite's scaled integer
+            value *= 10 ** (column.scale - was.scale)  # a decimal's stored scaled integer
         conditions.append(source.c[column.physical] == value)
     stmt = sa.select(source.c[ROW_ID]).where(*conditions).order_by(source.c[ROW_ID])
     return [int(row[0]) for row in conn.execute(stmt)]
