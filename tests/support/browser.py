@@ -11,6 +11,8 @@ from typing import Any
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from support.console import PASSWORD
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -43,3 +45,11 @@ def serious_violations(page: Page) -> list[dict[str, Any]]:
         for v in found
         if v["impact"] in BLOCKING_IMPACTS
     ]
+
+
+def sign_in_page(page: Page, name: str, password: str = PASSWORD) -> None:
+    """Sign in as a person does: the form's labelled fields and its button."""
+    page.goto("/console/sign-in")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()

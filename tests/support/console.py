@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from dataclasses import dataclass
 
 import httpx
 from sqlalchemy import Engine
@@ -16,8 +17,17 @@ from tally.storage import files
 from tally.storage.engine import write_connection
 
 PASSWORD = "correct horse battery staple"
+SIGN_IN_MAX_FAILURES = 3  # the browser tests' servers lock a username after 3 failures
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
 _numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Site:
+    """A running `tally serve` (its base URL) and a runtime on the same database."""
+
+    url: str
+    runtime: Runtime
 
 
 def make_user(runtime: Runtime, workspace_id: int, role: str, name: str | None = None) -> User:

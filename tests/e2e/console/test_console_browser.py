@@ -10,27 +10,22 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Dialog, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
-from support.browser import chromium, serious_violations
-from support.console import PASSWORD, add_file, make_user
-from support.databases import BACKENDS, make_settings
+from support.browser import serious_violations, sign_in_page
+from support.console import PASSWORD, SIGN_IN_MAX_FAILURES, Site, add_file, make_user
+from support.databases import BACKENDS
 from support.factories import Tenant, make_source, make_tenant
-from support.processes import process_defaults, running_processes
 from tally.core.files import FileStatus
 from tally.core.users import User
-from tally.runtime import Runtime, build_runtime
 
 pytestmark = pytest.mark.slow
 
 HOSTILE_NAME = '"><img src=x onerror=alert(1)>'
 HOSTILE_COLUMN = "<script>alert(1)</script>"
-LOCK_AFTER = 3
 BANK_CSV = (
     "booked_on,reference,amount,counterparty\n"
     "2026-11-23,INV-1042,1250.00,Acme Ltd\n"
@@ -38,80 +33,6 @@ BANK_CSV = (
     "2026-11-24,FEE-11,-2.50,Bank fee\n"
 )
 LEDGER_CSV = "entry,date,account,amount\n1,2026-11-23,1200,1250.00\n2,2026-11-24,1200,-310.25\n"
-
-
-@dataclass(frozen=True)
-class Site:
-    url: str
-    runtime: Runtime
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def site(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Site]:
-    root = tmp_path_factory.mktemp("console")
-    settings = make_settings(
-        request,
-        str(request.param),
-        root / "home",
-        **process_defaults(sign_in_max_failures=LOCK_AFTER, serve_worker=True),
-    )
-    runtime = build_runtime(settings)
-    try:
-        with running_processes(root / "logs") as processes:
-            server = processes.serve(settings)
-            server.wait_ready()
-            yield Site(server.url, runtime)
-    finally:
-        runtime.close()
-
-
-@pytest.fixture
-def tenant(site: Site) -> Tenant:
-    return make_tenant(site.runtime.engine)
-
-
-@pytest.fixture
-def context(browser: Browser, site: Site) -> Iterator[BrowserContext]:
-    opened = browser.new_context(base_url=site.url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def dialogs(context: BrowserContext) -> list[str]:
-    """Every alert/confirm/prompt any page of the test opened: a script that ran."""
-    opened: list[str] = []
-
-    def seen(dialog: Dialog) -> None:
-        opened.append(dialog.message)
-        dialog.dismiss()
-
-    context.on("dialog", seen)
-    return opened
-
-
-@pytest.fixture
-def page(context: BrowserContext, dialogs: list[str]) -> Iterator[Page]:
-    opened = context.new_page()
-    yield opened
-    assert dialogs == [], "a page ran a script"
-
-
-def sign_in(page: Page, name: str, password: str = PASSWORD) -> None:
-    page.goto("/console/sign-in")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
 
 
 def user(site: Site, tenant: Tenant, role: str) -> User:
@@ -124,10 +45,10 @@ def test_signing_in_leads_to_the_overview_and_a_wrong_password_does_not(
     alice = user(site, tenant, "viewer")
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/console/sign-in$"))
-    sign_in(page, alice.name, "not the password")
+    sign_in_page(page, alice.name, "not the password")
     expect(page.get_by_role("alert")).to_have_text("Wrong username or password.")
     expect(page.get_by_label("Username")).to_have_value(alice.name)
-    sign_in(page, alice.name)
+    sign_in_page(page, alice.name)
     expect(page).to_have_url(re.compile(r"/console/overview$"))
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()
@@ -151,7 +72,7 @@ def test_an_invite_sets_the_password_once(page: Page, site: Site, tenant: Tenant
     page.get_by_role("button", name="Set password").click()
     expect(page).to_have_url(re.compile(r"/console/sign-in\?password_set=true$"))
     expect(page.get_by_role("status")).to_have_text("Your password is set. Sign in with it.")
-    sign_in(page, issued.user.name, "a long enough password")
+    sign_in_page(page, issued.user.name, "a long enough password")
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     page.goto(invite)  # used: refused, whoever opens it
     expect(page.get_by_role("heading", name="Invite not valid")).to_be_visible()
@@ -173,7 +94,7 @@ def test_the_browser_refuses_a_short_password_before_sending_it(
 
 def test_sign_out_ends_the_session(page: Page, site: Site, tenant: Tenant) -> None:
     bob = user(site, tenant, "analyst")
-    sign_in(page, bob.name)
+    sign_in_page(page, bob.name)
     page.get_by_role("button", name="Sign out").click()
     expect(page).to_have_url(re.compile(r"/console/sign-in$"))
     page.goto("/console/overview")
@@ -186,10 +107,10 @@ def test_repeated_failures_lock_a_username_known_or_not(
     carol = user(site, tenant, "viewer")
     messages = {}
     for name in (carol.name, f"nobody-{tenant.workspace_id}"):
-        for _ in range(LOCK_AFTER):
-            sign_in(page, name, "a wrong password")
+        for _ in range(SIGN_IN_MAX_FAILURES):
+            sign_in_page(page, name, "a wrong password")
             expect(page.get_by_role("alert")).to_have_text("Wrong username or password.")
-        sign_in(page, name, PASSWORD)  # the right one, too late
+        sign_in_page(page, name, PASSWORD)  # the right one, too late
         messages[name] = page.get_by_role("alert").inner_text()
         expect(page).to_have_url(re.compile(r"/console/sign-in$"))
     assert set(messages.values()) == {
@@ -218,7 +139,7 @@ def post_from_devtools(page: Page, action: str) -> tuple[int, str]:
 def test_a_viewers_forged_post_is_403(page: Page, site: Site, tenant: Tenant) -> None:
     viewer = user(site, tenant, "viewer")
     victim = user(site, tenant, "analyst")
-    sign_in(page, viewer.name)
+    sign_in_page(page, viewer.name)
     expect(page.get_by_role("link", name="Users")).to_have_count(0)  # not offered
     status, text = post_from_devtools(page, f"/console/users/{victim.id}/disable")
     assert status == 403
@@ -231,7 +152,7 @@ def test_an_admin_disables_a_user_from_the_users_page(
 ) -> None:
     admin = user(site, tenant, "admin")
     victim = user(site, tenant, "viewer")
-    sign_in(page, admin.name)
+    sign_in_page(page, admin.name)
     page.get_by_role("link", name="Users").click()
     page.get_by_role("button", name=f"Disable {victim.name}").click()
     expect(page.get_by_role("status")).to_have_text(f"{victim.name} is disabled.")
@@ -243,7 +164,7 @@ def test_a_form_posted_from_another_site_is_refused(
 ) -> None:
     admin = user(site, tenant, "admin")
     victim = user(site, tenant, "viewer")
-    sign_in(page, admin.name)
+    sign_in_page(page, admin.name)
     evil = (
         "<!doctype html><title>Win a prize</title>"
         f'<form method="post" action="{site.url}/console/users/{victim.id}/disable">'
@@ -269,7 +190,7 @@ def test_hostile_file_contents_show_as_text(page: Page, site: Site, tenant: Tena
     that no dialog opened), no image element is made."""
     csv = f"id,{HOSTILE_COLUMN},amount\n1,x,10.50\n"
     source = make_source(site.runtime.engine, tenant, csv, name=HOSTILE_NAME)
-    sign_in(page, user(site, tenant, "viewer").name)
+    sign_in_page(page, user(site, tenant, "viewer").name)
     link = page.get_by_role("link", name=HOSTILE_NAME)
     expect(link).to_be_visible()
     expect(page.get_by_role("row").filter(has=link)).to_contain_text("Source")
@@ -286,7 +207,7 @@ def test_another_workspaces_resource_is_answered_as_a_missing_one(
 ) -> None:
     theirs = make_source(site.runtime.engine, make_tenant(site.runtime.engine), "id\n1\n")
     ours = make_source(site.runtime.engine, tenant, "id\n1\n")
-    sign_in(page, user(site, tenant, "admin").name)
+    sign_in_page(page, user(site, tenant, "admin").name)
     answers = []
     for resource_id in (theirs.id, 2_000_000_000, "not-a-number"):
         response = page.goto(f"/console/resources/{resource_id}")
@@ -312,7 +233,7 @@ def test_every_page_passes_axe_without_a_serious_violation(
     page.get_by_label("Password", exact=True).fill(PASSWORD)
     page.get_by_label("Confirm password").fill(PASSWORD)
     page.get_by_role("button", name="Set password").click()
-    sign_in(page, issued.user.name)
+    sign_in_page(page, issued.user.name)
     for name, path in [
         ("overview", "/console/overview"),
         ("resource", f"/console/resources/{source.id}"),
@@ -372,7 +293,7 @@ def test_each_screen_as_a_finance_team_sees_it(
     page.get_by_label("Password", exact=True).fill(PASSWORD)
     page.get_by_label("Confirm password").fill(PASSWORD)
     page.get_by_role("button", name="Set password").click()
-    sign_in(page, issued.user.name)
+    sign_in_page(page, issued.user.name)
     expect(page.get_by_role("link", name="Bank statement (EUR)")).to_be_visible()
     expect(page.get_by_role("heading", name="Reconciliations")).to_be_visible()
     expect(page.get_by_role("row").filter(has_text="Bank vs ledger").last).to_contain_text("-2.50")
