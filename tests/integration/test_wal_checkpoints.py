@@ -4,6 +4,7 @@ the database file's size, which only a checkpoint changes."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -85,3 +86,29 @@ def test_a_database_removed_is_not_made_again(
     # it opened the database first, after IDLE_SECONDS: either way past any making again.
     eventually(lambda: not checkpointing(database) or None, timeout=30, what="the thread ended")
     assert not database.exists()
+
+
+def test_a_database_locked_when_the_thread_opens_it_is_no_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another connection holding the file's lock as the thread opens its own (the last
+    connection of a process checkpointing as it closes, as `tally admin load` ends) is no
+    failure: no warning in the operator's log, and the next commit's turn checkpoints."""
+    monkeypatch.setattr(wal_checkpoints, "CHECKPOINT_INTERVAL_SECONDS", 0.05)
+    monkeypatch.setattr(wal_checkpoints, "IDLE_SECONDS", 0.2)
+    database = tmp_path / "tally.db"
+    new_engine(database).dispose()
+    holder = sqlite3.connect(database, timeout=0, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    checkpointer = wal_checkpoints.Checkpointer(database)
+    checkpointer.committed()
+    eventually(lambda: not checkpointing(database) or None, timeout=30, what="a turn taken")
+    holder.execute("COMMIT")
+    holder.close()  # the lock goes with the connection
+    assert "wal_checkpoint_failed" not in caplog.text
+    engine = create_database_engine(f"sqlite:///{database}", pool_size=2)
+    size = database.stat().st_size
+    write_pages(engine, 50)
+    eventually(lambda: database.stat().st_size > size or None, timeout=30, what="a checkpoint")
+    engine.dispose()

@@ -63,10 +63,9 @@ class Checkpointer:
                 if conn is None:
                     if not self._path.exists():  # removed (a test's home): nothing to do
                         break
-                    # read-write, never create: a database removed meanwhile stays gone
-                    uri = f"{self._path.resolve().as_uri()}?mode=rw"
-                    conn = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
-                    conn.execute("PRAGMA synchronous=FULL")  # the database file synced too
+                    conn = _open(self._path)
+                    if conn is None:  # locked for now: the next commit's turn opens it
+                        continue
                 checkpoint(conn)
         except Exception:  # a later commit starts a new thread; a missed one costs nothing
             log.warning("wal_checkpoint_failed", exc_info=True)
@@ -80,11 +79,32 @@ class Checkpointer:
             self.committed()
 
 
+def _open(path: Path) -> sqlite3.Connection | None:
+    """The thread's connection; None while another connection holds the file's lock (the
+    last one of a process checkpoints as it closes, as `tally admin load` ends)."""
+    # read-write, never create: a database removed meanwhile stays gone
+    uri = f"{path.resolve().as_uri()}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA synchronous=FULL")  # the database file synced too
+    except sqlite3.OperationalError as error:
+        conn.close()
+        if not _is_busy(error):
+            raise
+        return None
+    return conn
+
+
 def checkpoint(conn: sqlite3.Connection) -> None:
     """Copy what the log holds back into the database, as far as no reader needs it
     (SQLITE_BUSY when another checkpoint runs: that one does it)."""
     try:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
     except sqlite3.OperationalError as error:
-        if "locked" not in str(error) and "busy" not in str(error):
+        if not _is_busy(error):
             raise
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection has the file for now."""
+    return "locked" in str(error) or "busy" in str(error)
