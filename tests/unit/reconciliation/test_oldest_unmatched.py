@@ -83,4 +83,4 @@ def test_past_the_dates_kept_a_full_run_is_asked_for() -> None:
         {LEFT: {}, RIGHT: {}},
     )
     assert isinstance(found, str)
-    assert "full" not in found and "left" in found
+    assert found == "every left row of the oldest unmatched dates was matched"
