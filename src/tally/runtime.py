@@ -37,6 +37,7 @@ from tally.services.loader.pace import LoadPace
 from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
+from tally.services.reconciliation_summary import ReconciliationSummaries
 from tally.services.resource_listing import ResourceListing
 from tally.services.sources import SourceService
 from tally.services.status_callbacks import CallbackSender
@@ -72,6 +73,7 @@ class Runtime:
     previews: Previews
     reconciliations: ReconciliationService
     listing: ResourceListing
+    reconciliation_summaries: ReconciliationSummaries
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
@@ -137,6 +139,8 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             max_ctes=settings.transformation_max_ctes,
         ),
     )
+    reconciliations = ReconciliationService(engine)
+    listing = ResourceListing(engine)
     return Runtime(
         settings=settings,
         engine=engine,
@@ -172,8 +176,9 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             total=settings.preview_concurrency,
             per_workspace=settings.preview_workspace_concurrency,
         ),
-        reconciliations=ReconciliationService(engine),
-        listing=ResourceListing(engine),
+        reconciliations=reconciliations,
+        listing=listing,
+        reconciliation_summaries=ReconciliationSummaries(reconciliations, listing),
         sources=SourceService(engine, box),
         transformations=TransformationService(engine, run_limits),
         uploads=UploadService(

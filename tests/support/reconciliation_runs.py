@@ -132,7 +132,8 @@ def assert_same_as_full(
     runtime: Runtime, tenant: Tenant, record: DerivedRecord, *, manual: Any = None
 ) -> dict[str, Any]:
     """A fresh reconciliation of the same inputs, run full (after the same manual
-    actions), has the same output rows, counts and amounts as `record`."""
+    actions), has the same output rows, counts, amounts (signed and absolute) and oldest
+    unmatched dates as `record`."""
     mine = derived(runtime, record.id)
     assert mine.last_run is not None
     other = make_reconciliation(
@@ -147,5 +148,6 @@ def assert_same_as_full(
     assert full["mode"] == "full"
     assert stored_rows(runtime, mine) == stored_rows(runtime, other)
     assert mine.last_run["counts"] == full["counts"]
-    assert mine.last_run["amounts"] == full["amounts"]
+    for figure in ("amounts", "absolute_amounts", "oldest_unmatched"):
+        assert mine.last_run[figure] == full[figure], figure
     return mine.last_run

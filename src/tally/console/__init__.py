@@ -10,5 +10,7 @@ services through the runtime, never storage.
 - `sign_in`: sign-in, invite (choose a password) and sign-out
 - `overview`: the workspace's overview and each resource's page
 - `people`: the admins' users page (disable, new invite)
+- `reconciliation`: a reconciliation's page (its last run by status and side; the
+  workbench grows here)
 - `templates/`, `static/`: the pages and their one style sheet (no JavaScript yet)
 """

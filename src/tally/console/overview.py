@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from tally.console.auth import SignedIn, runtime_of
 from tally.console.pages import not_found_page, render
 from tally.core.errors import ResourceNotFoundError
-from tally.services.resource_listing import FAILURE_DAYS
+from tally.services.resource_listing import FAILURE_DAYS, ResourceSummary
 
 router = APIRouter(include_in_schema=False)
 KIND_LABELS = {
@@ -18,6 +18,18 @@ KIND_LABELS = {
     "reconciliation": "Reconciliation output",
     "transformation": "Transformation",
 }
+
+KIND_PAGES = {"reconciliation": "reconciliations", "transformation": "transformations"}
+
+
+def kind_page(resource: ResourceSummary) -> str:
+    """The page of what a resource is: a source's, or the reconciliation's or
+    transformation's that publishes an output (its rows are /console/resources/{id})."""
+    if resource.derived is not None and resource.kind in KIND_PAGES:
+        return f"/console/{KIND_PAGES[resource.kind]}/{resource.derived.id}"
+    if resource.kind == "source":
+        return f"/console/sources/{resource.id}"
+    return f"/console/resources/{resource.id}"
 
 
 @router.get("/console/overview")
@@ -31,6 +43,7 @@ def overview_page(request: Request, user: SignedIn, after: int = 0) -> Response:
         page=page,
         first_page=after == 0,
         kinds=KIND_LABELS,
+        kind_page=kind_page,
         failure_days=FAILURE_DAYS,
     )
 

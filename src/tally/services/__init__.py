@@ -22,6 +22,9 @@ call storage, net and processes; never FastAPI, typer or the settings.
   snapshot's rows replaced, a file's rows taken back, the manual work found again)
 - `resource_listing` (`ResourceListing`: a workspace's resources a page at a time, each
   source's last file and recent failures: the console's overview, GET /api/v2/resources)
+- `reconciliation_figures` (a reconciliation's shares reconciled, unmatched amounts and
+  oldest unmatched item, from its last run), `reconciliation_summary`
+  (`ReconciliationSummaries`: one reconciliation as its console page shows it)
 - Derived resources: `derived/` (what every kind shares), `reconciliation/`,
   `transformations/`
 """

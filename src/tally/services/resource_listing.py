@@ -1,15 +1,14 @@
 """`ResourceListing`: a workspace's resources a page at a time, as the console's overview
 and `GET /api/v2/resources` show them: kind, columns, rows, data version, last change,
-and per source its last file and its failures of the last days. One snapshot per page;
-no row of any resource is read."""
+per source its last file and its failures of the last days, per output its run's state
+and a reconciliation's figures (reconciliation_figures.py). One snapshot per page; no
+row of any resource is read."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
 
 from sqlalchemy import Engine
 
@@ -17,6 +16,7 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import ResourceNotFoundError
 from tally.core.files import FileRecord
+from tally.services.reconciliation_figures import ReconciliationFigures, reconciliation_figures
 from tally.storage import accounts, resource_listing
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection
@@ -40,24 +40,6 @@ class ListedFile:
         return cls(
             record.id, record.status.value, record.filename, record.created_at, record.finished_at
         )
-
-
-@dataclass(frozen=True)
-class SideFigures:
-    """One side of a reconciliation's last run: its unmatched rows and their amount, and
-    the share of its rows reconciled (None when the input changed since the run)."""
-
-    side: str
-    unmatched_rows: int
-    unmatched_amount: str | None  # exact decimal text; per currency `EUR 1.00, GBP 2.00`
-    reconciled_percent: str | None  # `97.5`
-
-
-@dataclass(frozen=True)
-class ReconciliationFigures:
-    matches: int  # matched, with a difference, or manual (a one-to-many match is one)
-    suggested: int  # suggestions waiting for an analyst
-    sides: tuple[SideFigures, SideFigures]
 
 
 @dataclass(frozen=True)
@@ -117,6 +99,7 @@ class ResourceListing:
             ]
             derived = resource_listing.derived_of_outputs(conn, outputs)
             sizes = resource_listing.sizes(conn, _inputs_of(derived.values()))
+        today = self._clock().date()
         summaries = []
         for item in listed[:limit]:
             resource = item.resource
@@ -133,7 +116,7 @@ class ResourceListing:
                     updated_at=item.updated_at,
                     last_file=ListedFile.of(file) if file else None,
                     failures=failures.get(resource.id, 0) if is_source else None,
-                    derived=_derived(derived.get(resource.id), sizes),
+                    derived=_derived(derived.get(resource.id), sizes, today),
                 )
             )
         next_after = summaries[-1].id if len(listed) > limit else None
@@ -160,14 +143,14 @@ def _inputs_of(records: Iterable[DerivedRecord]) -> list[int]:
 
 
 def _derived(
-    record: DerivedRecord | None, sizes: Mapping[int, tuple[int, int]]
+    record: DerivedRecord | None, sizes: Mapping[int, tuple[int, int]], today: dt.date
 ) -> DerivedSummary | None:
     if record is None:
         return None
     last_run = record.last_run or {}
     figures = None
     if record.kind == "reconciliation" and "counts" in last_run:
-        figures = reconciliation_figures(last_run, sizes)
+        figures = reconciliation_figures(last_run, sizes, today)
     finished = last_run.get("finished_at")
     return DerivedSummary(
         record.id,
@@ -175,35 +158,4 @@ def _derived(
         record.error,
         dt.datetime.fromisoformat(finished) if finished else None,
         figures,
-    )
-
-
-def reconciliation_figures(
-    last_run: Mapping[str, Any], sizes: Mapping[int, tuple[int, int]]
-) -> ReconciliationFigures:
-    """The overview's figures from a reconciliation's last run (GET /api/v2/reconciliations
-    shows the same `last_run`); `sizes`: its inputs' row counts and data versions now."""
-    counts = last_run["counts"]
-    amounts = last_run.get("amounts") or {}
-    sides = []
-    for side in ("left", "right"):
-        unmatched = int(counts.get(f"unmatched_{side}", 0))
-        source = (last_run.get("inputs") or {}).get(side) or {}
-        rows, version = sizes.get(source.get("resource_id", -1), (0, -1))
-        percent = None
-        if rows and version == source.get("data_version"):
-            share = Decimal(rows - unmatched) * 100 / Decimal(rows)
-            percent = str(share.quantize(Decimal("0.1")))
-        sides.append(SideFigures(side, unmatched, _unmatched_amount(amounts, side), percent))
-    matches = sum(int(counts.get(k, 0)) for k in ("matched", "matched_with_difference", "manual"))
-    return ReconciliationFigures(matches, int(counts.get("suggested", 0)), (sides[0], sides[1]))
-
-
-def _unmatched_amount(amounts: Mapping[str, Any], side: str) -> str | None:
-    """A side's unmatched total, exact; per currency where the sides name currencies."""
-    if set(amounts) <= {"left", "right"}:
-        totals = amounts.get(side)
-        return None if totals is None else str(totals["unmatched"])
-    return ", ".join(
-        f"{code or '(none)'} {per[side]['unmatched']}" for code, per in amounts.items() if per[side]
     )

@@ -191,11 +191,12 @@ def test_hostile_file_contents_show_as_text(page: Page, site: Site, tenant: Tena
     csv = f"id,{HOSTILE_COLUMN},amount\n1,x,10.50\n"
     source = make_source(site.runtime.engine, tenant, csv, name=HOSTILE_NAME)
     sign_in_page(page, user(site, tenant, "viewer").name)
-    link = page.get_by_role("link", name=HOSTILE_NAME)
+    link = page.get_by_role("link", name=HOSTILE_NAME, exact=True)
     expect(link).to_be_visible()
+    expect(link).to_have_attribute("href", f"/console/sources/{source.id}")  # its kind's page
     expect(page.get_by_role("row").filter(has=link)).to_contain_text("Source")
     assert page.locator("main img").count() == 0
-    link.click()
+    page.get_by_role("link", name=f"Rows of {HOSTILE_NAME}", exact=True).click()
     expect(page).to_have_url(re.compile(rf"/console/resources/{source.id}$"))
     expect(page.get_by_role("heading", name=HOSTILE_NAME)).to_be_visible()
     expect(page.get_by_role("rowheader", name=HOSTILE_COLUMN)).to_be_visible()
@@ -294,12 +295,15 @@ def test_each_screen_as_a_finance_team_sees_it(
     page.get_by_label("Confirm password").fill(PASSWORD)
     page.get_by_role("button", name="Set password").click()
     sign_in_page(page, issued.user.name)
-    expect(page.get_by_role("link", name="Bank statement (EUR)")).to_be_visible()
+    expect(page.get_by_role("link", name="Bank statement (EUR)", exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Reconciliations")).to_be_visible()
-    expect(page.get_by_role("row").filter(has_text="Bank vs ledger").last).to_contain_text("-2.50")
+    figures = page.get_by_role("row").filter(has_text="Bank vs ledger").last
+    expect(figures).to_contain_text("-2.50")
+    expect(figures).to_contain_text("%")  # the shares by count and by value
+    expect(figures).to_contain_text("days")  # the oldest unmatched item's age
     assert serious_violations(page) == []
     photograph("overview")
-    page.get_by_role("link", name="Bank statement (EUR)").click()
+    page.get_by_role("link", name="Rows of Bank statement (EUR)").click()
     expect(page.get_by_role("rowheader", name="amount")).to_be_visible()
     photograph("resource")
     page.get_by_role("link", name="Users").click()

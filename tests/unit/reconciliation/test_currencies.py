@@ -114,7 +114,7 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     right = [row("A", 100, cur="USD"), row("Z", 7, cur=None)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
     shown = totals.full(d, tables, [{2: "", 3: ""}, {2: ""}], 2)
-    assert shown == {
+    assert shown["amounts"] == {
         "": per_side(("0.00", "0.00"), ("0.00", "0.07")),
         "EUR": per_side(("0.00", "2.50"), ("0.00", "0.00")),
         "USD": per_side(("1.00", "0.00"), ("1.00", "0.00")),
@@ -133,15 +133,44 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
         2,
     )
     assert adjusted == again
-    assert adjusted["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50"}
+    assert adjusted["amounts"]["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50"}
 
 
 def test_totals_without_currencies_keep_their_shape() -> None:
     d = definition(KEYED)
     tables = [table(d, SideName.LEFT, [row("A", 100)]), table(d, SideName.RIGHT, [row("A", 100)])]
-    assert totals.full(d, tables, [{}, {1: ""}], 2) == per_side(("1.00", "0.00"), ("0.00", "1.00"))
+    shown = totals.full(d, tables, [{}, {1: ""}], 2)
+    assert shown["amounts"] == per_side(("1.00", "0.00"), ("0.00", "1.00"))
     no_amounts = definition(KEYED, amount=False)
-    assert totals.full(no_amounts, tables, [{}, {}], 2) == {"left": None, "right": None}
+    assert totals.full(no_amounts, tables, [{}, {}], 2) == {
+        "amounts": {"left": None, "right": None},
+        "absolute_amounts": {"left": None, "right": None},
+    }
+
+
+def test_absolute_totals_count_credits_and_debits_alike_and_adjust_as_a_full_run() -> None:
+    d = definition(KEYED)
+    left = [row("A", 100), row("B", -250), row("C", -40), row("D", None)]
+    right = [row("A", 100), row("B", -250)]
+    tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
+    shown = totals.full(d, tables, [{3: ""}, {}], 2)
+    assert shown["amounts"] == per_side(("-1.50", "-0.40"), ("-1.50", "0.00"))
+    assert shown["absolute_amounts"] == per_side(("3.50", "0.40"), ("3.50", "0.00"))
+    # a late right row matches C: its share moves, signed and absolute
+    late = [*right, row("C", -40)]
+    again = totals.full(d, [tables[0], table(d, SideName.RIGHT, late)], [{}, {}], 2)
+    examined_left = SideTable.of(side_rows(d, SideName.LEFT, left)[2:3])
+    examined_right = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
+    adjusted = totals.adjusted(
+        d,
+        shown,
+        [(SideName.LEFT, examined_left, 5), (SideName.RIGHT, examined_right, 3)],
+        {SideName.LEFT: {3}, SideName.RIGHT: set()},
+        {SideName.LEFT: {}, SideName.RIGHT: {}},
+        2,
+    )
+    assert adjusted == again
+    assert again["absolute_amounts"] == per_side(("3.90", "0.00"), ("3.90", "0.00"))
 
 
 def test_a_body_error_inside_the_amount_is_named_without_the_forms_tag() -> None:

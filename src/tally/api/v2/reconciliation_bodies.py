@@ -40,7 +40,11 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         "amounts (each side's matched and unmatched totals, decimal strings: "
         '`{"left": {"matched", "unmatched"}, "right": {...}}`; where the sides name '
         'currencies, that per currency: `{"EUR": {"left": ..., "right": ...}, ...}`, '
-        'the rows of an empty currency under `""`); null before the first run.'
+        'the rows of an empty currency under `""`), absolute_amounts (the same shape, '
+        "each row's amount without its sign: the base of the share reconciled by value), "
+        'oldest_unmatched (per side `{"date", "rows"}`, the earliest date among its '
+        "unmatched rows and how many have it; null without dates), mode, rows_examined "
+        "and manual_work; null before the first run."
     )
 
 

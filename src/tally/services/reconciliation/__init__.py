@@ -10,7 +10,8 @@ why it matched or did not.
 - A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `plan` (the
   output's plan rows, full or incremental), `incremental` (whether a run may patch the
   output, and the patch), `keys` (key signatures, the late rows' component), `totals`
-  (last_run's amounts, per currency where the sides name one)
+  (last_run's amounts, signed and absolute, per currency where the sides name one),
+  `oldest` (last_run's oldest unmatched date per side)
 - The engine, pure: `matching` (`reconcile`) over `state`, its values in `rows` (a
   side's rows in, matches and reasons out); `passes` (manual, one-to-one) with
   `key_join` (keys one row a side has, joined by hash with numpy) and `large_groups` (a

@@ -28,7 +28,7 @@ from tally.core.errors import RunFailedError
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.catalogue import SOURCE_KIND
 from tally.services.derived.builders import Patch
-from tally.services.reconciliation import totals
+from tally.services.reconciliation import oldest, totals
 from tally.services.reconciliation.keys import chains, component, key_rows
 from tally.services.reconciliation.matching import Outcome, SideTable, reconcile
 from tally.services.reconciliation.output_columns import (
@@ -58,6 +58,9 @@ from tally.storage.resources import Resource
 # it the component's reads by index cost about what a full run's sequential read costs.
 MAX_SHARE = 0.1
 UNMATCHED = "unmatched"
+OLDEST = "oldest_unmatched"
+# What an incremental run carries from the last run's summary and adjusts.
+FIGURES = ("counts", "amounts", totals.ABSOLUTE, OLDEST)
 
 
 @dataclass(frozen=True)
@@ -74,13 +77,19 @@ def fingerprint(value: Any) -> str:
 
 
 def basis(
-    record: DerivedRecord, manual: ManualWork, sides: Sequence[tuple[Input, int, int]]
+    record: DerivedRecord,
+    manual: ManualWork,
+    sides: Sequence[tuple[Input, int, int]],
+    *,
+    oldest: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """What a run read, for the next run's `why_full`: the definition, the manual work,
-    and per side its resource, columns, row count and last row id."""
+    and per side its resource, columns, row count and last row id; and what the next run
+    adjusts: the unmatched rows of the earliest dates (oldest.py)."""
     return {
         "definition": fingerprint(record.definition),
         "manual": fingerprint(dataclasses.asdict(manual)),
+        OLDEST: oldest,
         **{
             str(side.which): {
                 "resource_id": side.resource.id,
@@ -111,6 +120,8 @@ def why_full(
     last = record.run_basis
     if last is None or record.last_run is None or "counts" not in record.last_run:
         return "no earlier run to build on"
+    if totals.ABSOLUTE not in record.last_run or OLDEST not in last:
+        return "the last run kept no absolute amounts or unmatched rows per date"
     if any(not p.keys for p in definition.passes):
         return "a pass without keys compares rows across every key"
     if last["definition"] != fingerprint(record.definition):
@@ -178,10 +189,11 @@ def patch(
     if fresh > MAX_SHARE * reconciled:
         return f"{fresh} new rows, more than {MAX_SHARE:.0%} of {reconciled}"
     assert record.last_run is not None
-    summary = {"inputs": summary_inputs, "counts": record.last_run["counts"]}
-    summary["amounts"] = record.last_run["amounts"]
-    new_basis = basis(record, manual, [(s.input, s.old, s.last_row_id) for s in sides])
+    summary = {"inputs": summary_inputs, **{k: record.last_run[k] for k in FIGURES}}
     if not fresh:
+        new_basis = basis(
+            record, manual, [(s.input, s.old, s.last_row_id) for s in sides], oldest=last[OLDEST]
+        )
         return Patch(
             changes=False,
             apply=_no_rows,
@@ -194,17 +206,7 @@ def patch(
     found = component(conn, record.resource_id, definition, manual, late, MAX_SHARE * reconciled)
     if isinstance(found, str):
         return found
-    for side in sides:
-        sign = 1 if side.input.which is SideName.LEFT else -1
-        positions = sorted(sign * row[0] for row in found if row[0] * sign > 0)
-        ids = sorted(row[1] for row in found if row[0] * sign > 0)
-        values = reconciliation_inputs.read_side(
-            conn, side.input.resource.table_name, side.input.wanted, scale, row_ids=ids
-        )
-        if len(values) != len(positions):
-            raise RunFailedError(f"the {side.input.which} input lost rows the key table names")
-        side.rows = SideTable(positions, values.keys, values.amounts, values.days)
-        side.ids = dict(zip(positions, ids, strict=True))
+    _read_component(conn, sides, found, scale)
     old_rows = {s.input.which: list(s.rows.positions) for s in sides}
     for side in sides:
         side.rows += side.new
@@ -238,6 +240,10 @@ def patch(
         reconciliation_keys.append(conn, record.resource_id, width, keys)
         return row_count
 
+    adjusted = _adjusted(record.last_run, last[OLDEST], definition, outcome, before, sides, scale)
+    if isinstance(adjusted, str):
+        return adjusted
+    figures, kept_oldest = adjusted
     digest = hashlib.sha256(repr((record.output_digest, summary_inputs, plan)).encode())
     examined = len(left.rows) + len(right.rows)
     new_basis = basis(
@@ -247,6 +253,7 @@ def patch(
             (s.input, s.old + len(s.new), s.new_ids[-1] if s.new_ids else s.last_row_id)
             for s in sides
         ],
+        oldest=kept_oldest,
     )
     return Patch(
         changes=True,
@@ -256,12 +263,30 @@ def patch(
         inputs={s.input.resource.id: s.input.resource.columns for s in sides},
         summary={
             **summary,
-            **_adjusted(record.last_run, definition, outcome, before, sides, scale),
+            **figures,
             "mode": "incremental",
             "rows_examined": examined,
         },
         basis=new_basis,
     )
+
+
+def _read_component(
+    conn: Connection, sides: Sequence[_Side], found: Sequence[KeyRow], scale: int
+) -> None:
+    """Each side's earlier rows of the component (`found`: signed position, row id; a
+    right row's position negative), read by row id into `rows` and `ids`."""
+    for side in sides:
+        sign = 1 if side.input.which is SideName.LEFT else -1
+        positions = sorted(sign * row[0] for row in found if row[0] * sign > 0)
+        ids = sorted(row[1] for row in found if row[0] * sign > 0)
+        values = reconciliation_inputs.read_side(
+            conn, side.input.resource.table_name, side.input.wanted, scale, row_ids=ids
+        )
+        if len(values) != len(positions):
+            raise RunFailedError(f"the {side.input.which} input lost rows the key table names")
+        side.rows = SideTable(positions, values.keys, values.amounts, values.days)
+        side.ids = dict(zip(positions, ids, strict=True))
 
 
 def _changed(
@@ -320,14 +345,17 @@ def _columns(output: Resource, definition: ReconciliationDefinition) -> Columns:
 
 def _adjusted(
     last_run: dict[str, Any],
+    last_oldest: dict[str, Any] | None,
     definition: ReconciliationDefinition,
     outcome: Outcome,
     before: OutputRows,
     sides: Sequence[_Side],
     scale: int,
-) -> dict[str, Any]:
-    """last_run's counts and amounts: the component's earlier share taken out, its new
-    share put in (what a full run would count: per match, per unmatched row)."""
+) -> tuple[dict[str, Any], dict[str, Any] | None] | str:
+    """last_run's counts, amounts and oldest unmatched dates: the component's earlier
+    share taken out, its new share put in (what a full run would count: per match, per
+    unmatched row), and the basis's unmatched rows per date; or why the run must be full
+    (oldest.adjusted)."""
     counts = dict(last_run["counts"])
     for _, status in {(r[0], r[1]) for r in before.rows if r[0] is not None}:
         counts[status] -= 1
@@ -340,12 +368,10 @@ def _adjusted(
         counts[str(match.status)] += 1
     counts["unmatched_left"] += len(outcome.unmatched_left) - len(was_unmatched[SideName.LEFT])
     counts["unmatched_right"] += len(outcome.unmatched_right) - len(was_unmatched[SideName.RIGHT])
-    amounts = totals.adjusted(
-        definition,
-        last_run["amounts"],
-        [(side.input.which, side.rows, side.old + 1) for side in sides],
-        was_unmatched,
-        {SideName.LEFT: outcome.unmatched_left, SideName.RIGHT: outcome.unmatched_right},
-        scale,
-    )
-    return {"counts": counts, "amounts": amounts}
+    moved = [(side.input.which, side.rows, side.old + 1) for side in sides]
+    now_unmatched = {SideName.LEFT: outcome.unmatched_left, SideName.RIGHT: outcome.unmatched_right}
+    found = oldest.adjusted(definition, last_oldest, moved, was_unmatched, now_unmatched)
+    if isinstance(found, str):
+        return found
+    amounts = totals.adjusted(definition, last_run, moved, was_unmatched, now_unmatched, scale)
+    return {"counts": counts, **amounts, OLDEST: found[0]}, found[1]

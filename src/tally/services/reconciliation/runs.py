@@ -34,7 +34,7 @@ from tally.core.reconciliation import (
     SideName,
 )
 from tally.services.derived.builders import Output, Patch
-from tally.services.reconciliation import totals
+from tally.services.reconciliation import oldest, totals
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
@@ -137,6 +137,8 @@ class ReconciliationBuilder:
             timings["match"] = now - clock
             clock = now
         tally = _tally(outcome, columns, (inputs, record.definition))
+        unmatched = (outcome.unmatched_left, outcome.unmatched_right)
+        shown_oldest, kept_oldest = oldest.full(definition, (left.rows, right.rows), unmatched)
         timings["digest"] = time.perf_counter() - clock
         log.info("reconciliation_full_run", extra={"derived_id": record.id, "why": why})
         return Output(
@@ -151,6 +153,7 @@ class ReconciliationBuilder:
             summary={
                 "inputs": inputs,
                 **_summary(definition, outcome, tally, (left, right), scale),
+                "oldest_unmatched": shown_oldest,
                 "mode": "full",
                 "rows_examined": len(left.rows) + len(right.rows),
                 "manual_work": work,
@@ -159,6 +162,7 @@ class ReconciliationBuilder:
                 record,
                 manual,
                 [(sides[0], *_extent(left)), (sides[1], *_extent(right))],
+                oldest=kept_oldest,
             ),
             companion=KeyTable(
                 record.resource_id,
@@ -318,9 +322,9 @@ def _summary(
     sides: tuple[_Input, _Input],
     scale: int,
 ) -> dict[str, Any]:
-    """last_run's counts (matches per status; unmatched rows per side) and amount
-    totals per side (per currency, where compared), matched (in any match) and
-    unmatched, as exact decimal text (totals.py)."""
+    """last_run's counts (matches per status; unmatched rows per side) and amount totals
+    per side (per currency, where compared), matched (in any match) and unmatched, as
+    exact decimal text, signed and absolute (totals.py)."""
     counts: dict[str, int] = {
         **tally.counts,
         "unmatched_left": len(outcome.unmatched_left),
@@ -328,4 +332,4 @@ def _summary(
     }
     tables = [side.rows for side in sides]
     unmatched = (outcome.unmatched_left, outcome.unmatched_right)
-    return {"counts": counts, "amounts": totals.full(definition, tables, unmatched, scale)}
+    return {"counts": counts, **totals.full(definition, tables, unmatched, scale)}

@@ -1,0 +1,296 @@
+"""A reconciliation's console page (issue #33's screen 5) and the overview's figures over
+HTTP, both backends: every figure equal to GET /api/v2/reconciliations/{id} and to what
+the Data API's rows add up to; shares by value over credits and debits; the oldest
+unmatched item's age on a fixed clock; another workspace's id, a reconciliation never
+run, one whose last run failed, one run before tally kept these figures."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import ROUND_DOWN, Decimal
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from support.console import make_user, sign_in
+from support.factories import Tenant, make_source, make_tenant
+from support.reconciliations import Pair, definition
+from tally.core.clock import utc_now
+from tally.runtime import Runtime
+from tally.services.reconciliation.service import ReconciliationService
+from tally.services.reconciliation_summary import ReconciliationSummaries
+from tally.services.resource_listing import ResourceListing
+from tally.storage.schema import derived_resources as derived_table
+
+# Credits and debits on both sides: matched (A-1), with a difference (A-2), suggested
+# (X-1 with Y-9: the keyless pass does not confirm), unmatched on both sides.
+BANK_CSV = (
+    "reference,amount,txn_date,memo\n"
+    "A-1,100.00,2024-01-05,rent\n"
+    "A-2,-40.00,2024-01-06,fee\n"
+    "A-3,-7.25,2024-01-02,<b>refund</b>\n"
+    "A-4,12.00,2024-01-09,x\n"
+    "X-1,55.00,2024-01-10,y\n"
+)
+LEDGER_CSV = (
+    "reference,amount,txn_date\n"
+    "A-1,100.00,2024-01-05\n"
+    "A-2,-40.03,2024-01-07\n"
+    "Y-9,55.00,2024-01-10\n"
+    "Z-1,-3.00,2024-01-03\n"
+    "Z-2,8.00,2024-01-04\n"
+)
+STATUSES = ("matched", "matched_with_difference", "suggested", "manual", "unmatched")
+SIDES = {"left": "bank", "right": "ledger"}
+KEYS = [{"left": "reference", "right": "reference"}]
+TODAY = dt.datetime(2024, 2, 1, 12, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def browser(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> httpx.Client:
+    """The API's client signed in to the console as a viewer of `tenant`."""
+    api.follow_redirects = False
+    assert sign_in(api, make_user(runtime, tenant.workspace_id, "viewer").name).status_code == 303
+    return api
+
+
+def reconciled(runtime: Runtime, tenant: Tenant, *, run: bool = True) -> tuple[int, int, Pair]:
+    """A reconciliation of the pair above (run once): its id and output's id, the pair."""
+    bank = make_source(runtime.engine, tenant, BANK_CSV, name="bank statement")
+    ledger = make_source(runtime.engine, tenant, LEDGER_CSV, name="ledger")
+    pair = Pair(bank.id, ledger.id)
+    created = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(pair)
+    )
+    if run:
+        runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
+    return created.id, created.resource_id, pair
+
+
+def output_rows(api: httpx.Client, tenant: Tenant, resource_id: int, **filters: str) -> Any:
+    answer = api.get(
+        f"/api/v1/resources/{resource_id}/data",
+        headers=tenant.headers,
+        params={"page_size": "1000", **filters},
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def floor_percent(part: Decimal, whole: Decimal) -> str:
+    return str((part * 100 / whole).quantize(Decimal("0.1"), rounding=ROUND_DOWN))
+
+
+def test_every_figure_is_the_apis_and_the_data_apis(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, output_id, pair = reconciled(runtime, tenant)
+    shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    last_run = shown.json()["last_run"]
+    counts = last_run["counts"]
+    page = browser.get(f"/console/reconciliations/{reconciliation_id}")
+    assert page.status_code == 200
+    html = page.text
+    # counts by status: the API's, and the Data API's rows of each status (one row a
+    # match here: no group), each linked to its rows filtered by that status
+    for status in STATUSES:
+        rows = output_rows(browser, tenant, output_id, status=status)["meta"]["total_count"]
+        if status == "unmatched":
+            assert rows == counts["unmatched_left"] + counts["unmatched_right"] == 4
+            for side, name in SIDES.items():
+                assert f"{counts[f'unmatched_{side}']} {name} rows" in html
+        else:
+            assert rows == counts[status]
+            assert re.search(
+                rf"<th scope=\"row\">{status}</th>\s*<td class=\"num\">{rows} match", html
+            )
+        assert f'href="/console/resources/{output_id}?status={status}"' in html
+    assert (counts["matched"], counts["matched_with_difference"], counts["suggested"]) == (1, 1, 1)
+    assert f'href="/console/resources/{output_id}">Rows</a>' in html
+    assert f'href="/console/sources/{pair.bank}">bank statement</a>' in html
+    assert f'href="/console/sources/{pair.ledger}">ledger</a>' in html
+    # amounts per side: the API's, and the sum of the Data API's rows (each input row once)
+    every = output_rows(browser, tenant, output_id)["data"]
+    for side, name in SIDES.items():
+        signed = {"matched": Decimal(0), "unmatched": Decimal(0)}
+        absolute = dict(signed)
+        seen = {r[f"{name}._row"]: r for r in every if r[f"{name}._row"] is not None}
+        for row in seen.values():
+            where = "unmatched" if row["status"] == "unmatched" else "matched"
+            signed[where] += Decimal(str(row[f"{name}.amount"]))
+            absolute[where] += abs(Decimal(str(row[f"{name}.amount"])))
+        assert {k: Decimal(v) for k, v in last_run["amounts"][side].items()} == signed
+        assert {k: Decimal(v) for k, v in last_run["absolute_amounts"][side].items()} == absolute
+        for figure in (
+            *last_run["amounts"][side].values(),
+            floor_percent(absolute["matched"], absolute["matched"] + absolute["unmatched"]),
+        ):
+            assert figure in html, (side, figure)
+        rows = len(seen)
+        assert floor_percent(Decimal(rows - counts[f"unmatched_{side}"]), Decimal(rows)) in html
+        unmatched = [r for r in seen.values() if r["status"] == "unmatched"]
+        oldest = min(r[f"{name}.txn_date"] for r in unmatched)
+        assert last_run["oldest_unmatched"][side]["date"] == oldest
+        assert f'<time datetime="{oldest}">' in html
+    assert "&lt;b&gt;refund" not in html  # no row of the output on this page
+
+
+def test_share_by_value_counts_credits_and_debits_alike(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """bank: 100.00 and -40.00 reconciled, -7.25, 12.00 and 55.00 not (a suggestion is
+    in a match: reconciled too): |100| + |-40| + |55| of |100| + |-40| + |-7.25| + |12| +
+    |55|; signed totals would give 115.00 of 119.75."""
+    reconciliation_id, _, pair = reconciled(runtime, tenant)
+    listing = ResourceListing(runtime.engine, clock=lambda: TODAY)
+    summaries = ReconciliationSummaries(
+        ReconciliationService(runtime.engine), listing, clock=lambda: TODAY
+    )
+    summary = summaries.get(workspace_id=tenant.workspace_id, reconciliation_id=reconciliation_id)
+    assert summary.figures is not None
+    bank, ledger = summary.figures.sides
+    assert bank.reconciled_by_value_percent == floor_percent(Decimal("195.00"), Decimal("214.25"))
+    assert bank.reconciled_by_value_percent == "91.0"
+    assert ledger.reconciled_by_value_percent == floor_percent(Decimal("195.03"), Decimal("206.03"))
+    assert (bank.reconciled_percent, ledger.reconciled_percent) == ("60.0", "60.0")
+    # the oldest unmatched item, today (UTC) minus its date
+    assert (bank.oldest_unmatched_date, bank.oldest_unmatched_days) == (dt.date(2024, 1, 2), 30)
+    assert (ledger.oldest_unmatched_date, ledger.oldest_unmatched_days) == (dt.date(2024, 1, 3), 29)
+    # the overview's and GET /api/v2/resources' figures are the same
+    [listed] = [
+        r for r in listing.list_page(workspace_id=tenant.workspace_id).resources if r.derived
+    ]
+    assert listed.derived is not None
+    assert listed.derived.reconciliation == summary.figures
+    # a side without a date column has no age
+    undated = definition(pair, name="undated")
+    for side in ("left", "right"):
+        undated[side]["date"] = None
+    undated["passes"] = [{"name": "same reference", "type": "one_to_one", "keys": KEYS}]
+    created = runtime.reconciliations.create(workspace_id=tenant.workspace_id, body=undated)
+    runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
+    figures = summaries.get(workspace_id=tenant.workspace_id, reconciliation_id=created.id).figures
+    assert figures is not None
+    assert [s.oldest_unmatched_date for s in figures.sides] == [None, None]
+    assert figures.sides[0].reconciled_by_value_percent is not None
+
+
+def test_resources_api_gives_the_overviews_figures(
+    api: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    tenant = ingestion_tenant
+    reconciliation_id, output_id, _ = reconciled(runtime, tenant)
+    listed = api.get("/api/v2/resources", headers=tenant.v2_headers).json()["data"]
+    [output] = [r for r in listed if r["id"] == output_id]
+    derived = output["derived"]
+    assert (derived["id"], derived["state"], derived["error"]) == (reconciliation_id, "idle", None)
+    figures = derived["reconciliation"]
+    assert (figures["matches"], figures["suggested"], figures["has_value_and_age"]) == (2, 1, True)
+    bank, ledger = figures["sides"]
+    assert bank["reconciled_by_value_percent"] == "91.0"
+    assert bank["oldest_unmatched_date"] == "2024-01-02"
+    assert ledger["unmatched_amount"] == "5.00"
+    assert isinstance(bank["oldest_unmatched_days"], int)
+    assert [r["derived"] for r in listed if r["kind"] == "source"] == [None, None]
+
+
+def test_another_workspaces_or_no_reconciliation_is_the_missing_page(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    theirs, _, _ = reconciled(runtime, make_tenant(runtime.engine))
+    ours, output_id, _ = reconciled(runtime, tenant, run=False)
+    missing = browser.get("/console/reconciliations/999999")
+    assert missing.status_code == 404
+    for other in (theirs, 2**40, "not-a-number"):
+        answer = browser.get(f"/console/reconciliations/{other}")
+        assert (answer.status_code, answer.text) == (404, missing.text), other
+    transformation = runtime.transformations.create(
+        workspace_id=tenant.workspace_id,
+        body={"name": "t", "inputs": {"b": ours and output_id}, "sql": "SELECT status FROM b"},
+    )
+    assert browser.get(f"/console/reconciliations/{transformation.id}").status_code == 404
+
+
+def test_a_reconciliation_never_run_says_so(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, output_id, _ = reconciled(runtime, tenant, run=False)
+    page = browser.get(f"/console/reconciliations/{reconciliation_id}")
+    assert page.status_code == 200
+    assert "Not run yet" in page.text
+    assert f'href="/console/resources/{output_id}">Rows</a>' in page.text
+
+
+def test_a_failed_run_shows_its_error_in_full_beside_the_last_good_figures(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    with runtime.engine.begin() as conn:  # a definition this version cannot run
+        stored = conn.execute(
+            sa.select(derived_table.c.definition).where(derived_table.c.id == reconciliation_id)
+        ).scalar_one()
+        broken = {**stored, "left": {**stored["left"], "amount": "gone <script>"}}
+        conn.execute(
+            sa.update(derived_table)
+            .where(derived_table.c.id == reconciliation_id)
+            .values(definition=broken)
+        )
+    runtime.reconciliations.queue_run(
+        workspace_id=tenant.workspace_id, reconciliation_id=reconciliation_id
+    )
+    deadline = utc_now() + dt.timedelta(seconds=30)  # its attempts, then failed for good
+    while (
+        runtime.reconciliations.get(
+            workspace_id=tenant.workspace_id, derived_id=reconciliation_id
+        ).state
+        != "failed"
+        and utc_now() < deadline
+    ):
+        runtime.derived.run_one(worker="test")
+    shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    assert shown.json()["state"] == "failed"
+    error = shown.json()["error"]
+    page = browser.get(f"/console/reconciliations/{reconciliation_id}").text
+    assert "The last run failed." in page
+    assert error.replace("'", "&#39;").replace("<", "&lt;").replace(">", "&gt;") in page
+    assert "<script>" not in page
+    assert "91.0 %" in page  # the last good run's figures stay
+
+
+def test_a_run_before_these_figures_waits_for_the_next(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    with runtime.engine.begin() as conn:
+        last_run = conn.execute(
+            sa.select(derived_table.c.last_run).where(derived_table.c.id == reconciliation_id)
+        ).scalar_one()
+        older = {
+            k: v for k, v in last_run.items() if k not in ("absolute_amounts", "oldest_unmatched")
+        }
+        conn.execute(
+            sa.update(derived_table)
+            .where(derived_table.c.id == reconciliation_id)
+            .values(last_run=older)
+        )
+    for path in (f"/console/reconciliations/{reconciliation_id}", "/console/overview"):
+        page = browser.get(path).text
+        assert "not known until the next run" in page, path
+        assert "91.0 %" not in page
+    runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    assert "91.0 %" in browser.get("/console/overview").text
+
+
+def test_the_overview_links_each_resource_to_its_page_and_its_rows(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, output_id, pair = reconciled(runtime, tenant)
+    html = browser.get("/console/overview").text
+    assert f'href="/console/sources/{pair.bank}">bank statement</a>' in html
+    assert f'href="/console/reconciliations/{reconciliation_id}">Bank vs ledger</a>' in html
+    for resource_id in (pair.bank, pair.ledger, output_id):
+        assert f'href="/console/resources/{resource_id}" class="rows-link"' in html
+    assert "91.0 %" in html  # the bank's share by value
