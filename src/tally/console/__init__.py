@@ -10,5 +10,9 @@ services through the runtime, never storage.
 - `sign_in`: sign-in, invite (choose a password) and sign-out
 - `overview`: the workspace's overview and each resource's page
 - `people`: the admins' users page (disable, new invite)
+- `transformations`: a transformation's page (its SQL edited, previewed and saved; its
+  inputs, readers and last run)
+- `transformation_view`: what that page shows, shaped (an error's place in the SQL, a
+  preview's exact values, a neighbour's page)
 - `templates/`, `static/`: the pages and their one style sheet (no JavaScript yet)
 """

@@ -1,6 +1,7 @@
 """A derived resource's definition as the API and the CLI use it, the same for every
-kind: created with its empty output and a first run due now, listed, shown, replaced
-(the output renamed with it, a run due now) and deleted with its output.
+kind: created with its empty output and a first run due now, listed, shown (also with
+its neighbours in the graph, for a page), replaced (the output renamed with it, a run
+due now) and deleted with its output.
 
 Each use case is one transaction. A derived resource is its record (definition, inputs
 and run queue: storage/derived/records.py) plus its output, an ordinary resource of the
@@ -27,10 +28,11 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import NotFoundError
 from tally.services.derived import outputs
+from tally.services.derived.graph import Neighbours, neighbours
 from tally.storage import accounts, resources
 from tally.storage.derived import records
 from tally.storage.derived.records import DerivedRecord
-from tally.storage.engine import write_connection
+from tally.storage.engine import snapshot_connection, write_connection
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,15 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
     def get(self, *, workspace_id: int, derived_id: int) -> Shown:
         with self._engine.connect() as conn:
             return self.shown(conn, self._owned(conn, workspace_id, derived_id))
+
+    def get_with_neighbours(
+        self, *, workspace_id: int, derived_id: int
+    ) -> tuple[Shown, Neighbours]:
+        """The derived resource, what it reads and what reads its output, in one
+        snapshot (a page showing the graph around it)."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, derived_id)
+            return self.shown(conn, record), neighbours(conn, record.resource_id)
 
     def replace(self, *, workspace_id: int, derived_id: int, body: Any) -> Shown:
         """A new definition, run at once (the output keeps its rows and columns until

@@ -1,0 +1,164 @@
+"""The transformation page (screen 4 of issue #33): its definition with its SQL in an
+editor, "Preview" of the edited SQL (every role: viewers read every row already) through
+the previews the API's `POST /api/v2/transformations/preview` uses, "Save" (admins,
+checked here) through the service `PUT /api/v2/transformations/{id}` uses, its inputs
+and readers, and its last run.
+
+The id is the transformation's, as in /api/v2/transformations/{id}; another workspace's,
+or a reconciliation's, is the 404 page. A preview is a POST (SQL may be 100,000
+characters, past what a URL carries), so it re-renders the page and is not bookmarkable;
+a save answers 303 to the page with `?saved=1`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from tally.console import transformation_view as view
+from tally.console.auth import AdminUser, SignedIn, runtime_of
+from tally.console.pages import not_found_page, render
+from tally.console.sign_in import see_other
+from tally.core.errors import (
+    BusyError,
+    DefinitionRejectedError,
+    FieldProblem,
+    InvalidBodyError,
+    RunFailedError,
+    TooManyPreviewsError,
+    TransformationNotFoundError,
+)
+from tally.core.users import User
+from tally.services.derived.graph import Neighbours
+from tally.services.transformations.previews import Preview
+from tally.services.transformations.service import Transformation
+
+router = APIRouter(include_in_schema=False)
+PAGE = "/console/transformations/{transformation_id}"
+SqlField = Annotated[str, Form()]
+
+
+@router.get(PAGE)
+def transformation_page(
+    request: Request, user: SignedIn, transformation_id: int, saved: bool = False
+) -> Response:
+    found = _found(request, user, transformation_id)
+    if found is None:
+        return not_found_page(request)
+    shown, graph = found
+    notice = "Saved. A run with the new SQL is queued." if saved else None
+    return _page(request, user, shown, graph, sql=shown.definition["sql"], notice=notice)
+
+
+@router.post(PAGE + "/preview")
+async def preview_sql(
+    request: Request, user: SignedIn, transformation_id: int, sql: SqlField = ""
+) -> Response:
+    """The edited SQL's columns and first rows, or its problems; nothing is kept. On the
+    previews' own threads, never this loop's nor the requests' (issue #30)."""
+    found = await run_in_threadpool(_found, request, user, transformation_id)
+    if found is None:
+        return await run_in_threadpool(not_found_page, request)
+    shown, graph = found
+    sql = _typed(sql)
+    body = {**shown.definition, "sql": sql}
+    previews = runtime_of(request).previews
+    page: dict[str, Any] = {"sql": sql}
+    try:
+        submitted = previews.submit(
+            workspace_id=user.workspace_id, body=body, own_output=shown.resource_id
+        )
+        page["preview"] = await asyncio.wrap_future(submitted)
+    except (DefinitionRejectedError, InvalidBodyError) as error:
+        page.update(problems=view.problems_of(error.problems, sql), status_code=400)
+    except RunFailedError as error:
+        page.update(problems=view.problems_of([FieldProblem("sql", error.message)], sql))
+        page["status_code"] = 400
+    except BusyError as error:  # TooManyPreviewsError too: one more is refused at once
+        busy = 429 if isinstance(error, TooManyPreviewsError) else 503
+        page.update(problems=[view.Problem(None, error.message, None)], status_code=busy)
+    return await run_in_threadpool(_page, request, user, shown, graph, **page)
+
+
+@router.post(PAGE)
+def save_sql(
+    request: Request, admin: AdminUser, transformation_id: int, sql: SqlField = ""
+) -> Response:
+    """The definition with this SQL (name and inputs kept), run at once; its problems,
+    each by the field it names, on the page again."""
+    found = _found(request, admin, transformation_id)
+    if found is None:
+        return not_found_page(request)
+    shown, graph = found
+    sql = _typed(sql)
+    try:
+        runtime_of(request).transformations.replace(
+            workspace_id=admin.workspace_id,
+            derived_id=shown.id,
+            body={**shown.definition, "sql": sql},
+        )
+    except TransformationNotFoundError:  # deleted meanwhile
+        return not_found_page(request)
+    except (DefinitionRejectedError, InvalidBodyError) as error:
+        problems = view.problems_of(error.problems, sql)
+        return _page(request, admin, shown, graph, sql=sql, problems=problems, status_code=400)
+    return see_other(f"/console/transformations/{shown.id}?saved=1")
+
+
+def _found(
+    request: Request, user: User, transformation_id: int
+) -> tuple[Transformation, Neighbours] | None:
+    """The transformation and its neighbours, if of the user's workspace."""
+    try:
+        return runtime_of(request).transformations.get_with_neighbours(
+            workspace_id=user.workspace_id, derived_id=transformation_id
+        )
+    except TransformationNotFoundError:
+        return None
+
+
+def _typed(sql: str) -> str:
+    """The SQL as typed: a browser sends a textarea's line breaks as CRLF."""
+    return sql.replace("\r\n", "\n")
+
+
+def _page(
+    request: Request,
+    user: User,
+    shown: Transformation,
+    graph: Neighbours,
+    *,
+    sql: str,
+    notice: str | None = None,
+    preview: Preview | None = None,
+    problems: list[view.Problem] | None = None,
+    status_code: int = 200,
+) -> Response:
+    problems = problems or []
+    inputs = shown.definition["inputs"]
+    last_run = shown.last_run or {}
+    return render(
+        request,
+        "transformation.html",
+        user=user,
+        status_code=status_code,
+        title=shown.name,
+        transformation=shown,
+        sql=sql,
+        inputs=[(name, graph.inputs.get(resource_id)) for name, resource_id in inputs.items()],
+        readers=graph.readers,
+        last_run=last_run,
+        started_at=view.moment(last_run.get("started_at")),
+        duration=view.duration_seconds(last_run),
+        notice=notice,
+        preview=preview,
+        preview_rows=[view.cell_texts(row) for row in preview.rows] if preview else [],
+        sql_problems=[p for p in problems if p.field == "sql"],
+        other_problems=[p for p in problems if p.field != "sql"],
+        numeric=view.NUMERIC,
+        page_of=view.page_of,
+    )
