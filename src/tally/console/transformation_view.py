@@ -1,11 +1,10 @@
 """What the transformation page shows, shaped from the services' answers: an error's
 position in the SQL (its line, with a caret under the column), a preview's rows as the
-exact text the API sends, the last run's duration, and where each neighbour's page is.
+exact text the API sends, and where each neighbour's page is.
 Pure functions: no request, no service."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from dataclasses import dataclass
@@ -73,19 +72,6 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def duration_seconds(last_run: dict[str, Any]) -> str | None:
-    """The run's duration, to the hundredth of a second (`0.42`)."""
-    started, finished = last_run.get("started_at"), last_run.get("finished_at")
-    if started is None or finished is None:
-        return None
-    took = dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)
-    return f"{took.total_seconds():.2f}"
-
-
-def moment(text: str | None) -> dt.datetime | None:
-    return None if text is None else dt.datetime.fromisoformat(text)
 
 
 def page_of(node: Node) -> str:

@@ -2,7 +2,7 @@
 editor, "Preview" of the edited SQL (every role: viewers read every row already) through
 the previews the API's `POST /api/v2/transformations/preview` uses, "Save" (admins,
 checked here) through the service `PUT /api/v2/transformations/{id}` uses, its inputs
-and readers, and its last run.
+and readers, and its last runs.
 
 The id is the transformation's, as in /api/v2/transformations/{id}; another workspace's,
 or a reconciliation's, is the 404 page. A preview is a POST (SQL may be 100,000
@@ -13,6 +13,7 @@ a save answers 303 to the page with `?saved=1`.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
@@ -23,6 +24,7 @@ from tally.console import transformation_view as view
 from tally.console.auth import AdminUser, SignedIn, runtime_of
 from tally.console.pages import not_found_page, render
 from tally.console.sign_in import see_other
+from tally.core.derived_runs import DerivedRun
 from tally.core.errors import (
     BusyError,
     DefinitionRejectedError,
@@ -34,6 +36,7 @@ from tally.core.errors import (
 )
 from tally.core.users import User
 from tally.services.derived.graph import Neighbours
+from tally.services.derived.history import RUNS_KEPT
 from tally.services.transformations.previews import Preview
 from tally.services.transformations.service import Transformation
 
@@ -49,9 +52,8 @@ def transformation_page(
     found = _found(request, user, transformation_id)
     if found is None:
         return not_found_page(request)
-    shown, graph = found
     notice = "Saved. A run with the new SQL is queued." if saved else None
-    return _page(request, user, shown, graph, sql=shown.definition["sql"], notice=notice)
+    return _page(request, user, found, sql=found.shown.definition["sql"], notice=notice)
 
 
 @router.post(PAGE + "/preview")
@@ -63,8 +65,7 @@ async def preview_sql(
     found = await run_in_threadpool(_found, request, user, transformation_id)
     if found is None:
         return await run_in_threadpool(not_found_page, request)
-    shown, graph = found
-    sql = _typed(sql)
+    shown, sql = found.shown, _typed(sql)
     body = {**shown.definition, "sql": sql}
     previews = runtime_of(request).previews
     page: dict[str, Any] = {"sql": sql}
@@ -81,7 +82,7 @@ async def preview_sql(
     except BusyError as error:  # TooManyPreviewsError too: one more is refused at once
         busy = 429 if isinstance(error, TooManyPreviewsError) else 503
         page.update(problems=[view.Problem(None, error.message, None)], status_code=busy)
-    return await run_in_threadpool(_page, request, user, shown, graph, **page)
+    return await run_in_threadpool(_page, request, user, found, **page)
 
 
 @router.post(PAGE)
@@ -93,8 +94,7 @@ def save_sql(
     found = _found(request, admin, transformation_id)
     if found is None:
         return not_found_page(request)
-    shown, graph = found
-    sql = _typed(sql)
+    shown, sql = found.shown, _typed(sql)
     try:
         runtime_of(request).transformations.replace(
             workspace_id=admin.workspace_id,
@@ -105,20 +105,28 @@ def save_sql(
         return not_found_page(request)
     except (DefinitionRejectedError, InvalidBodyError) as error:
         problems = view.problems_of(error.problems, sql)
-        return _page(request, admin, shown, graph, sql=sql, problems=problems, status_code=400)
+        return _page(request, admin, found, sql=sql, problems=problems, status_code=400)
     return see_other(f"/console/transformations/{shown.id}?saved=1")
 
 
-def _found(
-    request: Request, user: User, transformation_id: int
-) -> tuple[Transformation, Neighbours] | None:
-    """The transformation and its neighbours, if of the user's workspace."""
+@dataclass(frozen=True)
+class Found:
+    shown: Transformation
+    graph: Neighbours
+    runs: list[DerivedRun]  # newest first
+
+
+def _found(request: Request, user: User, transformation_id: int) -> Found | None:
+    """The transformation, its neighbours and its last runs, if of the user's workspace."""
+    service = runtime_of(request).transformations
     try:
-        return runtime_of(request).transformations.get_with_neighbours(
+        shown, graph = service.get_with_neighbours(
             workspace_id=user.workspace_id, derived_id=transformation_id
         )
+        runs = service.list_runs(workspace_id=user.workspace_id, derived_id=transformation_id)
     except TransformationNotFoundError:
         return None
+    return Found(shown, graph, runs)
 
 
 def _typed(sql: str) -> str:
@@ -129,8 +137,7 @@ def _typed(sql: str) -> str:
 def _page(
     request: Request,
     user: User,
-    shown: Transformation,
-    graph: Neighbours,
+    found: Found,
     *,
     sql: str,
     notice: str | None = None,
@@ -139,8 +146,7 @@ def _page(
     status_code: int = 200,
 ) -> Response:
     problems = problems or []
-    inputs = shown.definition["inputs"]
-    last_run = shown.last_run or {}
+    shown, inputs = found.shown, found.shown.definition["inputs"]
     return render(
         request,
         "transformation.html",
@@ -149,11 +155,9 @@ def _page(
         title=shown.name,
         transformation=shown,
         sql=sql,
-        inputs=[(name, graph.inputs.get(resource_id)) for name, resource_id in inputs.items()],
-        readers=graph.readers,
-        last_run=last_run,
-        started_at=view.moment(last_run.get("started_at")),
-        duration=view.duration_seconds(last_run),
+        inputs=[(name, found.graph.inputs.get(r)) for name, r in inputs.items()],
+        readers=found.graph.readers,
+        runs=found.runs,
         notice=notice,
         preview=preview,
         preview_rows=[view.cell_texts(row) for row in preview.rows] if preview else [],
@@ -161,4 +165,5 @@ def _page(
         other_problems=[p for p in problems if p.field != "sql"],
         numeric=view.NUMERIC,
         page_of=view.page_of,
+        runs_kept=RUNS_KEPT,
     )

@@ -1,7 +1,7 @@
 """A derived resource's definition as the API and the CLI use it, the same for every
 kind: created with its empty output and a first run due now, listed, shown (also with
-its neighbours in the graph, for a page), replaced (the output renamed with it, a run
-due now) and deleted with its output.
+its neighbours in the graph, for a page), its last runs listed, replaced (the output
+renamed with it, a run due now) and deleted with its output (and its runs).
 
 Each use case is one transaction. A derived resource is its record (definition, inputs
 and run queue: storage/derived/records.py) plus its output, an ordinary resource of the
@@ -26,11 +26,13 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
+from tally.core.derived_runs import DerivedRun
 from tally.core.errors import NotFoundError
 from tally.services.derived import outputs
 from tally.services.derived.graph import Neighbours, neighbours
 from tally.storage import accounts, resources
 from tally.storage.derived import records
+from tally.storage.derived import runs as run_history
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection, write_connection
 
@@ -178,6 +180,12 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
         with snapshot_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, derived_id)
             return self.shown(conn, record), neighbours(conn, record.resource_id)
+
+    def list_runs(self, *, workspace_id: int, derived_id: int) -> list[DerivedRun]:
+        """Its last runs (at most RUNS_KEPT), newest first."""
+        with self._engine.connect() as conn:
+            record = self._owned(conn, workspace_id, derived_id)
+            return run_history.list_runs(conn, record.id)
 
     def replace(self, *, workspace_id: int, derived_id: int, body: Any) -> Shown:
         """A new definition, run at once (the output keeps its rows and columns until
