@@ -11,11 +11,13 @@ import re
 
 import httpx
 import pytest
+from markupsafe import escape
 
 from support.console import SAME_ORIGIN, make_user, sign_in
 from support.factories import Tenant, make_tenant
 from support.reconciliations import definition, make_pair
 from support.transformations import FILTER_SQL, Inputs, make_inputs, run, transformation
+from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
 from tally.services.transformations.service import Transformation
 
@@ -208,3 +210,22 @@ def test_hostile_sql_text_and_column_names_are_escaped(
     rejected = post(browser, page_of(filtered) + "/preview", f"SELECT {HOSTILE}")
     assert rejected.status_code == 400
     assert HOSTILE not in rejected.text
+
+
+def test_the_runs_are_listed_newest_first_with_a_failures_error_in_full(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, filtered: Transformation
+) -> None:
+    failing = {**filtered.definition, "sql": "SELECT CAST(s.currency AS INTEGER) AS n FROM s"}
+    runtime.transformations.replace(
+        workspace_id=tenant.workspace_id, derived_id=filtered.id, body=failing
+    )
+    with pytest.raises(RunFailedError) as failure:
+        runtime.derived.run_now(filtered.id, kind="transformation", worker="test")
+    as_role(browser, runtime, tenant, "viewer")
+    runs = browser.get(page_of(filtered)).text.split('id="runs"')[1]
+    rows = re.findall(r"<tr>(.*?)</tr>", runs, re.S)[1:]  # after the header
+    assert len(rows) == 2
+    assert '<span class="status-failed">failed</span>' in rows[0]
+    assert f'<pre class="run-error">{escape(failure.value.message)}</pre>' in rows[0]
+    assert '<span class="status-succeeded">succeeded</span>' in rows[1]
+    assert '<td class="num">4</td>' in rows[1]
