@@ -55,8 +55,20 @@ def page_of(made: Transformation) -> str:
     return f"/console/transformations/{made.id}"
 
 
-def post(client: httpx.Client, path: str, sql: str) -> httpx.Response:
-    return client.post(path, data={"sql": sql}, headers=SAME_ORIGIN)
+def post(client: httpx.Client, path: str, sql: str, base: str = "") -> httpx.Response:
+    return client.post(path, data={"sql": sql, "base": base}, headers=SAME_ORIGIN)
+
+
+def base_of(page: str) -> str:
+    """The definition the page's form edits (its hidden `base`)."""
+    found = re.search(r'<input type="hidden" name="base" value="([0-9a-f]{64})">', page)
+    assert found is not None
+    return found.group(1)
+
+
+def save(client: httpx.Client, made: Transformation, sql: str) -> httpx.Response:
+    """Open the page, then save this SQL from it, as an admin's browser does."""
+    return post(client, page_of(made), sql, base_of(client.get(page_of(made)).text))
 
 
 def text_of(response: httpx.Response) -> str:
@@ -143,7 +155,7 @@ def test_an_admin_saves_and_the_transformation_runs_again(
 ) -> None:
     as_role(browser, runtime, tenant, "admin")
     edited = "SELECT s.payout_id FROM s WHERE s.status = 'void'"
-    response = post(browser, page_of(filtered), edited + "\r\n")
+    response = save(browser, filtered, edited + "\r\n")
     assert response.status_code == 303
     assert response.headers["location"] == page_of(filtered) + "?saved=1"
     saved = runtime.transformations.get(workspace_id=tenant.workspace_id, derived_id=filtered.id)
@@ -159,7 +171,7 @@ def test_a_rejected_save_names_the_field_and_keeps_the_sql(
     browser: httpx.Client, runtime: Runtime, tenant: Tenant, filtered: Transformation
 ) -> None:
     as_role(browser, runtime, tenant, "admin")
-    response = post(browser, page_of(filtered), "SELECT FROM WHERE")
+    response = save(browser, filtered, "SELECT FROM WHERE")
     assert response.status_code == 400
     assert "the SQL does not parse" in response.text
     assert "SELECT FROM WHERE</textarea>" in response.text
@@ -229,3 +241,26 @@ def test_the_runs_are_listed_newest_first_with_a_failures_error_in_full(
     assert f'<pre class="run-error">{escape(failure.value.message)}</pre>' in rows[0]
     assert '<span class="status-succeeded">succeeded</span>' in rows[1]
     assert '<td class="num">4</td>' in rows[1]
+
+
+def test_a_save_over_a_definition_changed_meanwhile_is_409_until_saved_again(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, filtered: Transformation
+) -> None:
+    as_role(browser, runtime, tenant, "admin")
+    opened = base_of(browser.get(page_of(filtered)).text)
+    theirs = {**filtered.definition, "sql": "SELECT s.payout_id FROM s"}
+    runtime.transformations.replace(
+        workspace_id=tenant.workspace_id, derived_id=filtered.id, body=theirs
+    )  # another admin, or the API, meanwhile
+    mine = "SELECT s.currency FROM s"
+    refused = post(browser, page_of(filtered), mine, opened)
+    assert refused.status_code == 409
+    assert "changed since you opened this page" in refused.text
+    assert f"{mine}</textarea>" in refused.text
+    service = runtime.transformations
+    kept = service.get(workspace_id=tenant.workspace_id, derived_id=filtered.id)
+    assert kept.definition["sql"] == theirs["sql"]
+    again = post(browser, page_of(filtered), mine, base_of(refused.text))
+    assert again.status_code == 303
+    saved = service.get(workspace_id=tenant.workspace_id, derived_id=filtered.id)
+    assert saved.definition["sql"] == mine

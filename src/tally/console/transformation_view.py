@@ -5,6 +5,7 @@ Pure functions: no request, no service."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -72,6 +73,13 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def definition_digest(definition: dict[str, Any]) -> str:
+    """What a page's form says it edited (its `base`): a save finds out whether the
+    definition changed since, by another admin or through the API."""
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def page_of(node: Node) -> str:

@@ -27,6 +27,7 @@ from tally.console.sign_in import see_other
 from tally.core.derived_runs import DerivedRun
 from tally.core.errors import (
     BusyError,
+    ConflictError,
     DefinitionRejectedError,
     FieldProblem,
     InvalidBodyError,
@@ -37,12 +38,18 @@ from tally.core.errors import (
 from tally.core.users import User
 from tally.services.derived.graph import Neighbours
 from tally.services.derived.history import RUNS_KEPT
+from tally.services.derived.lifecycle import CHANGED_MEANWHILE
 from tally.services.transformations.previews import Preview
 from tally.services.transformations.service import Transformation
 
 router = APIRouter(include_in_schema=False)
 PAGE = "/console/transformations/{transformation_id}"
-SqlField = Annotated[str, Form()]
+FormText = Annotated[str, Form()]
+CHANGED_WARNING = (
+    "The definition was changed since you opened this page (by another admin, or through "
+    "the API). Your SQL is kept below: open the page in another tab to see theirs, or "
+    "Save again to replace it."
+)
 
 
 @router.get(PAGE)
@@ -53,12 +60,17 @@ def transformation_page(
     if found is None:
         return not_found_page(request)
     notice = "Saved. A run with the new SQL is queued." if saved else None
-    return _page(request, user, found, sql=found.shown.definition["sql"], notice=notice)
+    sql = found.shown.definition["sql"]
+    return _page(request, user, found, sql=sql, base=_base(found), notice=notice)
 
 
 @router.post(PAGE + "/preview")
 async def preview_sql(
-    request: Request, user: SignedIn, transformation_id: int, sql: SqlField = ""
+    request: Request,
+    user: SignedIn,
+    transformation_id: int,
+    sql: FormText = "",
+    base: FormText = "",
 ) -> Response:
     """The edited SQL's columns and first rows, or its problems; nothing is kept. On the
     previews' own threads, never this loop's nor the requests' (issue #30)."""
@@ -68,7 +80,7 @@ async def preview_sql(
     shown, sql = found.shown, _typed(sql)
     body = {**shown.definition, "sql": sql}
     previews = runtime_of(request).previews
-    page: dict[str, Any] = {"sql": sql}
+    page: dict[str, Any] = {"sql": sql, "base": base}  # still what the editing began from
     try:
         submitted = previews.submit(
             workspace_id=user.workspace_id, body=body, own_output=shown.resource_id
@@ -87,25 +99,40 @@ async def preview_sql(
 
 @router.post(PAGE)
 def save_sql(
-    request: Request, admin: AdminUser, transformation_id: int, sql: SqlField = ""
+    request: Request,
+    admin: AdminUser,
+    transformation_id: int,
+    sql: FormText = "",
+    base: FormText = "",
 ) -> Response:
     """The definition with this SQL (name and inputs kept), run at once; its problems,
-    each by the field it names, on the page again."""
+    each by the field it names, on the page again. A definition changed since the page
+    was opened (`base`) is not overwritten: 409, the edited SQL kept, and a second Save
+    replaces the definition now shown."""
     found = _found(request, admin, transformation_id)
     if found is None:
         return not_found_page(request)
     shown, sql = found.shown, _typed(sql)
     try:
+        if base != _base(found):
+            raise ConflictError([FieldProblem(None, CHANGED_MEANWHILE)])
         runtime_of(request).transformations.replace(
             workspace_id=admin.workspace_id,
             derived_id=shown.id,
             body={**shown.definition, "sql": sql},
+            expected=shown.definition,
         )
     except TransformationNotFoundError:  # deleted meanwhile
         return not_found_page(request)
     except (DefinitionRejectedError, InvalidBodyError) as error:
         problems = view.problems_of(error.problems, sql)
-        return _page(request, admin, found, sql=sql, problems=problems, status_code=400)
+        return _page(request, admin, found, sql=sql, base=base, problems=problems, status_code=400)
+    except ConflictError:
+        now = _found(request, admin, transformation_id) or found
+        problem = view.Problem(None, CHANGED_WARNING, None)
+        return _page(
+            request, admin, now, sql=sql, base=_base(now), problems=[problem], status_code=409
+        )
     return see_other(f"/console/transformations/{shown.id}?saved=1")
 
 
@@ -129,6 +156,10 @@ def _found(request: Request, user: User, transformation_id: int) -> Found | None
     return Found(shown, graph, runs)
 
 
+def _base(found: Found) -> str:
+    return view.definition_digest(found.shown.definition)
+
+
 def _typed(sql: str) -> str:
     """The SQL as typed: a browser sends a textarea's line breaks as CRLF."""
     return sql.replace("\r\n", "\n")
@@ -140,6 +171,7 @@ def _page(
     found: Found,
     *,
     sql: str,
+    base: str,
     notice: str | None = None,
     preview: Preview | None = None,
     problems: list[view.Problem] | None = None,
@@ -155,6 +187,7 @@ def _page(
         title=shown.name,
         transformation=shown,
         sql=sql,
+        base=base,
         inputs=[(name, found.graph.inputs.get(r)) for name, r in inputs.items()],
         readers=found.graph.readers,
         runs=found.runs,

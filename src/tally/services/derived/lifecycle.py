@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.derived_runs import DerivedRun
-from tally.core.errors import NotFoundError
+from tally.core.errors import ConflictError, FieldProblem, NotFoundError
 from tally.services.derived import outputs
 from tally.services.derived.graph import Neighbours, neighbours
 from tally.storage import accounts, resources
@@ -35,6 +35,8 @@ from tally.storage.derived import records
 from tally.storage.derived import runs as run_history
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection, write_connection
+
+CHANGED_MEANWHILE = "the definition was changed meanwhile"
 
 
 @dataclass(frozen=True)
@@ -187,13 +189,23 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
             record = self._owned(conn, workspace_id, derived_id)
             return run_history.list_runs(conn, record.id)
 
-    def replace(self, *, workspace_id: int, derived_id: int, body: Any) -> Shown:
+    def replace(
+        self,
+        *,
+        workspace_id: int,
+        derived_id: int,
+        body: Any,
+        expected: dict[str, Any] | None = None,
+    ) -> Shown:
         """A new definition, run at once (the output keeps its rows and columns until
-        that run publishes)."""
+        that run publishes). `expected`: the definition the change was made to; another
+        one stored meanwhile is a ConflictError (no edit silently overwrites another)."""
         parsed = self.parse(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, derived_id, lock=True)
+            if expected is not None and record.definition != expected:
+                raise ConflictError([FieldProblem(None, CHANGED_MEANWHILE)])
             checked = self.check(conn, workspace_id, parsed, own_output=record.resource_id)
             self.replacing(conn, record, checked, now)
             records.replace_definition(
