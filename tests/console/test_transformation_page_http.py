@@ -1,20 +1,22 @@
 """The transformation page over HTTP (tally served by uvicorn on loopback, both
 backends): its definition, inputs and readers linked both ways, the last run, Preview
 (any role) with the columns and exact first rows or the error's place in the SQL, Save
-(admins only, re-run), hostile SQL text and column names escaped, another workspace's
-transformation answered as a missing one."""
+(admins only, re-run; not over a definition changed meanwhile), the runs, hostile SQL
+text and column names escaped, another workspace's transformation answered as a missing
+one; and the admins' "New transformation" page."""
 
 from __future__ import annotations
 
 import html
 import re
+from typing import Any
 
 import httpx
 import pytest
 from markupsafe import escape
 
 from support.console import SAME_ORIGIN, make_user, sign_in
-from support.factories import Tenant, make_tenant
+from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import definition, make_pair
 from support.transformations import FILTER_SQL, Inputs, make_inputs, run, transformation
 from tally.core.errors import RunFailedError
@@ -264,3 +266,62 @@ def test_a_save_over_a_definition_changed_meanwhile_is_409_until_saved_again(
     assert again.status_code == 303
     saved = service.get(workspace_id=tenant.workspace_id, derived_id=filtered.id)
     assert saved.definition["sql"] == mine
+
+
+def new_form(name: str, inputs: dict[str, int | str], sql: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "input_name": [*inputs, ""],  # and an empty row, as the page offers
+        "input_resource": [*(str(r) for r in inputs.values()), ""],
+        "sql": sql,
+    }
+
+
+def test_an_admin_previews_and_creates_a_new_transformation(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    as_role(browser, runtime, tenant, "admin")
+    page = browser.get("/console/transformations/new")
+    assert page.status_code == 200
+    assert f'<option value="{inputs.bank}">bank (source {inputs.bank})</option>' in page.text
+    form = new_form("EUR payouts", {"s": inputs.settlements}, "SELECT s.payout_id FROM s")
+    previewed = browser.post("/console/transformations/new/preview", data=form, headers=SAME_ORIGIN)
+    assert previewed.status_code == 200
+    assert "<td>PO-3</td>" in previewed.text.split('id="preview"')[1]
+    assert f'<option value="{inputs.settlements}" selected>' in previewed.text  # kept
+    created = browser.post("/console/transformations/new", data=form, headers=SAME_ORIGIN)
+    assert created.status_code == 303
+    (made,) = runtime.transformations.list_defined(workspace_id=tenant.workspace_id)
+    assert made.definition == {
+        "name": "EUR payouts",
+        "inputs": {"s": inputs.settlements},
+        "sql": "SELECT s.payout_id FROM s",
+    }
+    assert created.headers["location"] == f"/console/transformations/{made.id}?created=1"
+    assert "Created. Its first run is queued." in browser.get(created.headers["location"]).text
+
+
+def test_a_new_transformations_problems_are_named_by_field(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, inputs: Inputs
+) -> None:
+    as_role(browser, runtime, tenant, "admin")
+    theirs = make_source(runtime.engine, make_tenant(runtime.engine), "a\n1\n", name="theirs")
+    form = new_form("settlements", {"s": theirs.id}, "SELECT s.a FROM s")
+    refused = browser.post("/console/transformations/new", data=form, headers=SAME_ORIGIN)
+    assert refused.status_code == 400
+    assert "a resource named &#39;settlements&#39; already exists" in refused.text
+    assert f"inputs.s: no resource {theirs.id} in this workspace" in refused.text
+    assert 'id="name" name="name" value="settlements"' in refused.text
+    assert runtime.transformations.list_defined(workspace_id=tenant.workspace_id) == []
+
+
+@pytest.mark.parametrize("role", ["viewer", "analyst"])
+def test_the_new_transformation_page_is_for_admins(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant, inputs: Inputs, role: str
+) -> None:
+    as_role(browser, runtime, tenant, role)
+    assert browser.get("/console/transformations/new").status_code == 403
+    form = new_form("x", {"s": inputs.settlements}, "SELECT s.payout_id FROM s")
+    for path in ("/console/transformations/new", "/console/transformations/new/preview"):
+        assert browser.post(path, data=form, headers=SAME_ORIGIN).status_code == 403
+    assert runtime.transformations.list_defined(workspace_id=tenant.workspace_id) == []

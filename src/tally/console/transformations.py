@@ -54,12 +54,22 @@ CHANGED_WARNING = (
 
 @router.get(PAGE)
 def transformation_page(
-    request: Request, user: SignedIn, transformation_id: int, saved: bool = False
+    request: Request,
+    user: SignedIn,
+    transformation_id: int,
+    saved: bool = False,
+    created: bool = False,
 ) -> Response:
     found = _found(request, user, transformation_id)
     if found is None:
         return not_found_page(request)
-    notice = "Saved. A run with the new SQL is queued." if saved else None
+    notice = (
+        "Created. Its first run is queued."
+        if created
+        else "Saved. A run with the new SQL is queued."
+        if saved
+        else None
+    )
     sql = found.shown.definition["sql"]
     return _page(request, user, found, sql=sql, base=_base(found), notice=notice)
 
@@ -77,24 +87,11 @@ async def preview_sql(
     found = await run_in_threadpool(_found, request, user, transformation_id)
     if found is None:
         return await run_in_threadpool(not_found_page, request)
-    shown, sql = found.shown, _typed(sql)
+    shown, sql = found.shown, typed(sql)
     body = {**shown.definition, "sql": sql}
-    previews = runtime_of(request).previews
-    page: dict[str, Any] = {"sql": sql, "base": base}  # still what the editing began from
-    try:
-        submitted = previews.submit(
-            workspace_id=user.workspace_id, body=body, own_output=shown.resource_id
-        )
-        page["preview"] = await asyncio.wrap_future(submitted)
-    except (DefinitionRejectedError, InvalidBodyError) as error:
-        page.update(problems=view.problems_of(error.problems, sql), status_code=400)
-    except RunFailedError as error:
-        page.update(problems=view.problems_of([FieldProblem("sql", error.message)], sql))
-        page["status_code"] = 400
-    except BusyError as error:  # TooManyPreviewsError too: one more is refused at once
-        busy = 429 if isinstance(error, TooManyPreviewsError) else 503
-        page.update(problems=[view.Problem(None, error.message, None)], status_code=busy)
-    return await run_in_threadpool(_page, request, user, found, **page)
+    page = await previewed(request, user, body, own_output=shown.resource_id)
+    # `base`: still the definition the editing began from
+    return await run_in_threadpool(_page, request, user, found, sql=sql, base=base, **page)
 
 
 @router.post(PAGE)
@@ -112,7 +109,7 @@ def save_sql(
     found = _found(request, admin, transformation_id)
     if found is None:
         return not_found_page(request)
-    shown, sql = found.shown, _typed(sql)
+    shown, sql = found.shown, typed(sql)
     try:
         if base != _base(found):
             raise ConflictError([FieldProblem(None, CHANGED_MEANWHILE)])
@@ -134,6 +131,27 @@ def save_sql(
             request, admin, now, sql=sql, base=_base(now), problems=[problem], status_code=409
         )
     return see_other(f"/console/transformations/{shown.id}?saved=1")
+
+
+async def previewed(
+    request: Request, user: User, body: dict[str, Any], *, own_output: int | None
+) -> dict[str, Any]:
+    """A page's values after previewing `body`: the preview, or its problems and the
+    page's status."""
+    sql = body["sql"]
+    try:
+        submitted = runtime_of(request).previews.submit(
+            workspace_id=user.workspace_id, body=body, own_output=own_output
+        )
+        return {"preview": await asyncio.wrap_future(submitted)}
+    except (DefinitionRejectedError, InvalidBodyError) as error:
+        return {"problems": view.problems_of(error.problems, sql), "status_code": 400}
+    except RunFailedError as error:
+        problems = view.problems_of([FieldProblem("sql", error.message)], sql)
+        return {"problems": problems, "status_code": 400}
+    except BusyError as error:  # TooManyPreviewsError too: one more is refused at once
+        busy = 429 if isinstance(error, TooManyPreviewsError) else 503
+        return {"problems": [view.Problem(None, error.message, None)], "status_code": busy}
 
 
 @dataclass(frozen=True)
@@ -160,7 +178,7 @@ def _base(found: Found) -> str:
     return view.definition_digest(found.shown.definition)
 
 
-def _typed(sql: str) -> str:
+def typed(sql: str) -> str:
     """The SQL as typed: a browser sends a textarea's line breaks as CRLF."""
     return sql.replace("\r\n", "\n")
 

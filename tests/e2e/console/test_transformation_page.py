@@ -134,3 +134,29 @@ def test_a_viewer_previews_but_has_no_save(page: Page, site: Site, tenant: Tenan
     preview = page.get_by_role("table", name=re.compile("^The first 3 rows"))
     expect(preview.get_by_role("row").nth(2)).to_contain_text("-310.25")
     assert serious_violations(page) == []
+
+
+def test_an_admin_creates_a_transformation_from_the_new_page(
+    page: Page, site: Site, tenant: Tenant
+) -> None:
+    made = defined(site, tenant)
+    admin = make_user(site.runtime, tenant.workspace_id, "admin")
+    sign_in_page(page, admin.name)
+    page.goto(f"/console/transformations/{made.id}")
+    page.get_by_role("link", name="New transformation").click()
+    expect(page.get_by_role("heading", name="New transformation")).to_be_visible()
+    assert serious_violations(page) == []
+    page.get_by_label("Name", exact=True).fill("EUR payouts")
+    page.get_by_label("Name in the SQL of input 1").fill("p")
+    payouts = made.definition["inputs"]["p"]
+    page.get_by_label("Resource of input 1").select_option(f"{payouts}")
+    page.get_by_label("SQL", exact=True).fill("SELECT p.payout_id, p.amount FROM p")
+    page.get_by_role("button", name="Preview").click()
+    preview = page.get_by_role("table", name=re.compile("^The first 4 rows"))
+    expect(preview.get_by_role("row").nth(2)).to_contain_text("-310.25")
+    expect(page.get_by_label("Name", exact=True)).to_have_value("EUR payouts")
+    assert serious_violations(page) == []
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("status")).to_have_text("Created. Its first run is queued.")
+    expect(page.get_by_role("heading", name="EUR payouts")).to_be_visible()
+    expect(page.get_by_role("link", name="Stripe payouts", exact=True)).to_be_visible()
