@@ -45,6 +45,7 @@ CONFIRM = MATCH + "/confirm"
 ACTIONS = REC + "/actions"
 TRS = "/api/v2/transformations"
 TR = TRS + "/{transformation_id}"
+TR_RUNS = TR + "/runs"
 PREVIEW = TRS + "/preview"
 UNKNOWN_ID = 987654
 # Classes no route raises as themselves: families, and errors of the worker.
@@ -263,6 +264,9 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("delete", REC, 404): lambda a, w: a.delete(f"{RECS}/{UNKNOWN_ID}", headers=w.credentials),
     ("delete", REC, 409): _read_by_another,
     ("delete", REC, 422): lambda a, w: a.delete(f"{RECS}/one", headers=w.credentials),
+    ("get", RUNS, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}/runs"),
+    ("get", RUNS, 404): lambda a, w: a.get(f"{RECS}/{UNKNOWN_ID}/runs", headers=w.credentials),
+    ("get", RUNS, 422): lambda a, w: a.get(f"{RECS}/one/runs", headers=w.credentials),
     ("post", RUNS, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/runs"),
     ("post", RUNS, 404): lambda a, w: a.post(f"{RECS}/{UNKNOWN_ID}/runs", headers=w.credentials),
     ("post", RUNS, 422): lambda a, w: a.post(f"{RECS}/one/runs", headers=w.credentials),
@@ -308,6 +312,9 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
         f"{TRS}/{UNKNOWN_ID}", headers=w.credentials, json=_transformation(w, "y")
     ),
     ("put", TR, 422): lambda a, w: _tr(a, w, "PUT", json={"name": "x"}),
+    ("get", TR_RUNS, 403): lambda a, w: a.get(f"{TRS}/{w.transformation_id}/runs"),
+    ("get", TR_RUNS, 404): lambda a, w: a.get(f"{TRS}/{UNKNOWN_ID}/runs", headers=w.credentials),
+    ("get", TR_RUNS, 422): lambda a, w: a.get(f"{TRS}/one/runs", headers=w.credentials),
     ("delete", TR, 403): lambda a, w: a.delete(f"{TRS}/{w.transformation_id}"),
     ("delete", TR, 404): lambda a, w: a.delete(f"{TRS}/{UNKNOWN_ID}", headers=w.credentials),
     ("delete", TR, 409): _transformation_read_by_another,

@@ -1,8 +1,8 @@
 """The definition lifecycle every kind of derived resource shares
 (services/derived/lifecycle.py), on both backends and for both kinds: another
 workspace's derived resource, and one of the other kind, is the kind's own 404 for get,
-replace and delete; a replacement renames the output and queues a run; a deletion takes
-the output with it."""
+replace and delete; a replacement renames the output and queues a run, and is refused
+when made to a definition since changed; a deletion takes the output with it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from support.factories import Tenant, make_source, make_tenant
 from support.reconciliation_runs import BANK_CSV, LEDGER_CSV, definition_json
 from support.transformations import make_inputs, transformation
 from tally.core.errors import (
+    ConflictError,
     NotFoundError,
     ReconciliationNotFoundError,
     TransformationNotFoundError,
@@ -109,3 +110,30 @@ def test_a_replacement_renames_the_output_and_a_deletion_takes_it(
         lifecycle.get(workspace_id=tenant.workspace_id, derived_id=made.id)
     with runtime.engine.connect() as conn:
         assert resources.find_resource(conn, made.resource_id) is None
+
+
+def test_a_replacement_made_to_a_definition_since_changed_is_a_conflict(
+    runtime: Runtime, tenant: Tenant, kind: Kind
+) -> None:
+    lifecycle = kind.lifecycle(runtime)
+    made, body = kind.create(runtime, tenant, "first")
+    seen = made.definition  # what an editor opened
+    lifecycle.replace(
+        workspace_id=tenant.workspace_id, derived_id=made.id, body={**body, "name": "theirs"}
+    )
+    with pytest.raises(ConflictError, match="changed meanwhile"):
+        lifecycle.replace(
+            workspace_id=tenant.workspace_id,
+            derived_id=made.id,
+            body={**body, "name": "mine"},
+            expected=seen,
+        )
+    now = lifecycle.get(workspace_id=tenant.workspace_id, derived_id=made.id)
+    assert now.name == "theirs"
+    mine = lifecycle.replace(
+        workspace_id=tenant.workspace_id,
+        derived_id=made.id,
+        body={**body, "name": "mine"},
+        expected=now.definition,
+    )
+    assert mine.name == "mine"

@@ -12,5 +12,10 @@ services through the runtime, never storage.
 - `people`: the admins' users page (disable, new invite)
 - `reconciliation`: a reconciliation's page (its last run by status and side; the
   workbench grows here)
+- `transformations`: a transformation's page (its SQL edited, previewed and saved; its
+  inputs, readers and last run)
+- `transformation_new`: the admins' "New transformation" page (preview, create)
+- `transformation_view`: what that page shows, shaped (an error's place in the SQL, a
+  preview's exact values, a neighbour's page)
 - `templates/`, `static/`: the pages and their one style sheet (no JavaScript yet)
 """

@@ -5,7 +5,8 @@ imports of ours (an import-linter contract keeps it so).
   of their passwords, sessions and sign-in failures; `files`: `FileRecord`, `FileStatus`;
   `status_callbacks`: `DeliveryStatus` of a status callback's delivery
 - `reconciliation`: a reconciliation's definition as frozen values, statuses, manual
-  work; `reconciliation_actions`: the manual work's records
+  work; `reconciliation_actions`: the manual work's records; `derived_runs`: a derived
+  resource's finished run, as its history keeps it
 - `bodies`: the JSON body rules /api/v2 and the CLI share (`parsed`: a body checked
   against its model, each fault named by its path)
 - `formats`: a source's file layout (leading and trailing lines skipped, dates' token

@@ -283,6 +283,22 @@ derived_resources = Table(
 )
 Index("ix_derived_resources_due", derived_resources.c.run_due_at)
 
+# Each finished run of a derived resource, the last RUNS_KEPT of each (storage/derived/
+# runs.py): written in the transaction that records the run's end, succeeded or failed.
+derived_runs = Table(
+    "derived_runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("derived_id", ForeignKey("derived_resources.id"), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("outcome", String(20), nullable=False),
+    Column("rows", BigInteger, nullable=True),  # the output's, after a run that succeeded
+    Column("error", Text, nullable=True),  # a failed run's, in full
+    CheckConstraint("outcome IN ('succeeded', 'failed')", name="outcome"),
+)
+Index("ix_derived_runs_derived_id_id", derived_runs.c.derived_id, derived_runs.c.id)
+
 # Which resources each derived resource reads: a change to one queues a run of each
 # derived resource reading it.
 derived_inputs = Table(

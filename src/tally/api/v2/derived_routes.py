@@ -1,8 +1,9 @@
 """What the /api/v2 routes of every kind of derived resource (reconciliations,
 transformations) share: the five routes of a definition's lifecycle (create, list, get,
 replace, delete: `add_definition_routes`, given the kind's service, models and OpenAPI
-texts), the definition body's limit, the errors of the headers and of a definition, and
-the service call off the event loop rendered as the response.
+texts) and the list of its last runs (`.../{id}/runs`), the definition body's limit,
+the errors of the headers and of a definition, and the service call off the event loop
+rendered as the response.
 
 Each kind's router keeps its own routes (a reconciliation's manual work, a
 transformation's preview) and its models (api/v2/<kind>_bodies.py).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -25,11 +26,27 @@ from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json
 from tally.core import errors
+from tally.services.derived.history import RUNS_KEPT
 
 MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_PAGE = 1000
 AUTH = (errors.IngestionForbiddenError,)
 DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)
+
+
+class RunResponse(BaseModel):
+    id: int
+    started_at: str
+    finished_at: str
+    outcome: Literal["succeeded", "failed"]
+    rows: int | None = Field(description="The output's rows after a run that succeeded.")
+    error: str | None = Field(description="Why a failed run failed, in full.")
+
+
+class RunListResponse(BaseModel):
+    data: list[RunResponse] = Field(
+        description=f"The last runs that finished, newest first (at most {RUNS_KEPT})."
+    )
 
 
 class Shown(Protocol):
@@ -126,6 +143,12 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
             service.replace, workspace_id=workspace.id, derived_id=the[the_id.name], body=body
         )
 
+    async def list_runs(workspace: Any, service: Any, **the: int) -> Response:
+        found = await run_in_threadpool(
+            service.list_runs, workspace_id=workspace.id, derived_id=the[the_id.name]
+        )
+        return json_response({"data": [run.to_json() for run in found]})
+
     async def delete(workspace: Any, service: Any, **the: int) -> Response:
         return await deleted(service.delete, workspace_id=workspace.id, derived_id=the[the_id.name])
 
@@ -176,6 +199,18 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
         response_model=kind.shown,
         responses=v2_responses(*found, *DEFINED),
         openapi_extra=json_request_body(kind.body),
+    )
+    _add(
+        router,
+        "GET",
+        f"{one}/runs",
+        list_runs,
+        f"list_{kind.noun}_runs",
+        (the_id, workspace, service),
+        summary=f"The {kind.noun}'s last runs, newest first",
+        description=f"Each run that finished, succeeded or failed, the last {RUNS_KEPT}.",
+        response_model=RunListResponse,
+        responses=v2_responses(*found),
     )
     _add(
         router,

@@ -2,6 +2,7 @@
 (services/reconciliation/, services/transformations/) gives its checks, columns and
 builder; this package keeps the rest once: a definition's create, list, get, replace and
 delete (`lifecycle.DefinitionLifecycle`), the output's deletion (`outputs`), the
-dependency graph (`graph.upstream`), the builders' contract (`builders`), the runs
-(`runs.DerivedRuns`) and their publication (`publishing.Publisher`).
+dependency graph (`graph`: upstream, a page's neighbours), the builders' contract
+(`builders`), the runs (`runs.DerivedRuns`), their publication (`publishing.Publisher`)
+and their history (`history`: each finished run, the last RUNS_KEPT).
 """

@@ -1,6 +1,7 @@
 """A derived resource's definition as the API and the CLI use it, the same for every
-kind: created with its empty output and a first run due now, listed, shown, replaced
-(the output renamed with it, a run due now) and deleted with its output.
+kind: created with its empty output and a first run due now, listed, shown (also with
+its neighbours in the graph, for a page), its last runs listed, replaced (the output
+renamed with it, a run due now) and deleted with its output (and its runs).
 
 Each use case is one transaction. A derived resource is its record (definition, inputs
 and run queue: storage/derived/records.py) plus its output, an ordinary resource of the
@@ -25,12 +26,17 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.columns import Column
-from tally.core.errors import NotFoundError
+from tally.core.derived_runs import DerivedRun
+from tally.core.errors import ConflictError, FieldProblem, NotFoundError
 from tally.services.derived import outputs
+from tally.services.derived.graph import Neighbours, neighbours
 from tally.storage import accounts, resources
 from tally.storage.derived import records
+from tally.storage.derived import runs as run_history
 from tally.storage.derived.records import DerivedRecord
-from tally.storage.engine import write_connection
+from tally.storage.engine import snapshot_connection, write_connection
+
+CHANGED_MEANWHILE = "the definition was changed meanwhile"
 
 
 @dataclass(frozen=True)
@@ -168,13 +174,38 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
         with self._engine.connect() as conn:
             return self.shown(conn, self._owned(conn, workspace_id, derived_id))
 
-    def replace(self, *, workspace_id: int, derived_id: int, body: Any) -> Shown:
+    def get_with_neighbours(
+        self, *, workspace_id: int, derived_id: int
+    ) -> tuple[Shown, Neighbours]:
+        """The derived resource, what it reads and what reads its output, in one
+        snapshot (a page showing the graph around it)."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, derived_id)
+            return self.shown(conn, record), neighbours(conn, record.resource_id)
+
+    def list_runs(self, *, workspace_id: int, derived_id: int) -> list[DerivedRun]:
+        """Its last runs (at most RUNS_KEPT), newest first."""
+        with self._engine.connect() as conn:
+            record = self._owned(conn, workspace_id, derived_id)
+            return run_history.list_runs(conn, record.id)
+
+    def replace(
+        self,
+        *,
+        workspace_id: int,
+        derived_id: int,
+        body: Any,
+        expected: dict[str, Any] | None = None,
+    ) -> Shown:
         """A new definition, run at once (the output keeps its rows and columns until
-        that run publishes)."""
+        that run publishes). `expected`: the definition the change was made to; another
+        one stored meanwhile is a ConflictError (no edit silently overwrites another)."""
         parsed = self.parse(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, derived_id, lock=True)
+            if expected is not None and record.definition != expected:
+                raise ConflictError([FieldProblem(None, CHANGED_MEANWHILE)])
             checked = self.check(conn, workspace_id, parsed, own_output=record.resource_id)
             self.replacing(conn, record, checked, now)
             records.replace_definition(

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.errors import RunFailedError
+from tally.services.derived import history
 from tally.services.derived.builders import Output, Patch
 from tally.storage import resources
 from tally.storage.derived import outputs as derived_outputs
@@ -90,7 +91,7 @@ class Publisher:
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-            _record_success(conn, record, output, started, now, version)
+            _record_success(conn, record, output, started, now, version, output.row_count)
         log.info(
             "derived_run_finished",
             extra={
@@ -133,7 +134,7 @@ class Publisher:
                 derived_outputs.drop(conn, plan)  # small: the patch's rows only
                 version = derived_outputs.republish(conn, resource, row_count, now)
                 self._queue_readers(conn, record.resource_id, now)
-            _record_success(conn, record, patch, started, now, version)
+            _record_success(conn, record, patch, started, now, version, row_count)
         lap(timings, "publish", clock)
         log.info("derived_output_readable", extra={"derived_id": record.id})
         log.info(
@@ -165,9 +166,11 @@ def _record_success(
     started: dt.datetime,
     now: dt.datetime,
     version: int | None,
+    rows: int,
 ) -> None:
     """The run is over: its `last_run`, the digest of the output it leaves (`version`)
-    and what it read."""
+    and what it read; and the run in the history, with the output's `rows`."""
+    history.record_succeeded(conn, record.id, started=started, now=now, rows=rows)
     derived_records.record_success(
         conn,
         record.id,

@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Engine
 from tally.core.clock import utc_now
 from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.processes.collector import paused_collector
+from tally.services.derived import history
 from tally.services.derived.builders import READ_DATE, Builder, Output, Patch, StagingBuilder
 from tally.services.derived.publishing import Publisher, lap
 from tally.services.heartbeat import Heartbeat
@@ -197,7 +198,7 @@ class DerivedRuns:
     def _run(self, record: DerivedRecord, worker: str) -> None:
         started = utc_now()
         if record.attempts > self.policy.max_attempts:  # its workers died every time
-            self._fail(record, worker, "the run's worker stopped before it finished")
+            self._fail(record, worker, "the run's worker stopped before it finished", started)
             return
         log.info("derived_run_started", extra={"derived_id": record.id, "worker": worker})
         with self._heartbeat(record.id, worker):
@@ -208,7 +209,7 @@ class DerivedRuns:
             except Exception as error:
                 log.exception("derived_run_failed", extra={"derived_id": record.id})
                 message = error.message if isinstance(error, TallyError) else repr(error)
-                self._fail(record, worker, message)
+                self._fail(record, worker, message, started)
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
         """Build the output beside the published one (or the patch of it) and publish
@@ -271,7 +272,9 @@ class DerivedRuns:
 
         return guard
 
-    def _fail(self, record: DerivedRecord, worker: str, message: str) -> None:
+    def _fail(self, record: DerivedRecord, worker: str, message: str, started: dt.datetime) -> None:
+        """The failed attempt recorded (its retry due, or `failed` at the limit) and kept
+        in the run history, if `worker` still held the run."""
         now = utc_now()
         retry_at = None
         if record.attempts < self.policy.max_attempts:
@@ -281,9 +284,11 @@ class DerivedRuns:
             )
             retry_at = now + dt.timedelta(seconds=delay)
         with write_connection(self._engine) as conn, conn.begin():
-            derived_records.record_failure(
+            held = derived_records.record_failure(
                 conn, record.id, worker, now=now, error=message, retry_at=retry_at
             )
+            if held:
+                history.record_failed(conn, record.id, started=started, now=now, error=message)
 
     def _heartbeat(self, derived_id: int, worker: str) -> Heartbeat:
         """The lease renewed in the background while the run works."""

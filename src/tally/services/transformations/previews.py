@@ -65,8 +65,12 @@ class Previews:
         self._stops: set[Callable[[], None]] = set()  # one per preview's connection
         self._stopping = False
 
-    def submit(self, *, workspace_id: int, body: Any) -> Future[Preview]:
-        """The preview under way, its slot taken; refused at once if none is free."""
+    def submit(
+        self, *, workspace_id: int, body: Any, own_output: int | None = None
+    ) -> Future[Preview]:
+        """The preview under way, its slot taken; refused at once if none is free.
+        `own_output`: the output of the transformation whose edit this previews (its
+        name is its own; it and what is computed from it are no input)."""
         with self._lock:
             if self._stopping:
                 raise BusyError(STOPPING)
@@ -75,7 +79,7 @@ class Previews:
             if self._running.total() >= self._total:
                 raise BusyError(ALL_BUSY)
             self._running[workspace_id] += 1
-            future = self._threads.submit(self._run, workspace_id, body)
+            future = self._threads.submit(self._run, workspace_id, body, own_output)
             self._futures.add(future)
         # On completion, or on cancellation before it ran (the caller left).
         future.add_done_callback(partial(self._release, workspace_id))
@@ -103,15 +107,15 @@ class Previews:
                 del self._running[workspace_id]
             self._futures.discard(future)
 
-    def _run(self, workspace_id: int, body: Any) -> Preview:
+    def _run(self, workspace_id: int, body: Any, own_output: int | None) -> Preview:
         try:
-            return self._preview(workspace_id, body)
+            return self._preview(workspace_id, body, own_output)
         except Exception as error:
             if self._stopping:  # stopped by `close`, whatever the statement said
                 raise BusyError(STOPPING) from error
             raise
 
-    def _preview(self, workspace_id: int, body: Any) -> Preview:
+    def _preview(self, workspace_id: int, body: Any, own_output: int | None) -> Preview:
         """The query's columns and first rows, within the run's time limit; nothing
         is kept."""
         definition_body = parse_definition(body)
@@ -124,7 +128,7 @@ class Previews:
                 conn,
                 workspace_id,
                 definition_body,
-                own_output=None,
+                own_output=own_output,
                 limits=self._limits.sql,
                 deadline=deadline,
             )

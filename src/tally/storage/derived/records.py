@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, case, delete, insert, select, update
 
 from tally.core.clock import as_utc
+from tally.storage.derived import runs as derived_run_history
 from tally.storage.engine import backend_of
 from tally.storage.leases import Leases
 from tally.storage.schema import MAX_ID, derived_inputs, derived_resources, is_storable_id
@@ -199,7 +200,9 @@ def replace_definition(
 
 
 def delete_derived(conn: Connection, derived_id: int) -> None:
-    """The derived resource and its inputs (its output is the caller's to delete)."""
+    """The derived resource, its inputs and its runs (its output is the caller's to
+    delete)."""
+    derived_run_history.delete_runs(conn, derived_id)
     conn.execute(delete(derived_inputs).where(derived_inputs.c.derived_id == derived_id))
     conn.execute(delete(derived_resources).where(derived_resources.c.id == derived_id))
 
