@@ -56,6 +56,7 @@ class FileRecord:
     warnings: list[str] | None = None  # what the load noticed without failing the file
     retracted_at: dt.datetime | None = None  # when a delivered file was taken back
     retracted_by: str | None = None  # by whom: `api key sha256:...`, `tally admin`
+    uploaded_by: str | None = None  # an upload's sender: a console user's name, or the key's
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> FileRecord:

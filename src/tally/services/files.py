@@ -33,6 +33,23 @@ class FileService:
             get_owned_source(conn, workspace_id, source_id)
             return files.list_files(conn, source_id, limit=limit, after_id=after_id)
 
+    def list_recent_files(
+        self,
+        *,
+        workspace_id: int,
+        source_id: int,
+        before_id: int | None,
+        limit: int,
+        statuses: tuple[FileStatus, ...] = (),
+    ) -> list[FileRecord]:
+        """Newest first (the console's source page): ids below `before_id`, of `statuses`
+        when given; 404 unless this workspace owns the source."""
+        with self._engine.connect() as conn:
+            get_owned_source(conn, workspace_id, source_id)
+            return files.list_recent_files(
+                conn, source_id, limit=limit, before_id=before_id, statuses=statuses
+            )
+
     def get_source_file(self, *, workspace_id: int, source_id: int, file_id: int) -> FileRecord:
         with self._engine.connect() as conn:
             get_owned_source(conn, workspace_id, source_id)

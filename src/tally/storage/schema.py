@@ -184,6 +184,9 @@ files = Table(
     # A delivered file taken back: when, and by whom (`api key sha256:...`, `tally admin`).
     Column("retracted_at", DateTime(timezone=True), nullable=True),
     Column("retracted_by", String(200), nullable=True),
+    # Who sent an upload: a console user's name, or `api key sha256:...`; NULL for a
+    # webhook's file and for uploads before revision 0015.
+    Column("uploaded_by", String(200), nullable=True),
     UniqueConstraint("resource_id", "idempotency_key"),
     CheckConstraint(
         "status IN ('queued', 'downloading', 'loading', 'delivered', 'duplicate', 'failed', "
