@@ -24,13 +24,20 @@ class CallbackDeliveries:
         self._engine = engine
 
     def list_page(
-        self, *, workspace_id: int, source_id: int, before_id: int | None, limit: int
+        self,
+        *,
+        workspace_id: int,
+        source_id: int,
+        before_id: int | None,
+        limit: int,
+        file_id: int | None = None,
     ) -> list[DeliveryView]:
-        """Newest first, below `before_id`; 404 unless this workspace owns the source."""
+        """Newest first, below `before_id`, about `file_id` when given; 404 unless this
+        workspace owns the source."""
         with self._engine.connect() as conn:
             get_owned_source(conn, workspace_id, source_id)
             return callback_deliveries.list_source_deliveries(
-                conn, source_id, limit=limit, before_id=before_id
+                conn, source_id, limit=limit, before_id=before_id, file_id=file_id
             )
 
     def retry_now(

@@ -71,11 +71,18 @@ def _view(row: Any) -> DeliveryView:
 
 
 def list_source_deliveries(
-    conn: Connection, resource_id: int, *, limit: int, before_id: int | None = None
+    conn: Connection,
+    resource_id: int,
+    *,
+    limit: int,
+    before_id: int | None = None,
+    file_id: int | None = None,
 ) -> list[DeliveryView]:
     """Newest first: the source's deliveries with ids below `before_id` (None: from the
-    newest)."""
+    newest), about `file_id` when given."""
     query = _of_source(resource_id)
+    if file_id is not None:
+        query = query.where(_e.file_id == file_id)
     if before_id is not None:
         query = query.where(_d.id < min(before_id, MAX_ID))
     return [_view(row) for row in conn.execute(query.order_by(_d.id.desc()).limit(limit))]
