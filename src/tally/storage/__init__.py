@@ -11,7 +11,8 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   and sign-in failures), `webhooks`, `files` (the file queue; LISTEN/NOTIFY
   on PostgreSQL), `notified_groups` (PostgreSQL: a group of notifications in two
   statements, decision 0021), `outbox`, `status_callbacks` (callback deliveries and
-  attempts), `leases` (`Leases`: one claim, extend and hold for every job row)
+  attempts), `callback_deliveries` (a source's deliveries as people see them; "Retry
+  now"), `leases` (`Leases`: one claim, extend and hold for every job row)
 - Resources: `resources` (the catalogue; a resource created with its table),
   `resource_listing` (a workspace's resources a page at a time, sources' last files and
   failures), `access`
