@@ -40,6 +40,9 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
         max_file_bytes=MAX_FILE_BYTES,
         fetch_allow="127.0.0.0/8",  # the status callbacks' receiver is on loopback
         callback_retry_schedule="0.05",
+        retry_base_seconds=0.01,  # a file's download is tried again at once, twice in all
+        retry_max_seconds=0.02,
+        delivery_max_attempts=2,
     )
 
 
@@ -312,3 +315,33 @@ def test_retry_now_makes_a_failed_delivery_due_and_the_sender_delivers_it(
         )
         assert again.status_code == 409
         assert "it was delivered" in again.text
+
+
+def test_a_files_page_lists_each_attempt_that_did_not_deliver_it(
+    browser: httpx.Client, runtime: Runtime, ingestion_tenant: Tenant
+) -> None:
+    hooked = webhook_source(
+        runtime, ingestion_tenant.workspace_id, "refused", "http://127.0.0.1:9/h"
+    )
+    notified = browser.post(
+        f"/api/v2/webhooks/{hooked.webhook_id}/feed-source",
+        json={"file_url": "http://127.0.0.1:9/gone.csv", "filename": "gone.csv"},
+    )
+    file_id = int(notified.headers["X-Tally-File-Id"])
+
+    def attempted() -> bool:
+        claimed = runtime.delivery.claim_file(worker="w")
+        if claimed is not None:
+            runtime.delivery.process_file(claimed, worker="w")
+        record = runtime.files.get_source_file(
+            workspace_id=ingestion_tenant.workspace_id, source_id=hooked.id, file_id=file_id
+        )
+        return record.status is FileStatus.FAILED
+
+    eventually(attempted, timeout=20, what="the file to fail after its two attempts")
+    signed_in(browser, runtime, ingestion_tenant, "viewer")
+    page = browser.get(f"/console/sources/{hooked.id}/files/{file_id}").text
+    rows = re.findall(r'<th scope="row" class="num">(\d)</th>.*?<td>(.*?)</td>\s*</tr>', page, re.S)
+    assert [number for number, _ in rows] == ["1", "2"]
+    assert "none: the file failed" in rows[1][1]
+    assert page.count("could not connect to http://127.0.0.1:9/gone.csv") == 3  # and the file's

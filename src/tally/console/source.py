@@ -126,7 +126,8 @@ def source_view(
 
 @router.get("/console/sources/{source_id}/files/{file_id}")
 def file_page(request: Request, user: SignedIn, source_id: int, file_id: int) -> Response:
-    """One file: everything about it, and the status callbacks sent about it."""
+    """One file: everything about it, its failed attempts, and the status callbacks
+    sent about it."""
     runtime = runtime_of(request)
     try:
         source = runtime.listing.get(
@@ -142,6 +143,9 @@ def file_page(request: Request, user: SignedIn, source_id: int, file_id: int) ->
             limit=DELIVERIES_PAGE_SIZE,
             file_id=file_id,
         )
+        attempts = runtime.files.list_file_attempts(
+            workspace_id=user.workspace_id, source_id=source_id, file_id=file_id
+        )
     except (ResourceNotFoundError, FileNotFoundInSourceError):
         return not_found_page(request)
     return render(
@@ -151,6 +155,7 @@ def file_page(request: Request, user: SignedIn, source_id: int, file_id: int) ->
         title=f"File {record.id} of {source.name}",
         source=source,
         file=record,
+        attempts=attempts,
         deliveries=deliveries,
     )
 

@@ -74,3 +74,15 @@ class FileRecord:
                 values[name] = as_utc(value)
         values["status"] = FileStatus(values["status"])
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class FileAttempt:
+    """An attempt that did not deliver a file: its error, when it ended, and when the next
+    was due (None: the file failed for good with it)."""
+
+    file_id: int
+    attempt_number: int
+    error: str
+    ended_at: dt.datetime
+    next_attempt_at: dt.datetime | None

@@ -9,11 +9,11 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.errors import ConflictError, FieldProblem, FileNotFoundInSourceError
-from tally.core.files import FileRecord, FileStatus
+from tally.core.files import FileAttempt, FileRecord, FileStatus
 from tally.services import file_events
 from tally.services.catalogue import get_owned_source
 from tally.services.row_removal import remove_file_rows
-from tally.storage import files, outbox, resources
+from tally.storage import file_attempts, files, outbox, resources
 from tally.storage.engine import write_connection
 from tally.storage.schema import is_storable_id
 
@@ -54,6 +54,15 @@ class FileService:
         with self._engine.connect() as conn:
             get_owned_source(conn, workspace_id, source_id)
             return _file_of(conn, source_id, file_id)
+
+    def list_file_attempts(
+        self, *, workspace_id: int, source_id: int, file_id: int
+    ) -> list[FileAttempt]:
+        """The file's attempts that did not deliver it, first first (its page)."""
+        with self._engine.connect() as conn:
+            get_owned_source(conn, workspace_id, source_id)
+            _file_of(conn, source_id, file_id)
+            return file_attempts.list_attempts(conn, file_id)
 
     def retract(self, *, workspace_id: int, source_id: int, file_id: int, by: str) -> FileRecord:
         """Take a delivered file back, in one transaction: its rows removed (manual work

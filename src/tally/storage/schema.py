@@ -198,6 +198,19 @@ Index("ix_files_claimable", files.c.status, files.c.next_attempt_at)
 Index("ix_files_resource_id", files.c.resource_id, files.c.id)
 Index("ix_files_resource_sha256", files.c.resource_id, files.c.sha256)
 
+# A file's attempts that did not deliver it: the error of each, and when the next was due
+# (NULL: the file failed for good). The attempt that ends a file well is the file itself.
+file_attempts = Table(
+    "file_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("file_id", ForeignKey("files.id"), nullable=False, index=True),
+    Column("attempt_number", Integer, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
+)
+
 # Facts for other parts of tally, written in the transaction of the change they record
 # (`input_changed` queues the derived runs reading the resource; status callbacks fan
 # out from here).
