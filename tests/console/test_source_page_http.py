@@ -202,6 +202,17 @@ def test_an_admins_upload_is_queued_with_their_name_and_its_status_is_polled(
     runtime.delivery.process_file(runtime.delivery.claim_file(worker="w"), worker="w")
     polled = browser.get(body["status_url"]).json()
     assert polled == {**body, "status": "delivered", "final": True, "rows": 3}
+    latin = upload(
+        browser,
+        source.id,
+        "latin.csv",
+        b"city,population\nS\xe3o Paulo,1\n",
+        Accept="application/json",
+    )
+    runtime.delivery.process_file(runtime.delivery.claim_file(worker="w"), worker="w")
+    refused = browser.get(latin.json()["status_url"]).json()
+    assert (refused["status"], refused["final"]) == ("failed", True)
+    assert "the file is not valid UTF-8" in refused["error"]
     through_api = httpx.get(
         f"{browser.base_url}/api/v2/sources/{source.id}/files/{body['id']}",
         headers=ingestion_tenant.v2_headers,

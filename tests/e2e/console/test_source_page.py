@@ -60,6 +60,7 @@ def test_an_upload_shows_its_progress_and_the_files_status(
         page.get_by_role("heading", name=re.compile(r"^File \d+ of Bank statement"))
     ).to_be_visible()
     expect(page.locator("#file-facts")).to_contain_text(f"upload, sent by {admin}")
+    assert serious_violations(page) == []
     page.goto(f"/console/sources/{source_id}")
     # Browsers send `"` in a form's file name as %22 (the HTML standard): the rest as is.
     row = page.get_by_role("row").filter(has_text=HOSTILE.lstrip('"'))
