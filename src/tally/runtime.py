@@ -26,6 +26,7 @@ from tally.core.users import SessionPolicy, SignInPolicy
 from tally.net.fetch import AddressPolicy, FetchLimits
 from tally.services.admin import AdminService
 from tally.services.authentication import AuthenticationService
+from tally.services.callback_deliveries import CallbackDeliveries
 from tally.services.catalogue import SourceCatalogue
 from tally.services.column_snapshots import ColumnSnapshots
 from tally.services.data_query import DataQueryService
@@ -70,6 +71,7 @@ class Runtime:
     files: FileService
     intake: NotificationIntake
     callbacks: CallbackSender
+    callback_deliveries: CallbackDeliveries
     previews: Previews
     reconciliations: ReconciliationService
     listing: ResourceListing
@@ -170,6 +172,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             timeout_seconds=settings.callback_timeout_seconds,
             lease_seconds=policy.lease_seconds,
         ),
+        callback_deliveries=CallbackDeliveries(engine),
         previews=Previews(
             preview_engine,
             run_limits,

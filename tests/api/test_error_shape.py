@@ -37,6 +37,9 @@ FILE = "/api/v2/sources/{source_id}/files/{file_id}"
 RECS = "/api/v2/reconciliations"
 RESOURCES = "/api/v2/resources"
 SOURCE = "/api/v2/sources/{source_id}"
+ROTATE = SOURCE + "/webhook/rotate"
+DELIVERIES = SOURCE + "/callback-deliveries"
+RETRY = DELIVERIES + "/{delivery_id}/retry"
 REC = RECS + "/{reconciliation_id}"
 RUNS = REC + "/runs"
 MATCHES = REC + "/matches"
@@ -69,6 +72,7 @@ PROVOKED_ELSEWHERE = {
     ("get", DATA, 503): "test_data_api_errors.py::test_unreachable_database_is_503_without_a_trace",
     ("post", "/api/v2/transformations/preview", 429): PREVIEWS_REFUSED,
     ("post", "/api/v2/transformations/preview", 503): PREVIEWS_REFUSED,
+    ("post", RETRY, 409): "test_source_page_api.py::test_deliveries_are_listed_and_retried_now",
 }
 
 
@@ -247,6 +251,29 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("get", SOURCE, 403): lambda a, w: a.get(f"{SOURCES}/{w.source_id}"),
     ("get", SOURCE, 404): lambda a, w: a.get(f"{SOURCES}/{UNKNOWN_ID}", headers=w.credentials),
     ("get", SOURCE, 422): lambda a, w: a.get(f"{SOURCES}/one", headers=w.credentials),
+    ("post", ROTATE, 403): lambda a, w: a.post(f"{SOURCES}/{w.source_id}/webhook/rotate"),
+    ("post", ROTATE, 404): lambda a, w: a.post(  # a source fed by uploads has no webhook
+        f"{SOURCES}/{w.resource_id}/webhook/rotate", headers=w.credentials
+    ),
+    ("post", ROTATE, 422): lambda a, w: a.post(
+        f"{SOURCES}/one/webhook/rotate", headers=w.credentials
+    ),
+    ("get", DELIVERIES, 403): lambda a, w: a.get(f"{SOURCES}/{w.source_id}/callback-deliveries"),
+    ("get", DELIVERIES, 404): lambda a, w: a.get(
+        f"{SOURCES}/{UNKNOWN_ID}/callback-deliveries", headers=w.credentials
+    ),
+    ("get", DELIVERIES, 422): lambda a, w: a.get(
+        f"{SOURCES}/{w.source_id}/callback-deliveries", headers=w.credentials, params={"limit": "0"}
+    ),
+    ("post", RETRY, 403): lambda a, w: a.post(
+        f"{SOURCES}/{w.source_id}/callback-deliveries/1/retry"
+    ),
+    ("post", RETRY, 404): lambda a, w: a.post(
+        f"{SOURCES}/{w.source_id}/callback-deliveries/{UNKNOWN_ID}/retry", headers=w.credentials
+    ),
+    ("post", RETRY, 422): lambda a, w: a.post(
+        f"{SOURCES}/{w.source_id}/callback-deliveries/one/retry", headers=w.credentials
+    ),
     ("get", RESOURCES, 422): lambda a, w: a.get(
         RESOURCES, headers=w.credentials, params={"after": "-1"}
     ),

@@ -17,7 +17,15 @@ from tally.api.cors import AccountCorsMiddleware
 from tally.api.errors import install_error_handlers
 from tally.api.queries.runner import query_runner_for
 from tally.api.v1 import data
-from tally.api.v2 import files, reconciliations, resources, sources, transformations, webhooks
+from tally.api.v2 import (
+    callback_deliveries,
+    files,
+    reconciliations,
+    resources,
+    sources,
+    transformations,
+    webhooks,
+)
 from tally.api.v2.bodies import request_components
 from tally.console.app import install_console
 from tally.processes.collector import settle_garbage_collector
@@ -68,6 +76,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(data.router)
     app.include_router(webhooks.router)
     app.include_router(files.router)
+    app.include_router(callback_deliveries.router)
     app.include_router(sources.router)
     app.include_router(reconciliations.router)
     app.include_router(transformations.router)

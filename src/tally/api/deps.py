@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 
 from tally.runtime import Runtime
 from tally.services.authentication import AuthenticationService
+from tally.services.callback_deliveries import CallbackDeliveries
 from tally.services.files import FileService
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.resource_listing import ResourceListing
@@ -32,6 +33,10 @@ def runtime_of(request: Request) -> Runtime:
 
 async def _authentication(request: Request) -> AuthenticationService:
     return runtime_of(request).authentication
+
+
+async def _callback_deliveries(request: Request) -> CallbackDeliveries:
+    return runtime_of(request).callback_deliveries
 
 
 async def _files(request: Request) -> FileService:
@@ -67,6 +72,7 @@ async def _webhooks(request: Request) -> WebhookService:
 
 
 AuthenticationDep = Annotated[AuthenticationService, Depends(_authentication)]
+CallbackDeliveriesDep = Annotated[CallbackDeliveries, Depends(_callback_deliveries)]
 FilesDep = Annotated[FileService, Depends(_files)]
 ListingDep = Annotated[ResourceListing, Depends(_listing)]
 PreviewsDep = Annotated[Previews, Depends(_previews)]

@@ -1,6 +1,6 @@
-"""The console: the web pages people sign in to, rendered on the server (Jinja2, no
-script), mounted under /console/ in the API's app. An entry point like `api/`: it calls
-services through the runtime, never storage.
+"""The console: the web pages people sign in to, rendered on the server (Jinja2; one
+small own script, which pages work without), mounted under /console/ in the API's app.
+An entry point like `api/`: it calls services through the runtime, never storage.
 
 - `app`: `install_console` (its routes, static files, error pages and guard on an app)
 - `guard`: `ConsoleGuard`, every console response's security headers and the refusal of
@@ -17,5 +17,8 @@ services through the runtime, never storage.
 - `transformation_new`: the admins' "New transformation" page (preview, create)
 - `transformation_view`: what that page shows, shaped (an error's place in the SQL, a
   preview's exact values, a neighbour's page)
-- `templates/`, `static/`: the pages and their one style sheet (no JavaScript yet)
+- `source`: a source's page (files, webhook, status callbacks) and one file's page;
+  `source_actions`: its admins' upload, webhook rotation and "Retry now"
+- `templates/`, `static/`: the pages, their one style sheet and `upload.js` (the upload's
+  progress; the form works without it)
 """

@@ -18,6 +18,8 @@ from tally.console import (
     people,
     reconciliation,
     sign_in,
+    source,
+    source_actions,
     transformation_new,
     transformations,
 )
@@ -34,7 +36,8 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     number) becomes the console's page; every other path keeps the API's answer."""
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
-    for module in (sign_in, overview, people, reconciliation, transformation_new, transformations):
+    routers = (sign_in, overview, people, reconciliation, source, source_actions)
+    for module in (*routers, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)
     app.add_exception_handler(ForbiddenError, _forbidden)

@@ -5,7 +5,7 @@
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
     │   ├── ReconciliationNotFoundError, MatchNotFoundError, TransformationNotFoundError
-    │   └── UserNotFoundError
+    │   └── UserNotFoundError, DeliveryNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
     │   ├── ResourceOwnershipError           (Data API 403)
@@ -101,6 +101,10 @@ class WebhookNotFoundError(NotFoundError):
 
 class FileNotFoundInSourceError(NotFoundError):
     """File not found"""
+
+
+class DeliveryNotFoundError(NotFoundError):
+    """Delivery not found"""
 
 
 class ApiKeyNotFoundError(NotFoundError):

@@ -56,6 +56,7 @@ class FileRecord:
     warnings: list[str] | None = None  # what the load noticed without failing the file
     retracted_at: dt.datetime | None = None  # when a delivered file was taken back
     retracted_by: str | None = None  # by whom: `api key sha256:...`, `tally admin`
+    uploaded_by: str | None = None  # an upload's sender: a console user's name, or the key's
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> FileRecord:
@@ -73,3 +74,15 @@ class FileRecord:
                 values[name] = as_utc(value)
         values["status"] = FileStatus(values["status"])
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class FileAttempt:
+    """An attempt that did not deliver a file: its error, when it ended, and when the next
+    was due (None: the file failed for good with it)."""
+
+    file_id: int
+    attempt_number: int
+    error: str
+    ended_at: dt.datetime
+    next_attempt_at: dt.datetime | None

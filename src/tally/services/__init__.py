@@ -16,7 +16,7 @@ call storage, net and processes; never FastAPI, typer or the settings.
   outbox events), `delivery` (`DeliveryService`: a file from claim to final state),
   `heartbeat` (a lease renewed while its job works), `file_loading` (a file's one
   delivery transaction), `status_callbacks` (`CallbackSender`: outbox, deliveries,
-  signed attempts)
+  signed attempts), `callback_deliveries` (a source's deliveries listed, "Retry now")
 - Sources: `catalogue` (`SourceCatalogue`: sources, loads, what a load leaves to the
   workers), `loader/` (reading, inferring and loading a file), `row_removal` (a
   snapshot's rows replaced, a file's rows taken back, the manual work found again)

@@ -27,7 +27,7 @@ from tally.net.fetch import AddressPolicy, Credentials, FetchLimits, open_downlo
 from tally.services import file_events
 from tally.services.catalogue import SourceCatalogue
 from tally.services.file_loading import FileLoading
-from tally.storage import files, webhooks
+from tally.storage import file_attempts, files, webhooks
 from tally.storage.blobs import BlobStore
 from tally.storage.db_errors import failure_summary
 from tally.storage.engine import write_connection
@@ -173,12 +173,24 @@ class DeliveryService:
             )
         return blob.path
 
-    def _fail(self, file: FileRecord, worker: str, reason: str, **values: int) -> None:
+    def _fail(
+        self, file: FileRecord, worker: str, reason: str, *, tried: bool = True, **values: int
+    ) -> None:
+        """`failed` for good; `tried`: this claim made an attempt, recorded with `reason`."""
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
             if not files.holds_lease(conn, file.id, worker, now, lock=True):
                 return
             files.finish(conn, file.id, status=FileStatus.FAILED, now=now, error=reason, **values)
+            if tried:
+                file_attempts.record_attempt(
+                    conn,
+                    file.id,
+                    attempt_number=file.attempts,
+                    error=reason,
+                    now=now,
+                    next_attempt_at=None,
+                )
             file_events.queue_event(
                 conn, event=file_events.FAILED, resource_id=file.resource_id, file=file, now=now
             )
@@ -205,13 +217,14 @@ class DeliveryService:
                 worker,
                 f"gave up after {self.policy.max_attempts} attempts: none of them finished "
                 "(the worker handling the file stopped or crashed)",
+                tried=False,
             )
             return True
         if utc_now() > file.give_up_at:  # (a retry due before it, claimed after it)
             last = f"; the last attempt: {file.error}" if file.error else ""
             # This claim tried nothing: `attempts` counts the attempts made.
             reason = f"not delivered within the delivery deadline{last}"
-            self._fail(file, worker, reason, attempts=file.attempts - 1)
+            self._fail(file, worker, reason, tried=False, attempts=file.attempts - 1)
             return True
         return False
 
@@ -241,5 +254,13 @@ class DeliveryService:
                 return
             files.schedule_retry(
                 conn, file.id, error=message, next_attempt_at=next_attempt, now=now
+            )
+            file_attempts.record_attempt(
+                conn,
+                file.id,
+                attempt_number=file.attempts,
+                error=message,
+                now=now,
+                next_attempt_at=next_attempt,
             )
         log.info("file_retry_scheduled", extra={"file_id": file.id, "delay_seconds": delay})

@@ -9,11 +9,11 @@ from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.core.errors import ConflictError, FieldProblem, FileNotFoundInSourceError
-from tally.core.files import FileRecord, FileStatus
+from tally.core.files import FileAttempt, FileRecord, FileStatus
 from tally.services import file_events
 from tally.services.catalogue import get_owned_source
 from tally.services.row_removal import remove_file_rows
-from tally.storage import files, outbox, resources
+from tally.storage import file_attempts, files, outbox, resources
 from tally.storage.engine import write_connection
 from tally.storage.schema import is_storable_id
 
@@ -33,10 +33,36 @@ class FileService:
             get_owned_source(conn, workspace_id, source_id)
             return files.list_files(conn, source_id, limit=limit, after_id=after_id)
 
+    def list_recent_files(
+        self,
+        *,
+        workspace_id: int,
+        source_id: int,
+        before_id: int | None,
+        limit: int,
+        statuses: tuple[FileStatus, ...] = (),
+    ) -> list[FileRecord]:
+        """Newest first (the console's source page): ids below `before_id`, of `statuses`
+        when given; 404 unless this workspace owns the source."""
+        with self._engine.connect() as conn:
+            get_owned_source(conn, workspace_id, source_id)
+            return files.list_recent_files(
+                conn, source_id, limit=limit, before_id=before_id, statuses=statuses
+            )
+
     def get_source_file(self, *, workspace_id: int, source_id: int, file_id: int) -> FileRecord:
         with self._engine.connect() as conn:
             get_owned_source(conn, workspace_id, source_id)
             return _file_of(conn, source_id, file_id)
+
+    def list_file_attempts(
+        self, *, workspace_id: int, source_id: int, file_id: int
+    ) -> list[FileAttempt]:
+        """The file's attempts that did not deliver it, first first (its page)."""
+        with self._engine.connect() as conn:
+            get_owned_source(conn, workspace_id, source_id)
+            _file_of(conn, source_id, file_id)
+            return file_attempts.list_attempts(conn, file_id)
 
     def retract(self, *, workspace_id: int, source_id: int, file_id: int, by: str) -> FileRecord:
         """Take a delivered file back, in one transaction: its rows removed (manual work

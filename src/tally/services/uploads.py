@@ -98,6 +98,7 @@ class UploadService:
         staged: StagedFile,
         filename: str | None,
         idempotency_key: str | None,
+        by: str | None = None,
     ) -> AcceptedUpload:
         """The file row and its `file.accepted` event, in one transaction.
 
@@ -124,6 +125,7 @@ class UploadService:
                     now=now,
                     give_up_at=now + dt.timedelta(seconds=self._deadline_seconds),
                     encoding=staged.encoding,
+                    uploaded_by=by,
                 )
                 record, created = files.insert_file(conn, row)
                 if created:  # the record is the row just inserted

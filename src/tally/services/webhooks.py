@@ -1,8 +1,10 @@
-"""Webhook registration: a source and the webhook that feeds it, and finding a webhook
-by the id its callers hold (only its hash is stored)."""
+"""Webhook registration: a source and the webhook that feeds it, finding a webhook by
+the id its callers hold (only its hash is stored), and a new id for a source's webhook
+(rotation: the old id stops working at once)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +19,13 @@ from tally.core.formats import PLAIN_LAYOUT, FileLayout
 from tally.core.ids import hash_secret, new_webhook_id
 from tally.core.sealing import SecretBox
 from tally.services.callback_endpoints import CallbackConfig, add_callback_endpoint
-from tally.services.catalogue import create_source_in
+from tally.services.catalogue import create_source_in, get_owned_source
 from tally.storage import webhooks
 from tally.storage.engine import write_connection
 from tally.storage.resources import APPEND, Resource
 from tally.storage.webhooks import WebhookRecord
+
+log = logging.getLogger("tally.ingestion")
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,28 @@ class WebhookService:
             )
             add_callback_endpoint(conn, self._box, source.id, definition.callback, now)
         return RegisteredWebhook(source, webhook_id)
+
+    def find_source_webhook(self, *, workspace_id: int, source_id: int) -> WebhookRecord | None:
+        """The webhook feeding the source, or None (an upload source); 404 unless this
+        workspace owns the source."""
+        with self._engine.connect() as conn:
+            get_owned_source(conn, workspace_id, source_id)
+            return webhooks.find_webhook_of_source(conn, source_id)
+
+    def rotate(self, *, workspace_id: int, source_id: int, by: str) -> str:
+        """A new webhook id for the source's webhook, returned once (only its hash is
+        kept); the old id is refused (404) from the commit on; `by` (who asked) is
+        logged. WebhookNotFoundError when
+        the source has no webhook; ResourceNotFoundError unless the workspace owns it."""
+        webhook_id = new_webhook_id()
+        with write_connection(self._engine) as conn, conn.begin():
+            get_owned_source(conn, workspace_id, source_id)
+            webhook = webhooks.find_webhook_of_source(conn, source_id)
+            if webhook is None:
+                raise WebhookNotFoundError()
+            webhooks.set_webhook_id_hash(conn, webhook.id, hash_secret(webhook_id))
+        log.info("webhook_rotated", extra={"source_id": source_id, "by": by})
+        return webhook_id
 
     def get_webhook(self, webhook_id: str) -> WebhookRecord:
         """The webhook a caller's id names; WebhookNotFoundError (404) if none."""

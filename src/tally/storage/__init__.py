@@ -9,9 +9,11 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   decision 0023)
 - Accounts and ingestion: `accounts`, `users` (the console's users, invites, sessions
   and sign-in failures), `webhooks`, `files` (the file queue; LISTEN/NOTIFY
-  on PostgreSQL), `notified_groups` (PostgreSQL: a group of notifications in two
-  statements, decision 0021), `outbox`, `status_callbacks` (callback deliveries and
-  attempts), `leases` (`Leases`: one claim, extend and hold for every job row)
+  on PostgreSQL), `file_attempts` (a file's attempts that did not deliver it),
+  `notified_groups` (PostgreSQL: a group of notifications in two statements, decision
+  0021), `outbox`, `status_callbacks` (callback deliveries and attempts),
+  `callback_deliveries` (a source's deliveries as people see them; "Retry now"),
+  `leases` (`Leases`: one claim, extend and hold for every job row)
 - Resources: `resources` (the catalogue; a resource created with its table),
   `resource_listing` (a workspace's resources a page at a time, sources' last files and
   failures), `access`

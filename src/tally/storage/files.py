@@ -55,9 +55,10 @@ def new_file_values(
     now: dt.datetime,
     give_up_at: dt.datetime,
     encoding: str | None = None,
+    uploaded_by: str | None = None,
 ) -> dict[str, Any]:
     """The row of a newly queued file; `encoding` only when its bytes are not in the
-    source's (CSV tally made from JSON rows)."""
+    source's (CSV tally made from JSON rows); `uploaded_by` for an upload: who sent it."""
     return dict(
         resource_id=resource_id,
         webhook_id=webhook_id,
@@ -72,6 +73,7 @@ def new_file_values(
         sha256=sha256,
         bytes=size,
         encoding=encoding,
+        uploaded_by=uploaded_by,
         next_attempt_at=now,
         give_up_at=give_up_at,
         created_at=now,
@@ -209,6 +211,25 @@ def list_files(
         .order_by(files.c.id)
         .limit(limit)
     )
+    return [FileRecord.from_row(r) for r in rows]
+
+
+def list_recent_files(
+    conn: Connection,
+    resource_id: int,
+    *,
+    limit: int,
+    before_id: int | None = None,
+    statuses: Collection[FileStatus] = (),
+) -> list[FileRecord]:
+    """Newest first: the files with ids below `before_id` (None: from the newest), of
+    `statuses` when given (by the index on resource and id)."""
+    query = select(files).where(files.c.resource_id == resource_id)
+    if before_id is not None:
+        query = query.where(files.c.id < min(before_id, MAX_ID))
+    if statuses:
+        query = query.where(files.c.status.in_(list(statuses)))
+    rows = conn.execute(query.order_by(files.c.id.desc()).limit(limit))
     return [FileRecord.from_row(r) for r in rows]
 
 

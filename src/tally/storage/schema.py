@@ -184,6 +184,9 @@ files = Table(
     # A delivered file taken back: when, and by whom (`api key sha256:...`, `tally admin`).
     Column("retracted_at", DateTime(timezone=True), nullable=True),
     Column("retracted_by", String(200), nullable=True),
+    # Who sent an upload: a console user's name, or `api key sha256:...`; NULL for a
+    # webhook's file and for uploads before revision 0016.
+    Column("uploaded_by", String(200), nullable=True),
     UniqueConstraint("resource_id", "idempotency_key"),
     CheckConstraint(
         "status IN ('queued', 'downloading', 'loading', 'delivered', 'duplicate', 'failed', "
@@ -194,6 +197,19 @@ files = Table(
 Index("ix_files_claimable", files.c.status, files.c.next_attempt_at)
 Index("ix_files_resource_id", files.c.resource_id, files.c.id)
 Index("ix_files_resource_sha256", files.c.resource_id, files.c.sha256)
+
+# A file's attempts that did not deliver it: the error of each, and when the next was due
+# (NULL: the file failed for good). The attempt that ends a file well is the file itself.
+file_attempts = Table(
+    "file_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("file_id", ForeignKey("files.id"), nullable=False, index=True),
+    Column("attempt_number", Integer, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("ended_at", DateTime(timezone=True), nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
+)
 
 # Facts for other parts of tally, written in the transaction of the change they record
 # (`input_changed` queues the derived runs reading the resource; status callbacks fan

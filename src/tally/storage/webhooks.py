@@ -90,6 +90,23 @@ def find_webhook_by_hash(conn: Connection, webhook_id_hash: str) -> WebhookRecor
     return webhook_record(row) if row is not None else None
 
 
+def find_webhook_of_source(conn: Connection, resource_id: int) -> WebhookRecord | None:
+    """The webhook feeding a source (POST /api/v2/webhooks makes one per source)."""
+    row = conn.execute(
+        select(webhooks).where(webhooks.c.resource_id == resource_id).order_by(webhooks.c.id)
+    ).first()
+    return webhook_record(row) if row is not None else None
+
+
+def set_webhook_id_hash(conn: Connection, webhook_row_id: int, webhook_id_hash: str) -> None:
+    """A new webhook id (its hash): the old one names nothing from the commit on."""
+    conn.execute(
+        update(webhooks)
+        .where(webhooks.c.id == webhook_row_id)
+        .values(webhook_id_hash=webhook_id_hash)
+    )
+
+
 def get_webhook(conn: Connection, webhook_row_id: int) -> WebhookRecord:
     return webhook_record(
         conn.execute(select(webhooks).where(webhooks.c.id == webhook_row_id)).one()

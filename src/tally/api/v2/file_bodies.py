@@ -41,6 +41,11 @@ class FileStatusResponse(BaseModel):
         description="Who took it back: `api key sha256:...` (the key's fingerprint) or "
         "`tally admin`; null unless retracted."
     )
+    uploaded_by: str | None = Field(
+        description="Who sent an upload: `api key sha256:...` (the key's fingerprint) or "
+        "a console user's name; null for a webhook's file and for uploads sent before "
+        "it was recorded."
+    )
 
     @classmethod
     def of(cls, record: FileRecord) -> FileStatusResponse:
@@ -63,6 +68,7 @@ class FileStatusResponse(BaseModel):
             finished_at=record.finished_at,
             retracted_at=record.retracted_at,
             retracted_by=record.retracted_by,
+            uploaded_by=record.uploaded_by,
         )
 
 

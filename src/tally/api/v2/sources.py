@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from tally.api.deps import SourcesDep, UploadsDep
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace
+from tally.api.v2.auth import AuthorisedWorkspace, KeyActor
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.api.v2.source_bodies import (
@@ -193,6 +193,7 @@ async def feed_source(
     request: Request,
     workspace: AuthorisedWorkspace,
     uploader: UploadsDep,
+    actor: KeyActor,
     source_id: Annotated[int, Path(description="The source id.")],
     idempotency_key: Annotated[
         str | None,
@@ -223,5 +224,6 @@ async def feed_source(
         staged=staged,
         filename=filename,
         idempotency_key=idempotency_key,
+        by=actor,
     )
     return json_response({"file_id": accepted.file_id, "status": accepted.status}, 202)

@@ -96,3 +96,11 @@ class WebhookCreatedResponse(BaseModel):
         description="Goes in the path of every notification. "
         "A credential: store it like a password."
     )
+
+
+class WebhookRotatedResponse(BaseModel):
+    id: int = Field(description="The source id.")
+    webhook_id: str = Field(
+        description="The webhook's new id, shown this once (only its hash is kept): "
+        "notifications must use it from now on; the old id answers 404."
+    )

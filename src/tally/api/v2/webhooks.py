@@ -1,4 +1,5 @@
-"""POST /api/v2/webhooks and POST /api/v2/webhooks/{webhook_id}/feed-source."""
+"""POST /api/v2/webhooks, POST /api/v2/webhooks/{webhook_id}/feed-source, and POST
+/api/v2/sources/{source_id}/webhook/rotate (a new webhook id; decision 0027)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,20 @@ import asyncio
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from tally.api.deps import WebhooksDep, runtime_of
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import AuthorisedWorkspace
+from tally.api.v2.auth import AuthorisedWorkspace, KeyActor
 from tally.api.v2.bodies import json_request_body, read_json, validate_body
-from tally.api.v2.webhook_bodies import WebhookCreateBody, WebhookCreatedResponse
+from tally.api.v2.webhook_bodies import (
+    WebhookCreateBody,
+    WebhookCreatedResponse,
+    WebhookRotatedResponse,
+)
 from tally.core import errors
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
@@ -147,3 +152,32 @@ async def feed_webhook(
         media_type=accepted.content_type,
         headers={"X-Tally-File-Id": str(accepted.file_id)},
     )
+
+
+@router.post(
+    "/sources/{source_id}/webhook/rotate",
+    response_model=WebhookRotatedResponse,
+    summary="Give a source's webhook a new id; the old one stops working",
+    description="For a webhook id that leaked, or a routine change of credentials: the "
+    "answer holds the new id, this once (only its hash is kept). From then on the old id "
+    "answers 404 and files notified with it are not queued; files queued before keep "
+    "their course. Authenticated with the workspace's API key, never with the webhook id "
+    "(whoever holds a leaked id must not be able to rotate it). 404 for a source of "
+    "another workspace, and for a source fed by uploads (it has no webhook).",
+    responses=v2_responses(
+        errors.IngestionForbiddenError,
+        errors.ResourceNotFoundError,
+        errors.WebhookNotFoundError,
+        RequestValidationError,
+    ),
+)
+async def rotate_webhook(
+    workspace: AuthorisedWorkspace,
+    webhooks: WebhooksDep,
+    actor: KeyActor,
+    source_id: Annotated[int, Path()],
+) -> WebhookRotatedResponse:
+    webhook_id = await run_in_threadpool(
+        webhooks.rotate, workspace_id=workspace.id, source_id=source_id, by=actor
+    )
+    return WebhookRotatedResponse(id=source_id, webhook_id=webhook_id)
