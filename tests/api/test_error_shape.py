@@ -34,6 +34,7 @@ SOURCES = "/api/v2/sources"
 FEED = "/api/v2/sources/{source_id}/feed-source"
 FILES = "/api/v2/sources/{source_id}/files"
 FILE = "/api/v2/sources/{source_id}/files/{file_id}"
+ATTEMPTS = FILE + "/attempts"
 RECS = "/api/v2/reconciliations"
 RESOURCES = "/api/v2/resources"
 SOURCE = "/api/v2/sources/{source_id}"
@@ -240,6 +241,9 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
         f"/api/v2/sources/{w.source_id}/files/{UNKNOWN_ID}", headers=w.credentials
     ),
     ("delete", FILE, 409): _retract_a_queued_file,
+    ("get", ATTEMPTS, 403): lambda a, w: a.get(f"/api/v2/sources/{w.source_id}/files/1/attempts"),
+    ("get", ATTEMPTS, 404): lambda a, w: _files(a, w, f"/{UNKNOWN_ID}/attempts"),
+    ("get", ATTEMPTS, 422): lambda a, w: _files(a, w, "/one/attempts"),
     ("delete", FILE, 422): lambda a, w: a.delete(
         f"/api/v2/sources/{w.source_id}/files/one", headers=w.credentials
     ),

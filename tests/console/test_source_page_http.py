@@ -356,3 +356,10 @@ def test_a_files_page_lists_each_attempt_that_did_not_deliver_it(
     assert [number for number, _ in rows] == ["1", "2"]
     assert "none: the file failed" in rows[1][1]
     assert page.count("could not connect to http://127.0.0.1:9/gone.csv") == 3  # and the file's
+    through_api = httpx.get(
+        f"{browser.base_url}/api/v2/sources/{hooked.id}/files/{file_id}/attempts",
+        headers=ingestion_tenant.v2_headers,
+    ).json()["data"]
+    assert [a["attempt_number"] for a in through_api] == [1, 2]
+    assert through_api[0]["next_attempt_at"] is not None
+    assert through_api[1]["next_attempt_at"] is None

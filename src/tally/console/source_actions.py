@@ -55,6 +55,7 @@ async def upload(request: Request, admin: AdminUser, source_id: int) -> Response
         _check_length(request, uploads.max_file_bytes)
         async with _form(request) as form:  # its files are closed (and deleted) on exit
             chosen = _chosen_file(form)
+            filename = _filename(chosen)  # before any byte is staged
             staged = await run_in_threadpool(
                 uploads.stage_csv, _chunks(chosen.file), what="the file"
             )
@@ -63,7 +64,7 @@ async def upload(request: Request, admin: AdminUser, source_id: int) -> Response
             workspace_id=admin.workspace_id,
             source_id=source_id,
             staged=staged,
-            filename=_filename(chosen),
+            filename=filename,
             idempotency_key=None,
             by=admin.name,
         )

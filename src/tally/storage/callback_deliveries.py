@@ -78,14 +78,18 @@ def list_source_deliveries(
     before_id: int | None = None,
     file_id: int | None = None,
 ) -> list[DeliveryView]:
-    """Newest first: the source's deliveries with ids below `before_id` (None: from the
-    newest), about `file_id` when given."""
+    """Newest first (by event, then delivery: the source's events by their index, so a
+    page reads a page of rows however many deliveries there are), after the delivery
+    `before_id` in that order (None: from the newest), about `file_id` when given."""
     query = _of_source(resource_id)
     if file_id is not None:
         query = query.where(_e.file_id == file_id)
     if before_id is not None:
-        query = query.where(_d.id < min(before_id, MAX_ID))
-    return [_view(row) for row in conn.execute(query.order_by(_d.id.desc()).limit(limit))]
+        before_id = min(before_id, MAX_ID)
+        event_of = select(_d.event_id).where(_d.id == before_id).scalar_subquery()
+        query = query.where(_e.id <= event_of, or_(_e.id < event_of, _d.id < before_id))
+    newest_first = query.order_by(_e.id.desc(), _d.id.desc()).limit(limit)
+    return [_view(row) for row in conn.execute(newest_first)]
 
 
 def find_source_delivery(

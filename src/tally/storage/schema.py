@@ -227,6 +227,8 @@ outbox_events = Table(
     Column("processed_at", DateTime(timezone=True), nullable=True),
 )
 Index("ix_outbox_events_pending", outbox_events.c.topic, outbox_events.c.processed_at)
+# A source's events newest first (its page's status notifications, a page at a time).
+Index("ix_outbox_events_resource_id", outbox_events.c.resource_id, outbox_events.c.id)
 
 # One row per (event, endpoint); retried on its own schedule (Svix's message attempt).
 notification_deliveries = Table(
@@ -244,6 +246,7 @@ notification_deliveries = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
 )
+Index("ix_notification_deliveries_event_id", notification_deliveries.c.event_id)
 Index(
     "ix_notification_deliveries_due",
     notification_deliveries.c.status,

@@ -1,4 +1,4 @@
-"""The file API's models (GET /api/v2/sources/{id}/files[/{file_id}])."""
+"""The file API's models (GET /api/v2/sources/{id}/files[/{file_id}[/attempts]])."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
-from tally.core.files import FileRecord
+from tally.core.files import FileAttempt, FileRecord
 
 
 class FileStatusResponse(BaseModel):
@@ -77,3 +77,25 @@ class FileListResponse(BaseModel):
     next_after: int | None = Field(
         description="Pass as `after` for the next page; null at the end."
     )
+
+
+class FileAttemptResponse(BaseModel):
+    attempt_number: int
+    error: str
+    ended_at: dt.datetime
+    next_attempt_at: dt.datetime | None = Field(
+        description="When the next attempt was due; null: the file failed with this one."
+    )
+
+    @classmethod
+    def of(cls, attempt: FileAttempt) -> FileAttemptResponse:
+        return cls(
+            attempt_number=attempt.attempt_number,
+            error=attempt.error,
+            ended_at=attempt.ended_at,
+            next_attempt_at=attempt.next_attempt_at,
+        )
+
+
+class FileAttemptListResponse(BaseModel):
+    data: list[FileAttemptResponse]

@@ -1,4 +1,5 @@
 """GET /api/v2/sources/{id}/files[/{file_id}]: every file's status, attempts and outcome;
+GET .../{file_id}/attempts: the attempts that did not deliver it;
 DELETE /api/v2/sources/{id}/files/{file_id}: a delivered file taken back (issue 32).
 
 Beyond the spec, which leaves status callbacks as the only way to learn an outcome:
@@ -16,7 +17,12 @@ from fastapi.exceptions import RequestValidationError
 from tally.api.deps import FilesDep
 from tally.api.errors import v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, KeyActor
-from tally.api.v2.file_bodies import FileListResponse, FileStatusResponse
+from tally.api.v2.file_bodies import (
+    FileAttemptListResponse,
+    FileAttemptResponse,
+    FileListResponse,
+    FileStatusResponse,
+)
 from tally.core import errors
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
@@ -76,6 +82,30 @@ async def get_file(
         file_id=file_id,
     )
     return FileStatusResponse.of(record)
+
+
+@router.get(
+    "/sources/{source_id}/files/{file_id}/attempts",
+    response_model=FileAttemptListResponse,
+    summary="The attempts that did not deliver a file, first first",
+    description="Each with its error, when it ended, and when the next was due (null: "
+    "the file failed with it). The attempt that delivers a file is the file itself; "
+    "attempts made before migration 0016 are not listed (`attempts` counts them).",
+    responses=v2_responses(*ERRORS),
+)
+async def list_file_attempts(
+    files: FilesDep,
+    workspace: AuthorisedWorkspace,
+    source_id: Annotated[int, Path()],
+    file_id: Annotated[int, Path()],
+) -> FileAttemptListResponse:
+    found = await run_in_threadpool(
+        files.list_file_attempts,
+        workspace_id=workspace.id,
+        source_id=source_id,
+        file_id=file_id,
+    )
+    return FileAttemptListResponse(data=[FileAttemptResponse.of(a) for a in found])
 
 
 @router.delete(

@@ -47,7 +47,11 @@
     if (file.status === "delivered") {
       return "Delivered: " + Number(file.rows).toLocaleString("en") + " rows loaded.";
     }
-    if (file.status === "failed") return "Failed: " + file.error;
+    if (file.final) {
+      // failed, duplicate: the status and what the loader said
+      const status = file.status.charAt(0).toUpperCase() + file.status.slice(1);
+      return file.error ? status + ": " + file.error : status + ".";
+    }
     return "Received, " + file.status + "; waiting for the worker…";
   }
 

@@ -10,7 +10,9 @@ record who did them. NULL for a webhook's file and for uploads before this revis
 nullable column only: a process of the previous version keeps working beside this one.
 `file_attempts`: each attempt that did not deliver a file (its error, when it ended, when
 the next was due), so the source page shows a file's attempts, not only their count and
-the last error; none for attempts before this revision.
+the last error; none for attempts before this revision. Two indexes for the source
+page's status notifications, a page read by index however many there are:
+`outbox_events (resource_id, id)` and `notification_deliveries (event_id)`.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_file_attempts"),
     )
     op.create_index("ix_file_attempts_file_id", "file_attempts", ["file_id"])
+    op.create_index("ix_outbox_events_resource_id", "outbox_events", ["resource_id", "id"])
+    op.create_index("ix_notification_deliveries_event_id", "notification_deliveries", ["event_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_notification_deliveries_event_id", table_name="notification_deliveries")
+    op.drop_index("ix_outbox_events_resource_id", table_name="outbox_events")
     op.drop_index("ix_file_attempts_file_id", table_name="file_attempts")
     op.drop_table("file_attempts")
     # ALTER TABLE ... DROP COLUMN on both (SQLite >= 3.35), as in 0012
