@@ -38,6 +38,7 @@ from tally.services.notification_intake import NotificationIntake
 from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.resource_listing import ResourceListing
+from tally.services.row_export import RowExport
 from tally.services.sources import SourceService
 from tally.services.status_callbacks import CallbackSender
 from tally.services.transformations.previews import Previews
@@ -72,6 +73,7 @@ class Runtime:
     previews: Previews
     reconciliations: ReconciliationService
     listing: ResourceListing
+    exports: RowExport
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
@@ -174,6 +176,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         ),
         reconciliations=ReconciliationService(engine),
         listing=ResourceListing(engine),
+        exports=RowExport(engine),
         sources=SourceService(engine, box),
         transformations=TransformationService(engine, run_limits),
         uploads=UploadService(

@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tally.console import overview, people, sign_in
+from tally.console import overview, people, resource_table, sign_in
 from tally.console.auth import ForbiddenError, SignInRequiredError, optional_user
 from tally.console.guard import ConsoleGuard, is_console_path
 from tally.console.pages import STATIC, not_found_page, render
@@ -26,7 +26,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     """After the API's error handlers: a console path's 404 (and a URL whose id is not a
     number) becomes the console's page; every other path keeps the API's answer."""
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
-    for module in (sign_in, overview, people):
+    for module in (sign_in, overview, people, resource_table):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)
     app.add_exception_handler(ForbiddenError, _forbidden)
