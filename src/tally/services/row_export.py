@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
 
 from tally.core.filters import MAX_PAGE_SIZE, RowQuery
-from tally.services.workspace_rows import RowsRequest, authorised_query, row_values
+from tally.services.workspace_rows import RowsRequest, authorised_query
 from tally.storage.db_errors import translated_errors
 from tally.storage.engine import snapshot_connection
 from tally.storage.resource_tables import pages
@@ -50,10 +50,9 @@ class RowExport:
         on SQLite, REPEATABLE READ on PostgreSQL) until the last row or the client goes."""
         with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
             resource, query = authorised_query(conn, request)
-            names = [column.name for column in query.fields]
             buffer = io.StringIO()
             writer = csv.writer(buffer, lineterminator="\r\n")  # RFC 4180
-            writer.writerow(names)
+            writer.writerow([column.name for column in query.fields])
             # Descending, after a key: may rows with no value follow it? (one probe)
             ordering = query.ordering
             missing_follow = (
@@ -64,9 +63,7 @@ class RowExport:
             offset, start = 0, None
             while True:
                 rows, start = _chunk(conn, resource, query, offset, start, missing_follow)
-                writer.writerows(
-                    ["" if v is None else v for v in row_values(row, names)] for row in rows
-                )
+                writer.writerows(rows)  # a missing value (None) is written empty
                 yield buffer.getvalue().encode()
                 buffer.seek(0)
                 buffer.truncate()
@@ -82,10 +79,10 @@ def _chunk(
     offset: int,
     start: RowKey | None,
     missing_follow: bool,
-) -> tuple[list[str], RowKey | None]:
+) -> tuple[list[Sequence[str | None]], RowKey | None]:
     """The rows after `start` (the view's row at `offset - 1`), and the key to start the
     next chunk after (None: this was the last)."""
-    page = pages.select_page(
+    page = pages.select_text_page(
         conn,
         resource.table_name,
         resource.columns,
