@@ -1,6 +1,7 @@
 """The resource table (screen 2 of issue #33): any resource's rows as the Data API gives
-them (`DataQueryService.read_rows`, one page at a time), sorted, filtered and paged by
-its URL, and "Export CSV" of the whole view, streamed (`RowExport`).
+them (`DataQueryService.read_rows`, one page at a time, in a query process), sorted,
+filtered and paged by its URL, and "Export CSV" of the whole view, streamed
+(`RowExport`).
 
 A request the Data API refuses (an unknown column, a value its column cannot hold) is
 the page again with the API's own message beside the filters, answered 400."""
@@ -8,11 +9,12 @@ the page again with the API's own message beside the filters, answered 400."""
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Protocol
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from tally.console.auth import SignedIn, runtime_of
 from tally.console.overview import KIND_LABELS
@@ -48,24 +50,36 @@ def _request(user: User, resource_id: int, view: TableView) -> RowsRequest:
     )
 
 
+class RowsReader(Protocol):
+    """What reads the table's page: the API's query runner (`app.state.queries`), so the
+    page is read where Data API requests are (a query process, its caches and column
+    snapshots), never by building them again in the API process."""
+
+    async def read_rows(self, request: RowsRequest) -> RowsPage: ...
+
+
 @router.get("/console/resources/{resource_id}")
-def table_page(request: Request, user: SignedIn, resource_id: int) -> Response:
+async def table_page(request: Request, user: SignedIn, resource_id: int) -> Response:
     """A resource's facts, then its rows; another workspace's is answered as a missing one."""
-    runtime = runtime_of(request)
+    listing = runtime_of(request).listing
     try:
-        resource = runtime.listing.get(workspace_id=user.workspace_id, resource_id=resource_id)
+        resource = await run_in_threadpool(
+            listing.get, workspace_id=user.workspace_id, resource_id=resource_id
+        )
     except ResourceNotFoundError:
-        return not_found_page(request)
+        return await run_in_threadpool(not_found_page, request)
+    reader: RowsReader = request.app.state.queries
     error, rows, view = None, None, None
     try:
         view = TableView.of(request.query_params.multi_items())
-        rows = runtime.data_query.read_rows(_request(user, resource_id, view))
+        rows = await reader.read_rows(_request(user, resource_id, view))
     except (BadViewError, InvalidRequestError) as refused:
         error = str(refused)
     except ResourceNotFoundError:  # removed since the line above
-        return not_found_page(request)
+        return await run_in_threadpool(not_found_page, request)
     view = view or TableView(tuple(request.query_params.multi_items()), None, None)
-    return render(
+    return await run_in_threadpool(
+        render,
         request,
         "resource_table.html",
         user=user,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import Connection
 
@@ -47,7 +48,27 @@ def authorised_query(conn: Connection, request: RowsRequest) -> tuple[Resource, 
     resource = find_resource(conn, request.resource_id)
     if resource is None or resource.workspace_id != request.workspace_id:
         raise ResourceNotFoundError()
-    query = parse_row_query(
+    return resource, resource_query(resource, request)
+
+
+class QueryParameters(Protocol):
+    """The Data API's parameters, as a DataRequest and a RowsRequest both carry them."""
+
+    @property
+    def filters(self) -> Sequence[tuple[str, str]]: ...
+    @property
+    def fields(self) -> str | None: ...
+    @property
+    def ordering(self) -> str | None: ...
+    @property
+    def page(self) -> int: ...
+    @property
+    def page_size(self) -> int: ...
+
+
+def resource_query(resource: Resource, request: QueryParameters) -> RowQuery:
+    """The request parsed against the resource's columns (the Data API's 400s)."""
+    return parse_row_query(
         resource.columns,
         request.filters,
         fields=request.fields,
@@ -56,7 +77,6 @@ def authorised_query(conn: Connection, request: RowsRequest) -> tuple[Resource, 
         page_size=request.page_size,
         system=resource.system_columns,
     )
-    return resource, query
 
 
 def _text(value: object) -> str | None:
