@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Sequence
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,8 +21,11 @@ import pytest
 
 from support.console import make_user, sign_in
 from support.data_api import get_data
+from support.databases import make_settings
 from support.factories import LEDGER_CSV, Tenant, append, make_source, make_tenant
-from tally.runtime import Runtime
+from support.servers import serve_app
+from tally.api.app import create_app
+from tally.runtime import Runtime, build_runtime
 from tally.storage.resources import Resource
 
 Params = Sequence[tuple[str, str]]
@@ -369,3 +373,29 @@ def test_a_file_landing_mid_export_is_not_in_it(
     assert [row[0] for row in rows[1:]] == [str(n) for n in range(1, 100_001)]
     after = browser.get(url, params=[("ordering", "-id"), ("fields", "id")])
     assert read_csv(after)[1] == ["101000"]
+
+
+def test_with_query_processes_the_page_is_read_in_one(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> None:
+    """`tally serve`'s default: the page comes from a query process (pickled across),
+    the same as with the API process's own threads (the other tests)."""
+    settings = make_settings(request, backend, tmp_path / "home", query_processes=1)
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        ledger = make_source(runtime.engine, tenant, LEDGER_CSV)
+        user = make_user(runtime, tenant.workspace_id, "viewer")
+        app = create_app(settings, runtime)
+        with (
+            serve_app(app, lifespan=True) as url,
+            httpx.Client(base_url=url, timeout=60) as client,
+        ):
+            sign_in(client, user.name)
+            params = [("amount__gte", "10.00"), ("ordering", "-amount"), ("fields", "id,amount")]
+            page = table_of(client, ledger.id, params)
+            assert shown_rows(page.text) == [["6", "20.25"], ["2", "10.01"], ["4", "10.00"],
+                                             ["1", "10.00"]]  # fmt: skip
+            assert table_of(client, ledger.id, [("nope", "1")]).status_code == 400
+    finally:
+        runtime.close()
