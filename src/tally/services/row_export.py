@@ -4,14 +4,17 @@
 The request is checked at once (its errors come before a byte is sent); the rows are
 then read in one snapshot (a file landing mid-export is wholly in or wholly out), a
 chunk at a time with keyset paging: each chunk starts after the last row of the one
-before, so no chunk walks past the rows already sent and at most one chunk is in memory.
+before, so no chunk walks past the rows already sent; at most two chunks are in memory
+(the one being sent, the next being read).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
@@ -60,25 +63,33 @@ class RowExport:
                 or not ordering.descending
                 or pages.has_missing_values(conn, resource.table_name, ordering.column)
             )
-            offset, start = 0, None
-            while True:
-                rows, start = _chunk(conn, resource, query, offset, start, missing_follow)
-                writer.writerows(rows)  # a missing value (None) is written empty
-                yield buffer.getvalue().encode()
-                buffer.seek(0)
-                buffer.truncate()
-                offset += len(rows)
-                if start is None:
-                    return
+            fetch = functools.partial(_chunk, conn, resource, query, missing_follow)
+            # The next chunk is read (the driver lets go of the GIL while the database
+            # works) while this one is written out and sent: never two at once on the
+            # connection, and at most two chunks in memory.
+            with ThreadPoolExecutor(1, thread_name_prefix="tally-export") as reader:
+                ahead = reader.submit(fetch, 0, None)
+                offset = 0
+                while True:
+                    rows, start = ahead.result()
+                    offset += len(rows)
+                    if start is not None:
+                        ahead = reader.submit(fetch, offset, start)
+                    writer.writerows(rows)  # a missing value (None) is written empty
+                    yield buffer.getvalue().encode()
+                    buffer.seek(0)
+                    buffer.truncate()
+                    if start is None:
+                        return
 
 
 def _chunk(
     conn: Connection,
     resource: Resource,
     query: RowQuery,
+    missing_follow: bool,
     offset: int,
     start: RowKey | None,
-    missing_follow: bool,
 ) -> tuple[list[Sequence[str | None]], RowKey | None]:
     """The rows after `start` (the view's row at `offset - 1`), and the key to start the
     next chunk after (None: this was the last)."""
