@@ -306,7 +306,10 @@ def test_the_export_keeps_hostile_and_awkward_values_exact(
     source = make_source(runtime.engine, tenant, content, name=name)
     export = browser.get(f"/console/resources/{source.id}/export.csv")
     disposition = export.headers["content-disposition"]
-    assert disposition == 'attachment; filename="Bank _EUR_.._x_ statement.csv"'
+    assert disposition == (
+        'attachment; filename="Bank _EUR_.._x_ statement_.csv"; '
+        "filename*=UTF-8''Bank%20%22EUR%22_.._%3Cx%3E%20statement%3B.csv"
+    )
     assert read_csv(export) == [
         ["ref", "amount", "note"],
         ['=HYPERLINK("http://x")', "-0.0001", "line one\nline two"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tally.console.resource_table import file_name
+from tally.console.resource_table import content_disposition, file_name
 from tally.console.table_view import OPERATOR_CHOICES, BadViewError, TableView
 from tally.core.filters import OPERATORS
 
@@ -58,7 +58,15 @@ def test_filters_are_shown_as_column_operator_value() -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [("Bank (EUR) 2026", "Bank _EUR_ 2026"), ('a"; b\\c/d', "a_ b_c_d"), ("...", "export"),
-     ("Überweisungen", "berweisungen")],
+     ("Überweisungen", "_berweisungen")],
 )  # fmt: skip
 def test_a_file_name_keeps_only_safe_characters(name: str, expected: str) -> None:
     assert file_name(name) == expected
+
+
+def test_an_attachment_also_carries_the_name_itself() -> None:
+    assert content_disposition("Überweisungen (EUR)") == (
+        'attachment; filename="_berweisungen _EUR_.csv"; '
+        "filename*=UTF-8''%C3%9Cberweisungen%20%28EUR%29.csv"
+    )
+    assert content_disposition("a/b\\c").endswith("filename*=UTF-8''a_b_c.csv")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Protocol
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
@@ -31,6 +31,7 @@ NUMERIC = frozenset({ColumnType.INTEGER, ColumnType.DECIMAL})
 # A file name any system keeps: letters, digits, and a few marks; the rest become `_`.
 UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 MAX_FILE_NAME_CHARS = 100
+SLASHES = re.compile(r"[/\\]")
 KIND_PAGES = {
     "source": "sources",
     "reconciliation": "reconciliations",
@@ -142,14 +143,25 @@ def export_csv(request: Request, user: SignedIn, resource_id: int) -> Response:
     return StreamingResponse(
         export.chunks,
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{file_name(export.name)}.csv"'},
+        headers={"Content-Disposition": content_disposition(export.name)},
     )
 
 
 def file_name(name: str) -> str:
-    """The resource's name as a file name: no quote, slash or control character."""
-    safe = UNSAFE_IN_FILE_NAME.sub("_", name).strip(" ._")[:MAX_FILE_NAME_CHARS]
+    """The resource's name as an ASCII file name: no quote, slash or control character."""
+    safe = UNSAFE_IN_FILE_NAME.sub("_", name).strip(" .")[:MAX_FILE_NAME_CHARS]
     return safe or "export"
+
+
+def content_disposition(name: str) -> str:
+    """An attachment named after the resource: the ASCII name, and the name itself
+    (RFC 6266 `filename*`, percent-encoded UTF-8, slashes made `_`) for browsers that
+    read it, so `Überweisungen (EUR)` stays that."""
+    whole = SLASHES.sub("_", name).strip(" .")[:MAX_FILE_NAME_CHARS] or "export"
+    return (
+        f'attachment; filename="{file_name(name)}.csv"; '
+        f"filename*=UTF-8''{quote(whole + '.csv', safe='')}"
+    )
 
 
 def _kind_page(resource: ResourceSummary) -> str | None:

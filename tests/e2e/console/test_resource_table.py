@@ -126,7 +126,7 @@ def test_export_csv_downloads_the_whole_view_exactly(
     with page.expect_download() as started:
         page.get_by_role("link", name="Export CSV").click()
     download = started.value
-    assert download.suggested_filename == "Bank statement _EUR.csv"
+    assert download.suggested_filename == "Bank statement (EUR).csv"  # filename*
     saved = tmp_path / "export.csv"
     download.save_as(saved)
     header, *rows = list(csv.reader(io.StringIO(saved.read_text("utf-8"), newline="")))
