@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from support import transformations
 from support.console import make_user, sign_in
 from support.data_api import get_data
 from support.databases import make_settings
@@ -402,3 +403,22 @@ def test_with_query_processes_the_page_is_read_in_one(
             assert table_of(client, ledger.id, [("nope", "1")]).status_code == 400
     finally:
         runtime.close()
+
+
+def test_a_transformations_output_is_a_table_like_any_resource(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    given = transformations.make_inputs(runtime.engine, tenant)
+    created = runtime.transformations.create(
+        workspace_id=tenant.workspace_id, body=transformations.transformation(given)
+    )
+    transformations.run(runtime, created.id)
+    out = transformations.output(runtime, created.id)
+    params = [("ordering", "-amount")]
+    page = table_of(browser, out.id, params)
+    assert page.status_code == 200
+    assert shown_rows(page.text) == api_rows(browser, tenant, out.id, params)
+    assert f'href="/console/transformations/{created.id}"' in page.text
+    assert "1000000.001" in page.text  # the sum's exact digits
+    _, *rows = read_csv(browser.get(f"/console/resources/{out.id}/export.csv", params=params))
+    assert rows == api_rows(browser, tenant, out.id, params)
