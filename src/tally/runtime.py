@@ -40,6 +40,7 @@ from tally.services.reconciliation.runs import ReconciliationBuilder
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.reconciliation_summary import ReconciliationSummaries
 from tally.services.resource_listing import ResourceListing
+from tally.services.row_export import RowExport
 from tally.services.sources import SourceService
 from tally.services.status_callbacks import CallbackSender
 from tally.services.transformations.previews import Previews
@@ -76,6 +77,7 @@ class Runtime:
     reconciliations: ReconciliationService
     listing: ResourceListing
     reconciliation_summaries: ReconciliationSummaries
+    exports: RowExport
     sources: SourceService
     transformations: TransformationService
     uploads: UploadService
@@ -182,6 +184,7 @@ def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         reconciliations=reconciliations,
         listing=listing,
         reconciliation_summaries=ReconciliationSummaries(reconciliations, listing),
+        exports=RowExport(engine),
         sources=SourceService(engine, box),
         transformations=TransformationService(engine, run_limits),
         uploads=UploadService(

@@ -8,7 +8,9 @@ An entry point like `api/`: it calls services through the runtime, never storage
 - `auth`: the session cookie, the signed-in user of a request, the role an action needs
 - `pages`: the Jinja2 environment (autoescaped) and `render`
 - `sign_in`: sign-in, invite (choose a password) and sign-out
-- `overview`: the workspace's overview and each resource's page
+- `overview`: the workspace's overview
+- `resource_table`: any resource's rows (sort, filters, columns, pages) and their CSV
+  export; `table_view`: that table's state in its URL, in the Data API's grammar
 - `people`: the admins' users page (disable, new invite)
 - `reconciliation`: a reconciliation's page (its last run by status and side; the
   workbench grows here)

@@ -17,6 +17,7 @@ from tally.console import (
     overview,
     people,
     reconciliation,
+    resource_table,
     sign_in,
     source,
     source_actions,
@@ -36,7 +37,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     number) becomes the console's page; every other path keeps the API's answer."""
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
-    routers = (sign_in, overview, people, reconciliation, source, source_actions)
+    routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
     for module in (*routers, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)

@@ -1,6 +1,6 @@
-"""The workspace's overview (screen 1 of issue #33) and each resource's page, from the
-service GET /api/v2/resources uses (`ResourceListing`): a page of resources at a time,
-never a row of their data."""
+"""The workspace's overview (screen 1 of issue #33), from the service GET
+/api/v2/resources uses (`ResourceListing`): a page of resources at a time, never a row
+of their data."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tally.console.auth import SignedIn, runtime_of
-from tally.console.pages import not_found_page, render
-from tally.core.errors import ResourceNotFoundError
+from tally.console.pages import render
 from tally.services.resource_listing import FAILURE_DAYS, ResourceSummary
 
 router = APIRouter(include_in_schema=False)
@@ -44,25 +43,5 @@ def overview_page(request: Request, user: SignedIn, after: int = 0) -> Response:
         first_page=after == 0,
         kinds=KIND_LABELS,
         kind_page=kind_page,
-        failure_days=FAILURE_DAYS,
-    )
-
-
-@router.get("/console/resources/{resource_id}")
-def resource_page(request: Request, user: SignedIn, resource_id: int) -> Response:
-    """A resource's summary; another workspace's is answered as a missing one."""
-    try:
-        resource = runtime_of(request).listing.get(
-            workspace_id=user.workspace_id, resource_id=resource_id
-        )
-    except ResourceNotFoundError:
-        return not_found_page(request)
-    return render(
-        request,
-        "resource.html",
-        user=user,
-        title=resource.name,
-        resource=resource,
-        kinds=KIND_LABELS,
         failure_days=FAILURE_DAYS,
     )

@@ -4,7 +4,9 @@ call storage, net and processes; never FastAPI, typer or the settings.
 - The Data API: `data_query` (`DataQueryService`: authorise, plan, count, page, caches),
   `page_bodies` (a page's rows inside the spec's envelope, whole or stitched from
   parts), `column_snapshots` (a large resource's columns in memory per data version:
-  any filter set's count and page rows, decision 0014)
+  any filter set's count and page rows, decision 0014), `workspace_rows` (the same
+  reads for a signed-in member of the workspace: the console), `row_export`
+  (`RowExport`: a whole filtered, sorted view as CSV, streamed in one snapshot)
 - Accounts: `admin` (`AdminService`: accounts, workspaces, keys), `authentication` (the
   three-header check), `users` (the console's users and invites, `UserService`; sign-in
   and sessions, `SessionService`)

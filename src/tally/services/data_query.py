@@ -21,10 +21,16 @@ from tally.core.errors import (
     ResourceOwnershipError,
     WorkspaceNotFoundError,
 )
-from tally.core.filters import RowQuery, parse_row_query
+from tally.core.filters import RowQuery
 from tally.core.ids import hash_secret, secret_matches
 from tally.services.column_snapshots import ColumnSnapshot, ColumnSnapshots
 from tally.services.page_bodies import PagePart, envelope
+from tally.services.workspace_rows import (
+    RowsPage,
+    RowsRequest,
+    authorised_query,
+    resource_query,
+)
 from tally.storage.access import read_access
 from tally.storage.db_errors import translated_errors
 from tally.storage.engine import snapshot_connection
@@ -149,15 +155,7 @@ class DataQueryService:
         """The body, and the filtered count it used (for other processes' requests)."""
         with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
             resource = self._authorise(conn, request)
-            query = parse_row_query(
-                resource.columns,
-                request.filters,
-                fields=request.fields,
-                ordering=request.ordering,
-                page=request.page,
-                page_size=request.page_size,
-                system=resource.system_columns,
-            )
+            query = resource_query(resource, request)
             key = (request.workspace_id, resource.id, resource.data_version, query.cache_key())
             if self._responses is not None and (hit := self._responses.get(key)):
                 assert isinstance(hit, bytes)
@@ -167,6 +165,15 @@ class DataQueryService:
             body, count = self._render(conn, resource, query, request.count_hint)
         self.remember(key, body)
         return DataAnswer(body, count)
+
+    def read_rows(self, request: RowsRequest) -> RowsPage:
+        """A page for a member of the workspace (the console), read as a Data API
+        request is (counts, checkpoints and column snapshots shared with it); not kept
+        in the response cache, which holds JSON bodies."""
+        with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
+            resource, query = authorised_query(conn, request)
+            rows, total, _ = self._rows(conn, resource, query, None, 0, query.page_size)
+        return RowsPage(resource.columns, resource.system_columns, query, rows, total)
 
     def remember(self, key: tuple[Any, ...], body: bytes) -> None:
         """Keep a whole page's body in the response cache (when it is on); pages read

@@ -25,8 +25,9 @@ from cachetools import LRUCache
 from tally.api.compression import BodyGzip, EncodedBody
 from tally.api.queries.page_parts import PagePartsReader
 from tally.api.queries.pool import QueryProcessLostError, QueryProcessPool
-from tally.api.queries.query_process import query_process_pid, read_page
+from tally.api.queries.query_process import query_process_pid, read_page, read_rows
 from tally.services.data_query import CountHint, DataRequest
+from tally.services.workspace_rows import RowsPage, RowsRequest
 from tally.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,12 @@ class QueryProcesses:
         if count is not None:
             self._counts[filter_set] = count
         return encoded
+
+    async def read_rows(self, request: RowsRequest) -> RowsPage:
+        """The console's page, read in a query process (its caches and column
+        snapshots are the Data API's; none is built in the API process)."""
+        rows: RowsPage = await self._pool.call(read_rows, request)
+        return rows
 
     def close(self) -> None:
         self._pool.close()

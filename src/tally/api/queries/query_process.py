@@ -29,6 +29,7 @@ from tally.api.compression import (
 from tally.processes.collector import settle_garbage_collector
 from tally.runtime import build_query_process_service
 from tally.services.data_query import CountHint, DataAnswer, DataQueryService, DataRequest
+from tally.services.workspace_rows import RowsPage, RowsRequest
 from tally.settings import Settings
 
 PARENT_CHECK_SECONDS = 1.0
@@ -138,6 +139,12 @@ def read_page_part(
     if not keep_rows:
         answer = dataclasses.replace(answer, part=dataclasses.replace(answer.part, rows=b""))
     return answer, piece
+
+
+def read_rows(request: RowsRequest) -> RowsPage:
+    """A page for a member of the workspace (the console's resource table)."""
+    assert _service is not None, "start_query_process builds it"
+    return _service.read_rows(request)
 
 
 def remember_page(key: tuple[Any, ...], body: bytes) -> None:

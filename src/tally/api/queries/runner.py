@@ -25,6 +25,7 @@ from tally.api.queries.processes import QueryProcesses
 from tally.api.queries.query_process import read_encoded
 from tally.runtime import Runtime
 from tally.services.data_query import DataQueryService, DataRequest
+from tally.services.workspace_rows import RowsPage, RowsRequest
 from tally.settings import Settings
 
 
@@ -32,6 +33,8 @@ class QueryRunner(Protocol):
     async def start(self) -> None: ...
 
     async def read(self, request: DataRequest, accept_encoding: str | None) -> EncodedBody: ...
+
+    async def read_rows(self, request: RowsRequest) -> RowsPage: ...
 
     def close(self) -> None: ...
 
@@ -72,6 +75,11 @@ class ThreadQueries:
             limiter=self._limiter,
         )  # fmt: skip
         return encoded
+
+    async def read_rows(self, request: RowsRequest) -> RowsPage:
+        return await anyio.to_thread.run_sync(
+            self._service.read_rows, request, limiter=self._limiter
+        )
 
     def close(self) -> None:
         return None

@@ -16,7 +16,7 @@ from tally.core.columns import Column
 from tally.core.filters import Condition, Operator, Ordering, RowQuery
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
-from tally.storage.resource_tables.row_json import rendered_rows
+from tally.storage.resource_tables.row_json import rendered_rows, text_value_sql
 from tally.storage.resource_tables.stored_types import bind_type, stored_value
 
 PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
@@ -117,6 +117,15 @@ class Page:
     checkpoints: dict[int, RowKey]
 
 
+@dataclass(frozen=True)
+class TextPage:
+    """A page whose rows are their fields' values as the Data API's texts (a decimal's
+    digits, ISO dates and times, `true`/`false`; None where missing): a CSV export."""
+
+    rows: list[Sequence[str | None]]
+    checkpoints: dict[int, RowKey]
+
+
 def _after(
     source: sa.TableClause, ordering: Ordering, null_key: bool, missing_follow: bool
 ) -> sa.ColumnElement[bool]:
@@ -155,6 +164,7 @@ class _PageShape:
     postgresql: bool
     direct: bool  # read and render the page's rows in one scan (see _reads_directly)
     stored: bool  # whole rows: their stored JSON text where they have it
+    as_text: bool = False  # each field's value text, not the row's JSON object
 
 
 def select_page(
@@ -170,8 +180,53 @@ def select_page(
     start: tuple[int, RowKey] | None = None,
     missing_follow: bool = True,
 ) -> Page:
+    """The page's rows as JSON object texts: see `_select`."""
+    found, checkpoints = _select(
+        conn, table, columns, query, offset=offset, limit=limit, matching=matching,
+        scan_in_row_order=scan_in_row_order, start=start, missing_follow=missing_follow,
+    )  # fmt: skip
+    return Page([row[0] for row in found], checkpoints)
+
+
+def select_text_page(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    query: RowQuery,
+    *,
+    offset: int,
+    limit: int,
+    matching: int,
+    start: tuple[int, RowKey] | None = None,
+    missing_follow: bool = True,
+) -> TextPage:
+    """The page's rows as their values' texts, no JSON between (a CSV writer takes the
+    driver's tuples as they are): see `_select`."""
+    found, checkpoints = _select(
+        conn, table, columns, query, offset=offset, limit=limit, matching=matching,
+        start=start, missing_follow=missing_follow, as_text=True,
+    )  # fmt: skip
+    width = len(query.fields)
+    return TextPage([row[:width] for row in found], checkpoints)
+
+
+def _select(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    query: RowQuery,
+    *,
+    offset: int,
+    limit: int,
+    matching: int,
+    scan_in_row_order: bool = False,
+    start: tuple[int, RowKey] | None = None,
+    missing_follow: bool = True,
+    as_text: bool = False,
+) -> tuple[list[Sequence[Any]], dict[int, RowKey]]:
     """`limit` rows of the query from `offset` (its page, or a part of the page), each
-    already a JSON object text.
+    already rendered (a JSON object text, or with `as_text` its values' texts), and the
+    checkpoints they give.
 
     First the page's keys are chosen (from an index alone where one covers the
     ordering, so a deep OFFSET walks index entries, not rows), starting after `start`
@@ -205,15 +260,17 @@ def select_page(
         hinted,
         postgresql,
         _reads_directly(query, start, first, matching - offset <= limit, missing_follow),
-        tuple(query.fields) == tuple(columns),
+        not as_text and tuple(query.fields) == tuple(columns),
+        as_text,
     )
     found, type_codes = _driver_rows(conn, _page_statement(shape), params)
 
     def key_of(row: Sequence[Any]) -> RowKey:
-        """(json, [ordering value,] row id) -> the row's key, its value in stored form."""
+        """(rendered..., [ordering value,] row id) -> the row's key, its value in
+        stored form."""
         if query.ordering.column is None:
             return RowKey(None, row[-1])
-        value = stored_value(conn, query.ordering.column, row[1], type_codes[1])
+        value = stored_value(conn, query.ordering.column, row[-2], type_codes[-2])
         return RowKey(value, row[-1])
 
     checkpoints: dict[int, RowKey] = {}
@@ -223,7 +280,7 @@ def select_page(
         checkpoints[offset] = start[1]
     if found:
         checkpoints[offset + len(found)] = key_of(found[-1])
-    return Page([row[0] for row in found], checkpoints)
+    return found, checkpoints
 
 
 def _driver_rows(
@@ -285,10 +342,8 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
     if shape.ordering.column is not None:
         ordered.insert(0, source.c[shape.ordering.column.physical])
     order = _order_by(source, shape.ordering, shape.postgresql)
-    rendered, rows_from = rendered_rows(
-        source, shape.fields, f"{shape.table}.", shape.postgresql, shape.stored
-    )
-    rows = sa.select(rendered, *ordered).select_from(rows_from)
+    rendered, rows_from = _rendered(source, shape)
+    rows = sa.select(*rendered, *ordered).select_from(rows_from)
     if shape.direct:
         return _one_page(rows.where(*where).order_by(*order))
     if shape.postgresql and _reads_heap_to_choose(shape):
@@ -300,6 +355,24 @@ def _page_statement(shape: _PageShape) -> sa.Select[Any]:
         return rows.where(chosen).order_by(*order)
     page_ids = _one_page(sa.select(source.c[ROW_ID]).where(*where).order_by(*order))
     return rows.where(_row_id_among(source, page_ids, shape.postgresql)).order_by(*order)
+
+
+def _rendered(
+    source: sa.TableClause, shape: _PageShape
+) -> tuple[list[sa.ColumnElement[Any]], sa.FromClause]:
+    """What a page selects of each row (before its key), and the FROM clause it needs."""
+    prefix = f"{shape.table}."
+    if shape.as_text:
+        return [
+            sa.literal_column(
+                text_value_sql(c, f"{prefix}{c.physical}", postgresql=shape.postgresql)
+            )
+            for c in shape.fields
+        ], source
+    rendered, rows_from = rendered_rows(
+        source, shape.fields, prefix, shape.postgresql, shape.stored
+    )
+    return [rendered], rows_from
 
 
 def _reads_heap_to_choose(shape: _PageShape) -> bool:

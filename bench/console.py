@@ -1,0 +1,209 @@
+"""The console's benchmark (#33): server time per screen at p95 with the kit's 1M-row
+source, and CSV export rows/s beside paging the Data API through the same rows, in the
+same run, on both backends.
+
+    .venv/bin/python bench/console.py    # writes bench/results/console-*.json
+
+One fresh installation per backend: `tally admin load` of the kit's 1M-row CSV
+(`BENCH_CSV`, declared columns), `tally serve` on 127.0.0.1 until the worker has stored
+the rows' JSON text and built the indexes, a viewer signed in through the console's own
+forms. Each screen is asked BENCH_CONSOLE_WARMUP times, then BENCH_CONSOLE_REQUESTS
+times (default 100) one after another on one keep-alive connection; the time is the
+request's wall time on loopback (the server's time plus a loopback round trip).
+
+`screens()` lists the screens: add a page there (a name and its path) and it is measured.
+Then the export: the whole 1M rows as CSV from `/console/resources/{id}/export.csv`,
+beside the Data API read page after page (page_size 10000, `ordering=_row`), each timed
+to its last byte received (gzip decoded, as any client must), and once more with each
+page's JSON decoded (exact decimals), BENCH_CONSOLE_EXPORTS times each (default 2,
+alternating), the best of each. Targets: every screen under
+100 ms at p95; the export at least as fast as the Data API's pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+import ingest  # noqa: E402
+import procs  # noqa: E402
+from formats import CLEAN_COLUMNS  # noqa: E402
+from snapshots import wait_finished  # noqa: E402
+
+CSV = ingest.CSV
+BACKENDS = os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(",")
+REQUESTS = int(os.environ.get("BENCH_CONSOLE_REQUESTS", "100"))
+WARMUP = int(os.environ.get("BENCH_CONSOLE_WARMUP", "5"))
+EXPORTS = int(os.environ.get("BENCH_CONSOLE_EXPORTS", "2"))
+PASSWORD = "bench password, long enough"
+SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
+TARGET_P95_MS = 100.0
+DATA_API_PAGE_SIZE = 10_000
+
+
+def screens(resource_id: int) -> list[tuple[str, str]]:
+    """Each screen measured: (name, path). The source, transformation and
+    reconciliation pages join here as they are built."""
+    table = f"/console/resources/{resource_id}"
+    return [
+        ("overview", "/console/overview"),
+        ("table: first page", table),
+        ("table: filtered (status=settled)", f"{table}?status=settled"),
+        ("table: sorted by amount", f"{table}?ordering=-amount"),
+        ("table: filtered and sorted", f"{table}?currency__in=USD,EUR&ordering=amount&page=3"),
+        ("table: deep page (rows 900,001-900,050)", f"{table}?ordering=id&page=18001"),
+    ]
+
+
+def load_source(env: dict[str, str], workspace: str) -> int:
+    columns = Path(env["TALLY_HOME"]) / "columns.json"
+    columns.write_text(json.dumps({"columns": CLEAN_COLUMNS}))
+    args = ["admin", "load", "--workspace", workspace, "--name", "ledger", "--columns"]
+    shown = ingest.tally([*args, str(columns), str(CSV)], env)
+    procs.log(f"loaded {shown['rows']} rows")
+    return int(shown["id"])
+
+
+def signed_in_viewer(env: dict[str, str], base: str, workspace: str) -> httpx.Client:
+    """A client holding a viewer's session: the invite's form, then the sign-in form."""
+    made = ingest.tally(
+        ["admin", "create-user", "--workspace", workspace, "--name", "bench", "--role", "viewer"],
+        env,
+    )
+    token = made["invite_url"].rsplit("/", 1)[-1]
+    client = httpx.Client(base_url=base, timeout=600, headers=SAME_ORIGIN)
+    form = {"password": PASSWORD, "confirmation": PASSWORD}
+    accepted = client.post(f"/console/invite/{token}", data=form)
+    if accepted.status_code != 303:
+        raise RuntimeError(f"the invite answered {accepted.status_code}")
+    signed = client.post("/console/sign-in", data={"username": "bench", "password": PASSWORD})
+    if signed.status_code != 303:
+        raise RuntimeError(f"sign-in answered {signed.status_code}")
+    return client
+
+
+def time_screen(client: httpx.Client, path: str) -> dict[str, Any]:
+    for _ in range(WARMUP):
+        client.get(path).raise_for_status()
+    times = []
+    for _ in range(REQUESTS):
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+    p95 = statistics.quantiles(times, n=100, method="inclusive")[94]
+    shown = re.search(r"rows [0-9,]+\u2013[0-9,]+ of [0-9,]+", response.text)
+    return {
+        "path": path,
+        "requests": REQUESTS,
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(p95, 2),
+        "max_ms": round(max(times), 2),
+        "shows": shown.group(0) if shown else None,
+        "under_target": p95 < TARGET_P95_MS,
+    }
+
+
+def time_export(client: httpx.Client, resource_id: int) -> tuple[float, int]:
+    """Seconds to the CSV's last byte, and its rows (lines less the header)."""
+    started = time.perf_counter()
+    lines = 0
+    with client.stream("GET", f"/console/resources/{resource_id}/export.csv") as response:
+        response.raise_for_status()
+        for chunk in response.iter_bytes():
+            lines += chunk.count(b"\r\n")
+    return time.perf_counter() - started, lines - 1
+
+
+def time_data_api(
+    base: str, key: str, workspace: str, resource_id: int, *, decode: bool = False
+) -> tuple[float, int]:
+    """Seconds to the last page's last byte, paging in row order, and the rows read;
+    with `decode`, each page's JSON also decoded with exact decimals, as a client that
+    uses the rows must (the CSV needs no such step to be opened)."""
+    headers = {"X-API-Key": key, "workspace_id": workspace}
+    rows, page = 0, 1
+    started = time.perf_counter()
+    with httpx.Client(base_url=base, timeout=600, headers=headers) as api:
+        while True:
+            params = {"ordering": "_row", "page": page, "page_size": DATA_API_PAGE_SIZE}
+            response = api.get(f"/api/v1/resources/{resource_id}/data", params=params)
+            response.raise_for_status()
+            returned = int(re.findall(rb'"returned_count":\s*([0-9]+)', response.content)[-1])
+            rows += returned
+            if decode:
+                json.loads(response.content, parse_float=Decimal)
+            if returned < DATA_API_PAGE_SIZE:
+                return time.perf_counter() - started, rows
+            page += 1
+
+
+def export_phase(
+    client: httpx.Client, base: str, key: str, workspace: str, resource_id: int
+) -> dict[str, Any]:
+    csv_runs, api_runs, decoded_runs = [], [], []
+    for _ in range(EXPORTS):
+        csv_runs.append(time_export(client, resource_id))
+        api_runs.append(time_data_api(base, key, workspace, resource_id))
+        decoded_runs.append(time_data_api(base, key, workspace, resource_id, decode=True))
+    csv_seconds, csv_rows = min(csv_runs)
+    api_seconds, api_rows = min(api_runs)
+    decoded_seconds, decoded_rows = min(decoded_runs)
+    return {
+        "csv_export": {"rows": csv_rows, "seconds": round(csv_seconds, 2),
+                       "rows_per_second": round(csv_rows / csv_seconds)},
+        "data_api_pages": {"rows": api_rows, "seconds": round(api_seconds, 2),
+                           "rows_per_second": round(api_rows / api_seconds),
+                           "page_size": DATA_API_PAGE_SIZE, "ordering": "_row"},
+        "data_api_pages_decoded": {"rows": decoded_rows, "seconds": round(decoded_seconds, 2),
+                                   "rows_per_second": round(decoded_rows / decoded_seconds)},
+        "export_at_least_as_fast": csv_seconds <= api_seconds,
+    }  # fmt: skip
+
+
+def backend_phase(backend: str) -> dict[str, Any]:
+    env = ingest.installation(backend)
+    headers = ingest.tenant(env)
+    workspace = headers["x-svc-workspace"]
+    resource_id = load_source(env, workspace)
+    _, base = ingest.serve(env, f"console-{backend}")
+    wait_finished(env, resource_id)
+    client = signed_in_viewer(env, base, workspace)
+    result: dict[str, Any] = {"load_average_before": os.getloadavg(), "screens": {}}
+    for name, path in screens(resource_id):
+        result["screens"][name] = time_screen(client, path)
+        procs.log(f"{backend}: {name}: p95 {result['screens'][name]['p95_ms']} ms")
+    result.update(export_phase(client, base, headers["data_key"], workspace, resource_id))
+    result["load_average_after"] = os.getloadavg()
+    procs.log(f"{backend}: export {result['csv_export']}, pages {result['data_api_pages']}")
+    client.close()
+    procs.stop_everything()
+    shutil.rmtree(env["TALLY_HOME"], ignore_errors=True)  # a gigabyte on SQLite
+    return result
+
+
+def main() -> None:
+    results: dict[str, Any] = {"file": str(CSV), "cpus": os.cpu_count()}
+    try:
+        for backend in BACKENDS:
+            results[backend] = backend_phase(backend)
+    finally:
+        procs.stop_everything()  # a failed phase leaves no server behind
+    ingest.write_results("console", results)
+
+
+if __name__ == "__main__":
+    main()
