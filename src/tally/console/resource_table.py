@@ -158,7 +158,6 @@ def content_disposition(name: str) -> str:
     )
 
 
-
 def _system(rows: RowsPage | None) -> tuple[Column, ...]:
     return () if rows is None else rows.system_columns
 
