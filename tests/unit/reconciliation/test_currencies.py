@@ -113,7 +113,7 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     left = [row("A", 100, cur="USD"), row("B", 250, cur="eur"), row("C", None, cur="EUR")]
     right = [row("A", 100, cur="USD"), row("Z", 7, cur=None)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    shown = totals.full(d, tables, [{2: "", 3: ""}, {2: ""}], 2)
+    shown = totals.full(d, tables, [({2: "", 3: ""}, {}), ({2: ""}, {})], 2)
     assert shown == {
         "": per_side(("0.00", "0.00"), ("0.00", "0.07")),
         "EUR": per_side(("0.00", "2.50"), ("0.00", "0.00")),
@@ -122,26 +122,34 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     # A late GBP ledger row: the last totals adjusted are the totals counted again.
     late = [*right, row("B", 250, cur="GBP")]
     now = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, late)]
-    again = totals.full(d, now, [{2: "", 3: ""}, {2: "", 3: ""}], 2)
+    again = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: "", 3: ""}, {})], 2)
     examined = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
     adjusted = totals.adjusted(
         d,
         shown,
         [(SideName.RIGHT, examined, 3)],
-        {SideName.LEFT: set(), SideName.RIGHT: set()},
-        {SideName.LEFT: {}, SideName.RIGHT: {3: ""}},
+        {SideName.LEFT: (set(), set()), SideName.RIGHT: (set(), set())},
+        {SideName.LEFT: ({}, {}), SideName.RIGHT: ({3: ""}, {})},
         2,
     )
     assert adjusted == again
-    assert adjusted["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50"}
+    assert adjusted["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50", "resolved": "0.00"}
+    # The same row resolved by an analyst: its amount moves from unmatched to resolved.
+    closed = totals.moved(d, adjusted, SideName.RIGHT, examined, resolved=True, scale=2)
+    assert closed["GBP"]["right"] == {"matched": "0.00", "unmatched": "0.00", "resolved": "2.50"}
+    resolved = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: ""}, {3: ""})], 2)
+    assert resolved == closed
+    assert totals.moved(d, closed, SideName.RIGHT, examined, resolved=False, scale=2) == again
 
 
 def test_totals_without_currencies_keep_their_shape() -> None:
     d = definition(KEYED)
     tables = [table(d, SideName.LEFT, [row("A", 100)]), table(d, SideName.RIGHT, [row("A", 100)])]
-    assert totals.full(d, tables, [{}, {1: ""}], 2) == per_side(("1.00", "0.00"), ("0.00", "1.00"))
+    assert totals.full(d, tables, [({}, {}), ({1: ""}, {})], 2) == per_side(
+        ("1.00", "0.00"), ("0.00", "1.00")
+    )
     no_amounts = definition(KEYED, amount=False)
-    assert totals.full(no_amounts, tables, [{}, {}], 2) == {"left": None, "right": None}
+    assert totals.full(no_amounts, tables, [({}, {}), ({}, {})], 2) == {"left": None, "right": None}
 
 
 def test_a_body_error_inside_the_amount_is_named_without_the_forms_tag() -> None:

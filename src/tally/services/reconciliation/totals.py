@@ -1,8 +1,10 @@
-"""last_run's `amounts`: each side's amounts totalled, matched (in any match) and
-unmatched, as exact decimal text at the run's scale; per currency where the sides name
-one, so dollars and euros are never added.
+"""last_run's `amounts`: each side's amounts totalled, matched (in any match),
+unmatched and resolved (closed by an analyst with no counterpart), as exact decimal
+text at the run's scale; per currency where the sides name one, so dollars and euros
+are never added.
 
-Without currencies: `{"left": {"matched": "...", "unmatched": "..."}, "right": {...}}`
+Without currencies: `{"left": {"matched": "...", "unmatched": "...", "resolved": "..."},
+"right": {...}}`
 (each side null without amounts), the shape it always had. With currencies: that shape
 per currency code, `{"EUR": {"left": {...}, "right": {...}}, "USD": {...}}`, one entry
 for every currency either side has (the other side's totals then `0`), the rows whose
@@ -13,7 +15,7 @@ new share in (`adjusted`): the same figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -22,40 +24,43 @@ from tally.services.reconciliation.matching import SideTable, key_columns
 from tally.services.reconciliation.reasons import money
 
 SIDES = (SideName.LEFT, SideName.RIGHT)
-MATCHED, UNMATCHED = "matched", "unmatched"
+MATCHED, UNMATCHED, RESOLVED = "matched", "unmatched", "resolved"
+BUCKETS = (MATCHED, UNMATCHED, RESOLVED)
 NO_CURRENCY = ""  # the key of the rows whose currency is empty
-# currency (None: empty, or not compared) -> side -> [matched, unmatched], scaled integers
+# currency (None: empty, or not compared) -> side -> [matched, unmatched, resolved], scaled
 Buckets = dict[str | None, dict[SideName, list[int]]]
+Alone = tuple[Mapping[int, str], Mapping[int, str]]  # a side's unmatched, resolved positions
 
 
 def full(
     definition: ReconciliationDefinition,
     tables: Sequence[SideTable],
-    unmatched: Sequence[Mapping[int, str]],
+    alone: Sequence[Alone],
     scale: int,
 ) -> dict[str, Any]:
     """The totals of a full run: `tables` every row of each side (positions 1..n),
-    `unmatched` each side's unmatched positions."""
+    `alone` each side's unmatched and resolved positions (every other row is matched)."""
     if definition.left.amount is None:
         return {"left": None, "right": None}
     buckets: Buckets = {}
-    for which, table, apart in zip(SIDES, tables, unmatched, strict=True):
+    for which, table, apart in zip(SIDES, tables, alone, strict=True):
         values = table.amounts  # by position (1-based: a full run reads every row)
         codes = currencies(definition, which, table)
         if codes is None:
             total = sum(filter(None, values))
-            away = sum(values[p - 1] or 0 for p in apart)  # every other is matched
-            _bucket(buckets, None)[which] = [total - away, away]
+            away = [sum(values[p - 1] or 0 for p in rows) for rows in apart]
+            _bucket(buckets, None)[which] = [total - sum(away), *away]
             continue
         for code in set(codes):
             _bucket(buckets, code)
         for code, amount in zip(codes, values, strict=True):
             if amount:
                 buckets[code][which][0] += amount
-        for p in apart:
-            amount = values[p - 1] or 0
-            buckets[codes[p - 1]][which][0] -= amount
-            buckets[codes[p - 1]][which][1] += amount
+        for place, rows in enumerate(apart, start=1):
+            for p in rows:
+                amount = values[p - 1] or 0
+                buckets[codes[p - 1]][which][0] -= amount
+                buckets[codes[p - 1]][which][place] += amount
     return _shown(definition, buckets, scale)
 
 
@@ -63,13 +68,14 @@ def adjusted(
     definition: ReconciliationDefinition,
     last: dict[str, Any],
     sides: Sequence[tuple[SideName, SideTable, int]],
-    was_unmatched: Mapping[SideName, set[int]],
-    now_unmatched: Mapping[SideName, Mapping[int, str]],
+    was: Mapping[SideName, tuple[Collection[int], Collection[int]]],
+    now: Mapping[SideName, Alone],
     scale: int,
 ) -> dict[str, Any]:
     """The last run's totals (`last`) with the re-examined rows of each side (which,
     its rows: the earlier ones then the new ones, the first new position) moved: an
-    earlier row's share out of where it was, every row's share in where it is now."""
+    earlier row's share out of where it was (`was`: the side's unmatched and resolved
+    positions then), every row's share in where it is now."""
     if definition.left.amount is None:
         return last
     buckets = _read(definition, last, scale)
@@ -81,9 +87,37 @@ def adjusted(
             totals = _bucket(buckets, code)[which]
             amount = amount_or_none or 0
             if position < new_from:  # its earlier share out
-                totals[1 if position in was_unmatched[which] else 0] -= amount
-            totals[1 if position in now_unmatched[which] else 0] += amount
+                totals[_place(position, was[which])] -= amount
+            totals[_place(position, now[which])] += amount
     return _shown(definition, buckets, scale)
+
+
+def moved(
+    definition: ReconciliationDefinition,
+    last: dict[str, Any],
+    which: SideName,
+    table: SideTable,
+    *,
+    resolved: bool,
+    scale: int,
+) -> dict[str, Any]:
+    """The last run's totals with these rows of one side moved from unmatched to
+    resolved (`resolved`), or back: a resolution taken or undone, at once."""
+    if definition.left.amount is None:
+        return last
+    buckets = _read(definition, last, scale)
+    codes = currencies(definition, which, table) or [None] * len(table)
+    source, target = (1, 2) if resolved else (2, 1)
+    for amount, code in zip(table.amounts, codes, strict=True):
+        totals = _bucket(buckets, code)[which]
+        totals[source] -= amount or 0
+        totals[target] += amount or 0
+    return _shown(definition, buckets, scale)
+
+
+def _place(position: int, alone: tuple[Collection[int], Collection[int]]) -> int:
+    """Where a row's amount is totalled: 0 matched, 1 unmatched, 2 resolved."""
+    return 1 if position in alone[0] else 2 if position in alone[1] else 0
 
 
 def currencies(
@@ -101,15 +135,17 @@ def currencies(
 def _bucket(buckets: Buckets, code: str | None) -> dict[SideName, list[int]]:
     found = buckets.get(code)
     if found is None:
-        found = buckets[code] = {which: [0, 0] for which in SIDES}
+        found = buckets[code] = {which: [0, 0, 0] for which in SIDES}
     return found
 
 
 def _shown(definition: ReconciliationDefinition, buckets: Buckets, scale: int) -> dict[str, Any]:
     def sides(per_side: dict[SideName, list[int]]) -> dict[str, Any]:
         return {
-            str(which): {MATCHED: money(m, scale), UNMATCHED: money(u, scale)}
-            for which, (m, u) in per_side.items()
+            str(which): {
+                name: money(value, scale) for name, value in zip(BUCKETS, values, strict=True)
+            }
+            for which, values in per_side.items()
         }
 
     if not definition.currencies:
@@ -125,8 +161,9 @@ def _read(definition: ReconciliationDefinition, shown: dict[str, Any], scale: in
         return int(Decimal(text).scaleb(scale))
 
     def sides(per_side: dict[str, Any]) -> dict[SideName, list[int]]:
+        # (a run before resolutions existed kept no `resolved`: none then)
         return {
-            which: [number(per_side[str(which)][MATCHED]), number(per_side[str(which)][UNMATCHED])]
+            which: [number(per_side[str(which)].get(name, "0")) for name in BUCKETS]
             for which in SIDES
         }
 
