@@ -28,7 +28,6 @@ from tally.cli.output import emit, reported_errors
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
 from tally.core.reconciliation import SideName
-from tally.core.reconciliation_actions import ActionRecord
 from tally.core.users import ROLE_NAMES, IssuedInvite, User
 from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
@@ -348,7 +347,7 @@ def resolve_rows(
             note=note,
             actor=CLI_ACTOR,
         )
-    emit(_resolution_json(resolution))
+    emit(resolution.resolution_json())
 
 
 @app.command("undo-resolution")
@@ -367,19 +366,7 @@ def undo_resolution(
             note=note,
             actor=CLI_ACTOR,
         )
-    emit(_resolution_json(undone))
-
-
-def _resolution_json(action: ActionRecord) -> dict[str, object]:
-    return {
-        "id": action.id,
-        "side": str(action.side),
-        "rows": list(action.rows),
-        "reason": action.reason,
-        "note": action.note,
-        "actor": action.actor,
-        "undone_at": action.undone_at.isoformat() if action.undone_at else None,
-    }
+    emit(undone.resolution_json())
 
 
 @app.command("create-transformation")

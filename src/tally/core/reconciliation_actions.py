@@ -63,6 +63,21 @@ class ActionRecord:
         """A resolution's rows (on its one side)."""
         return self.left_rows or self.right_rows
 
+    def resolution_json(self) -> dict[str, Any]:
+        """A resolution as the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "side": str(self.side),
+            "rows": list(self.rows),
+            "reason": self.reason,
+            "note": self.note,
+            "actor": self.actor,
+            "created_at": self.created_at.isoformat(),
+            "undone_at": self.undone_at.isoformat() if self.undone_at else None,
+            "undo_note": self.undo_note,
+            "undo_actor": self.undo_actor,
+        }
+
     @classmethod
     def from_row(cls, row: Any) -> ActionRecord:
         return cls(

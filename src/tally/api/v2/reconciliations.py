@@ -117,21 +117,6 @@ def _candidates(found: Candidates) -> dict[str, Any]:
     }
 
 
-def _resolution(action: ActionRecord) -> dict[str, Any]:
-    return {
-        "id": action.id,
-        "side": str(action.side),
-        "rows": list(action.rows),
-        "reason": action.reason,
-        "note": action.note,
-        "actor": action.actor,
-        "created_at": action.created_at.isoformat(),
-        "undone_at": action.undone_at.isoformat() if action.undone_at else None,
-        "undo_note": action.undo_note,
-        "undo_actor": action.undo_actor,
-    }
-
-
 async def _note(request: Request) -> str | None:
     """The note of an optional `NoteBody` (no body: none)."""
     data = await read_json(request, max_bytes=MAX_DEFINITION_BYTES, optional=True)
@@ -298,7 +283,7 @@ async def resolve_rows(
         note=body.note,
         actor=actor,
     )
-    return json_response(_resolution(resolution), 201)
+    return json_response(resolution.resolution_json(), 201)
 
 
 @router.delete(
@@ -328,7 +313,7 @@ async def undo_resolution(
         note=note,
         actor=actor,
     )
-    return json_response(_resolution(undone))
+    return json_response(undone.resolution_json())
 
 
 @router.get(
