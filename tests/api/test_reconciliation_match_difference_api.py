@@ -109,3 +109,45 @@ def test_the_rows_are_checked_before_the_balance(
     assert (
         problems(api.post(url, json=taken, headers=tenant.v2_headers), 409)[0][0] == "left_rows[0]"
     )
+
+
+def test_a_manual_match_of_unmatched_rows_leaves_the_exceptions_at_once(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    """Before any run: the rows show `manual` (status=unmatched no longer lists them)
+    and last_run counts the match, as the Data API does; the run then pairs them."""
+    body = definition(pair, passes=[EXACT])
+    answer = api.post(BASE, json=body, headers=tenant.v2_headers).json()
+    rid, output = answer["id"], answer["resource_id"]
+    runtime.derived.run_now(rid, kind="reconciliation", worker="test-worker")
+    url = f"{BASE}/{rid}/matches"
+    match = {"left_rows": [3], "right_rows": [3, 4], "note": "split refund"}
+    assert api.post(url, json=match, headers=tenant.v2_headers).status_code == 201
+    data = f"/api/v1/resources/{output}/data"
+    open_rows = api.get(data, headers=tenant.headers, params={"status": "unmatched"}).json()
+    assert [(r["bank._row"], r["ledger._row"]) for r in open_rows["data"]] == [
+        (2, None),
+        (None, 2),
+    ]
+    shown = _rows(api, tenant, output)
+    assert [(r["match_id"], r["bank._row"], r["ledger._row"], r["reason"]) for r in shown] == [
+        (3, 3, None, "manual: matched by an analyst; the next run pairs the rows (split refund)"),
+        (3, None, 3, "manual: matched by an analyst; the next run pairs the rows (split refund)"),
+        (3, None, 4, "manual: matched by an analyst; the next run pairs the rows (split refund)"),
+    ]
+    last_run = api.get(f"{BASE}/{rid}", headers=tenant.v2_headers).json()["last_run"]
+    counts = last_run["counts"]
+    assert (counts["manual"], counts["unmatched_left"], counts["unmatched_right"]) == (1, 1, 1)
+    assert last_run["amounts"]["left"] == {
+        "matched": "120.25",
+        "unmatched": "-5.50",
+        "resolved": "0.00",
+    }
+    runtime.derived.run_now(rid, kind="reconciliation", worker="test-worker")
+    assert [(r["bank._row"], r["ledger._row"]) for r in _rows(api, tenant, output)] == [
+        (3, 3),
+        (3, 4),
+    ]
+    again = api.get(f"{BASE}/{rid}", headers=tenant.v2_headers).json()["last_run"]
+    assert again["counts"] == counts
+    assert again["amounts"] == last_run["amounts"]

@@ -210,7 +210,7 @@ def match_in_output(
     return [OutputPair(r[0], r[1], r[2]) for r in conn.execute(stmt.order_by(source.c[ROW_ID]))]
 
 
-def set_open_rows(
+def set_rows(
     conn: Connection,
     table: str,
     columns: Sequence[Column],
@@ -218,16 +218,16 @@ def set_open_rows(
     position: Column,
     rows: Sequence[int],
     was: str,
-    now: tuple[str, str],
+    values: Sequence[tuple[Column, Any]],
 ) -> int:
     """In the caller's transaction: the output's rows showing these positions of one
-    side (`position`, its `<side>._row`) with status `was` given the status and reason
-    `now`, and their JSON text made again; how many rows changed."""
+    side (`position`, its `<side>._row`) with status `was` given these values (the
+    match's own columns), and their JSON text made again; how many rows changed."""
     source = row_table(table, columns)
-    status, reason = columns[1], columns[4]  # output_columns.py's order
+    status = columns[1]  # output_columns.py's order
     where = sa.and_(source.c[position.physical].in_(list(rows)), source.c[status.physical] == was)
     changed = conn.execute(
-        sa.update(source).where(where).values({status.physical: now[0], reason.physical: now[1]})
+        sa.update(source).where(where).values({c.physical: v for c, v in values})
     ).rowcount
     if changed:
         postgresql = backend_of(conn).is_postgresql

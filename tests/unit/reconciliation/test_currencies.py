@@ -135,11 +135,18 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     assert adjusted == again
     assert adjusted["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50", "resolved": "0.00"}
     # The same row resolved by an analyst: its amount moves from unmatched to resolved.
-    closed = totals.moved(d, adjusted, SideName.RIGHT, examined, resolved=True, scale=2)
+    closed = totals.moved(
+        d, adjusted, SideName.RIGHT, examined, source="unmatched", target="resolved", scale=2
+    )
     assert closed["GBP"]["right"] == {"matched": "0.00", "unmatched": "0.00", "resolved": "2.50"}
     resolved = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: ""}, {3: ""})], 2)
     assert resolved == closed
-    assert totals.moved(d, closed, SideName.RIGHT, examined, resolved=False, scale=2) == again
+    assert (
+        totals.moved(
+            d, closed, SideName.RIGHT, examined, source="resolved", target="unmatched", scale=2
+        )
+        == again
+    )
 
 
 def test_totals_without_currencies_keep_their_shape() -> None:

@@ -40,6 +40,7 @@ from tally.api.v2.reconciliation_bodies import (
     UndoneResponse,
 )
 from tally.core import errors
+from tally.core.columns import INT64_MAX
 from tally.core.reconciliation import SideName
 from tally.core.reconciliation_actions import ActionRecord
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
@@ -57,7 +58,9 @@ ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
 MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
 ResolutionId = Annotated[int, Path(description="The resolution's id.")]
 Side = Annotated[SideName, Path(description="`left` or `right`.")]
-RowNumber = Annotated[int, Path(description="The row's position (`<side>._row`).")]
+RowNumber = Annotated[
+    int, Path(ge=1, le=INT64_MAX, description="The row's position (`<side>._row`).")
+]
 
 
 def _action(action: ActionRecord) -> dict[str, Any]:

@@ -167,7 +167,7 @@ def candidates(conn: Connection, record: DerivedRecord, side: SideName, row: int
         message = f"{side} row {row} is not reconciled yet: the next run takes it"
         raise ConflictError([FieldProblem("row", message)])
     other = SideName.RIGHT if side is SideName.LEFT else SideName.LEFT
-    theirs = reader.rows(other, _found(reader, side, mine.table, row))
+    theirs = reader.rows(other, _found(reader, side, mine.table))
     rejected = {
         (left, right)
         for action in reconciliation_actions.list_actions(conn, record.id, in_force=True)
@@ -188,7 +188,7 @@ def candidates(conn: Connection, record: DerivedRecord, side: SideName, row: int
     return Candidates(side, row, own.status, own.match_id, tuple(passes))
 
 
-def _found(reader: _Reader, side: SideName, mine: SideTable, row: int) -> list[int]:
+def _found(reader: _Reader, side: SideName, mine: SideTable) -> list[int]:
     """The other side's positions worth judging: those sharing the row's key under a
     chain of the keyed passes (key table), and the nearest by amount (output)."""
     definition = reader.definition

@@ -82,6 +82,13 @@ def resolved(code: str, note: str | None) -> str:
     return f"{text} ({note})" if note else text
 
 
+def paired_later(note: str | None) -> str:
+    """A row of a manual match shown at once, until the run the match queued pairs it
+    with the match's other rows (and gives the match's difference)."""
+    text = "manual: matched by an analyst; the next run pairs the rows"
+    return f"{text} ({note})" if note else text
+
+
 def reopened(note: str | None) -> str:
     """A resolved row reopened, until the run the undo queued gives its reason."""
     text = "unmatched: a resolution was undone by an analyst; the next run gives the reason"

@@ -6,10 +6,11 @@ transaction.
 A resolution is an action (kind `resolve`) that every run applies after the manual
 matches (passes.apply_manual): its rows are `resolved` and taken by no pass. It also
 changes the published output at once, so the row leaves `status=unmatched` without
-waiting for the run it queues: the row's status and reason, the output's data version,
-and last_run's counts and amounts (the row moved between unmatched and resolved). Only
-rows the output shows unmatched can be resolved: a row in an automatic or suggested
-match is a 409 (undo the match first), so the patch never has a counterpart to explain.
+waiting for the run it queues (patches.py): the row's status and reason, the output's
+data version, and last_run's counts and amounts (moved between unmatched and
+resolved). Only rows the output shows unmatched can be resolved: a row in an automatic
+or suggested match is a 409 (undo the match first), so the patch never has a
+counterpart to explain.
 """
 
 from __future__ import annotations
@@ -28,14 +29,12 @@ from tally.core.errors import (
 )
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.services.reconciliation import manual, reasons, totals
-from tally.services.reconciliation.output_columns import MATCH_ID, ROW, STATUS
+from tally.services.reconciliation import manual, patches, reasons
+from tally.services.reconciliation.output_columns import REASON, STATUS
 from tally.storage import reconciliation_actions as actions
 from tally.storage import resources
-from tally.storage.derived import outputs as derived_outputs
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
-from tally.storage.resources import Resource
 
 UNMATCHED, RESOLVED = str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED)
 ROWS_FIELD = "rows[{index}]"
@@ -65,7 +64,7 @@ def resolve(
         conn, record.id, definition, {side: rows}, field=ROWS_FIELD, one_currency=False
     )
     output = resources.lock_resource(conn, record.resource_id)
-    shown = _statuses(conn, output, definition, side, rows)
+    shown = patches.statuses(conn, output, definition, side, rows)
     matched = [
         FieldProblem(
             ROWS_FIELD.format(index=index),
@@ -81,8 +80,9 @@ def resolve(
     action_id = manual.record_action(
         conn, record, ActionKind.RESOLVE, named, note, now, actor, reason=reason
     )
-    text = reasons.resolved(reason, note)
-    _patch(conn, record, output, definition, side, rows, resolving=True, reason=text, now=now)
+    values = {STATUS: RESOLVED, REASON: reasons.resolved(reason, note)}
+    open_rows = [r for r in rows if r in shown]
+    patches.apply(conn, record, output, [patches.Move(side, open_rows, UNMATCHED, values)], now)
     return _action(conn, record, action_id)
 
 
@@ -102,13 +102,10 @@ def reopen(
         raise ResolutionNotFoundError()
     actions.undo_action(conn, found.id, now, note, actor)
     derived_records.request_run(conn, record.id, now)
-    definition = ReconciliationDefinition.from_json(record.definition)
     output = resources.lock_resource(conn, record.resource_id)
-    text = reasons.reopened(note)
-    rows = list(found.rows)
-    _patch(
-        conn, record, output, definition, found.side, rows, resolving=False, reason=text, now=now
-    )
+    values = {STATUS: UNMATCHED, REASON: reasons.reopened(note)}
+    move = patches.Move(found.side, list(found.rows), RESOLVED, values)
+    patches.apply(conn, record, output, [move], now)
     return _action(conn, record, resolution_id)
 
 
@@ -125,74 +122,3 @@ def _action(conn: Connection, record: DerivedRecord, action_id: int) -> ActionRe
 
 def _other(side: SideName) -> SideName:
     return SideName.RIGHT if side is SideName.LEFT else SideName.LEFT
-
-
-def _position(output: Resource, definition: ReconciliationDefinition, side: SideName) -> int:
-    """The place of the side's `<side>._row` among the output's columns."""
-    name = f"{definition.side(side).name}.{ROW}"
-    return next(k for k, c in enumerate(output.columns) if c.name == name)
-
-
-def _statuses(
-    conn: Connection,
-    output: Resource,
-    definition: ReconciliationDefinition,
-    side: SideName,
-    rows: Sequence[int],
-) -> dict[int, tuple[str, int | None]]:
-    by_name = {c.name: c for c in output.columns}
-    if STATUS not in by_name:  # (an output no run has built yet)
-        return {}
-    return actions.statuses_at(
-        conn,
-        output.table_name,
-        position=output.columns[_position(output, definition, side)],
-        status=by_name[STATUS],
-        match_id=by_name[MATCH_ID],
-        rows=rows,
-    )
-
-
-def _patch(
-    conn: Connection,
-    record: DerivedRecord,
-    output: Resource,
-    definition: ReconciliationDefinition,
-    side: SideName,
-    rows: Sequence[int],
-    *,
-    resolving: bool,
-    reason: str,
-    now: dt.datetime,
-) -> None:
-    """The published output's rows of these positions moved from unmatched to resolved
-    (`resolving`) or back, with the reason; a new data version, and last_run's figures
-    moved likewise. Rows the output does not show so are left to the run."""
-    was, becomes = (UNMATCHED, RESOLVED) if resolving else (RESOLVED, UNMATCHED)
-    shown = _statuses(conn, output, definition, side, rows)
-    rows = [r for r in rows if r in shown and shown[r][0] == was]
-    if not rows:
-        return
-    actions.set_open_rows(
-        conn,
-        output.table_name,
-        output.columns,
-        position=output.columns[_position(output, definition, side)],
-        rows=rows,
-        was=was,
-        now=(becomes, reason),
-    )
-    derived_outputs.republish(conn, output, output.row_count, now)
-    last = record.last_run
-    if last is None or "counts" not in last:
-        return
-    counts = {"resolved_left": 0, "resolved_right": 0, **last["counts"]}
-    moved = len(rows) if resolving else -len(rows)
-    counts[f"unmatched_{side}"] -= moved
-    counts[f"resolved_{side}"] += moved
-    scale = manual.run_scale(conn, definition)
-    table = manual.side_values(conn, definition, side, rows, scale)
-    amounts = totals.moved(
-        definition, last["amounts"], side, table, resolved=resolving, scale=scale
-    )
-    derived_records.record_patched(conn, record.id, {**last, "counts": counts, "amounts": amounts})

@@ -22,7 +22,7 @@ from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
-from tally.services.reconciliation import candidates, manual, resolutions
+from tally.services.reconciliation import candidates, manual, patches, resolutions
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody, parse_definition
 from tally.services.reconciliation.candidates import Candidates
 from tally.services.reconciliation.inputs import checked_definition
@@ -221,5 +221,8 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             manual.check_rows(conn, record.id, definition, rows, field=field)
             if kind is ActionKind.MATCH:
                 manual.check_balance(conn, definition, rows, note)
-            manual.record_action(conn, record, kind, rows, note, utc_now(), actor)
+            now = utc_now()
+            manual.record_action(conn, record, kind, rows, note, now, actor)
+            if kind is ActionKind.MATCH:  # (rows shown unmatched leave the exceptions now)
+                patches.show_match(conn, record, rows, note, now)
         return min(rows[SideName.LEFT])

@@ -98,20 +98,22 @@ def moved(
     which: SideName,
     table: SideTable,
     *,
-    resolved: bool,
+    source: str,
+    target: str,
     scale: int,
 ) -> dict[str, Any]:
-    """The last run's totals with these rows of one side moved from unmatched to
-    resolved (`resolved`), or back: a resolution taken or undone, at once."""
+    """The last run's totals with these rows of one side moved from one of `BUCKETS` to
+    another (unmatched to resolved, resolved to unmatched, unmatched to matched): an
+    analyst's action, shown at once."""
     if definition.left.amount is None:
         return last
     buckets = _read(definition, last, scale)
     codes = currencies(definition, which, table) or [None] * len(table)
-    source, target = (1, 2) if resolved else (2, 1)
+    away, into = BUCKETS.index(source), BUCKETS.index(target)
     for amount, code in zip(table.amounts, codes, strict=True):
         totals = _bucket(buckets, code)[which]
-        totals[source] -= amount or 0
-        totals[target] += amount or 0
+        totals[away] -= amount or 0
+        totals[into] += amount or 0
     return _shown(definition, buckets, scale)
 
 
