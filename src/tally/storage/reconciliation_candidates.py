@@ -36,9 +36,16 @@ def nearest_positions(
     output: the rows of one side (`position`, its `<side>._row`) nearest by that column."""
     source = row_table(table, [position, column])
     shown, compared = source.c[position.physical], source.c[column.physical]
+    row_id = source.c[ROW_ID]
+    # in the shape of the column's index, `(column NULLS FIRST, row id)` (ddl.py): read
+    # forwards or backwards from the value, never sorted
+    ways = (
+        (compared >= value, (compared.asc().nulls_first(), row_id.asc())),
+        (compared < value, (compared.desc().nulls_last(), row_id.desc())),
+    )
     found: list[int] = []
-    for where, order in ((compared >= value, compared.asc()), (compared < value, compared.desc())):
-        stmt = sa.select(shown).where(where, shown.is_not(None)).order_by(order).limit(limit)
+    for where, order in ways:
+        stmt = sa.select(shown).where(where, shown.is_not(None)).order_by(*order).limit(limit)
         found += [int(p) for p in conn.execute(stmt).scalars()]
     return found
 
