@@ -312,3 +312,81 @@ def _run_full_again(runtime: Runtime, rid: int) -> None:
             sa.update(derived_resources).where(derived_resources.c.id == rid).values(run_basis=None)
         )
     runtime.derived.run_now(rid, kind="reconciliation", worker="test-worker")
+
+
+def test_a_resolution_moves_absolute_amounts_and_the_oldest_date_in_every_kind_of_run(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """The oldest bank row (FEE, -3.00, Jan 20) resolved: at once its amount moves to
+    `resolved` (signed -3.00, absolute 3.00) and the oldest unmatched is LATE (Feb 3);
+    the full run it queues agrees; a late FEE row (-1.00, Jan 10) re-examines the
+    resolved row in an incremental run, which agrees with a full run; undone, the row is
+    unmatched again with its date, at once and after a run."""
+    header = "reference,amount,txn_date,memo\n"
+    rows = "".join(f"R-{n},{n}.00,2024-02-01,x\n" for n in range(1, 21))
+    extra = "FEE,-3.00,2024-01-20,fee\nLATE,4.00,2024-02-03,x\n"
+    bank = make_source(runtime.engine, tenant, header + rows + extra)
+    ledger = make_source(runtime.engine, tenant, header + rows)
+    exact = {
+        "name": "exact",
+        "type": "one_to_one",
+        "keys": [{"left": "reference", "right": "reference"}],
+    }
+    answer = _created(api, tenant, definition(Pair(bank.id, ledger.id), passes=[exact]))
+    rid, output = answer["id"], answer["resource_id"]
+    _run(runtime, rid)
+    before = _shown(api, tenant, rid)["last_run"]
+    assert before["oldest_unmatched"]["left"] == {"date": "2024-01-20", "rows": 1}
+    assert before["absolute_amounts"]["left"]["unmatched"] == "7.00"
+    url = f"{BASE}/{rid}/resolutions"
+    body = {"side": "left", "rows": [21], "reason": "bank_fee"}
+    made = api.post(url, json=body, headers=tenant.v2_headers)
+    assert made.status_code == 201, made.text
+
+    def figures() -> dict[str, Any]:
+        _agree(api, tenant, rid, output)
+        last: dict[str, Any] = _shown(api, tenant, rid)["last_run"]
+        return {k: last[k] for k in ("counts", "amounts", "absolute_amounts", "oldest_unmatched")}
+
+    at_once = figures()
+    assert at_once["amounts"]["left"] == {
+        "matched": "210.00",
+        "unmatched": "4.00",
+        "resolved": "-3.00",
+    }
+    assert at_once["absolute_amounts"]["left"] == {
+        "matched": "210.00",
+        "unmatched": "4.00",
+        "resolved": "3.00",
+    }
+    assert at_once["oldest_unmatched"] == {
+        "left": {"date": "2024-02-03", "rows": 1},
+        "right": None,
+    }
+    _run(runtime, rid)
+    assert figures() == at_once
+    append(runtime, bank.id, header + "FEE,-1.00,2024-01-10,late\n")
+    _run(runtime, rid)
+    assert _shown(api, tenant, rid)["last_run"]["mode"] == "incremental"
+    incremental = figures()
+    assert incremental["absolute_amounts"]["left"] == {
+        "matched": "210.00",
+        "unmatched": "5.00",
+        "resolved": "3.00",
+    }
+    assert incremental["amounts"]["left"]["unmatched"] == "3.00"
+    assert incremental["oldest_unmatched"]["left"] == {"date": "2024-01-10", "rows": 1}
+    _run_full_again(runtime, rid)
+    assert figures() == incremental
+    undone = api.request("DELETE", f"{url}/{made.json()['id']}", json={}, headers=tenant.v2_headers)
+    assert undone.status_code == 200, undone.text
+    reopened = figures()
+    assert reopened["absolute_amounts"]["left"] == {
+        "matched": "210.00",
+        "unmatched": "8.00",
+        "resolved": "0.00",
+    }
+    assert reopened["amounts"]["left"]["unmatched"] == "0.00"
+    assert reopened["oldest_unmatched"]["left"] == {"date": "2024-01-10", "rows": 1}
+    _run(runtime, rid)
+    assert figures() == reopened
