@@ -95,7 +95,8 @@ def test_an_action_moves_the_kept_dates_and_its_undo_puts_them_back() -> None:
     before, kept = oldest.full(D, [left, right], [{1: "", 2: ""}, {}])
     shown, moved = oldest.moved(D, kept, LEFT, [JAN + 2], -1)
     assert (shown, moved) == oldest.full(D, [left, right], [{2: ""}, {}])
-    assert shown is not None and shown["left"] == {"date": "2024-01-05", "rows": 1}
+    assert shown is not None
+    assert shown["left"] == {"date": "2024-01-05", "rows": 1}
     assert oldest.moved(D, moved, LEFT, [JAN + 2], 1) == (before, kept)
     assert oldest.moved(definition(KEYED, date=False), None, LEFT, [JAN], -1) == (None, None)
 
@@ -112,7 +113,8 @@ def test_an_action_that_closes_every_kept_date_leaves_the_oldest_unknown() -> No
     closed = days[: oldest.KEPT_DAYS]
     shown, moved = oldest.moved(D, kept, LEFT, [*closed, days[-1]], -1)
     assert shown == {"left": {"date": None, "rows": None}, "right": None}
-    assert moved is not None and moved["left"]["days"] == []
+    assert moved is not None
+    assert moved["left"]["days"] == []
     reopened, _ = oldest.moved(D, moved, LEFT, [JAN + 7], 1)
     assert reopened is not None
     assert reopened["left"] == {"date": "2024-01-08", "rows": 1}
