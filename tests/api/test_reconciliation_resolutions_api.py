@@ -390,3 +390,33 @@ def test_a_resolution_moves_absolute_amounts_and_the_oldest_date_in_every_kind_o
     assert reopened["oldest_unmatched"]["left"] == {"date": "2024-01-10", "rows": 1}
     _run(runtime, rid)
     assert figures() == reopened
+
+
+def test_a_manual_match_of_the_oldest_rows_moves_their_dates_and_amounts_at_once(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, pair: Pair
+) -> None:
+    """Bank row 2 (-5.50, Jan 6, the bank's oldest unmatched) matched by hand with
+    ledger row 2 (-5.50, Jan 8): at once the bank's oldest is Jan 7, the ledger's stays
+    Jan 7 (two rows), both rows' amounts are matched, signed and absolute; the run the
+    match queued gives the same figures."""
+    answer = _unmatched_pair(api, runtime, tenant, pair)
+    rid, output = answer["id"], answer["resource_id"]
+    body = {"left_rows": [2], "right_rows": [2]}
+    made = api.post(f"{BASE}/{rid}/matches", json=body, headers=tenant.v2_headers)
+    assert made.status_code == 201, made.text
+    _agree(api, tenant, rid, output)
+    keys = ("counts", "amounts", "absolute_amounts", "oldest_unmatched")
+    at_once = {k: _shown(api, tenant, rid)["last_run"][k] for k in keys}
+    assert at_once["oldest_unmatched"] == {
+        "left": {"date": "2024-01-07", "rows": 1},
+        "right": {"date": "2024-01-07", "rows": 2},
+    }
+    assert at_once["absolute_amounts"]["left"] == {
+        "matched": "105.50",
+        "unmatched": "20.25",
+        "resolved": "0.00",
+    }
+    assert at_once["amounts"]["right"]["matched"] == "94.50"
+    _run(runtime, rid)
+    _agree(api, tenant, rid, output)
+    assert {k: _shown(api, tenant, rid)["last_run"][k] for k in keys} == at_once
