@@ -47,6 +47,9 @@ MATCHES = REC + "/matches"
 MATCH = MATCHES + "/{match_id}"
 CONFIRM = MATCH + "/confirm"
 ACTIONS = REC + "/actions"
+RESOLUTIONS = REC + "/resolutions"
+RESOLUTION = RESOLUTIONS + "/{resolution_id}"
+CANDIDATES = REC + "/rows/{side}/{row}/candidates"
 TRS = "/api/v2/transformations"
 TR = TRS + "/{transformation_id}"
 TR_RUNS = TR + "/runs"
@@ -321,6 +324,35 @@ PROVOKERS: dict[tuple[str, str, int], Provoke] = {
     ("delete", MATCH, 403): lambda a, w: a.delete(f"{RECS}/{w.reconciliation_id}/matches/1"),
     ("delete", MATCH, 404): lambda a, w: _rec(a, w, "DELETE", "/matches/7"),
     ("delete", MATCH, 422): lambda a, w: _rec(a, w, "DELETE", "/matches/one"),
+    ("post", RESOLUTIONS, 400): lambda a, w: _rec(
+        a, w, "POST", "/resolutions", json={"side": "left", "rows": [99], "reason": "timing"}
+    ),
+    ("post", RESOLUTIONS, 403): lambda a, w: a.post(f"{RECS}/{w.reconciliation_id}/resolutions"),
+    ("post", RESOLUTIONS, 404): lambda a, w: a.post(
+        f"{RECS}/{UNKNOWN_ID}/resolutions",
+        headers=w.credentials,
+        json={"side": "left", "rows": [1], "reason": "timing"},
+    ),
+    ("post", RESOLUTIONS, 409): lambda a, w: _rec(
+        a, w, "POST", "/resolutions", json={"side": "left", "rows": [1], "reason": "timing"}
+    ),
+    ("post", RESOLUTIONS, 422): lambda a, w: _rec(
+        a, w, "POST", "/resolutions", json={"side": "left", "rows": [1], "reason": "lost"}
+    ),
+    ("delete", RESOLUTION, 403): lambda a, w: a.delete(
+        f"{RECS}/{w.reconciliation_id}/resolutions/1"
+    ),
+    ("delete", RESOLUTION, 404): lambda a, w: _rec(a, w, "DELETE", "/resolutions/7"),
+    ("delete", RESOLUTION, 422): lambda a, w: _rec(a, w, "DELETE", "/resolutions/one"),
+    ("get", CANDIDATES, 400): lambda a, w: _rec(a, w, "GET", "/rows/left/99/candidates"),
+    ("get", CANDIDATES, 403): lambda a, w: a.get(
+        f"{RECS}/{w.reconciliation_id}/rows/left/1/candidates"
+    ),
+    ("get", CANDIDATES, 404): lambda a, w: a.get(
+        f"{RECS}/{UNKNOWN_ID}/rows/left/1/candidates", headers=w.credentials
+    ),
+    ("get", CANDIDATES, 409): lambda a, w: _rec(a, w, "GET", "/rows/left/3/candidates"),
+    ("get", CANDIDATES, 422): lambda a, w: _rec(a, w, "GET", "/rows/top/1/candidates"),
     ("get", ACTIONS, 403): lambda a, w: a.get(f"{RECS}/{w.reconciliation_id}/actions"),
     ("get", ACTIONS, 404): lambda a, w: a.get(
         f"{RECS}/{UNKNOWN_ID}/actions", headers=w.credentials

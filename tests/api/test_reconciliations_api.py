@@ -524,6 +524,9 @@ def _routes(rid: int, match_id: int = 1) -> list[tuple[str, str, Any]]:
         ("POST", f"{one}/matches/{match_id}/confirm", None),
         ("DELETE", f"{one}/matches/{match_id}", None),
         ("GET", f"{one}/actions", None),
+        ("POST", f"{one}/resolutions", {"side": "left", "rows": [1], "reason": "timing"}),
+        ("DELETE", f"{one}/resolutions/1", None),
+        ("GET", f"{one}/rows/left/1/candidates", None),
     ]
 
 
@@ -604,6 +607,7 @@ def test_a_manual_match_is_kept_with_its_fingerprint_and_note(
         "carried_from": None,
         "actor": f"api key {key_fingerprint(hash_secret(tenant.key))}",
         "undo_actor": None,
+        "reason": None,
     }
     assert action["actor"].startswith("api key sha256:")
     assert tenant.key not in answer.text + str(action)
@@ -624,7 +628,8 @@ def test_a_match_naming_a_row_not_in_its_input_is_400_naming_side_and_row(
     exists."""
     rid = created(api, tenant, definition(pair))["id"]
     url = f"{BASE}/{rid}/matches"
-    first = api.post(url, json={"left_rows": [3], "right_rows": [3]}, headers=tenant.v2_headers)
+    noted = {"left_rows": [3], "right_rows": [3], "note": "0.25 of fees"}
+    first = api.post(url, json=noted, headers=tenant.v2_headers)
     assert first.status_code == 201, first.text
     body = {"left_rows": [7, 3], "right_rows": [2, 9]}
     assert problems(api.post(url, json=body, headers=tenant.v2_headers), 400) == [

@@ -102,3 +102,56 @@ def test_help_names_the_options(command: str) -> None:
     result = CliRunner().invoke(app, ["admin", command, "--help"])
     assert result.exit_code == 0
     assert "--workspace" in result.stdout
+
+
+def test_resolve_rows_and_undo_from_the_cli(
+    runtime: Runtime, settings: Settings, api: httpx.Client, tmp_path: Path
+) -> None:
+    """`resolve-rows` and `undo-resolution`: the API's resolution, taken by `tally admin`;
+    an unknown reason printed as the API names it."""
+    tenant = make_tenant(runtime.engine)
+    pair = make_pair(runtime.engine, tenant)
+    ws = str(tenant.workspace_id)
+    code, created = admin(
+        settings,
+        "create-reconciliation",
+        "--workspace",
+        ws,
+        "--file",
+        write(tmp_path, definition(pair)),
+    )
+    assert code == 0, created
+    rid = str(created["id"])
+    base = ["--workspace", ws, "--id", rid]
+    code, made = admin(
+        settings,
+        "resolve-rows",
+        *base,
+        "--side",
+        "right",
+        "--row",
+        "4",
+        "--reason",
+        "timing",
+        "--note",
+        "Feb",
+    )
+    assert code == 0, made
+    assert (made["side"], made["rows"], made["reason"], made["actor"]) == (
+        "right",
+        [4],
+        "timing",
+        "tally admin",
+    )
+    code, refused = admin(
+        settings, "resolve-rows", *base, "--side", "left", "--row", "1", "--reason", "lost"
+    )
+    assert code == 1
+    assert "reason" in json.dumps(refused)
+    code, undone = admin(settings, "undo-resolution", *base, "--resolution", str(made["id"]))
+    assert code == 0, undone
+    assert undone["undone_at"] is not None
+    actions = api.get(f"/api/v2/reconciliations/{rid}/actions", headers=tenant.v2_headers).json()
+    assert [(a["kind"], a["actor"], a["undo_actor"]) for a in actions["data"]] == [
+        ("resolve", "tally admin", "tally admin")
+    ]

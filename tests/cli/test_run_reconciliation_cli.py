@@ -50,7 +50,9 @@ def test_run_reconciliation_prints_its_last_run_once_readable(
     assert (last_run["mode"], last_run["rows_examined"]) == ("full", 9)
     assert last_run["counts"]["unmatched_left"] == 1
     assert last_run["inputs"]["left"] == {"resource_id": left, "data_version": 1}
-    assert last_run["amounts"]["right"] == {"matched": "135.50", "unmatched": "1.00"}
+    assert last_run["amounts"]["right"] == {
+        "matched": "135.50", "unmatched": "1.00", "resolved": "0.00"
+    }  # fmt: skip
     assert len(read_data(runtime, tenant, created["resource_id"])) == 6  # readable
 
 

@@ -43,7 +43,8 @@ LEDGER_CSV = (
     "Z-1,-3.00,2024-01-03\n"
     "Z-2,8.00,2024-01-04\n"
 )
-STATUSES = ("matched", "matched_with_difference", "suggested", "manual", "unmatched")
+STATUSES = ("matched", "matched_with_difference", "suggested", "manual", "unmatched", "resolved")
+ROW_STATUSES = ("unmatched", "resolved")  # counted by rows per side
 SIDES = {"left": "bank", "right": "ledger"}
 KEYS = [{"left": "reference", "right": "reference"}]
 TODAY = dt.datetime(2024, 2, 1, 12, tzinfo=dt.UTC)
@@ -84,12 +85,14 @@ def floor_percent(part: Decimal, whole: Decimal) -> str:
     return str((part * 100 / whole).quantize(Decimal("0.1"), rounding=ROUND_DOWN))
 
 
-def test_every_figure_is_the_apis_and_the_data_apis(
-    browser: httpx.Client, runtime: Runtime, tenant: Tenant
-) -> None:
-    reconciliation_id, output_id, pair = reconciled(runtime, tenant)
+def figures_agree(
+    browser: httpx.Client, tenant: Tenant, reconciliation_id: int, output_id: int
+) -> tuple[dict[str, Any], str]:
+    """The page's figures are GET /api/v2/reconciliations/{id}'s and what the Data API's
+    rows add up to (counts per status, amounts signed and absolute, shares, the oldest
+    unmatched date): last_run and the page's HTML."""
     shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
-    last_run = shown.json()["last_run"]
+    last_run: dict[str, Any] = shown.json()["last_run"]
     counts = last_run["counts"]
     page = browser.get(f"/console/reconciliations/{reconciliation_id}")
     assert page.status_code == 200
@@ -98,44 +101,98 @@ def test_every_figure_is_the_apis_and_the_data_apis(
     # match here: no group), each linked to its rows filtered by that status
     for status in STATUSES:
         rows = output_rows(browser, tenant, output_id, status=status)["meta"]["total_count"]
-        if status == "unmatched":
-            assert rows == counts["unmatched_left"] + counts["unmatched_right"] == 4
+        if status in ROW_STATUSES:
+            assert rows == counts[f"{status}_left"] + counts[f"{status}_right"]
+            row = re.search(rf"<th scope=\"row\">{status}</th>\s*<td class=\"num\">([^<]*)<", html)
+            assert row is not None, status
             for side, name in SIDES.items():
-                assert f"{counts[f'unmatched_{side}']} {name} rows" in html
+                assert f"{counts[f'{status}_{side}']} {name} row" in row.group(1)
         else:
             assert rows == counts[status]
             assert re.search(
                 rf"<th scope=\"row\">{status}</th>\s*<td class=\"num\">{rows} match", html
             )
         assert f'href="/console/resources/{output_id}?status={status}"' in html
-    assert (counts["matched"], counts["matched_with_difference"], counts["suggested"]) == (1, 1, 1)
-    assert f'href="/console/resources/{output_id}">Rows</a>' in html
-    assert f'href="/console/sources/{pair.bank}">bank statement</a>' in html
-    assert f'href="/console/sources/{pair.ledger}">ledger</a>' in html
     # amounts per side: the API's, and the sum of the Data API's rows (each input row once)
     every = output_rows(browser, tenant, output_id)["data"]
     for side, name in SIDES.items():
-        signed = {"matched": Decimal(0), "unmatched": Decimal(0)}
+        signed = {"matched": Decimal(0), "unmatched": Decimal(0), "resolved": Decimal(0)}
         absolute = dict(signed)
         seen = {r[f"{name}._row"]: r for r in every if r[f"{name}._row"] is not None}
         for row in seen.values():
-            where = "unmatched" if row["status"] == "unmatched" else "matched"
+            where = row["status"] if row["status"] in ROW_STATUSES else "matched"
             signed[where] += Decimal(str(row[f"{name}.amount"]))
             absolute[where] += abs(Decimal(str(row[f"{name}.amount"])))
         assert {k: Decimal(v) for k, v in last_run["amounts"][side].items()} == signed
         assert {k: Decimal(v) for k, v in last_run["absolute_amounts"][side].items()} == absolute
+        closed = absolute["matched"] + absolute["resolved"]
         for figure in (
             *last_run["amounts"][side].values(),
-            floor_percent(absolute["matched"], absolute["matched"] + absolute["unmatched"]),
+            floor_percent(closed, closed + absolute["unmatched"]),
         ):
             assert figure in html, (side, figure)
         rows = len(seen)
         assert floor_percent(Decimal(rows - counts[f"unmatched_{side}"]), Decimal(rows)) in html
         unmatched = [r for r in seen.values() if r["status"] == "unmatched"]
         oldest = min(r[f"{name}.txn_date"] for r in unmatched)
-        assert last_run["oldest_unmatched"][side]["date"] == oldest
+        assert last_run["oldest_unmatched"][side] == {
+            "date": oldest,
+            "rows": sum(r[f"{name}.txn_date"] == oldest for r in unmatched),
+        }
         assert f'<time datetime="{oldest}">' in html
+    return last_run, html
+
+
+def test_every_figure_is_the_apis_and_the_data_apis(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, output_id, pair = reconciled(runtime, tenant)
+    last_run, html = figures_agree(browser, tenant, reconciliation_id, output_id)
+    counts = last_run["counts"]
+    assert counts["unmatched_left"] + counts["unmatched_right"] == 4
+    assert (counts["matched"], counts["matched_with_difference"], counts["suggested"]) == (1, 1, 1)
+    assert f'href="/console/resources/{output_id}">Rows</a>' in html
+    assert f'href="/console/sources/{pair.bank}">bank statement</a>' in html
+    assert f'href="/console/sources/{pair.ledger}">ledger</a>' in html
     assert "&lt;b&gt;refund" not in html  # no row of the output on this page
+
+
+def test_a_resolution_of_the_oldest_row_moves_every_figure_at_once_and_its_undo_back(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """Bank row 3 (A-3, -7.25, 2024-01-02) is the oldest unmatched: resolved by an
+    analyst, the page, GET and the Data API agree at once (before any run), the oldest
+    moves on to 2024-01-09 and the resolved row counts as reconciled (by count 4 of 5,
+    by value |100| + |-40| + |55| + |-7.25| of 214.25); undone, all as before; the run
+    the action queued gives the same figures."""
+    reconciliation_id, output_id, _ = reconciled(runtime, tenant)
+    before, _ = figures_agree(browser, tenant, reconciliation_id, output_id)
+    url = f"/api/v2/reconciliations/{reconciliation_id}/resolutions"
+    body = {"side": "left", "rows": [3], "reason": "write_off"}
+    made = browser.post(url, json=body, headers=tenant.v2_headers)
+    assert made.status_code == 201, made.text
+    resolved, html = figures_agree(browser, tenant, reconciliation_id, output_id)
+    assert (resolved["counts"]["unmatched_left"], resolved["counts"]["resolved_left"]) == (1, 1)
+    assert resolved["amounts"]["left"]["resolved"] == "-7.25"
+    assert resolved["absolute_amounts"]["left"]["resolved"] == "7.25"
+    assert resolved["absolute_amounts"]["left"]["unmatched"] == "12.00"
+    assert resolved["oldest_unmatched"]["left"] == {"date": "2024-01-09", "rows": 1}
+    assert resolved["oldest_unmatched"]["right"] == before["oldest_unmatched"]["right"]
+    assert "80.0 %" in html
+    assert floor_percent(Decimal("202.25"), Decimal("214.25")) == "94.3"
+    assert "94.3 %" in html
+    assert re.search(r'<td class="num">-7\.25</td>', html)  # the Amounts table's Resolved
+    runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    ran, _ = figures_agree(browser, tenant, reconciliation_id, output_id)
+    for figure in ("counts", "amounts", "absolute_amounts", "oldest_unmatched"):
+        assert ran[figure] == resolved[figure], figure
+    undone = browser.request(
+        "DELETE", f"{url}/{made.json()['id']}", json={}, headers=tenant.v2_headers
+    )
+    assert undone.status_code == 200, undone.text
+    reopened, _ = figures_agree(browser, tenant, reconciliation_id, output_id)
+    for figure in ("counts", "amounts", "absolute_amounts", "oldest_unmatched"):
+        assert reopened[figure] == before[figure], figure
 
 
 def test_share_by_value_counts_credits_and_debits_alike(
@@ -294,3 +351,58 @@ def test_the_overview_links_each_resource_to_its_page_and_its_rows(
     for resource_id in (pair.bank, pair.ledger, output_id):
         assert f'href="/console/resources/{resource_id}" class="rows-link"' in html
     assert "91.0 %" in html  # the bank's share by value
+
+
+def test_an_action_that_closes_every_kept_date_shows_the_oldest_not_known(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """66 bank rows unmatched, one a day: a run keeps the 64 earliest dates. All 64 rows
+    of them resolved at once: the oldest is among the dates not kept, so GET gives
+    `{"date": null, "rows": null}`, GET /api/v2/resources `oldest_unmatched_known` false
+    and the page "not known until the next run" (never a wrong age); the run the action
+    queued (full) finds Mar 6; the resolution undone, Jan 1 again at once."""
+    header = "reference,amount,txn_date,memo\n"
+    first = dt.date(2024, 1, 1)
+    days = [first + dt.timedelta(days=n) for n in range(66)]
+    bank = make_source(
+        runtime.engine,
+        tenant,
+        header + "".join(f"B-{n},1.00,{day.isoformat()},x\n" for n, day in enumerate(days)),
+        name="bank statement",
+    )
+    ledger = make_source(runtime.engine, tenant, header + "L-1,1.00,2024-01-01,x\n", name="ledger")
+    body = definition(Pair(bank.id, ledger.id))
+    body["passes"] = [{"name": "same reference", "type": "one_to_one", "keys": KEYS}]
+    created = runtime.reconciliations.create(workspace_id=tenant.workspace_id, body=body)
+    runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
+    url = f"/api/v2/reconciliations/{created.id}"
+    resolve = {"side": "left", "rows": list(range(1, 65)), "reason": "timing"}
+    made = browser.post(f"{url}/resolutions", json=resolve, headers=tenant.v2_headers)
+    assert made.status_code == 201, made.text
+    last_run = browser.get(url, headers=tenant.v2_headers).json()["last_run"]
+    assert last_run["oldest_unmatched"]["left"] == {"date": None, "rows": None}
+    assert last_run["counts"]["unmatched_left"] == 2
+    html = browser.get(f"/console/reconciliations/{created.id}").text
+    bank_row = re.search(r"bank <span class=\"muted\">\(left\)</span></th>(.*?)</tr>", html, re.S)
+    assert bank_row is not None
+    assert "not known until the next run" in bank_row.group(1)
+    assert "days" not in bank_row.group(1)
+    listed = browser.get("/api/v2/resources", headers=tenant.v2_headers).json()["data"]
+    [figures] = [r["derived"]["reconciliation"] for r in listed if r["id"] == created.resource_id]
+    assert figures["sides"][0]["oldest_unmatched_known"] is False
+    assert figures["sides"][0]["oldest_unmatched_date"] is None
+    assert figures["sides"][0]["resolved_rows"] == 64
+    assert figures["sides"][1]["oldest_unmatched_known"] is True
+    runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
+    ran = browser.get(url, headers=tenant.v2_headers).json()["last_run"]
+    assert ran["mode"] == "full"
+    assert ran["oldest_unmatched"]["left"] == {"date": days[64].isoformat(), "rows": 1}
+    undone = browser.request(
+        "DELETE", f"{url}/resolutions/{made.json()['id']}", json={}, headers=tenant.v2_headers
+    )
+    assert undone.status_code == 200, undone.text
+    reopened = browser.get(url, headers=tenant.v2_headers).json()["last_run"]
+    assert reopened["oldest_unmatched"]["left"] == {"date": "2024-01-01", "rows": 1}
+    assert (
+        '<time datetime="2024-01-01">' in browser.get(f"/console/reconciliations/{created.id}").text
+    )

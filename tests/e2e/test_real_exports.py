@@ -299,8 +299,8 @@ def test_a_german_export_with_soll_and_haben_reconciles_against_its_ledger(
     ]
     assert (last_run["counts"]["matched"], last_run["mode"]) == (4, "full")
     assert last_run["amounts"] == {  # Haben minus Soll
-        "left": {"matched": "10099.83", "unmatched": "487.10"},
-        "right": {"matched": "10099.83", "unmatched": "1750.00"},
+        "left": {"matched": "10099.83", "unmatched": "487.10", "resolved": "0.00"},
+        "right": {"matched": "10099.83", "unmatched": "1750.00", "resolved": "0.00"},
     }
 
 
@@ -343,8 +343,8 @@ FRENCH_PAIRS = [
     (5, 5, "matched_with_difference", "pièce, écart", "0.50"),
 ]
 FRENCH_AMOUNTS = {
-    "left": {"matched": "15495.77", "unmatched": "-89.90"},
-    "right": {"matched": "15495.27", "unmatched": "0.00"},
+    "left": {"matched": "15495.77", "unmatched": "-89.90", "resolved": "0.00"},
+    "right": {"matched": "15495.27", "unmatched": "0.00", "resolved": "0.00"},
 }
 
 
@@ -458,19 +458,21 @@ def test_a_uk_multi_currency_export_never_matches_across_currencies(product: Pro
         "manual": 0,
         "unmatched_left": 1,
         "unmatched_right": 3,
+        "resolved_left": 0,
+        "resolved_right": 0,
     }
     assert last_run["amounts"] == {  # each currency alone, never a sum across them
         "EUR": {
-            "left": {"matched": "800.00", "unmatched": "2000.00"},
-            "right": {"matched": "800.00", "unmatched": "0.00"},
+            "left": {"matched": "800.00", "unmatched": "2000.00", "resolved": "0.00"},
+            "right": {"matched": "800.00", "unmatched": "0.00", "resolved": "0.00"},
         },
         "GBP": {
-            "left": {"matched": "800.00", "unmatched": "0.00"},
-            "right": {"matched": "800.00", "unmatched": "1975.00"},
+            "left": {"matched": "800.00", "unmatched": "0.00", "resolved": "0.00"},
+            "right": {"matched": "800.00", "unmatched": "1975.00", "resolved": "0.00"},
         },
         "USD": {
-            "left": {"matched": "-3125.00", "unmatched": "0.00"},
-            "right": {"matched": "-3125.00", "unmatched": "800.00"},
+            "left": {"matched": "-3125.00", "unmatched": "0.00", "resolved": "0.00"},
+            "right": {"matched": "-3125.00", "unmatched": "800.00", "resolved": "0.00"},
         },
     }
 
@@ -551,8 +553,8 @@ def test_a_us_export_reconciles_cheques_and_suggests_a_deposit(product: Product)
         "tolerance 0.00",
     ]
     assert last_run["amounts"] == {
-        "left": {"matched": "10937.55", "unmatched": "-75.00"},
-        "right": {"matched": "10937.55", "unmatched": "-467.00"},
+        "left": {"matched": "10937.55", "unmatched": "-75.00", "resolved": "0.00"},
+        "right": {"matched": "10937.55", "unmatched": "-467.00", "resolved": "0.00"},
     }
 
 

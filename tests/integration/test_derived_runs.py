@@ -123,10 +123,12 @@ def test_a_run_publishes_the_output_the_data_api_reads(runtime: Runtime, tenant:
         "manual": 0,
         "unmatched_left": 1,
         "unmatched_right": 1,
+        "resolved_left": 0,
+        "resolved_right": 0,
     }
     assert last_run["amounts"] == {
-        "left": {"matched": "135.50", "unmatched": "99.99"},
-        "right": {"matched": "135.50", "unmatched": "1.00"},
+        "left": {"matched": "135.50", "unmatched": "99.99", "resolved": "0.00"},
+        "right": {"matched": "135.50", "unmatched": "1.00", "resolved": "0.00"},
     }
     assert output_resource(runtime, record).row_count == 6
 
@@ -546,4 +548,8 @@ def test_a_match_of_several_left_rows_gives_a_row_at_each_of_their_positions(
     ]
     assert last_run is not None
     assert last_run["counts"]["matched"] == 2
-    assert last_run["amounts"]["left"] == {"matched": "15.00", "unmatched": "0.00"}
+    assert last_run["amounts"]["left"] == {
+        "matched": "15.00",
+        "unmatched": "0.00",
+        "resolved": "0.00",
+    }

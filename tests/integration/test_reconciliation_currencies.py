@@ -257,7 +257,11 @@ def test_a_manual_match_across_currencies_is_a_conflict_naming_each_row(
         (1, 3, 75),
         (6, 3, 75),
     ]
-    assert last_run["amounts"][""]["left"] == {"matched": "75.00", "unmatched": "0.00"}
+    assert last_run["amounts"][""]["left"] == {
+        "matched": "75.00",
+        "unmatched": "0.00",
+        "resolved": "0.00",
+    }
 
 
 def test_a_definition_given_currencies_later_never_sums_two_in_a_manual_match(
@@ -275,7 +279,7 @@ def test_a_definition_given_currencies_later_never_sums_two_in_a_manual_match(
         body={**body, "left": plain, "right": {**body["right"], "currency": None}},
     )
     ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
-    service.match(**ids, left_rows=[1], right_rows=[1], note=None)
+    service.match(**ids, left_rows=[1], right_rows=[1], note="across currencies")
     service.replace(workspace_id=tenant.workspace_id, derived_id=record.id, body=body)
     run(runtime, record)
     [manual] = [r for r in output_rows(runtime, tenant, record) if r["pass"] == "manual"]

@@ -24,6 +24,7 @@ from support.transformations import output
 from support.transformations import run as run_transformation
 from tally.core.errors import ConflictError, FileNotFoundInSourceError, ResourceNotFoundError
 from tally.core.files import FileStatus
+from tally.core.reconciliation import SideName
 from tally.runtime import Runtime
 from tally.services.sources import SourceDefinition
 from tally.storage import outbox
@@ -302,7 +303,7 @@ def test_both_sides_reading_one_source_are_found_again(runtime: Runtime, tenant:
         reconciliation_id=record.id,
         left_rows=[2],
         right_rows=[3],
-        note=None,
+        note="two rows of one ledger",
     )
     retract(runtime, tenant, ledger, early)
     *_, carried = runtime.reconciliations.actions(
@@ -324,3 +325,45 @@ def test_a_snapshot_with_more_digits_widens_the_column_and_keeps_every_value(
         ("B", "-0.001"),
     ]
     assert next(c for c in current(runtime, ledger).columns if c.name == "amount").scale == 3
+
+
+def test_a_resolution_is_carried_when_its_rows_move_and_retired_when_they_go(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """A resolution is manual work like a match: a file taken back moves it to its row's
+    new position (carried), and retires it when its row went with the file."""
+    bank = new_source(runtime, tenant, "bank")
+    deliver(runtime, tenant, bank, BANK)
+    ledger = new_source(runtime, tenant, "ledger")
+    early = deliver(runtime, tenant, ledger, HEADER + "A,10.00,2026-10-01\nY,55.00,2026-10-02\n")
+    deliver(runtime, tenant, ledger, HEADER + "E,77.00,2026-10-03\nD,40.00,2026-10-04\n")
+    passes = [{"name": "amount", "type": "one_to_one", "keys": [], "amount_tolerance": "0"}]
+    record = make_reconciliation(
+        runtime.engine, tenant, definition_json(bank.id, ledger.id, passes=passes)
+    )
+    run(runtime, record)
+    service, ws = runtime.reconciliations, tenant.workspace_id
+    ids = {"workspace_id": ws, "reconciliation_id": record.id}
+    gone = service.resolve(**ids, side=SideName.RIGHT, rows=[2], reason="duplicate", note=None)
+    kept = service.resolve(**ids, side=SideName.RIGHT, rows=[3], reason="timing", note="March")
+
+    retract(runtime, tenant, ledger, early)  # ledger rows now E (1), D (2)
+
+    history = {a.id: a for a in service.actions(**ids)}
+    assert history[gone.id].retired_reason == (
+        f"ledger row 2 no longer in ledger: file {early} was taken back by tester"
+    )
+    [carried] = [a for a in history.values() if a.carried_from == kept.id]
+    assert (carried.side, carried.rows, carried.reason, carried.note) == (
+        SideName.RIGHT,
+        (1,),
+        "timing",
+        "March",
+    )
+    assert (carried.match_id, carried.actor) == (None, kept.actor)
+    last = run(runtime, record)
+    assert last["counts"]["resolved_right"] == 1
+    resolved = [r for r in output_rows(runtime, tenant, record) if r["status"] == "resolved"]
+    assert [(r["ledger._row"], r["ledger.reference"], r["reason"]) for r in resolved] == [
+        (1, "E", "resolved: timing, by an analyst (March)")
+    ]

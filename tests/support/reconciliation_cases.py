@@ -120,10 +120,12 @@ def as_model(outcome: Outcome) -> tuple[list[ModelMatch], set[int], set[int]]:
     return matches, set(outcome.unmatched_left), set(outcome.unmatched_right)
 
 
-def per_side(left: tuple[str, str], right: tuple[str, str]) -> dict[str, Any]:
+def per_side(left: tuple[str, ...], right: tuple[str, ...]) -> dict[str, Any]:
     """last_run's amounts (of one currency, where the sides name them): each side's
-    (matched, unmatched) totals."""
+    (matched, unmatched[, resolved]) totals (resolved "0.00" when not given)."""
+    scale = len(left[0].partition(".")[2])
+    zero = f"0.{'0' * scale}" if scale else "0"
     return {
-        str(which): {"matched": matched, "unmatched": unmatched}
-        for which, (matched, unmatched) in zip(SideName, (left, right), strict=True)
+        str(which): dict(zip(("matched", "unmatched", "resolved"), (*given, zero)[:3], strict=True))
+        for which, given in zip(SideName, (left, right), strict=True)
     }

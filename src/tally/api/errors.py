@@ -135,7 +135,8 @@ V2_ERRORS: ErrorTable = {
     errors.NotFoundError: ErrorRow(
         404,
         _V2,
-        "Not Found: no such source, file, webhook, reconciliation, match or transformation here.",
+        "Not Found: no such source, file, webhook, reconciliation, match, resolution or "
+        "transformation here.",
     ),
     errors.ConflictError: ErrorRow(
         409, _V2, "In conflict with what is there now; `errors` names each row or field."

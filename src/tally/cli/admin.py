@@ -27,6 +27,7 @@ from rich.progress import (
 from tally.cli.output import emit, reported_errors
 from tally.core.encodings import DEFAULT_ENCODING
 from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
+from tally.core.reconciliation import SideName
 from tally.core.users import ROLE_NAMES, IssuedInvite, User
 from tally.processes.collector import settle_garbage_collector
 from tally.runtime import Runtime, build_runtime
@@ -323,6 +324,49 @@ def list_reconciliations(workspace: Annotated[int, typer.Option(help="Workspace 
     with _runtime() as runtime:
         found = runtime.reconciliations.list_defined(workspace_id=workspace)
     emit({"workspace_id": workspace, "reconciliations": [r.to_json() for r in found]})
+
+
+@app.command("resolve-rows")
+def resolve_rows(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    reconciliation: Annotated[int, typer.Option("--id", help="Reconciliation id.")],
+    side: Annotated[SideName, typer.Option(help="The side whose rows are closed.")],
+    row: Annotated[list[int], typer.Option(help="A position (`<side>._row`); repeatable.")],
+    reason: Annotated[str, typer.Option(help="A code of the definition's resolution_reasons.")],
+    note: Annotated[str | None, typer.Option(help="Why, for the audit.")] = None,
+) -> None:
+    """Close unmatched rows of one side that have no counterpart (a bank fee), as POST
+    /api/v2/reconciliations/{id}/resolutions does; recorded as taken by `tally admin`."""
+    with _runtime() as runtime:
+        resolution = runtime.reconciliations.resolve(
+            workspace_id=workspace,
+            reconciliation_id=reconciliation,
+            side=side,
+            rows=row,
+            reason=reason,
+            note=note,
+            actor=CLI_ACTOR,
+        )
+    emit(resolution.resolution_json())
+
+
+@app.command("undo-resolution")
+def undo_resolution(
+    workspace: Annotated[int, typer.Option(help="Workspace id.")],
+    reconciliation: Annotated[int, typer.Option("--id", help="Reconciliation id.")],
+    resolution: Annotated[int, typer.Option(help="Resolution id.")],
+    note: Annotated[str | None, typer.Option(help="Why, for the audit.")] = None,
+) -> None:
+    """Undo a resolution: its rows are unmatched again (the resolution is kept, undone)."""
+    with _runtime() as runtime:
+        undone = runtime.reconciliations.reopen(
+            workspace_id=workspace,
+            reconciliation_id=reconciliation,
+            resolution_id=resolution,
+            note=note,
+            actor=CLI_ACTOR,
+        )
+    emit(undone.resolution_json())
 
 
 @app.command("create-transformation")

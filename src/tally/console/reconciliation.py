@@ -15,7 +15,9 @@ from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import MatchStatus
 
 router = APIRouter(include_in_schema=False)
-UNMATCHED_SIDES = ("unmatched_left", "unmatched_right")  # last_run.counts' rows per side
+# last_run.counts' rows per side (the rest are matches per status)
+ROWS_PER_SIDE = ("unmatched_left", "unmatched_right", "resolved_left", "resolved_right")
+ROW_STATUSES = (MatchStatus.UNMATCHED, MatchStatus.RESOLVED)  # counted by rows per side
 
 
 @router.get("/console/reconciliations/{reconciliation_id}")
@@ -43,6 +45,6 @@ def reconciliation_page(request: Request, user: SignedIn, reconciliation_id: int
 def match_statuses(counts: dict[str, int]) -> list[tuple[str, int]]:
     """The matches per status, the engine's statuses in their order, then any other the
     run counted (a status of a later version is shown, not dropped)."""
-    known = [str(s) for s in MatchStatus if s is not MatchStatus.UNMATCHED]
-    others = sorted(k for k in counts if k not in known and k not in UNMATCHED_SIDES)
+    known = [str(s) for s in MatchStatus if s not in ROW_STATUSES]
+    others = sorted(k for k in counts if k not in known and k not in ROWS_PER_SIDE)
     return [(status, int(counts.get(status, 0))) for status in (*known, *others)]

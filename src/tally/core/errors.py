@@ -5,6 +5,7 @@
     │   ├── WorkspaceNotFoundError, ResourceNotFoundError, AccountNotFoundError
     │   ├── WebhookNotFoundError, FileNotFoundInSourceError, ApiKeyNotFoundError
     │   ├── ReconciliationNotFoundError, MatchNotFoundError, TransformationNotFoundError
+    │   ├── ResolutionNotFoundError
     │   └── UserNotFoundError, DeliveryNotFoundError
     ├── AuthError
     │   ├── InvalidCredentialsError          (Data API 401)
@@ -117,6 +118,10 @@ class ReconciliationNotFoundError(NotFoundError):
 
 class MatchNotFoundError(NotFoundError):
     """Match not found"""
+
+
+class ResolutionNotFoundError(NotFoundError):
+    """Resolution not found"""
 
 
 class TransformationNotFoundError(NotFoundError):

@@ -38,9 +38,12 @@ class MatchStatus(StrEnum):
     SUGGESTED = "suggested"
     MANUAL = "manual"
     UNMATCHED = "unmatched"
+    RESOLVED = "resolved"  # one side's row closed by an analyst, with no counterpart
 
 
 MANUAL_PASS_NAME = "manual"  # noqa: S105 (the `pass` column of a manual match, no secret)
+# The reason codes a one-sided resolution may give when the definition lists none.
+DEFAULT_RESOLUTION_REASONS = ("bank_fee", "timing", "duplicate", "write_off")
 
 
 class SideName(StrEnum):
@@ -174,6 +177,8 @@ class ReconciliationDefinition:
     left: Side
     right: Side
     passes: tuple[MatchPass, ...]
+    # The codes an analyst may close a row with (a one-sided resolution), in order.
+    resolution_reasons: tuple[str, ...] = DEFAULT_RESOLUTION_REASONS
 
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right
@@ -189,6 +194,7 @@ class ReconciliationDefinition:
             "left": self.left.to_json(),
             "right": self.right.to_json(),
             "passes": [p.to_json() for p in self.passes],
+            "resolution_reasons": list(self.resolution_reasons),
         }
 
     @classmethod
@@ -198,6 +204,7 @@ class ReconciliationDefinition:
             left=Side.from_json(data["left"]),
             right=Side.from_json(data["right"]),
             passes=tuple(MatchPass.from_json(p) for p in data["passes"]),
+            resolution_reasons=tuple(data.get("resolution_reasons", DEFAULT_RESOLUTION_REASONS)),
         )
 
 
@@ -222,8 +229,20 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """Rows of one side an analyst closed with no counterpart (a bank fee, an item
+    booked next period): status `resolved`, taken by no pass, with the reason code."""
+
+    side: SideName
+    rows: tuple[int, ...]
+    reason: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class ManualWork:
     """What runs read from the analysts' actions, in force at the run's start."""
 
     matches: tuple[ManualMatch, ...] = ()
     rejections: tuple[Rejection, ...] = ()
+    resolutions: tuple[Resolution, ...] = ()

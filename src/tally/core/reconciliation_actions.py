@@ -11,12 +11,14 @@ from enum import StrEnum
 from typing import Any
 
 from tally.core.clock import as_utc
+from tally.core.reconciliation import SideName
 
 
 class ActionKind(StrEnum):
     MATCH = "match"  # rows matched by hand
     CONFIRM = "confirm"  # a suggested match made manual
     REJECT = "reject"  # an automatic or suggested match undone: never paired again
+    RESOLVE = "resolve"  # rows of one side closed with a reason code, no counterpart
 
 
 MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a manual match
@@ -24,13 +26,14 @@ MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a
 
 @dataclass(frozen=True)
 class ActionRecord:
-    """`match_id` is the smallest left row; rows are 1-based positions in their input;
+    """`match_id` is the smallest left row (None for a resolution, which is no match);
+    rows are 1-based positions in their input (a resolution's on its one side only);
     `fingerprint` is the sha256 of the rows' content when the action was taken."""
 
     id: int
     derived_id: int
     kind: ActionKind
-    match_id: int
+    match_id: int | None
     left_rows: tuple[int, ...]
     right_rows: tuple[int, ...]
     fingerprint: str
@@ -42,10 +45,38 @@ class ActionRecord:
     carried_from: int | None = None  # the action it continues, its rows moved
     actor: str | None = None  # who took it: a user's name, `api key sha256:...`; None: older
     undo_actor: str | None = None  # who dissolved the manual match
+    reason: str | None = None  # a resolution's reason code (`bank_fee`)
 
     @property
     def makes_manual_match(self) -> bool:
         return self.kind in MANUAL_KINDS
+
+    @property
+    def side(self) -> SideName | None:
+        """The side a resolution closes rows of (None for the other kinds)."""
+        if self.kind is not ActionKind.RESOLVE:
+            return None
+        return SideName.LEFT if self.left_rows else SideName.RIGHT
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """A resolution's rows (on its one side)."""
+        return self.left_rows or self.right_rows
+
+    def resolution_json(self) -> dict[str, Any]:
+        """A resolution as the API and the CLI show it."""
+        return {
+            "id": self.id,
+            "side": str(self.side),
+            "rows": list(self.rows),
+            "reason": self.reason,
+            "note": self.note,
+            "actor": self.actor,
+            "created_at": self.created_at.isoformat(),
+            "undone_at": self.undone_at.isoformat() if self.undone_at else None,
+            "undo_note": self.undo_note,
+            "undo_actor": self.undo_actor,
+        }
 
     @classmethod
     def from_row(cls, row: Any) -> ActionRecord:
@@ -65,4 +96,5 @@ class ActionRecord:
             carried_from=row.carried_from,
             actor=row.actor,
             undo_actor=row.undo_actor,
+            reason=row.reason,
         )

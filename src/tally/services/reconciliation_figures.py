@@ -3,11 +3,13 @@ them, read from its last run (`last_run`, as GET /api/v2/reconciliations/{id} gi
 and its inputs' sizes now: never from the output's rows.
 
 Shares are of each side's rows at the last run, rounded down to 0.1 (so 100.0 means every
-row): by count, the rows in a match of any status (suggestions too) over the side's
-rows; by value, the absolute amounts of those rows over the absolute amounts of all the
-side's rows (a credit and a debit of 100 each are 200 to reconcile; signed totals could
-sum to 0), per currency where the sides name currencies. Both are blank once an input
-has rows the run did not see.
+row): by count, the rows closed (in a match of any status, suggestions too, or resolved
+by an analyst: every row not unmatched) over the side's rows; by value, the absolute
+amounts of those rows over the absolute amounts of all the side's rows (a credit and a
+debit of 100 each are 200 to reconcile; signed totals could sum to 0), per currency
+where the sides name currencies. Resolved rows count as closed, as BlackLine counts
+explained items (docs/reconciliation.md); their rows and amounts are shown beside the
+shares. Both are blank once an input has rows the run did not see.
 """
 
 from __future__ import annotations
@@ -25,17 +27,22 @@ PERCENT = Decimal("0.1")
 
 @dataclass(frozen=True)
 class SideFigures:
-    """One side of a reconciliation's last run: its unmatched rows and their amount, the
-    shares of it reconciled, and its oldest unmatched row's date and age in days (None:
-    no unmatched row has a date, or the sides name no date column)."""
+    """One side of a reconciliation's last run: its unmatched rows and their amount, its
+    rows resolved by an analyst, the shares of it reconciled, and its oldest unmatched
+    row's date and age in days (None: no unmatched row has a date, the sides name no date
+    column, or not known: `oldest_unmatched_known` False)."""
 
     side: str
     unmatched_rows: int
+    resolved_rows: int
     unmatched_amount: str | None  # exact decimal text; per currency `EUR 1.00, GBP 2.00`
     reconciled_percent: str | None  # `97.5`; None when the input changed since the run
     reconciled_by_value_percent: str | None  # `97.5`; per currency `EUR 97.5, GBP 100.0`
     oldest_unmatched_date: dt.date | None
     oldest_unmatched_days: int | None
+    # False while an analyst's action closed every row of the earliest dates the run kept
+    # (oldest.py): not known until the next run.
+    oldest_unmatched_known: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class AmountLine:
     currency: str | None  # `""`: the rows whose currency is empty
     matched: str
     unmatched: str
+    resolved: str | None  # None for a run made before resolutions existed
     reconciled_by_value_percent: str | None
 
 
@@ -75,7 +83,16 @@ def amount_lines(last_run: Mapping[str, Any]) -> list[AmountLine]:
             totals = per_side.get(side)
             if totals is not None:
                 value = _value_share((absolute.get(code) or {}).get(side))
-                lines.append(AmountLine(side, code, totals["matched"], totals["unmatched"], value))
+                lines.append(
+                    AmountLine(
+                        side,
+                        code,
+                        totals["matched"],
+                        totals["unmatched"],
+                        totals.get("resolved"),
+                        value,
+                    )
+                )
     return lines
 
 
@@ -95,12 +112,21 @@ def reconciliation_figures(
         current = version == source.get("data_version")
         percent = share(rows - unmatched, rows) if current and rows else None
         by_value = _by_value(absolute, side) if current else None
-        first = (oldest.get(side) or {}).get("date")
+        found = oldest.get(side)
+        first = (found or {}).get("date")
         date = dt.date.fromisoformat(first) if first else None
         age = (today - date).days if date else None
         sides.append(
             SideFigures(
-                side, unmatched, _unmatched_amount(amounts, side), percent, by_value, date, age
+                side,
+                unmatched,
+                int(counts.get(f"resolved_{side}", 0)),
+                _unmatched_amount(amounts, side),
+                percent,
+                by_value,
+                date,
+                age,
+                oldest_unmatched_known=found is None or first is not None,
             )
         )
     return ReconciliationFigures(
@@ -129,8 +155,9 @@ def _by_value(absolute: Mapping[str, Any], side: str) -> str | None:
 def _value_share(totals: Mapping[str, str] | None) -> str | None:
     if totals is None:
         return None
-    matched, unmatched = Decimal(totals["matched"]), Decimal(totals["unmatched"])
-    return share(matched, matched + unmatched) if matched + unmatched else None
+    closed = Decimal(totals["matched"]) + Decimal(totals.get("resolved", "0"))
+    whole = closed + Decimal(totals["unmatched"])
+    return share(closed, whole) if whole else None
 
 
 def _unmatched_amount(amounts: Mapping[str, Any], side: str) -> str | None:

@@ -1,6 +1,7 @@
 """Queries for the analysts' actions on a reconciliation (manual matches, confirmations,
-rejections), and the two reads of row tables they need: input rows by position, and the
-rows of one match in the current output.
+rejections, resolutions), and what they need of row tables: input rows by position, the
+rows of one match in the current output, and the output's rows a resolution closes (or
+reopens) at once.
 
 An action is never deleted while its reconciliation lives: undoing a manual match, or
 retiring every action when a side's resource changes, sets `undone_at`.
@@ -18,10 +19,11 @@ from sqlalchemy import Connection
 
 from tally.core.clock import as_utc
 from tally.core.columns import Column
-from tally.core.reconciliation import ManualMatch, ManualWork, Rejection
+from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, Resolution
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.storage.resource_tables import source_rows
-from tally.storage.resource_tables.ddl import ROW_ID, row_table
+from tally.storage.engine import backend_of
+from tally.storage.resource_tables import row_json, source_rows
+from tally.storage.resource_tables.ddl import ROW_ID, ROW_JSON, row_table
 from tally.storage.schema import reconciliation_actions as actions
 
 
@@ -37,15 +39,18 @@ def insert_action(
     now: dt.datetime,
     carried_from: int | None = None,
     actor: str | None = None,
+    reason: str | None = None,
 ) -> int:
-    """Record an action; its match id is its smallest left row (as in the output).
-    `carried_from`: the action this one continues, its rows found at new positions."""
+    """Record an action; its match id is its smallest left row (as in the output), none
+    for a resolution (`reason`: its code). `carried_from`: the action this one
+    continues, its rows found at new positions."""
     action_id = conn.execute(
         sa.insert(actions)
         .values(
             derived_id=derived_id,
             kind=str(kind),
-            match_id=min(left_rows),
+            match_id=None if kind is ActionKind.RESOLVE else min(left_rows),
+            reason=reason,
             left_rows=sorted(left_rows),
             right_rows=sorted(right_rows),
             fingerprint=fingerprint,
@@ -69,17 +74,30 @@ def list_actions(
     return [ActionRecord.from_row(r) for r in conn.execute(stmt.order_by(actions.c.id))]
 
 
+def find_action(conn: Connection, derived_id: int, action_id: int) -> ActionRecord | None:
+    """One action of this reconciliation (undone or not), if it has that id."""
+    row = conn.execute(
+        sa.select(actions).where(actions.c.derived_id == derived_id, actions.c.id == action_id)
+    ).first()
+    return None if row is None else ActionRecord.from_row(row)
+
+
 def manual_work(conn: Connection, derived_id: int) -> ManualWork:
     """What a run must respect: the manual matches and the rejections in force."""
     in_force = list_actions(conn, derived_id, in_force=True)
     return ManualWork(
         matches=tuple(
-            ManualMatch(a.match_id, a.left_rows, a.right_rows, a.note)
+            ManualMatch(min(a.left_rows), a.left_rows, a.right_rows, a.note)
             for a in in_force
             if a.makes_manual_match
         ),
         rejections=tuple(
             Rejection(a.left_rows, a.right_rows) for a in in_force if a.kind is ActionKind.REJECT
+        ),
+        resolutions=tuple(
+            Resolution(a.side, a.rows, a.reason or "", a.note)
+            for a in in_force
+            if a.side is not None
         ),
     )
 
@@ -190,3 +208,52 @@ def match_in_output(
         source.c[status.physical], source.c[left_row.physical], source.c[right_row.physical]
     ).where(source.c[match_id.physical] == value)
     return [OutputPair(r[0], r[1], r[2]) for r in conn.execute(stmt.order_by(source.c[ROW_ID]))]
+
+
+def set_rows(
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    *,
+    position: Column,
+    rows: Sequence[int],
+    was: str,
+    values: Sequence[tuple[Column, Any]],
+) -> int:
+    """In the caller's transaction: the output's rows showing these positions of one
+    side (`position`, its `<side>._row`) with status `was` given these values (the
+    match's own columns), and their JSON text made again; how many rows changed."""
+    source = row_table(table, columns)
+    status = columns[1]  # output_columns.py's order
+    where = sa.and_(source.c[position.physical].in_(list(rows)), source.c[status.physical] == was)
+    changed = conn.execute(
+        sa.update(source).where(where).values({c.physical: v for c, v in values})
+    ).rowcount
+    if changed:
+        postgresql = backend_of(conn).is_postgresql
+        text = row_json.row_text(columns, f"{table}.", postgresql=postgresql)
+        texts = sa.table(table, sa.column(position.physical), sa.column(ROW_JSON))
+        conn.execute(
+            sa.update(texts)
+            .where(texts.c[position.physical].in_(list(rows)))
+            .values({ROW_JSON: text})
+        )
+    return int(changed)
+
+
+def statuses_at(
+    conn: Connection,
+    table: str,
+    *,
+    position: Column,
+    status: Column,
+    match_id: Column,
+    rows: Sequence[int],
+) -> dict[int, tuple[str, int | None]]:
+    """The output's status and match id of each of these positions of one side
+    (`position`: its `<side>._row`); a position the output does not show is left out."""
+    source = row_table(table, [position, status, match_id])
+    stmt = sa.select(
+        source.c[position.physical], source.c[status.physical], source.c[match_id.physical]
+    ).where(source.c[position.physical].in_(list(rows)))
+    return {int(r[0]): (str(r[1]), r[2]) for r in conn.execute(stmt)}

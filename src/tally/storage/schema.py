@@ -337,7 +337,8 @@ reconciliation_actions = Table(
     Column("id", Integer, primary_key=True),
     Column("derived_id", ForeignKey("derived_resources.id"), nullable=False, index=True),
     Column("kind", String(20), nullable=False),
-    Column("match_id", Integer, nullable=False),
+    # NULL for a resolution (rows of one side closed: no match)
+    Column("match_id", Integer, nullable=True),
     Column("left_rows", JSON, nullable=False),
     Column("right_rows", JSON, nullable=False),
     Column("fingerprint", String(64), nullable=False),
@@ -354,7 +355,9 @@ reconciliation_actions = Table(
     # `api key sha256:<fingerprint>`; NULL for actions taken before this was kept.
     Column("actor", String(250), nullable=True),
     Column("undo_actor", String(250), nullable=True),
-    CheckConstraint("kind IN ('match', 'confirm', 'reject')", name="kind"),
+    # A resolution's reason code (one of its definition's `resolution_reasons`).
+    Column("reason", String(40), nullable=True),
+    CheckConstraint("kind IN ('match', 'confirm', 'reject', 'resolve')", name="kind"),
 )
 
 # The console's people (issue #33). A user's name is unique across the installation

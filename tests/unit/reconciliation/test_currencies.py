@@ -113,7 +113,7 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     left = [row("A", 100, cur="USD"), row("B", 250, cur="eur"), row("C", None, cur="EUR")]
     right = [row("A", 100, cur="USD"), row("Z", 7, cur=None)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    shown = totals.full(d, tables, [{2: "", 3: ""}, {2: ""}], 2)
+    shown = totals.full(d, tables, [({2: "", 3: ""}, {}), ({2: ""}, {})], 2)
     assert shown["amounts"] == {
         "": per_side(("0.00", "0.00"), ("0.00", "0.07")),
         "EUR": per_side(("0.00", "2.50"), ("0.00", "0.00")),
@@ -122,27 +122,50 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     # A late GBP ledger row: the last totals adjusted are the totals counted again.
     late = [*right, row("B", 250, cur="GBP")]
     now = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, late)]
-    again = totals.full(d, now, [{2: "", 3: ""}, {2: "", 3: ""}], 2)
+    again = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: "", 3: ""}, {})], 2)
     examined = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
     adjusted = totals.adjusted(
         d,
         shown,
         [(SideName.RIGHT, examined, 3)],
-        {SideName.LEFT: set(), SideName.RIGHT: set()},
-        {SideName.LEFT: {}, SideName.RIGHT: {3: ""}},
+        {SideName.LEFT: (set(), set()), SideName.RIGHT: (set(), set())},
+        {SideName.LEFT: ({}, {}), SideName.RIGHT: ({3: ""}, {})},
         2,
     )
     assert adjusted == again
-    assert adjusted["amounts"]["GBP"]["right"] == {"matched": "0.00", "unmatched": "2.50"}
+    assert adjusted["amounts"]["GBP"]["right"] == {
+        "matched": "0.00",
+        "unmatched": "2.50",
+        "resolved": "0.00",
+    }
+    # The same row resolved by an analyst: its amount moves from unmatched to resolved,
+    # signed and absolute alike.
+    closed = totals.moved(
+        d, adjusted, SideName.RIGHT, examined, source="unmatched", target="resolved", scale=2
+    )
+    for key in ("amounts", "absolute_amounts"):
+        assert closed[key]["GBP"]["right"] == {
+            "matched": "0.00",
+            "unmatched": "0.00",
+            "resolved": "2.50",
+        }
+    resolved = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: ""}, {3: ""})], 2)
+    assert resolved == closed
+    assert (
+        totals.moved(
+            d, closed, SideName.RIGHT, examined, source="resolved", target="unmatched", scale=2
+        )
+        == again
+    )
 
 
 def test_totals_without_currencies_keep_their_shape() -> None:
     d = definition(KEYED)
     tables = [table(d, SideName.LEFT, [row("A", 100)]), table(d, SideName.RIGHT, [row("A", 100)])]
-    shown = totals.full(d, tables, [{}, {1: ""}], 2)
+    shown = totals.full(d, tables, [({}, {}), ({1: ""}, {})], 2)
     assert shown["amounts"] == per_side(("1.00", "0.00"), ("0.00", "1.00"))
     no_amounts = definition(KEYED, amount=False)
-    assert totals.full(no_amounts, tables, [{}, {}], 2) == {
+    assert totals.full(no_amounts, tables, [({}, {}), ({}, {})], 2) == {
         "amounts": {"left": None, "right": None},
         "absolute_amounts": {"left": None, "right": None},
     }
@@ -153,24 +176,70 @@ def test_absolute_totals_count_credits_and_debits_alike_and_adjust_as_a_full_run
     left = [row("A", 100), row("B", -250), row("C", -40), row("D", None)]
     right = [row("A", 100), row("B", -250)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    shown = totals.full(d, tables, [{3: ""}, {}], 2)
+    shown = totals.full(d, tables, [({3: ""}, {}), ({}, {})], 2)
     assert shown["amounts"] == per_side(("-1.50", "-0.40"), ("-1.50", "0.00"))
     assert shown["absolute_amounts"] == per_side(("3.50", "0.40"), ("3.50", "0.00"))
     # a late right row matches C: its share moves, signed and absolute
     late = [*right, row("C", -40)]
-    again = totals.full(d, [tables[0], table(d, SideName.RIGHT, late)], [{}, {}], 2)
+    again = totals.full(d, [tables[0], table(d, SideName.RIGHT, late)], [({}, {}), ({}, {})], 2)
     examined_left = SideTable.of(side_rows(d, SideName.LEFT, left)[2:3])
     examined_right = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
     adjusted = totals.adjusted(
         d,
         shown,
         [(SideName.LEFT, examined_left, 5), (SideName.RIGHT, examined_right, 3)],
-        {SideName.LEFT: {3}, SideName.RIGHT: set()},
-        {SideName.LEFT: {}, SideName.RIGHT: {}},
+        {SideName.LEFT: ({3}, set()), SideName.RIGHT: (set(), set())},
+        {SideName.LEFT: ({}, {}), SideName.RIGHT: ({}, {})},
         2,
     )
     assert adjusted == again
     assert again["absolute_amounts"] == per_side(("3.90", "0.00"), ("3.90", "0.00"))
+
+
+def test_a_resolved_credit_leaves_unmatched_by_its_absolute_value_in_every_kind_of_run() -> None:
+    """A credit resolved by an analyst: -0.40 out of unmatched and into resolved, signed;
+    0.40 absolute. A full run that finds it resolved, an incremental run that re-examines
+    it, and the action's move at once (and its undo) give the same totals."""
+    d = definition(KEYED)
+    left = [row("A", 100), row("C", -40)]
+    right = [row("A", 100)]
+    tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
+    open_ = totals.full(d, tables, [({2: ""}, {}), ({}, {})], 2)
+    closed = totals.full(d, tables, [({}, {2: ""}), ({}, {})], 2)
+    assert closed["amounts"] == per_side(("1.00", "0.00", "-0.40"), ("1.00", "0.00"))
+    assert closed["absolute_amounts"] == per_side(("1.00", "0.00", "0.40"), ("1.00", "0.00"))
+    credit = SideTable.of(side_rows(d, SideName.LEFT, left)[1:])
+    at_once = totals.moved(
+        d, open_, SideName.LEFT, credit, source="unmatched", target="resolved", scale=2
+    )
+    assert at_once == closed
+    undone = totals.moved(
+        d, at_once, SideName.LEFT, credit, source="resolved", target="unmatched", scale=2
+    )
+    assert undone == open_
+    incremental = totals.adjusted(
+        d,
+        open_,
+        [(SideName.LEFT, credit, 3)],
+        {SideName.LEFT: ({2}, set()), SideName.RIGHT: (set(), set())},
+        {SideName.LEFT: ({}, {2: ""}), SideName.RIGHT: ({}, {})},
+        2,
+    )
+    assert incremental == closed
+    # a run from before resolutions kept no `resolved`: read as none
+    older = {
+        key: {
+            side: {k: v for k, v in figures.items() if k != "resolved"}
+            for side, figures in per.items()
+        }
+        for key, per in open_.items()
+    }
+    assert (
+        totals.moved(
+            d, older, SideName.LEFT, credit, source="unmatched", target="resolved", scale=2
+        )
+        == closed
+    )
 
 
 def test_a_body_error_inside_the_amount_is_named_without_the_forms_tag() -> None:

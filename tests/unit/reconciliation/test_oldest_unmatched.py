@@ -84,3 +84,37 @@ def test_past_the_dates_kept_a_full_run_is_asked_for() -> None:
     )
     assert isinstance(found, str)
     assert found == "every left row of the oldest unmatched dates was matched"
+
+
+def test_an_action_moves_the_kept_dates_and_its_undo_puts_them_back() -> None:
+    """Left rows on Jan 3 and Jan 5 unmatched; the Jan 3 row resolved by an analyst (out
+    of unmatched): the oldest is Jan 5, as a full run with it resolved counts; undone,
+    Jan 3 again. A row of a date past `through` changes nothing kept."""
+    left = table(LEFT, [JAN + 2, JAN + 4])
+    right = table(RIGHT, [])
+    before, kept = oldest.full(D, [left, right], [{1: "", 2: ""}, {}])
+    shown, moved = oldest.moved(D, kept, LEFT, [JAN + 2], -1)
+    assert (shown, moved) == oldest.full(D, [left, right], [{2: ""}, {}])
+    assert shown is not None
+    assert shown["left"] == {"date": "2024-01-05", "rows": 1}
+    assert oldest.moved(D, moved, LEFT, [JAN + 2], 1) == (before, kept)
+    assert oldest.moved(definition(KEYED, date=False), None, LEFT, [JAN], -1) == (None, None)
+
+
+def test_an_action_that_closes_every_kept_date_leaves_the_oldest_unknown() -> None:
+    """More than KEPT_DAYS dates unmatched: an action closing every row of the kept ones
+    cannot know the next (a date no run kept): shown `{"date": None, "rows": None}` (the
+    console's "not known until the next run"); a row of a kept date reopened is the
+    oldest again, since every row of the dates kept was counted."""
+    days = [JAN + n for n in range(oldest.KEPT_DAYS + 1)]
+    _, kept = oldest.full(
+        D, [table(LEFT, days), table(RIGHT, [])], [dict.fromkeys(range(1, len(days) + 1), ""), {}]
+    )
+    closed = days[: oldest.KEPT_DAYS]
+    shown, moved = oldest.moved(D, kept, LEFT, [*closed, days[-1]], -1)
+    assert shown == {"left": {"date": None, "rows": None}, "right": None}
+    assert moved is not None
+    assert moved["left"]["days"] == []
+    reopened, _ = oldest.moved(D, moved, LEFT, [JAN + 7], 1)
+    assert reopened is not None
+    assert reopened["left"] == {"date": "2024-01-08", "rows": 1}

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from support.reconciliation_cases import definition, row, run_engine, side_rows
-from tally.core.reconciliation import ManualMatch, ManualWork, MatchStatus, Rejection, SideName
+from tally.core.reconciliation import (
+    ManualMatch,
+    ManualWork,
+    MatchStatus,
+    Rejection,
+    Resolution,
+    SideName,
+)
 from tally.services.reconciliation.matching import (
     SideRow,
     SideTable,
@@ -279,7 +286,7 @@ def test_manual_matches_come_first_and_keep_their_rows() -> None:
     )
     assert (match.difference, match.reason) == (
         10,
-        "manual: matched by an analyst (paid by cheque)",
+        "manual: matched by an analyst, amount differs by 0.10 (paid by cheque)",
     )
     assert outcome.unmatched_right == {
         1: "exact: bank row 1 (ref R) was matched to ledger row 2 by an analyst"
@@ -373,7 +380,7 @@ def test_an_empty_side_leaves_the_other_unmatched() -> None:
         [],
         {1: "no bank row with ref 'R'; loose: no bank row"},
     )
-    assert run_engine(d, [], []) == ([], {}, {})
+    assert run_engine(d, [], []) == ([], {}, {}, {}, {})
 
 
 def test_amounts_past_64_bits_are_compared_exactly() -> None:
@@ -388,3 +395,33 @@ def test_amounts_past_64_bits_are_compared_exactly() -> None:
         ((3,), (3,), 0),
     ]
     assert "amount differs by 0.02, tolerance 0.01" in outcome.unmatched_left[2]
+
+
+def test_a_resolved_row_is_taken_by_no_pass_and_shown_resolved() -> None:
+    """A one-sided resolution closes its rows before any pass: the counterpart a pass
+    would have paired stays unmatched, its reason naming the resolution; a resolution
+    naming a row a manual match took leaves it the match's."""
+    d = definition([EXACT])
+    left = [row("R", 100), row("F", 5), row("M", 7)]
+    right = [row("R", 100), row("M", 7)]
+    manual = ManualWork(
+        matches=(ManualMatch(3, (3,), (2,)),),
+        resolutions=(
+            Resolution(SideName.LEFT, (2, 3), "bank_fee", "monthly fee"),
+            Resolution(SideName.RIGHT, (1,), "timing"),
+        ),
+    )
+    outcome = run_engine(d, left, right, manual)
+    assert pairs(outcome) == [((3,), (2,))]
+    assert outcome.resolved_left == {2: "resolved: bank_fee, by an analyst (monthly fee)"}
+    assert outcome.resolved_right == {1: "resolved: timing, by an analyst"}
+    assert outcome.unmatched_left == {
+        1: "exact: ledger row 1 (ref R) was resolved by an analyst (timing)"
+    }
+    assert outcome.unmatched_right == {}
+    assert [(r[1], r[5], r[6]) for r in output_rows(outcome)] == [
+        (MatchStatus.UNMATCHED, 1, None),
+        (MatchStatus.RESOLVED, 2, None),
+        (MatchStatus.MANUAL, 3, 2),
+        (MatchStatus.RESOLVED, None, 1),
+    ]

@@ -36,9 +36,10 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
     last_run: dict[str, Any] | None = Field(
         description="The last successful run: started_at, finished_at, inputs (each "
         "side's resource_id and data_version), counts (matched, matched_with_difference, "
-        "suggested and manual per match; unmatched_left and unmatched_right per row) and "
-        "amounts (each side's matched and unmatched totals, decimal strings: "
-        '`{"left": {"matched", "unmatched"}, "right": {...}}`; where the sides name '
+        "suggested and manual per match; unmatched_left, unmatched_right, resolved_left "
+        "and resolved_right per row) and amounts (each side's matched, unmatched and "
+        'resolved totals, decimal strings: `{"left": {"matched", "unmatched", '
+        '"resolved"}, "right": {...}}`; where the sides name '
         'currencies, that per currency: `{"EUR": {"left": ..., "right": ...}, ...}`, '
         'the rows of an empty currency under `""`), absolute_amounts (the same shape, '
         "each row's amount without its sign: the base of the share reconciled by value), "
@@ -73,10 +74,35 @@ class MatchBody(Strict):
     @field_validator("left_rows", "right_rows")
     @classmethod
     def _unique(cls, rows: list[int]) -> list[int]:
-        if len(set(rows)) != len(rows):
-            twice = sorted({r for r in rows if rows.count(r) > 1})
-            raise ValueError(f"rows given twice: {twice}")
-        return rows
+        return _each_once(rows)
+
+
+def _each_once(rows: list[int]) -> list[int]:
+    if len(set(rows)) != len(rows):
+        twice = sorted({r for r in rows if rows.count(r) > 1})
+        raise ValueError(f"rows given twice: {twice}")
+    return rows
+
+
+class ResolutionBody(Strict):
+    side: Literal["left", "right"] = Field(description="The side whose rows are closed.")
+    rows: list[Row] = Field(
+        min_length=1,
+        max_length=MAX_ROWS_PER_SIDE,
+        description="Positions of the side's rows (their `<side>._row`), each unmatched.",
+        json_schema_extra={"uniqueItems": True},
+    )
+    reason: str = Field(
+        max_length=40,
+        description="A code of the definition's `resolution_reasons` (default `bank_fee`, "
+        "`timing`, `duplicate`, `write_off`); another is a 422 naming `reason`.",
+    )
+    note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="Why, for the audit.")
+
+    @field_validator("rows")
+    @classmethod
+    def _unique(cls, rows: list[int]) -> list[int]:
+        return _each_once(rows)
 
 
 class NoteBody(Strict):
@@ -96,10 +122,69 @@ class UndoneResponse(MatchResponse):
     )
 
 
+class ResolutionResponse(BaseModel):
+    id: int = Field(description="The resolution's id (its action's): DELETE it to undo.")
+    side: Literal["left", "right"]
+    rows: list[int] = Field(description="The side's positions it closes.")
+    reason: str = Field(description="Its reason code.")
+    note: str | None
+    actor: str | None = Field(description="Who resolved: as an action's `actor`.")
+    created_at: dt.datetime
+    undone_at: dt.datetime | None = Field(description="When it was undone (null: in force).")
+    undo_note: str | None
+    undo_actor: str | None
+
+
+class ConditionResponse(BaseModel):
+    condition: Literal["keys", "currency", "amount", "date", "not_rejected", "free"] = Field(
+        description="`free`: the candidate is in no match (or resolution) of the output."
+    )
+    met: bool
+    detail: str = Field(description="In words: `differs by 0.07, tolerance 0.05`.")
+    difference: str | None = Field(
+        None, description="amount: left minus right, exact decimal text."
+    )
+    tolerance: str | None = Field(None, description="amount: the pass's tolerance.")
+    days: int | None = Field(
+        None, description="date: the right date minus the left, in days (as the window)."
+    )
+    window: list[int] | None = Field(None, description="date: the pass's [before, after].")
+
+
+class CandidateResponse(BaseModel):
+    row: int = Field(description="The other side's position (`<side>._row`).")
+    status: str = Field(description="Its status in the output.")
+    match_id: int | None
+    fits: bool = Field(description="Every condition met.")
+    conditions: list[ConditionResponse]
+
+
+class PassCandidatesResponse(BaseModel):
+    name: str
+    type: str
+    candidates: list[CandidateResponse] = Field(
+        description="At most 10, best first: fewest conditions failed, then the nearest "
+        "amount, the nearest date, the lowest position."
+    )
+
+
+class CandidatesResponse(BaseModel):
+    side: Literal["left", "right"]
+    row: int
+    status: str = Field(
+        description="The row's status in the output (any: a matched row gets its candidates too)."
+    )
+    match_id: int | None
+    passes: list[PassCandidatesResponse]
+
+
 class ActionResponse(BaseModel):
     id: int
-    kind: Literal["match", "confirm", "reject"]
-    match_id: int
+    kind: Literal["match", "confirm", "reject", "resolve"] = Field(
+        description="`resolve`: rows of one side closed with no counterpart (its rows on "
+        "that side, none on the other; `reason` its code)."
+    )
+    match_id: int | None = Field(description="The match's id; null for a resolution.")
     left_rows: list[int]
     right_rows: list[int]
     fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")
@@ -126,7 +211,10 @@ class ActionResponse(BaseModel):
         "(the start of the key's SHA-256, as `tally admin list-keys` shows it); null for "
         "actions taken before tally kept it."
     )
-    undo_actor: str | None = Field(description="Who dissolved the manual match; as `actor`.")
+    undo_actor: str | None = Field(
+        description="Who dissolved the manual match or undid the resolution; as `actor`."
+    )
+    reason: str | None = Field(description="A resolution's reason code; null otherwise.")
 
 
 class ActionListResponse(BaseModel):

@@ -28,27 +28,39 @@ from tally.api.v2.derived_routes import (
 )
 from tally.api.v2.reconciliation_bodies import (
     ActionListResponse,
+    CandidatesResponse,
     MatchBody,
     MatchResponse,
     NoteBody,
     ReconciliationCreatedResponse,
     ReconciliationResponse,
+    ResolutionBody,
+    ResolutionResponse,
     RunQueuedResponse,
     UndoneResponse,
 )
 from tally.core import errors
+from tally.core.columns import INT64_MAX
+from tally.core.reconciliation import SideName
 from tally.core.reconciliation_actions import ActionRecord
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
+from tally.services.reconciliation.candidates import Candidates
 
 router = APIRouter(prefix="/api/v2", tags=["Reconciliation API"])
 
 BASE = "/reconciliations"
 ONE = BASE + "/{reconciliation_id}"
 MATCH = ONE + "/matches/{match_id}"
+RESOLUTIONS = ONE + "/resolutions"
 FOUND = (*AUTH, errors.ReconciliationNotFoundError, RequestValidationError)
 
 ReconciliationId = Annotated[int, Path(description="The reconciliation's id.")]
 MatchId = Annotated[int, Path(description="The match's id: its smallest left row.")]
+ResolutionId = Annotated[int, Path(description="The resolution's id.")]
+Side = Annotated[SideName, Path(description="`left` or `right`.")]
+RowNumber = Annotated[
+    int, Path(ge=1, le=INT64_MAX, description="The row's position (`<side>._row`).")
+]
 
 
 def _action(action: ActionRecord) -> dict[str, Any]:
@@ -67,6 +79,44 @@ def _action(action: ActionRecord) -> dict[str, Any]:
         "carried_from": action.carried_from,
         "actor": action.actor,
         "undo_actor": action.undo_actor,
+        "reason": action.reason,
+    }
+
+
+def _candidates(found: Candidates) -> dict[str, Any]:
+    return {
+        "side": str(found.side),
+        "row": found.row,
+        "status": found.status,
+        "match_id": found.match_id,
+        "passes": [
+            {
+                "name": p.name,
+                "type": p.type,
+                "candidates": [
+                    {
+                        "row": c.row,
+                        "status": c.status,
+                        "match_id": c.match_id,
+                        "fits": c.fits,
+                        "conditions": [
+                            {
+                                "condition": k.name,
+                                "met": k.met,
+                                "detail": k.detail,
+                                "difference": k.difference,
+                                "tolerance": k.tolerance,
+                                "days": k.days,
+                                "window": list(k.window) if k.window else None,
+                            }
+                            for k in c.conditions
+                        ],
+                    }
+                    for c in p.candidates
+                ],
+            }
+            for p in found.passes
+        ],
     }
 
 
@@ -200,6 +250,104 @@ async def undo_match(
         actor=actor,
     )
     return json_response({"match_id": match_id, "outcome": outcome})
+
+
+@router.post(
+    RESOLUTIONS,
+    status_code=201,
+    summary="Close rows of one side that have no counterpart (status `resolved`)",
+    description="Rows are positions (`<side>._row`) of one side, each unmatched in the "
+    "output: a bank fee, an item booked next period. `reason` is a code of the "
+    "definition's `resolution_reasons`. The output shows the rows `resolved` at once "
+    "(with `last_run`'s figures moved), and no run takes them. 400 names each row not in "
+    "its input; 409 each row already in a manual match or a resolution, or in a match of "
+    "the output (undo it first); 422 an unknown `reason`.",
+    response_model=ResolutionResponse,
+    responses=v2_responses(
+        *FOUND, errors.InvalidBodyError, errors.RowNotFoundError, errors.ConflictError
+    ),
+    openapi_extra=json_request_body(ResolutionBody),
+)
+async def resolve_rows(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    actor: KeyActor,
+    service: ReconciliationsDep,
+) -> Response:
+    body = validate_body(ResolutionBody, await read_definition(request))
+    resolution = await run_in_threadpool(
+        service.resolve,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        side=SideName(body.side),
+        rows=body.rows,
+        reason=body.reason,
+        note=body.note,
+        actor=actor,
+    )
+    return json_response(resolution.resolution_json(), 201)
+
+
+@router.delete(
+    RESOLUTIONS + "/{resolution_id}",
+    summary="Undo a resolution: its rows are unmatched again",
+    description='The body is optional: `{"note": "..."}` is kept as its `undo_note`. The '
+    "output shows the rows unmatched at once; the run it queues gives their reasons. The "
+    "resolution stays in GET .../actions with `undone_at`.",
+    response_model=ResolutionResponse,
+    responses=v2_responses(*FOUND, errors.InvalidBodyError, errors.ResolutionNotFoundError),
+    openapi_extra=json_request_body(NoteBody, required=False),
+)
+async def undo_resolution(
+    request: Request,
+    reconciliation_id: ReconciliationId,
+    resolution_id: ResolutionId,
+    workspace: KeyedWorkspace,
+    actor: KeyActor,
+    service: ReconciliationsDep,
+) -> Response:
+    note = await _note(request)
+    undone = await run_in_threadpool(
+        service.reopen,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        resolution_id=resolution_id,
+        note=note,
+        actor=actor,
+    )
+    return json_response(undone.resolution_json())
+
+
+@router.get(
+    ONE + "/rows/{side}/{row}/candidates",
+    summary="A row's candidates under each pass, each condition met or failed",
+    description="For the row at this position of one side: per pass, at most 10 rows of "
+    "the other side that come closest (those sharing its key under a keyed pass, and "
+    "those nearest by amount), best first, each with every condition of the pass it "
+    "meets or fails and by how much (keys after the normalisers, currency, amount "
+    "against the tolerance, date against the window, a rejection, whether it is free). "
+    "Exact decimals. As the last run left the output: a row it does not show yet is a "
+    "409; a row not in its input a 400 naming `row`. A matched row gets its candidates "
+    "too (its `status` says it is matched).",
+    response_model=CandidatesResponse,
+    responses=v2_responses(*FOUND, errors.RowNotFoundError, errors.ConflictError),
+)
+async def row_candidates(
+    reconciliation_id: ReconciliationId,
+    side: Side,
+    row: RowNumber,
+    workspace: KeyedWorkspace,
+    service: ReconciliationsDep,
+) -> Response:
+    found = await run_in_threadpool(
+        service.candidates,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        side=side,
+        row=row,
+    )
+    return json_response(_candidates(found))
 
 
 @router.get(

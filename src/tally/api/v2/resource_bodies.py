@@ -38,14 +38,17 @@ class LastFileResponse(BaseModel):
 class SideFiguresResponse(BaseModel):
     side: str = Field(description="left or right.")
     unmatched_rows: int
+    resolved_rows: int = Field(
+        description="The side's rows resolved by an analyst (closed with no counterpart)."
+    )
     unmatched_amount: str | None = Field(
         description="The unmatched rows' total, exact; `EUR 1.00, GBP 2.00` where the sides "
         "name currencies; null without amounts."
     )
     reconciled_percent: str | None = Field(
-        description="The side's rows in a match of any status (suggestions too), in % of "
-        "its rows, rounded down to 0.1 (`100.0` only when every row is); null once the "
-        "input has changed since the run."
+        description="The side's rows closed (in a match of any status, suggestions too, or "
+        "resolved by an analyst), in % of its rows, rounded down to 0.1 (`100.0` only "
+        "when every row is); null once the input has changed since the run."
     )
     reconciled_by_value_percent: str | None = Field(
         description="The absolute amounts of those rows, in % of the absolute amounts of "
@@ -56,20 +59,26 @@ class SideFiguresResponse(BaseModel):
     oldest_unmatched_date: dt.date | None = Field(
         description="The earliest date (the side's date column) among its unmatched rows; "
         "null when none has one, without a date column, or for a run made before tally "
-        "kept it."
+        "kept it, or while it is not known (`oldest_unmatched_known`)."
     )
     oldest_unmatched_days: int | None = Field(description="Today (UTC) minus that date, in days.")
+    oldest_unmatched_known: bool = Field(
+        description="False while an analyst's action has closed every row of the earliest "
+        "dates the run kept: the oldest date is not known until the next run."
+    )
 
     @classmethod
     def of(cls, side: SideFigures) -> SideFiguresResponse:
         return cls(
             side=side.side,
             unmatched_rows=side.unmatched_rows,
+            resolved_rows=side.resolved_rows,
             unmatched_amount=side.unmatched_amount,
             reconciled_percent=side.reconciled_percent,
             reconciled_by_value_percent=side.reconciled_by_value_percent,
             oldest_unmatched_date=side.oldest_unmatched_date,
             oldest_unmatched_days=side.oldest_unmatched_days,
+            oldest_unmatched_known=side.oldest_unmatched_known,
         )
 
 

@@ -21,6 +21,8 @@ from tally.core.errors import FieldProblem, InvalidBodyError
 from tally.core.reconciliation import Normalizer, PassType
 
 SIDE_NAME_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
+REASON_CODE_PATTERN = SIDE_NAME_PATTERN  # a resolution's reason code: `bank_fee`
+MAX_RESOLUTION_REASONS = 50
 TOLERANCE_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,18})?$"  # exact at 18 digits within int64 sums
 MAX_WINDOW_DAYS = 36_600  # about a century either way
 MAX_PASSES = 50
@@ -134,6 +136,18 @@ class ReconciliationDefinitionBody(Strict):
         max_length=MAX_PASSES,
         description="Run in order; a row matched by one pass is taken by no later one.",
         json_schema_extra={"minItems": 1},
+    )
+    resolution_reasons: list[str] | None = Field(
+        None,
+        max_length=MAX_RESOLUTION_REASONS,
+        description="The reason codes an analyst may close a row with when it has no "
+        "counterpart (POST .../resolutions): 1 to 40 letters, digits, `_` or `-` each, "
+        "no code twice. Default: `bank_fee`, `timing`, `duplicate`, `write_off`.",
+        json_schema_extra={
+            "items": {"type": "string", "pattern": REASON_CODE_PATTERN},
+            "minItems": 1,
+            "uniqueItems": True,
+        },
     )
 
 

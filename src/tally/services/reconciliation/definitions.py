@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from tally.core.columns import Column, ColumnType
 from tally.core.errors import DefinitionRejectedError, FieldProblem
 from tally.core.reconciliation import (
+    DEFAULT_RESOLUTION_REASONS,
     MANUAL_PASS_NAME,
     CreditDebit,
     KeyPair,
@@ -100,6 +101,7 @@ def check_definition(
             )
         seen.setdefault(match_pass.name, i)
         passes.append(_check_pass(match_pass, i, body, columns["left"], columns["right"], problems))
+    reasons = _resolution_reasons(body.resolution_reasons, problems)
     if problems:
         raise DefinitionRejectedError(problems)
     return ReconciliationDefinition(
@@ -107,7 +109,27 @@ def check_definition(
         _side(body.left),
         _side(body.right),
         tuple(p for p in passes if p is not None),
+        reasons,
     )
+
+
+def _resolution_reasons(given: list[str] | None, problems: list[FieldProblem]) -> tuple[str, ...]:
+    """The codes a resolution may give: the default list when none is given."""
+    if given is None:
+        return DEFAULT_RESOLUTION_REASONS
+    if not given:
+        problems.append(FieldProblem("resolution_reasons", "at least one reason code is needed"))
+    for k, code in enumerate(given):
+        if not _SIDE_NAME_RE.fullmatch(code):
+            problems.append(
+                FieldProblem(
+                    f"resolution_reasons[{k}]",
+                    f"{code!r} is not a reason code: 1 to 40 letters, digits, '_' or '-'",
+                )
+            )
+        elif code in given[:k]:
+            problems.append(FieldProblem(f"resolution_reasons[{k}]", f"{code!r} is listed twice"))
+    return tuple(given)
 
 
 def _side(side: SideBody) -> Side:

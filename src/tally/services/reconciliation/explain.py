@@ -14,7 +14,8 @@ Within the explaining pass:
   position) and every condition it fails (`nearest ledger row 812 (reference REF-7):
   amount differs by 0.07, tolerance 0.05`);
 - else, every candidate being taken, the nearest one and the match that took it
-  (`ledger row 812 (reference REF-7) was matched to bank row 77 by pass 'same reference'`).
+  (`ledger row 812 (reference REF-7) was matched to bank row 77 by pass 'same reference'`),
+  or the resolution that closed it (`... was resolved by an analyst (timing)`).
 
 Where the run matches within currencies, candidates are found by the keys alone (the
 engine's keys hold the currency too), so that a row whose only candidates are in another
@@ -32,7 +33,7 @@ from itertools import compress, count
 
 from tally.core.reconciliation import MatchPass, MatchStatus, PassType
 from tally.services.reconciliation import reasons
-from tally.services.reconciliation.state import FREE, Run, Side
+from tally.services.reconciliation.state import FREE, RESOLVED, Run, Side
 
 # This side's keys under a pass; the other side's rows (any state) under each key this
 # side's unmatched rows have; how many of this side's rows have each of those keys.
@@ -166,6 +167,9 @@ class _Explainer:
         taken = self.other.taken[j]
         if taken == FREE or self._currency_fails(i, j):  # (the currency says more)
             return f"{match_pass.name}: nearest {row}: {self._failed(match_pass, i, j)}"
+        if taken == RESOLVED:
+            code = self.run.resolved[self.other.which][j][0]
+            return f"{match_pass.name}: {row} was resolved by an analyst ({code})"
         match = self.run.match(taken)
         mine = match.left if self.side is self.run.left else match.right
         rows = f"{self.side.label} row{'s' if len(mine) > 1 else ''} {', '.join(map(str, mine))}"

@@ -57,8 +57,8 @@ from tally.storage.resources import Resource
 # New rows, and rows re-examined, at most this share of the rows already reconciled: past
 # it the component's reads by index cost about what a full run's sequential read costs.
 MAX_SHARE = 0.1
-UNMATCHED = "unmatched"
-OLDEST = "oldest_unmatched"
+UNMATCHED, RESOLVED = "unmatched", "resolved"
+OLDEST = oldest.OLDEST
 # What an incremental run carries from the last run's summary and adjusts.
 FIGURES = ("counts", "amounts", totals.ABSOLUTE, OLDEST)
 
@@ -354,24 +354,30 @@ def _adjusted(
 ) -> tuple[dict[str, Any], dict[str, Any] | None] | str:
     """last_run's counts, amounts and oldest unmatched dates: the component's earlier
     share taken out, its new share put in (what a full run would count: per match, per
-    unmatched row), and the basis's unmatched rows per date; or why the run must be full
-    (oldest.adjusted)."""
-    counts = dict(last_run["counts"])
+    unmatched or resolved row), and the basis's unmatched rows per date; or why the run
+    must be full (oldest.adjusted)."""
+    counts = {"resolved_left": 0, "resolved_right": 0, **last_run["counts"]}
     for _, status in {(r[0], r[1]) for r in before.rows if r[0] is not None}:
         counts[status] -= 1
-    was_unmatched: dict[SideName, set[int]] = {SideName.LEFT: set(), SideName.RIGHT: set()}
+    was: dict[SideName, tuple[set[int], set[int]]] = {s: (set(), set()) for s in SideName}
     for _, status, lp, rp in before.rows:
-        if status == UNMATCHED:
+        if status in (UNMATCHED, RESOLVED):
             which, position = (SideName.LEFT, lp) if lp is not None else (SideName.RIGHT, rp)
-            was_unmatched[which].add(position)  # type: ignore[arg-type]
+            was[which][status == RESOLVED].add(position)  # type: ignore[arg-type]
     for match in outcome.matches:
         counts[str(match.status)] += 1
-    counts["unmatched_left"] += len(outcome.unmatched_left) - len(was_unmatched[SideName.LEFT])
-    counts["unmatched_right"] += len(outcome.unmatched_right) - len(was_unmatched[SideName.RIGHT])
+    now = {
+        SideName.LEFT: (outcome.unmatched_left, outcome.resolved_left),
+        SideName.RIGHT: (outcome.unmatched_right, outcome.resolved_right),
+    }
+    for which in SideName:
+        for place, status in enumerate((UNMATCHED, RESOLVED)):
+            counts[f"{status}_{which}"] += len(now[which][place]) - len(was[which][place])
     moved = [(side.input.which, side.rows, side.old + 1) for side in sides]
-    now_unmatched = {SideName.LEFT: outcome.unmatched_left, SideName.RIGHT: outcome.unmatched_right}
+    was_unmatched = {which: was[which][0] for which in SideName}
+    now_unmatched = {which: now[which][0] for which in SideName}
     found = oldest.adjusted(definition, last_oldest, moved, was_unmatched, now_unmatched)
     if isinstance(found, str):
         return found
-    amounts = totals.adjusted(definition, last_run, moved, was_unmatched, now_unmatched, scale)
+    amounts = totals.adjusted(definition, last_run, moved, was, now, scale)
     return {"counts": counts, **amounts, OLDEST: found[0]}, found[1]

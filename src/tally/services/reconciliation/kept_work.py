@@ -135,6 +135,7 @@ def _find_again(
             now=now,
             carried_from=action.id,
             actor=action.actor,  # still the analyst's work, at the rows' new places
+            reason=action.reason,
         )
         where = "; ".join(
             f"{named.definition.side(s).name} rows {', '.join(map(str, rows[s]))}"

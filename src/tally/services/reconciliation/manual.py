@@ -17,7 +17,13 @@ import orjson
 from sqlalchemy import Connection
 
 from tally.core.columns import INT64_MAX
-from tally.core.errors import ConflictError, FieldProblem, MatchNotFoundError, RowNotFoundError
+from tally.core.errors import (
+    ConflictError,
+    FieldProblem,
+    InvalidBodyError,
+    MatchNotFoundError,
+    RowNotFoundError,
+)
 from tally.core.reconciliation import (
     MatchStatus,
     ReconciliationDefinition,
@@ -25,12 +31,16 @@ from tally.core.reconciliation import (
     currency_code,
 )
 from tally.core.reconciliation_actions import ActionKind
-from tally.services.reconciliation.output_columns import MATCH_ID, STATUS
+from tally.services.reconciliation import reasons
+from tally.services.reconciliation.matching import SideTable
+from tally.services.reconciliation.output_columns import MATCH_ID, STATUS, common_scale
+from tally.services.reconciliation.reading import side_columns
 from tally.storage import reconciliation_actions as actions
-from tally.storage import resources
+from tally.storage import reconciliation_inputs, resources
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.reconciliation_actions import OutputPair
+from tally.storage.resource_tables import source_rows
 from tally.storage.resources import Resource
 
 LEFT_ROW_PLACE = 5  # after match_id, status, pass, difference, reason
@@ -44,17 +54,23 @@ def check_rows(
     rows: Mapping[SideName, Sequence[int]],
     *,
     field: str = "{side}_rows[{index}]",
+    one_currency: bool = True,
 ) -> None:
     """RowNotFoundError naming every row that is not in its input, else ConflictError
-    naming every row in a manual match already and, where the sides name currencies,
-    every row when they hold two currencies or more (`field` names where each row was
-    given). A row whose currency is empty may join a match of any currency: the analyst
-    vouches for it."""
-    taken: dict[SideName, dict[int, int]] = {SideName.LEFT: {}, SideName.RIGHT: {}}
+    naming every row in a manual match or a resolution already and, where the sides
+    name currencies and `one_currency` (a match), every row when they hold two
+    currencies or more (`field` names where each row was given). A row whose currency
+    is empty may join a match of any currency: the analyst vouches for it."""
+    taken: dict[SideName, dict[int, str]] = {SideName.LEFT: {}, SideName.RIGHT: {}}
     for action in actions.list_actions(conn, derived_id, in_force=True):
         if action.makes_manual_match:
-            taken[SideName.LEFT].update(dict.fromkeys(action.left_rows, action.match_id))
-            taken[SideName.RIGHT].update(dict.fromkeys(action.right_rows, action.match_id))
+            where = f"in manual match {action.match_id}"
+        elif action.kind is ActionKind.RESOLVE:
+            where = f"resolved ({action.reason}, resolution {action.id})"
+        else:
+            continue
+        taken[SideName.LEFT].update(dict.fromkeys(action.left_rows, where))
+        taken[SideName.RIGHT].update(dict.fromkeys(action.right_rows, where))
     missing, conflicts = [], []
     for side, positions in rows.items():
         named = definition.side(side)
@@ -69,13 +85,12 @@ def check_rows(
                 )
             elif row in taken[side]:
                 conflicts.append(
-                    FieldProblem(
-                        where, f"{side} row {row} is already in manual match {taken[side][row]}"
-                    )
+                    FieldProblem(where, f"{side} row {row} is already {taken[side][row]}")
                 )
     if missing:
         raise RowNotFoundError(missing)
-    conflicts += _currency_conflicts(conn, definition, rows, field)
+    if one_currency:
+        conflicts += _currency_conflicts(conn, definition, rows, field)
     if conflicts:
         raise ConflictError(conflicts)
 
@@ -153,6 +168,8 @@ def fingerprint(
     rows an action named still hold what the analyst saw."""
     content = {}
     for side, positions in rows.items():
+        if not positions:  # (a resolution's other side)
+            continue
         source = resources.get_resource(conn, definition.side(side).resource_id)
         found = actions.rows_at(conn, source.table_name, source.columns, positions)
         content[str(side)] = [[p, list(found.get(p, ()))] for p in sorted(positions)]
@@ -216,11 +233,12 @@ def record_action(
     note: str | None,
     now: dt.datetime,
     actor: str | None = None,
-) -> None:
-    """The action kept with its rows' fingerprint and who took it, and a run queued to
-    apply it."""
+    reason: str | None = None,
+) -> int:
+    """The action kept with its rows' fingerprint and who took it (a resolution's
+    `reason` code with it), and a run queued to apply it; its id."""
     definition = ReconciliationDefinition.from_json(record.definition)
-    actions.insert_action(
+    action_id = actions.insert_action(
         conn,
         derived_id=record.id,
         kind=kind,
@@ -230,5 +248,64 @@ def record_action(
         note=note,
         now=now,
         actor=actor,
+        reason=reason,
     )
     derived_records.request_run(conn, record.id, now)
+    return action_id
+
+
+def check_balance(
+    conn: Connection,
+    definition: ReconciliationDefinition,
+    rows: Mapping[SideName, Sequence[int]],
+    note: str | None,
+) -> None:
+    """InvalidBodyError naming `note` when the rows of a manual match do not balance
+    (left sum minus right sum not zero) and no note says why: the difference is kept
+    on the match, and the audit needs its reason. Rows without amounts, or with an
+    empty one, have no difference to explain."""
+    if note or definition.left.amount is None:
+        return
+    scale = run_scale(conn, definition)
+    sums = []
+    for side in SideName:
+        amounts = side_values(conn, definition, side, rows[side], scale).amounts
+        if None in amounts:
+            return
+        sums.append(sum(amounts))  # type: ignore[arg-type]
+    difference = sums[0] - sums[1]
+    if difference:
+        raise InvalidBodyError(
+            [
+                FieldProblem(
+                    "note",
+                    f"the rows differ by {reasons.money(difference, scale)} (left minus "
+                    "right): a match with a difference needs a note saying why",
+                )
+            ]
+        )
+
+
+def run_scale(conn: Connection, definition: ReconciliationDefinition) -> int:
+    """The run's common scale, from the inputs' columns as they are."""
+    left = resources.get_resource(conn, definition.left.resource_id)
+    right = resources.get_resource(conn, definition.right.resource_id)
+    return common_scale(definition, left.columns, right.columns)
+
+
+def side_values(
+    conn: Connection,
+    definition: ReconciliationDefinition,
+    side: SideName,
+    rows: Sequence[int],
+    scale: int,
+) -> SideTable:
+    """The rows' values as a run reads them (keys, amounts at the run's scale)."""
+    source = resources.get_resource(conn, definition.side(side).resource_id)
+    found = source_rows.rows_at(conn, source.table_name, source.columns, rows)
+    positions = sorted(found)
+    wanted = side_columns(source, definition, side)
+    values = reconciliation_inputs.read_side(
+        conn, source.table_name, wanted, scale, row_ids=[found[p][0] for p in positions]
+    )
+    return SideTable(positions, values.keys, values.amounts, values.days)

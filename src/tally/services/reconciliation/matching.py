@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import ge
@@ -136,9 +136,10 @@ def reconcile(
         else:
             grouped(run, index)
     unmatched_left, unmatched_right = unmatched(run)
+    resolved = run.resolved_reasons(run.left), run.resolved_reasons(run.right)
     matches = Matches(run)
     run.release()
-    return Outcome(matches, unmatched_left, unmatched_right)
+    return Outcome(matches, unmatched_left, unmatched_right, *resolved)
 
 
 OutputRow = tuple[int | None, MatchStatus, str | None, int | None, str, int | None, int | None]
@@ -201,6 +202,7 @@ def or_none(values: npt.NDArray[np.int64]) -> list[int | None]:
 
 
 UNMATCHED = MatchStatus.UNMATCHED
+RESOLVED = MatchStatus.RESOLVED
 
 
 def output_rows(outcome: Outcome) -> Iterator[OutputRow]:
@@ -210,14 +212,14 @@ def output_rows(outcome: Outcome) -> Iterator[OutputRow]:
     fast way to write the output: no `Match` object is built."""
     if not isinstance(outcome.matches, Matches):
         raise TypeError("output_rows takes an Outcome that reconcile returned")
-    return outcome.matches.output_rows(outcome.unmatched_left, outcome.unmatched_right)
+    return outcome.matches.output_rows(outcome)
 
 
 def output_columns(outcome: Outcome) -> OutputColumns:
     """`output_rows` as numpy columns (`Matches.output_columns`)."""
     if not isinstance(outcome.matches, Matches):
         raise TypeError("output_columns takes an Outcome that reconcile returned")
-    return outcome.matches.output_columns(outcome.unmatched_left, outcome.unmatched_right)
+    return outcome.matches.output_columns(outcome)
 
 
 class Matches(Sequence[Match]):
@@ -274,21 +276,21 @@ class Matches(Sequence[Match]):
         groups = self._run.groups.values()
         return len(self) - len(groups) + sum(len(lefts) * len(rights) for lefts, rights in groups)
 
-    def output_rows(
-        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
-    ) -> Iterator[OutputRow]:
+    def output_rows(self, outcome: Outcome) -> Iterator[OutputRow]:
         """See `output_rows`: `output_columns`' rows, a batch of columns at a time."""
-        columns = self.output_columns(unmatched_left, unmatched_right)
-        return columns.rows()
+        return self.output_columns(outcome).rows()
 
-    def output_columns(
-        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
-    ) -> OutputColumns:
+    def output_columns(self, outcome: Outcome) -> OutputColumns:
         """The output's rows in its order (see `output_rows`) as numpy columns, built
         from the run's arrays without a Python step per row: each left row gives one row,
-        or one per right row of its match where that has several, then each unmatched
-        right row gives one."""
+        or one per right row of its match where that has several, then each right row in
+        no match (unmatched or resolved) gives one."""
         run = self._run
+        unmatched_left, resolved_left = outcome.unmatched_left, outcome.resolved_left
+        unmatched_right = outcome.unmatched_right
+        if outcome.resolved_right:  # (few: merged in position order)
+            unmatched_right = {**unmatched_right, **outcome.resolved_right}
+            unmatched_right = {p: unmatched_right[p] for p in sorted(unmatched_right)}
         taken = run.left.taken_array()
         repeats = np.ones(len(taken), dtype=np.int64)
         spread = [(lefts, rights) for lefts, rights in run.groups.values() if len(rights) > 1]
@@ -316,8 +318,12 @@ class Matches(Sequence[Match]):
         right_column = right_positions[right] if len(right_positions) else right
         right_column[free] = 0
         unmatched = [
-            (None, UNMATCHED, None, unmatched_left[p]) for p in left_positions[taken < 0].tolist()
+            (None, RESOLVED, None, resolved_left[p])
+            if p in resolved_left
+            else (None, UNMATCHED, None, unmatched_left[p])
+            for p in left_positions[taken < 0].tolist()
         ]
+        resolved_right = outcome.resolved_right
         later = np.fromiter(unmatched_right, dtype=np.int64, count=len(unmatched_right))
         return OutputColumns(
             np.concatenate([match_ids, np.zeros_like(later)]),
@@ -329,13 +335,14 @@ class Matches(Sequence[Match]):
             [
                 *run.entries,
                 *unmatched,
-                *((None, UNMATCHED, None, reason) for reason in unmatched_right.values()),
+                *(
+                    (None, RESOLVED if p in resolved_right else UNMATCHED, None, reason)
+                    for p, reason in unmatched_right.items()
+                ),
             ],
         )
 
-    def state(
-        self, unmatched_left: Mapping[int, str], unmatched_right: Mapping[int, str]
-    ) -> Iterator[object]:
+    def state(self, outcome: Outcome) -> Iterator[object]:
         """What `output_rows` is computed from, part by part: the rows' positions, the
         match each row is in, each match's rows, entry and group, the entries and the
         unmatched rows' reasons. The engine is deterministic, so equal inputs and work give
@@ -350,8 +357,8 @@ class Matches(Sequence[Match]):
         yield run.match_entry.tobytes()
         yield sorted(run.groups.items())
         yield run.entries
-        yield list(unmatched_left.items())
-        yield list(unmatched_right.items())
+        for rows in outcome[1:]:  # unmatched, then resolved, left then right
+            yield list(rows.items())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):

@@ -8,14 +8,21 @@ KEPT_DAYS earliest dates (`through`: the last date it knows every row of; None: 
 every date). A full run counts them among every unmatched row (`full`); an incremental
 run moves the re-examined rows in and out (`adjusted`), as totals.py does. Only when
 every row of the dates kept was matched does the next date lie among rows the run did
-not read: then it answers why the run must be full instead.
+not read: then it answers why the run must be full instead. Resolved rows are not
+unmatched: they count nowhere here.
+
+An analyst's action moves rows out of unmatched (resolved, matched by hand) or back in
+(a resolution undone) at once, in its transaction (`moved`, from patches.py). When that
+empties every date kept of a side whose later dates were not kept, its oldest is not
+known: the side shows `{"date": null, "rows": null}` until the next run, which is full
+(the action changed the output: incremental.why_full), and counts every row again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tally.core.reconciliation import ReconciliationDefinition, SideName
@@ -23,6 +30,7 @@ from tally.services.reconciliation.rows import SideTable
 
 SIDES = (SideName.LEFT, SideName.RIGHT)
 KEPT_DAYS = 64
+OLDEST = "oldest_unmatched"  # its key in last_run and in the run's basis
 Kept = dict[str, Any]  # {"days": [[date.toordinal(), rows], ...] ascending, "through": int | None}
 Figures = tuple[dict[str, Any] | None, dict[str, Kept] | None]  # (shown, kept)
 
@@ -75,6 +83,27 @@ def adjusted(
     return _shown(kept), kept
 
 
+def moved(
+    definition: ReconciliationDefinition,
+    last: Mapping[str, Kept] | None,
+    which: SideName,
+    days: Sequence[int | None],
+    way: int,
+) -> Figures:
+    """The last kept dates (`last`, the basis's) with rows of one side, their `days`,
+    taken out of unmatched (`way` -1) or put back (1). A date after `through` is not
+    kept: a row of it changes nothing kept (its date was never the oldest known)."""
+    if definition.left.date is None or last is None:
+        return None, None
+    through = last[str(which)]["through"]
+    counts = Counter({day: rows for day, rows in last[str(which)]["days"]})
+    for day in days:
+        if day is not None and (through is None or day <= through):
+            counts[day] += way
+    kept = {**last, str(which): _kept(+counts, through)}
+    return _shown(kept), kept
+
+
 def _kept(days: Counter[int], through: int | None) -> Kept:
     earliest = sorted(days.items())
     if len(earliest) > KEPT_DAYS:
@@ -84,9 +113,10 @@ def _kept(days: Counter[int], through: int | None) -> Kept:
 
 
 def _shown(kept: Mapping[str, Kept]) -> dict[str, Any]:
-    def first(days: Iterable[Sequence[int]]) -> dict[str, Any] | None:
-        for day, rows in days:
+    def first(side: Kept) -> dict[str, Any] | None:
+        for day, rows in side["days"]:
             return {"date": dt.date.fromordinal(day).isoformat(), "rows": rows}
-        return None
+        # none kept: no unmatched row, or (after an action) its date not known
+        return None if side["through"] is None else {"date": None, "rows": None}
 
-    return {str(which): first(kept[str(which)]["days"]) for which in SIDES}
+    return {str(which): first(kept[str(which)]) for which in SIDES}

@@ -18,7 +18,7 @@ import numpy as np
 from tally.core.reconciliation import ManualWork, SideName
 from tally.services.reconciliation import key_join
 from tally.services.reconciliation.large_groups import LargeGroup
-from tally.services.reconciliation.state import Run, Side
+from tally.services.reconciliation.state import FREE, Run, Side
 
 Pair = tuple[int, int, int, int]  # (|amount difference|, |date difference|, left, right)
 # The candidate pairs listed at a time: a key group with more is matched by LargeGroup
@@ -28,12 +28,17 @@ LISTED_PAIRS = 20_000
 
 def apply_manual(run: Run, manual: ManualWork) -> None:
     """Manual matches take their rows before any pass (positions no longer in an input
-    are left out; a match left without a row on either side is dropped)."""
+    are left out; a match left without a row on either side is dropped), then the
+    resolutions close theirs (a row a match took stays the match's)."""
     for match in sorted(manual.matches, key=lambda m: min(m.left_rows, default=0)):
         lefts = _indices(run.left, match.left_rows)
         rights = _indices(run.right, match.right_rows)
         if lefts and rights:
             run.add_match(-1, lefts, rights, note=match.note)
+    for resolution in manual.resolutions:
+        side = run.side(resolution.side)
+        for i in _indices(side, resolution.rows):
+            run.resolve(side, i, resolution.reason, resolution.note)
     run.left.close_taken()
     run.right.close_taken()
 
@@ -43,7 +48,7 @@ def _indices(side: Side, positions: Sequence[int]) -> list[int]:
     found = []
     for position in sorted(set(positions)):
         i = bisect_left(side.positions, position)
-        if i < len(side.positions) and side.positions[i] == position and side.taken[i] < 0:
+        if i < len(side.positions) and side.positions[i] == position and side.taken[i] == FREE:
             found.append(i)
     return found
 

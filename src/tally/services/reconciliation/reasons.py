@@ -45,6 +45,9 @@ def matched(
     """`same reference: keys equal, amount equal, date equal` and the like."""
     if pass_index < 0:
         text = "manual: matched by an analyst"
+        if difference:  # (kept on the match: the analyst's note says why)
+            what = "sum" if counts != (1, 1) else "amount"
+            text += f", {what} differs by {money(abs(difference), run.scale)}"
         return f"{text} ({note})" if note else text
     match_pass = run.definition.passes[pass_index]
     parts = ["keys equal"] if match_pass.keys else []
@@ -71,6 +74,25 @@ def _dates(run: Run, bounds: tuple[int, int], shifts: tuple[int, int], grouped: 
     if low == high:
         return f"{other} {plural} {days(low)} ({window(bounds)})"
     return f"{other} dates {days(low)} to {days(high)} ({window(bounds)})"
+
+
+def resolved(code: str, note: str | None) -> str:
+    """`resolved: bank_fee, by an analyst (monthly fee)`: a row closed with no counterpart."""
+    text = f"resolved: {code}, by an analyst"
+    return f"{text} ({note})" if note else text
+
+
+def paired_later(note: str | None) -> str:
+    """A row of a manual match shown at once, until the run the match queued pairs it
+    with the match's other rows (and gives the match's difference)."""
+    text = "manual: matched by an analyst; the next run pairs the rows"
+    return f"{text} ({note})" if note else text
+
+
+def reopened(note: str | None) -> str:
+    """A resolved row reopened, until the run the undo queued gives its reason."""
+    text = "unmatched: a resolution was undone by an analyst; the next run gives the reason"
+    return f"{text} ({note})" if note else text
 
 
 def key_values(run: Run, side: Side, i: int, match_pass: MatchPass) -> str:

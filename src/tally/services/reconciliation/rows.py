@@ -75,11 +75,14 @@ class Match(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """Every match (by match_id) and, for every row in no match, its reason."""
+    """Every match (by match_id) and, for every row in no match, its reason: unmatched,
+    or resolved by an analyst."""
 
     matches: Sequence[Match]  # ordered by match_id (built as read: a million is usual)
     unmatched_left: Mapping[int, str]  # position -> reason, positions ascending
     unmatched_right: Mapping[int, str]
+    resolved_left: Mapping[int, str] = {}  # (never written: a NamedTuple's default)
+    resolved_right: Mapping[int, str] = {}
 
 
 ContentLookup = Callable[[SideName, Sequence[int]], Mapping[int, tuple[Any, ...]]]

@@ -25,12 +25,10 @@ import orjson
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column
-from tally.core.errors import RunFailedError
 from tally.core.reconciliation import (
     ManualWork,
     MatchStatus,
     ReconciliationDefinition,
-    Side,
     SideName,
 )
 from tally.services.derived.builders import Output, Patch
@@ -41,16 +39,15 @@ from tally.services.reconciliation.matching import (
     Matches,
     Outcome,
     SideTable,
-    key_columns,
     reconcile,
 )
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.services.reconciliation.plan import plan_rows
+from tally.services.reconciliation.reading import side_columns
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
 from tally.storage.derived.plans import Layout, Part
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection
-from tally.storage.reconciliation_inputs import SideColumns
 from tally.storage.resources import Resource
 
 # The plan's values, before the row ids of the left and right rows.
@@ -58,6 +55,8 @@ PLAN_VALUES = ("match_id", "status", "pass", "difference", "reason", "left._row"
 # Named in every full run's digest: a change to how the engine's state becomes output
 # rows must change it, so that an unchanged state is not taken for an unchanged output.
 DIGEST_FORMAT = "reconciliation-state/1"
+# The statuses last_run counts by rows per side (`unmatched_left`...), not by matches.
+ROW_STATUSES = (MatchStatus.UNMATCHED, MatchStatus.RESOLVED)
 
 log = logging.getLogger("tally.derived")
 
@@ -89,7 +88,7 @@ class ReconciliationBuilder:
             manual = reconciliation_actions.manual_work(conn, record.id)
             work = _manual_work(conn, record, manual)
             sides = [
-                Input(which, resource, _wanted(resource, definition, which))
+                Input(which, resource, side_columns(resource, definition, which))
                 for which, resource in (
                     (SideName.LEFT, left_resource),
                     (SideName.RIGHT, right_resource),
@@ -182,21 +181,6 @@ def _by_position(side: _Input) -> array[int]:
     return array("q", [0]) + side.row_ids
 
 
-def _wanted(
-    resource: Resource, definition: ReconciliationDefinition, which: SideName
-) -> SideColumns:
-    """What the engine reads of one side: its key columns (its currency among them),
-    its amount (one column, or credit and debit) and date."""
-    side = definition.side(which)
-    amount = [_column(resource, side, name) for name in side.amount_columns()]
-    return SideColumns(
-        keys=tuple(_column(resource, side, name) for name in key_columns(definition, which)),
-        amount=amount[0] if amount else None,
-        date=_column(resource, side, side.date) if side.date else None,
-        debit=amount[1] if len(amount) > 1 else None,
-    )
-
-
 def _read_both(
     engine: Engine, conn: Connection, sides: Sequence[Input], scale: int
 ) -> tuple[_Input, _Input]:
@@ -227,13 +211,6 @@ def _read(conn: Connection, side: Input, scale: int) -> _Input:
     return _Input(
         side.resource, SideTable(positions, read.keys, read.amounts, read.days), read.row_ids
     )
-
-
-def _column(resource: Resource, side: Side, name: str) -> Column:
-    for column in resource.columns:
-        if column.name == name:
-            return column
-    raise RunFailedError(f"{side.name}: resource {resource.id} has no column {name!r}")
 
 
 def _content_lookup(conn: Connection, left: _Input, right: _Input) -> Any:
@@ -297,12 +274,12 @@ def _tally(outcome: Outcome, columns: Sequence[Column], inputs: Any) -> _Tally:
     if not isinstance(matches, Matches):
         raise TypeError("_tally takes an Outcome that reconcile returned")
     digest = hashlib.sha256(_serialized((DIGEST_FORMAT, [c.to_json() for c in columns], inputs)))
-    for part in matches.state(outcome.unmatched_left, outcome.unmatched_right):
+    for part in matches.state(outcome):
         digest.update(part if isinstance(part, bytes) else _serialized(part))
-    counts = {str(status): 0 for status in MatchStatus if status is not MatchStatus.UNMATCHED}
+    counts = {str(status): 0 for status in MatchStatus if status not in ROW_STATUSES}
     counts.update((str(status), n) for status, n in matches.per_status().items())
-    unmatched = len(outcome.unmatched_left) + len(outcome.unmatched_right)
-    return _Tally(matches.pairs() + unmatched, digest.hexdigest(), counts)
+    alone = sum(map(len, outcome[1:]))  # rows in no match: unmatched and resolved
+    return _Tally(matches.pairs() + alone, digest.hexdigest(), counts)
 
 
 def _serialized(value: Any) -> bytes:
@@ -329,7 +306,12 @@ def _summary(
         **tally.counts,
         "unmatched_left": len(outcome.unmatched_left),
         "unmatched_right": len(outcome.unmatched_right),
+        "resolved_left": len(outcome.resolved_left),
+        "resolved_right": len(outcome.resolved_right),
     }
     tables = [side.rows for side in sides]
-    unmatched = (outcome.unmatched_left, outcome.unmatched_right)
-    return {"counts": counts, **totals.full(definition, tables, unmatched, scale)}
+    alone = (
+        (outcome.unmatched_left, outcome.resolved_left),
+        (outcome.unmatched_right, outcome.resolved_right),
+    )
+    return {"counts": counts, **totals.full(definition, tables, alone, scale)}

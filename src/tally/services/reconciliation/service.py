@@ -1,7 +1,7 @@
 """Reconciliations as the API and the CLI use them: defined, listed, replaced, deleted
 (the lifecycle every derived resource shares, services/derived/lifecycle.py, given a
 reconciliation's checks and columns), run on request, and the analysts' manual work
-(match, confirm, undo).
+(match, confirm, undo, resolve, reopen).
 
 Each use case is one transaction. The output is an ordinary resource of kind
 `reconciliation` named after it. Another workspace's reconciliation does not exist
@@ -10,6 +10,7 @@ Each use case is one transaction. The output is an ordinary resource of kind
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,15 +22,16 @@ from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
-from tally.services.reconciliation import manual
+from tally.services.reconciliation import candidates, manual, patches, resolutions
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody, parse_definition
+from tally.services.reconciliation.candidates import Candidates
 from tally.services.reconciliation.inputs import checked_definition
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.storage import reconciliation_actions as actions
 from tally.storage import reconciliation_keys, resources
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
-from tally.storage.engine import write_connection
+from tally.storage.engine import snapshot_connection, write_connection
 
 KIND = "reconciliation"  # of the derived resource, and of its output resource
 
@@ -70,7 +72,10 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         return Checked(definition.name, definition.to_json(), inputs, columns)
 
     def shown(self, conn: Connection, record: DerivedRecord) -> Reconciliation:
-        return Reconciliation.of(record)
+        """With its definition canonical (one stored before a field existed shows its
+        default: `resolution_reasons`)."""
+        canonical = ReconciliationDefinition.from_json(record.definition).to_json()
+        return dataclasses.replace(Reconciliation.of(record), definition=canonical)
 
     def replacing(
         self, conn: Connection, record: DerivedRecord, checked: Checked, now: dt.datetime
@@ -153,6 +158,46 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             return manual.undo(conn, record, match_id, note, utc_now(), actor)
 
+    def resolve(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        side: SideName,
+        rows: Sequence[int],
+        reason: str,
+        note: str | None,
+        actor: str | None = None,
+    ) -> ActionRecord:
+        """Rows of one side closed with a reason code and a note (status `resolved` in
+        the output at once; resolutions.py); the resolution."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
+            return resolutions.resolve(conn, record, side, rows, reason, note, utc_now(), actor)
+
+    def reopen(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        resolution_id: int,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> ActionRecord:
+        """A resolution undone (kept, with the note and who): its rows unmatched again."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
+            return resolutions.reopen(conn, record, resolution_id, note, utc_now(), actor)
+
+    def candidates(
+        self, *, workspace_id: int, reconciliation_id: int, side: SideName, row: int
+    ) -> Candidates:
+        """One row's candidates under each pass, each condition met or failed (
+        candidates.py); read in one snapshot."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id)
+            return candidates.candidates(conn, record, side, row)
+
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
         with self._engine.connect() as conn:
@@ -174,5 +219,10 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             definition = ReconciliationDefinition.from_json(record.definition)
             manual.check_rows(conn, record.id, definition, rows, field=field)
-            manual.record_action(conn, record, kind, rows, note, utc_now(), actor)
+            if kind is ActionKind.MATCH:
+                manual.check_balance(conn, definition, rows, note)
+            now = utc_now()
+            manual.record_action(conn, record, kind, rows, note, now, actor)
+            if kind is ActionKind.MATCH:  # (rows shown unmatched leave the exceptions now)
+                patches.show_match(conn, record, rows, note, now)
         return min(rows[SideName.LEFT])

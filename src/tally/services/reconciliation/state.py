@@ -32,6 +32,7 @@ from tally.services.reconciliation.normalizers import normalized_column
 from tally.services.reconciliation.rows import ContentLookup, Match, SideTable
 
 FREE = -1
+RESOLVED = -2  # `taken` of a row an analyst closed with no counterpart (no match)
 
 
 KeySpec = tuple[tuple[int, tuple[Normalizer, ...]], ...]  # (index in SideTable.keys, normalisers)
@@ -188,6 +189,8 @@ class Run:
         self._entry_ids: dict[tuple[object, ...], int] = {}
         # (side, row index) -> (pass index, why a group pass did not take the row)
         self.failures: dict[tuple[SideName, int], tuple[int, str]] = {}
+        # per side: row index -> (reason code, reason text) of the rows analysts resolved
+        self.resolved: dict[SideName, dict[int, tuple[str, str]]] = {s: {} for s in SideName}
         for side in (left, right):  # a row with an empty compared value matches in no pass
             if self.amounts and None in side.amounts:
                 side.open = [i for i in side.open if side.amounts[i] is not None]
@@ -203,6 +206,16 @@ class Run:
         self.left.release()
         self.right.release()
         self.failures.clear()
+
+    def resolve(self, side: Side, i: int, code: str, note: str | None) -> None:
+        """Row i of the side closed by an analyst: taken by no pass, status `resolved`."""
+        side.taken[i] = RESOLVED
+        self.resolved[side.which][i] = (code, reasons.resolved(code, note))
+
+    def resolved_reasons(self, side: Side) -> dict[int, str]:
+        """The side's resolved rows: position -> reason, positions ascending."""
+        found = self.resolved[side.which]
+        return {side.positions[i]: found[i][1] for i in sorted(found)}
 
     def side(self, which: SideName) -> Side:
         return self.left if which is SideName.LEFT else self.right

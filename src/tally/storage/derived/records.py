@@ -338,3 +338,17 @@ def record_failure(
         .values(**values, updated_at=now)
     )
     return result.rowcount == 1
+
+
+def record_patched(
+    conn: Connection, derived_id: int, last_run: dict[str, Any], run_basis: dict[str, Any] | None
+) -> None:
+    """The published output was changed in place by an analyst's action (a resolution):
+    `last_run`'s figures as they now are, the run's basis with what the action moved
+    (its unmatched rows per date), and no digest (no run built this output, so none may
+    take it for the one it would build)."""
+    conn.execute(
+        update(derived_resources)
+        .where(derived_resources.c.id == derived_id)
+        .values(last_run=last_run, run_basis=run_basis, output_digest=None)
+    )

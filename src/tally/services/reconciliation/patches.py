@@ -1,0 +1,184 @@
+"""The published output changed at once by an analyst's action, in the action's own
+transaction, so a row leaves the exceptions (`status=unmatched`) or comes back to them
+without waiting for the run the action queues (which then writes what it would have
+anyway): the rows' own columns (status, reason, match id, pass), their JSON text, a new
+data version, and last_run's counts, amounts (signed and absolute) and oldest unmatched
+dates moved alike (the run's basis keeps the dates per day, oldest.moved), so GET and
+the Data API agree in between. The output is then no run's: its digest is cleared, and
+the next run is full (its data version is not the one the last run left).
+
+Only rows the output shows with the status the action expects move; any other is left
+to the run (a row a late file brought, an output that runs changed meanwhile).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from tally.core.reconciliation import (
+    MANUAL_PASS_NAME,
+    MatchStatus,
+    ReconciliationDefinition,
+    SideName,
+)
+from tally.services.reconciliation import manual, oldest, reasons, totals
+from tally.services.reconciliation.oldest import OLDEST
+from tally.services.reconciliation.output_columns import MATCH_ID, PASS, REASON, ROW, STATUS
+from tally.storage import reconciliation_actions as actions
+from tally.storage import resources
+from tally.storage.derived import outputs as derived_outputs
+from tally.storage.derived import records as derived_records
+from tally.storage.derived.records import DerivedRecord
+from tally.storage.resources import Resource
+
+# Statuses last_run counts by rows per side (`unmatched_left`); the rest by matches.
+ROW_COUNTED = (str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED))
+BUCKET = {  # the amounts' bucket of a status
+    str(MatchStatus.UNMATCHED): totals.UNMATCHED,
+    str(MatchStatus.RESOLVED): totals.RESOLVED,
+}
+
+
+@dataclass(frozen=True)
+class Move:
+    """Rows of one side showing status `was`, given `values` (output column name ->
+    value; `status` among them)."""
+
+    side: SideName
+    rows: Sequence[int]
+    was: str
+    values: Mapping[str, Any]
+
+    @property
+    def becomes(self) -> str:
+        return str(self.values[STATUS])
+
+
+def statuses(
+    conn: Connection,
+    output: Resource,
+    definition: ReconciliationDefinition,
+    side: SideName,
+    rows: Sequence[int],
+) -> dict[int, tuple[str, int | None]]:
+    """The status and match id the output shows for each of these positions of a side
+    (none for an output no run has built yet)."""
+    by_name = {c.name: c for c in output.columns}
+    if STATUS not in by_name:
+        return {}
+    return actions.statuses_at(
+        conn,
+        output.table_name,
+        position=by_name[f"{definition.side(side).name}.{ROW}"],
+        status=by_name[STATUS],
+        match_id=by_name[MATCH_ID],
+        rows=rows,
+    )
+
+
+def apply(
+    conn: Connection,
+    record: DerivedRecord,
+    output: Resource,
+    moves: Sequence[Move],
+    now: dt.datetime,
+    *,
+    matches: int = 0,
+) -> bool:
+    """Every move whose rows all show `was` (else none: all or nothing, so the figures
+    never count half an action), `matches` more manual matches counted; whether the
+    output changed."""
+    definition = ReconciliationDefinition.from_json(record.definition)
+    for move in moves:
+        shown = statuses(conn, output, definition, move.side, move.rows)
+        if not move.rows or any(shown.get(r, ("",))[0] != move.was for r in move.rows):
+            return False
+    by_name = {c.name: c for c in output.columns}
+    for move in moves:
+        actions.set_rows(
+            conn,
+            output.table_name,
+            output.columns,
+            position=by_name[f"{definition.side(move.side).name}.{ROW}"],
+            rows=move.rows,
+            was=move.was,
+            values=[(by_name[name], value) for name, value in move.values.items()],
+        )
+    derived_outputs.republish(conn, output, output.row_count, now)
+    last = record.last_run
+    if last is not None and "counts" in last:
+        figures, basis = _moved(conn, definition, last, record.run_basis, moves, matches)
+        derived_records.record_patched(conn, record.id, figures, basis)
+    return True
+
+
+def show_match(
+    conn: Connection,
+    record: DerivedRecord,
+    rows: Mapping[SideName, Sequence[int]],
+    note: str | None,
+    now: dt.datetime,
+) -> bool:
+    """A manual match of rows the output shows unmatched, every one: shown `manual` at
+    once, each row as it stands (the run pairs them, with their difference); whether
+    it was."""
+    output = resources.lock_resource(conn, record.resource_id)
+    values = {
+        STATUS: str(MatchStatus.MANUAL),
+        PASS: MANUAL_PASS_NAME,
+        MATCH_ID: min(rows[SideName.LEFT]),
+        REASON: reasons.paired_later(note),
+    }
+    unmatched = str(MatchStatus.UNMATCHED)
+    moves = [Move(side, rows[side], unmatched, values) for side in SideName]
+    return apply(conn, record, output, moves, now, matches=1)
+
+
+def _moved(
+    conn: Connection,
+    definition: ReconciliationDefinition,
+    last: dict[str, Any],
+    basis: dict[str, Any] | None,
+    moves: Sequence[Move],
+    matches: int,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """last_run with the moved rows counted and totalled where they now are, and the
+    run's basis with its unmatched rows per date moved alike. A run from before
+    absolute amounts or dates were kept has none to move: they stay unknown until the
+    next run (as the console says)."""
+    counts = {"resolved_left": 0, "resolved_right": 0, **last["counts"]}
+    counts[str(MatchStatus.MANUAL)] += matches
+    has_absolute = totals.ABSOLUTE in last
+    # (without absolute amounts the signed ones stand in for them, their moves dropped)
+    amounts = {"amounts": last["amounts"], totals.ABSOLUTE: last.get(totals.ABSOLUTE)}
+    if not has_absolute:
+        amounts[totals.ABSOLUTE] = last["amounts"]
+    kept = (basis or {}).get(OLDEST)
+    dated = OLDEST in last and kept is not None
+    shown = last.get(OLDEST)
+    scale = manual.run_scale(conn, definition)
+    for move in moves:
+        for status, sign in ((move.was, -1), (move.becomes, 1)):
+            if status in ROW_COUNTED:
+                counts[f"{status}_{move.side}"] += sign * len(move.rows)
+        table = manual.side_values(conn, definition, move.side, move.rows, scale)
+        source = BUCKET.get(move.was, totals.MATCHED)
+        target = BUCKET.get(move.becomes, totals.MATCHED)
+        amounts = totals.moved(
+            definition, amounts, move.side, table, source=source, target=target, scale=scale
+        )
+        if dated and totals.UNMATCHED in (source, target) and source != target:
+            way = 1 if target == totals.UNMATCHED else -1
+            shown, kept = oldest.moved(definition, kept, move.side, table.days, way)
+    figures = {**last, "counts": counts, "amounts": amounts["amounts"]}
+    if has_absolute:
+        figures[totals.ABSOLUTE] = amounts[totals.ABSOLUTE]
+    if dated:
+        figures[OLDEST] = shown
+        basis = {**(basis or {}), OLDEST: kept}
+    return figures, basis
