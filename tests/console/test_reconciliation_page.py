@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from support.console import make_user, sign_in
 from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition
+from tally.console.reconciliation import match_statuses
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
@@ -294,3 +295,14 @@ def test_the_overview_links_each_resource_to_its_page_and_its_rows(
     for resource_id in (pair.bank, pair.ledger, output_id):
         assert f'href="/console/resources/{resource_id}" class="rows-link"' in html
     assert "91.0 %" in html  # the bank's share by value
+
+
+def test_a_status_of_a_later_version_is_shown_not_dropped() -> None:
+    counts = {"matched": 2, "unmatched_left": 1, "unmatched_right": 0, "on_hold": 3}
+    assert match_statuses(counts) == [
+        ("matched", 2),
+        ("matched_with_difference", 0),
+        ("suggested", 0),
+        ("manual", 0),
+        ("on_hold", 3),
+    ]
