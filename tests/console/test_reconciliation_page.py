@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from support.console import make_user, sign_in
 from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition
+from tally.console.reconciliation import match_statuses
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
@@ -337,7 +338,9 @@ def test_a_run_before_these_figures_waits_for_the_next(
         page = browser.get(path).text
         assert "not known until the next run" in page, path
         assert "91.0 %" not in page
-    runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    again = runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    assert again.last_run is not None
+    assert again.last_run["mode"] == "full"  # nothing to adjust: counted afresh, once
     assert "91.0 %" in browser.get("/console/overview").text
 
 
@@ -406,3 +409,14 @@ def test_an_action_that_closes_every_kept_date_shows_the_oldest_not_known(
     assert (
         '<time datetime="2024-01-01">' in browser.get(f"/console/reconciliations/{created.id}").text
     )
+
+
+def test_a_status_of_a_later_version_is_shown_not_dropped() -> None:
+    counts = {"matched": 2, "unmatched_left": 1, "unmatched_right": 0, "on_hold": 3}
+    assert match_statuses(counts) == [
+        ("matched", 2),
+        ("matched_with_difference", 0),
+        ("suggested", 0),
+        ("manual", 0),
+        ("on_hold", 3),
+    ]
