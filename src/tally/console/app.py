@@ -23,6 +23,8 @@ from tally.console import (
     source_actions,
     transformation_new,
     transformations,
+    workbench_matches,
+    workbench_resolved,
     workbench_suggestions,
 )
 from tally.console.auth import ForbiddenError, SignInRequiredError, optional_user
@@ -39,7 +41,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
-    workbench = (workbench_suggestions,)
+    workbench = (workbench_suggestions, workbench_matches, workbench_resolved)
     for module in (*routers, *workbench, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)

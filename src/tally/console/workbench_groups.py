@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
@@ -91,6 +92,22 @@ class GroupsPage:
     last: int
     total: int
     last_page: int
+
+
+def view_url(path: str, **query: object) -> str:
+    """A view's URL with its state (empty values and page 1 left out)."""
+    kept = {
+        k: ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)
+        for k, v in query.items()
+        if v not in (None, "", [], ()) and not (k.endswith("page") and v == 1)
+    }
+    return path + (f"?{urlencode(kept)}" if kept else "")
+
+
+def form_page(given: object) -> int:
+    """A form's hidden page number (1 when it is not one: the action is still done)."""
+    text = str(given or "1")
+    return int(text) if text.isascii() and text.isdigit() and int(text) >= 1 else 1
 
 
 def find_reconciliation(
@@ -172,7 +189,7 @@ async def read_groups(
         filters.append(("match_id__in", ",".join(map(str, found.match_ids))))
     if pass_name is not None:
         filters.append(("pass", pass_name))
-    rows = await _read(request, user, reconciliation.resource_id, filters, max(found.rows, 1))
+    rows = await read_output(request, user, reconciliation.resource_id, filters, max(found.rows, 1))
     sides = side_columns(definition, rows.columns)
     if found.match_ids:
         groups = _grouped(rows.rows, sides)
@@ -200,7 +217,7 @@ async def read_side_rows(
     their position in that side, as the side's columns' values."""
     if not rows:
         return {}
-    page = await _read(request, user, reconciliation.resource_id, filters, rows)
+    page = await read_output(request, user, reconciliation.resource_id, filters, rows)
     found: dict[int, list[str | None]] = {}
     for row in page.rows:
         values = row_values(row, side.names)
@@ -209,7 +226,7 @@ async def read_side_rows(
     return found
 
 
-async def _read(
+async def read_output(
     request: Request,
     user: User,
     output_id: int,

@@ -29,6 +29,7 @@ from tally.console.workbench_groups import (
     actor_of,
     can_act,
     find_reconciliation,
+    form_page,
     ids_of,
     manual_actions,
     message_of,
@@ -38,6 +39,7 @@ from tally.console.workbench_groups import (
     rejection_of,
     rejections,
     status_of,
+    view_url,
 )
 from tally.core.reconciliation import MatchStatus
 from tally.core.reconciliation_actions import ActionRecord
@@ -124,16 +126,7 @@ def _pending(groups: GroupsPage | None, taken: list[ActionRecord]) -> dict[int, 
 
 def _url(reconciliation_id: int, page: int, **done: Sequence[int]) -> str:
     """The view's URL at this page (with what was just done, for its message)."""
-    query = {"page": str(page)} if page > 1 else {}
-    query |= {k: ",".join(map(str, v)) for k, v in done.items() if v}
-    return VIEW.format(reconciliation_id=reconciliation_id) + (
-        f"?{urlencode(query)}" if query else ""
-    )
-
-
-def _form_page(given: object) -> int:
-    text = str(given or "1")
-    return int(text) if text.isascii() and text.isdigit() and int(text) >= 1 else 1
+    return view_url(VIEW.format(reconciliation_id=reconciliation_id), page=page, **done)
 
 
 def _act(
@@ -191,7 +184,7 @@ async def _act_on(
     if reconciliation is None or verb not in ("confirm", "reject"):
         return await run_in_threadpool(not_found_page, request)
     form = await request.form()
-    page = _form_page(form.get("page"))
+    page = form_page(form.get("page"))
     if not match_ids:
         return await _view(
             request, user, reconciliation, page, error="Select at least one match.", status_code=400
