@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 
 from support.console import SAME_ORIGIN, make_user, sign_in
 from support.factories import Tenant, make_source, make_tenant
@@ -113,7 +112,9 @@ def actions(api: httpx.Client, tenant: Tenant, reconciliation_id: int) -> list[A
 
 
 def suggested_ids(api: httpx.Client, tenant: Tenant, output_id: int) -> list[int]:
-    return sorted({int(r["match_id"]) for r in data_rows(api, tenant, output_id, status="suggested")})
+    return sorted(
+        {int(r["match_id"]) for r in data_rows(api, tenant, output_id, status="suggested")}
+    )
 
 
 def post(api: httpx.Client, url: str, **form: Any) -> httpx.Response:
@@ -144,10 +145,10 @@ def test_suggestions_are_the_data_apis_with_reason_and_difference(
         assert f"pass {row['pass']}" in head
         for value in (row["bank.amount"], row["ledger.amount"], row["bank.reference"]):
             assert f">{value}</td>" in page.text
-    assert "matches 1–3 of 3" in page.text
-    assert "&lt;b&gt;" not in page.text or "<b>one</b>" not in page.text
+    assert "matches 1\u20133 of 3" in page.text
     # a viewer sees the same page without its buttons
-    assert "Confirm selected" not in page.text and "aria-label=\"suggested match" not in page.text
+    assert "Confirm selected" not in page.text
+    assert 'aria-label="suggested match' not in page.text
     export = re.search(r'href="(/console/resources/\d+/export.csv\?[^"]+)"', page.text)
     assert export is not None
     csv = api.get(html.unescape(export.group(1)))
@@ -172,13 +173,15 @@ def test_confirm_one_is_the_apis_confirm_and_shows_as_manual_after_the_run(
     # the output shows the match suggested until the run the confirmation queued
     assert first in suggested_ids(api, tenant, output_id)
     shown = api.get(answer.headers["location"])
-    assert re.search(r'role="status">Confirmed match \d+\. The output shows it as manual', shown.text)
+    assert re.search(
+        r'role="status">Confirmed match \d+\. The output shows it as manual', shown.text
+    )
     assert f"Confirmed by {name}: shown as manual after the next run." in head_of(shown.text, first)
     run(runtime, reconciliation_id)
     assert first not in suggested_ids(api, tenant, output_id)
     matches = api.get(f"/console/reconciliations/{reconciliation_id}/matches?status=manual")
     assert f"Suggestion confirmed by {name}" in head_of(matches.text, first)
-    assert "matches 1–1 of 1" in matches.text
+    assert "matches 1\u20131 of 1" in matches.text
     assert f"Dissolve match {first}" in matches.text
 
 
@@ -191,7 +194,11 @@ def test_reject_one_with_a_note(api: httpx.Client, runtime: Runtime, tenant: Ten
     assert answer.status_code == 303
     assert answer.headers["location"] == f"{view}?rejected={last}"
     (taken,) = actions(api, tenant, reconciliation_id)
-    assert (taken["kind"], taken["note"], taken["actor"]) == ("reject", "not the same payment", name)
+    assert (taken["kind"], taken["note"], taken["actor"]) == (
+        "reject",
+        "not the same payment",
+        name,
+    )
     shown = api.get(answer.headers["location"])
     assert f"Rejected by {name}" in head_of(shown.text, last)
     run(runtime, reconciliation_id)
@@ -210,7 +217,9 @@ def test_the_selected_confirmed_at_once_each_in_turn(
     answer = post(api, f"{view}/selected/confirm", page="1", match=[str(one), str(two)])
     assert answer.status_code == 303
     assert answer.headers["location"] == f"{view}?confirmed={one}%2C{two}"
-    assert [(a["kind"], a["match_id"], a["actor"]) for a in actions(api, tenant, reconciliation_id)] == [
+    assert [
+        (a["kind"], a["match_id"], a["actor"]) for a in actions(api, tenant, reconciliation_id)
+    ] == [
         ("confirm", one, name),
         ("confirm", two, name),
     ]
@@ -219,7 +228,8 @@ def test_the_selected_confirmed_at_once_each_in_turn(
     assert refused.status_code == 409
     alert = re.search(r'role="alert" id="action-error">([^<]*)<', refused.text)
     assert alert is not None
-    assert f"Match {one}: " in alert.group(1) and f"manual match {one}" in alert.group(1)
+    assert f"Match {one}: " in alert.group(1)
+    assert f"manual match {one}" in alert.group(1)
     assert f"The others were confirmed: {three}." in alert.group(1)
     assert [a["match_id"] for a in actions(api, tenant, reconciliation_id)] == [one, two, three]
     # nothing selected: the page says what to do
@@ -246,7 +256,7 @@ def test_undo_of_a_manual_and_of_an_automatic_match(
     assert page.status_code == 200
     every = data_rows(api, tenant, output_id, status__in=",".join(MATCHED))
     ids = sorted({int(r["match_id"]) for r in every})
-    assert f"matches 1–{len(ids)} of {len(ids)}" in page.text
+    assert f"matches 1\u2013{len(ids)} of {len(ids)}" in page.text
     for row in every:
         head = head_of(page.text, int(row["match_id"]))
         if row["difference"] is None:  # a match by hand shown at once: the run computes it
@@ -254,15 +264,17 @@ def test_undo_of_a_manual_and_of_an_automatic_match(
         else:
             assert f'difference <span class="num">{row["difference"]}</span>' in head
         assert html.escape(row["reason"], quote=False) in head
-    assert 'Matched by hand by alice' in head_of(page.text, manual)
+    assert "Matched by hand by alice" in head_of(page.text, manual)
     assert "fees against the credit" in head_of(page.text, manual)
     assert "Undo dissolves this manual match" in page.text
     assert "Undo rejects this automatic match for good" in page.text
     # filters in the URL: status and pass
     only = api.get(view, params={"status": "matched_with_difference"})
-    assert "matches 1–1 of 1" in only.text and 'id="match-2"' in only.text
+    assert "matches 1\u20131 of 1" in only.text
+    assert 'id="match-2"' in only.text
     by_pass = api.get(view, params={"pass": "same reference"})
-    assert 'id="match-1"' in by_pass.text and 'id="match-2"' not in by_pass.text
+    assert 'id="match-1"' in by_pass.text
+    assert 'id="match-2"' not in by_pass.text
     # undo the manual match: dissolved, back to the view with its filters
     answer = post(api, f"{view}/{manual}/undo", status="manual", page="1", note="wrong fees")
     assert answer.status_code == 303
@@ -313,7 +325,8 @@ def test_resolved_listed_and_reopened_at_once(
     assert group is not None
     for row in data_rows(api, tenant, output_id, status="resolved"):
         assert f'<td class="num">{row["bank.amount"]}</td>' in group.group(1)
-    assert "<code>bank_fee</code>" in group.group(1) and "November fees" in group.group(1)
+    assert "<code>bank_fee</code>" in group.group(1)
+    assert "November fees" in group.group(1)
     assert "By alice" in group.group(1)
     answer = post(api, f"{view}/{resolution.id}/reopen", page="1", note="booked in December")
     assert answer.status_code == 303
@@ -326,7 +339,8 @@ def test_resolved_listed_and_reopened_at_once(
     assert f'id="resolution-{resolution.id}"' not in shown.text
     reopened = re.search(r'<table id="reopened-resolutions">(.*?)</table>', shown.text, re.S)
     assert reopened is not None
-    assert "booked in December" in reopened.group(1) and name in reopened.group(1)
+    assert "booked in December" in reopened.group(1)
+    assert name in reopened.group(1)
     (taken,) = actions(api, tenant, reconciliation_id)
     assert (taken["undo_actor"], taken["undo_note"]) == (name, "booked in December")
     again = post(api, f"{view}/{resolution.id}/reopen", page="1")

@@ -19,7 +19,6 @@ from urllib.parse import urlencode
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from tally.api.v2.reconciliation_bodies import NOTE_MAX_CHARS
 from tally.console.auth import needs, runtime_of
 from tally.console.resource_table import NUMERIC, RowsReader
 from tally.core.columns import Column
@@ -32,7 +31,7 @@ from tally.core.errors import (
     TallyError,
 )
 from tally.core.reconciliation import ReconciliationDefinition, SideName
-from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.core.reconciliation_actions import NOTE_MAX_CHARS, ActionKind, ActionRecord
 from tally.core.users import Role, User
 from tally.services.reconciliation.service import Reconciliation
 from tally.services.workspace_rows import RowsPage, RowsRequest, row_values
