@@ -16,8 +16,8 @@ An entry point like `api/`: it calls services through the runtime, never storage
   workbench grows here)
 - `workbench_suggestions`, `workbench_matches`, `workbench_resolved`: the workbench's
   views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
-  resolutions (reopen); `workbench_groups`: what they share (matches read whole, each
-  side's rows beside the other's, who did what)
+  resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside
+  the other's; `workbench_actions`: acting (roles, notes, who did what, refusals)
 - `transformations`: a transformation's page (its SQL edited, previewed and saved; its
   inputs, readers and last run)
 - `transformation_new`: the admins' "New transformation" page (preview, create)

@@ -19,11 +19,9 @@ from starlette.concurrency import run_in_threadpool
 from tally.console.auth import SignedIn, runtime_of
 from tally.console.pages import not_found_page, render
 from tally.console.sign_in import see_other
-from tally.console.workbench_groups import (
+from tally.console.workbench_actions import (
     ACTION_ERRORS,
     AnalystUser,
-    BadPageError,
-    GroupsPage,
     actor_of,
     can_act,
     find_reconciliation,
@@ -31,13 +29,17 @@ from tally.console.workbench_groups import (
     manual_actions,
     message_of,
     note_of,
-    page_number,
-    read_groups,
     rejection_of,
     rejections,
     status_of,
     undone_manual,
     view_url,
+)
+from tally.console.workbench_groups import (
+    BadPageError,
+    GroupsPage,
+    page_number,
+    read_groups,
 )
 from tally.core.reconciliation import MANUAL_PASS_NAME, MatchStatus, ReconciliationDefinition
 from tally.core.reconciliation_actions import ActionKind, ActionRecord

@@ -18,22 +18,24 @@ from starlette.concurrency import run_in_threadpool
 from tally.console.auth import SignedIn, runtime_of
 from tally.console.pages import not_found_page, render
 from tally.console.sign_in import see_other
-from tally.console.workbench_groups import (
+from tally.console.workbench_actions import (
     ACTION_ERRORS,
-    MATCHES_PER_PAGE,
     AnalystUser,
-    BadPageError,
-    SideColumns,
     can_act,
     find_reconciliation,
     form_page,
     message_of,
     note_of,
+    status_of,
+    view_url,
+)
+from tally.console.workbench_groups import (
+    MATCHES_PER_PAGE,
+    BadPageError,
+    SideColumns,
     page_number,
     read_output,
     side_columns,
-    status_of,
-    view_url,
 )
 from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
