@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 
 from support.console import SAME_ORIGIN, make_user, sign_in
-from support.factories import Tenant, make_tenant
+from support.factories import Tenant, make_source, make_tenant
+from support.reconciliations import Pair, definition, make_pair
 from support.workbench import reconciled, run
 from tally.core.reconciliation import SideName
 from tally.runtime import Runtime
@@ -48,6 +49,12 @@ def actions(api: httpx.Client, tenant: Tenant, reconciliation_id: int) -> list[A
     assert answer.status_code == 200
     taken: list[Any] = answer.json()["data"]
     return taken
+
+
+def counts(api: httpx.Client, tenant: Tenant, reconciliation_id: int) -> Any:
+    """last_run's counts, as GET /api/v2/reconciliations/{id} gives them."""
+    shown = api.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    return shown.json()["last_run"]["counts"]
 
 
 def suggested_ids(api: httpx.Client, tenant: Tenant, output_id: int) -> list[int]:
@@ -85,6 +92,7 @@ def test_suggestions_are_the_data_apis_with_reason_and_difference(
         for value in (row["bank.amount"], row["ledger.amount"], row["bank.reference"]):
             assert f">{value}</td>" in page.text
     assert "matches 1\u20133 of 3" in page.text
+    assert counts(api, tenant, reconciliation_id)["suggested"] == 3
     # a viewer sees the same page without its buttons
     assert "Confirm selected" not in page.text
     assert 'aria-label="suggested match' not in page.text
@@ -196,6 +204,7 @@ def test_undo_of_a_manual_and_of_an_automatic_match(
     every = data_rows(api, tenant, output_id, status__in=",".join(MATCHED))
     ids = sorted({int(r["match_id"]) for r in every})
     assert f"matches 1\u2013{len(ids)} of {len(ids)}" in page.text
+    assert sum(counts(api, tenant, reconciliation_id)[s] for s in MATCHED) == len(ids)
     for row in every:
         head = head_of(page.text, int(row["match_id"]))
         if row["difference"] is None:  # a match by hand shown at once: the run computes it
@@ -336,3 +345,50 @@ def test_another_workspace_and_refused_urls(
     long = post(api, f"{base}/matches/1/undo", note="x" * 10_001)
     assert long.status_code == 422
     assert "the note is longer than 10,000 characters" in long.text.lower()
+
+
+def test_pages_of_whole_matches_and_a_split_match_grouped(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    # 27 suggestions (references differ, amounts and dates equal): two pages of 25
+    bank = "reference,amount,txn_date\n" + "".join(
+        f"B-{i},{i}.01,2024-01-05\n" for i in range(1, 28)
+    )
+    ledger = "reference,amount,txn_date\n" + "".join(
+        f"L-{i},{i}.01,2024-01-05\n" for i in range(1, 28)
+    )
+    pair = Pair(
+        make_source(runtime.engine, tenant, bank, name="bank, many").id,
+        make_source(runtime.engine, tenant, ledger, name="ledger, many").id,
+    )
+    created = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(pair, name="Many")
+    )
+    run(runtime, created.id)
+    signed_in(api, runtime, tenant, "viewer")
+    view = f"/console/reconciliations/{created.id}/suggestions"
+    first = api.get(view)
+    assert "matches 1\u201325 of 27, page 1 of 2" in first.text
+    assert f'href="{view}?page=2" rel="next"' in first.text
+    second = api.get(view, params={"page": "2"})
+    assert "matches 26\u201327 of 27, page 2 of 2" in second.text
+    ids = sorted({int(r["match_id"]) for r in data_rows(api, tenant, created.resource_id)})
+    assert re.findall(r'<tbody id="match-(\d+)">', second.text) == [str(i) for i in ids[25:]]
+    assert f'href="{view}" rel="prev"' in second.text
+    # a split payment: one bank row beside its two ledger rows, one match
+    split = runtime.reconciliations.create(
+        workspace_id=tenant.workspace_id, body=definition(make_pair(runtime.engine, tenant))
+    )
+    run(runtime, split.id)
+    page = api.get(
+        f"/console/reconciliations/{split.id}/matches", params={"pass": "split payments"}
+    )
+    assert "matches 1\u20131 of 1" in page.text
+    group = re.search(r'<tbody id="match-3">(.*?)</tbody>', page.text, re.S)
+    assert group is not None
+    lines = re.findall(r"<tr>(.*?)</tr>", group.group(1), re.S)
+    assert len(lines) == 2
+    assert ">20.25</td>" in lines[0]
+    assert ">20.00</td>" in lines[0]
+    assert ">20.25</td>" not in lines[1]
+    assert ">0.25</td>" in lines[1]
