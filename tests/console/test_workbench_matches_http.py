@@ -146,6 +146,7 @@ def test_reject_one_with_a_note(api: httpx.Client, runtime: Runtime, tenant: Ten
         "not the same payment",
         name,
     )
+    assert last in suggested_ids(api, tenant, output_id)  # until the run it queued
     shown = api.get(answer.headers["location"])
     assert f"Rejected by {name}" in head_of(shown.text, last)
     run(runtime, reconciliation_id)
@@ -243,6 +244,9 @@ def test_undo_of_a_manual_and_of_an_automatic_match(
         "duplicate booking",
         [1],
     )
+    # until the run the undos queued, the output shows both matches as they were
+    before = {r["bank._row"]: r["status"] for r in data_rows(api, tenant, output_id)}
+    assert (before["1"], before["6"], before["7"]) == ("matched", "manual", "manual")
     run(runtime, reconciliation_id)
     after = {r["bank._row"]: r["status"] for r in data_rows(api, tenant, output_id)}
     assert (after["1"], after["6"], after["7"]) == ("unmatched", "unmatched", "unmatched")
