@@ -396,3 +396,24 @@ def test_pages_of_whole_matches_and_a_split_match_grouped(
     assert ">20.00</td>" in lines[0]
     assert ">20.25</td>" not in lines[1]
     assert ">0.25</td>" in lines[1]
+
+
+def test_rejecting_a_confirmation_waiting_for_its_run_undoes_it_and_says_so(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, output_id = reconciled(runtime, tenant)
+    name = signed_in(api, runtime, tenant, "analyst")
+    view = f"/console/reconciliations/{reconciliation_id}/suggestions"
+    first, *_ = suggested_ids(api, tenant, output_id)
+    assert post(api, f"{view}/{first}/confirm", page="1").status_code == 303
+    # a page loaded before the confirmation still offers "Reject"
+    answer = post(api, f"{view}/{first}/reject", page="1", note="changed my mind")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"{view}?dissolved={first}"
+    shown = api.get(answer.headers["location"])
+    assert f'role="status">Match {first}: its confirmation, still waiting for its run' in shown.text
+    (confirmation,) = actions(api, tenant, reconciliation_id)
+    assert confirmation["kind"] == "confirm"
+    assert (confirmation["undo_actor"], confirmation["undo_note"]) == (name, "changed my mind")
+    run(runtime, reconciliation_id)
+    assert first in suggested_ids(api, tenant, output_id)

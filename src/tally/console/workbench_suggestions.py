@@ -51,6 +51,9 @@ from tally.services.reconciliation.service import Reconciliation
 router = APIRouter(include_in_schema=False)
 VIEW = "/console/reconciliations/{reconciliation_id}/suggestions"
 SUGGESTED = (str(MatchStatus.SUGGESTED),)
+# What an action did: a rejection of a confirmation still waiting for its run undoes
+# the confirmation (the API's DELETE on a manual match): `dissolved`, said so.
+OUTCOMES = ("confirmed", "rejected", "dissolved")
 
 
 @router.get(VIEW)
@@ -62,10 +65,7 @@ async def suggestions_page(request: Request, user: SignedIn, reconciliation_id: 
         page = page_number(request)
     except BadPageError as error:
         return await _view(request, user, reconciliation, 1, error=str(error), status_code=400)
-    done = {
-        "confirmed": ids_of(request.query_params.get("confirmed", "")),
-        "rejected": ids_of(request.query_params.get("rejected", "")),
-    }
+    done = {k: ids_of(request.query_params.get(k, "")) for k in OUTCOMES}
     return await _view(request, user, reconciliation, page, done=done)
 
 
@@ -133,8 +133,8 @@ def _url(reconciliation_id: int, page: int, **done: Sequence[int]) -> str:
 
 def _act(
     request: Request, user: User, reconciliation_id: int, match_id: int, verb: str, note: str | None
-) -> None:
-    """One match confirmed or rejected, as the API's routes do it."""
+) -> str:
+    """One match confirmed or rejected, as the API's routes do it; what was done."""
     service = runtime_of(request).reconciliations
     if verb == "confirm":
         service.confirm(
@@ -144,14 +144,14 @@ def _act(
             note=note,
             actor=user.name,
         )
-    else:
-        service.undo(
-            workspace_id=user.workspace_id,
-            reconciliation_id=reconciliation_id,
-            match_id=match_id,
-            note=note,
-            actor=user.name,
-        )
+        return "confirmed"
+    return service.undo(
+        workspace_id=user.workspace_id,
+        reconciliation_id=reconciliation_id,
+        match_id=match_id,
+        note=note,
+        actor=user.name,
+    )
 
 
 @router.post(VIEW + "/selected/{verb}")
@@ -191,29 +191,34 @@ async def _act_on(
         return await _view(
             request, user, reconciliation, page, error="Select at least one match.", status_code=400
         )
-    done: list[int] = []
+    done: dict[str, list[int]] = {k: [] for k in OUTCOMES}
     refused: list[tuple[int, Exception]] = []
     for match_id in match_ids:
         try:
             note = note_of(str(form.get("note") or ""))
-            await run_in_threadpool(_act, request, user, reconciliation_id, match_id, verb, note)
-            done.append(match_id)
+            outcome = await run_in_threadpool(
+                _act, request, user, reconciliation_id, match_id, verb, note
+            )
+            done[outcome].append(match_id)
         except ACTION_ERRORS as error:
             refused.append((match_id, error))
-    past = "confirmed" if verb == "confirm" else "rejected"
     if not refused:
-        return see_other(_url(reconciliation_id, page, **{past: done}))
+        return see_other(_url(reconciliation_id, page, **done))
     lines = [f"Match {m}: {message_of(e)}" for m, e in refused]
     if selected:
+        past = "confirmed" if verb == "confirm" else "rejected"
+        others = [m for ids in done.values() for m in ids]
         lines.append(
-            f"The others were {past}: {', '.join(map(str, done))}." if done else f"None was {past}."
+            f"The others were {past}: {', '.join(map(str, others))}."
+            if others
+            else f"None was {past}."
         )
     return await _view(
         request,
         user,
         reconciliation,
         page,
-        done={past: done},
+        done=done,
         error=" ".join(lines),
         failed=[m for m, _ in refused],
         status_code=status_of(refused[0][1]),
