@@ -14,6 +14,10 @@ An entry point like `api/`: it calls services through the runtime, never storage
 - `people`: the admins' users page (disable, new invite)
 - `reconciliation`: a reconciliation's page (its last run by status and side; the
   workbench grows here)
+- `workbench_suggestions`, `workbench_matches`, `workbench_resolved`: the workbench's
+  views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
+  resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside
+  the other's; `workbench_actions`: acting (roles, notes, who did what, refusals)
 - `transformations`: a transformation's page (its SQL edited, previewed and saved; its
   inputs, readers and last run)
 - `transformation_new`: the admins' "New transformation" page (preview, create)

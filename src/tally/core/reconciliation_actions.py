@@ -21,6 +21,7 @@ class ActionKind(StrEnum):
     RESOLVE = "resolve"  # rows of one side closed with a reason code, no counterpart
 
 
+NOTE_MAX_CHARS = 10_000  # an action's note, in the API's bodies and the console's forms
 MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a manual match
 
 

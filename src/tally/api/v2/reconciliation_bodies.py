@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field, field_validator
 
 from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.core.columns import INT64_MAX
+from tally.core.reconciliation_actions import NOTE_MAX_CHARS
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000
-NOTE_MAX_CHARS = 10_000
 Row = Annotated[int, Field(ge=1, le=INT64_MAX), WHOLE_NUMBER]
 
 

@@ -22,10 +22,11 @@ from tally.core.errors import ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
 from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
-from tally.services.reconciliation import candidates, manual, patches, resolutions
+from tally.services.reconciliation import candidates, manual, match_pages, patches, resolutions
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody, parse_definition
 from tally.services.reconciliation.candidates import Candidates
 from tally.services.reconciliation.inputs import checked_definition
+from tally.services.reconciliation.match_pages import MatchPage
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.storage import reconciliation_actions as actions
 from tally.storage import reconciliation_keys, resources
@@ -197,6 +198,24 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         with snapshot_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id)
             return candidates.candidates(conn, record, side, row)
+
+    def match_page(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        statuses: Sequence[str],
+        pass_name: str | None = None,
+        offset: int = 0,
+        limit: int,
+    ) -> MatchPage:
+        """A page of the output's matches of these statuses (match_pages.py), for the
+        console's workbench; read in one snapshot."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id)
+            return match_pages.match_page(
+                conn, record, statuses, pass_name=pass_name, offset=offset, limit=limit
+            )
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
