@@ -10,7 +10,8 @@ why it matched or did not.
   resolution), `kept_work` (manual work found again after its source's rows were
   replaced or taken back: carried to the new positions, or retired with the reason),
   `candidates` (a row's nearest rows of the other side under each pass, each condition
-  met or failed)
+  met or failed), `history` (every action and undo, newest first, a page at a time or
+  as CSV)
 - A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `reading` (what it
   reads of each side), `plan` (the output's plan rows, full or incremental),
   `incremental` (whether a run may patch the output, and the patch), `keys` (key
