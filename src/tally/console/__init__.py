@@ -14,6 +14,8 @@ An entry point like `api/`: it calls services through the runtime, never storage
 - `people`: the admins' users page (disable, new invite)
 - `reconciliation`: a reconciliation's page (its last run by status and side; the
   workbench grows here)
+- `workbench_history`: the workbench's History view (every action and undo, filtered,
+  paged, undone where allowed, exported as CSV)
 - `transformations`: a transformation's page (its SQL edited, previewed and saved; its
   inputs, readers and last run)
 - `transformation_new`: the admins' "New transformation" page (preview, create)

@@ -29,6 +29,7 @@ MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a
 # are events a run never reads, which nothing undoes or retires.
 WORK_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM, ActionKind.REJECT, ActionKind.RESOLVE)
 MATCH_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM, ActionKind.REJECT)  # those with a match id
+UNDOABLE_KINDS = (*MANUAL_KINDS, ActionKind.RESOLVE)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,12 @@ class ActionRecord:
     @property
     def makes_manual_match(self) -> bool:
         return self.kind in MANUAL_KINDS
+
+    @property
+    def can_undo(self) -> bool:
+        """Whether an analyst may undo it: a manual match is dissolved, a resolution
+        reopened (a rejection is for good; an event is never undone)."""
+        return self.kind in UNDOABLE_KINDS
 
     @property
     def side(self) -> SideName | None:
@@ -148,8 +155,8 @@ class HistoryEntry:
     def can_undo(self) -> bool:
         """Whether an analyst may undo it now: a manual match dissolved, a resolution
         reopened (a rejection, a definition change or a run is never undone)."""
-        undoable = (*MANUAL_KINDS, ActionKind.RESOLVE)
-        return self.is_action and self.undone_at is None and self.action_kind in undoable
+        undoable = self.action_kind in UNDOABLE_KINDS
+        return self.is_action and self.undone_at is None and undoable
 
     @classmethod
     def from_row(cls, row: Any) -> HistoryEntry:

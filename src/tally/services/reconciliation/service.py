@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
-from tally.core.errors import ReconciliationNotFoundError
+from tally.core.errors import ConflictError, FieldProblem, ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord, HistoryFilter
 from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
@@ -201,6 +201,31 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             return resolutions.reopen(conn, record, resolution_id, note, utc_now(), actor)
+
+    def undo_action(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        action_id: int,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> ActionRecord:
+        """An action of the history undone where the API allows it, in one transaction:
+        a manual match in force dissolved (as `undo`), a resolution in force reopened (as
+        `reopen`); ConflictError naming `action_id` for any other (undone meanwhile, a
+        rejection, an event, none of that id). The action as it is now."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
+            found = actions.find_action(conn, record.id, action_id)
+            if found is None or found.undone_at is not None or not found.can_undo:
+                message = f"action {action_id} is not a manual match or a resolution in force"
+                raise ConflictError([FieldProblem("action_id", message)])
+            if found.makes_manual_match:
+                manual.undo(conn, record, found.match_id or 0, note, utc_now(), actor)
+            else:
+                resolutions.reopen(conn, record, found.id, note, utc_now(), actor)
+            return actions.find_action(conn, record.id, action_id) or found
 
     def candidates(
         self, *, workspace_id: int, reconciliation_id: int, side: SideName, row: int
