@@ -497,7 +497,7 @@ def test_the_definition_is_shown_readably(
     assert "<code>bank_fee</code>, <code>timing</code>" in html
     assert "<td><code>txn_date</code></td>" in html
     assert "the ledger date from 3 days before to 3 days after the bank date" in html
-    assert "<td>bank statement <span class=\"muted\">(" in html
+    assert '<td>bank statement <span class="muted">(' in html
     assert "Edit as JSON" not in html  # a viewer reads it; only an admin edits it
 
 
