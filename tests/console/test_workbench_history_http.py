@@ -229,6 +229,8 @@ def test_undo_from_history_is_for_analysts_and_only_where_the_api_allows_it(
     assert dissolved["undo_note"] == "wrong pair"
     again = people["analyst"].post(url, data={"action_id": str(match["id"])}, headers=SAME_ORIGIN)
     assert again.status_code == 409  # undone already: nothing is undone twice
+    huge = people["analyst"].post(url, data={"action_id": str(2**70)}, headers=SAME_ORIGIN)
+    assert huge.status_code == 409  # no action has that id; never a database error
 
 
 def test_the_csv_export_is_every_entry_value_by_value(

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
+from tally.core.columns import INT64_MAX
 from tally.core.errors import ConflictError, FieldProblem, ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord, HistoryFilter
@@ -217,7 +218,9 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         rejection, an event, none of that id). The action as it is now."""
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
-            found = actions.find_action(conn, record.id, action_id)
+            found = None
+            if 1 <= action_id <= INT64_MAX:
+                found = actions.find_action(conn, record.id, action_id)
             if found is None or found.undone_at is not None or not found.can_undo:
                 message = f"action {action_id} is not a manual match or a resolution in force"
                 raise ConflictError([FieldProblem("action_id", message)])
