@@ -17,7 +17,8 @@ why it matched or did not.
   `incremental` (whether a run may patch the output, and the patch), `keys` (key
   signatures, the late rows' component), `totals` (last_run's amounts, signed and
   absolute, per currency where the sides name one), `oldest` (last_run's oldest
-  unmatched date per side)
+  unmatched date per side), `replay` (the actions taken while it ran, shown again on
+  what it publishes)
 - The engine, pure: `matching` (`reconcile`) over `state`, its values in `rows` (a
   side's rows in, matches and reasons out); `passes` (manual, one-to-one) with
   `key_join` (keys one row a side has, joined by hash with numpy) and `large_groups` (a
