@@ -21,6 +21,7 @@ from support.reconciliation_runs import (
     run,
 )
 from tally.core.reconciliation import SideName
+from tally.core.reconciliation_actions import ActionKind
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 
@@ -39,7 +40,8 @@ def _match(service: ReconciliationService, ids: Ids) -> None:
 
 
 def _reopen(service: ReconciliationService, ids: Ids) -> None:
-    [resolution] = [a for a in service.actions(**ids) if a.undone_at is None]
+    taken = service.actions(**ids)  # (a run asked for is an action too: kind `run`)
+    [resolution] = [a for a in taken if a.kind is ActionKind.RESOLVE and a.undone_at is None]
     service.reopen(**ids, resolution_id=resolution.id, note="not a fee after all")
 
 

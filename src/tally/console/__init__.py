@@ -18,6 +18,8 @@ An entry point like `api/`: it calls services through the runtime, never storage
   views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
   resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside
   the other's; `workbench_actions`: acting (roles, notes, who did what, refusals)
+- `workbench_history`: the workbench's History view (every action and undo, filtered,
+  paged, undone where allowed, exported as CSV)
 - `transformations`: a transformation's page (its SQL edited, previewed and saved; its
   inputs, readers and last run)
 - `transformation_new`: the admins' "New transformation" page (preview, create)

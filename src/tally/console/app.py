@@ -23,6 +23,7 @@ from tally.console import (
     source_actions,
     transformation_new,
     transformations,
+    workbench_history,
     workbench_matches,
     workbench_resolved,
     workbench_suggestions,
@@ -41,7 +42,8 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
-    workbench = (workbench_suggestions, workbench_matches, workbench_resolved)
+    # the views of a reconciliation's workbench (issue #34)
+    workbench = (workbench_suggestions, workbench_matches, workbench_resolved, workbench_history)
     for module in (*routers, *workbench, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)

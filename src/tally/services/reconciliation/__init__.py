@@ -11,7 +11,8 @@ why it matched or did not.
   replaced or taken back: carried to the new positions, or retired with the reason),
   `candidates` (a row's nearest rows of the other side under each pass, each condition
   met or failed), `match_pages` (a page of the output's matches, whole, for the
-  console's workbench)
+  console's workbench), `history` (every action and undo, newest first, a page at a
+  time or as CSV)
 - A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `reading` (what it
   reads of each side), `plan` (the output's plan rows, full or incremental),
   `incremental` (whether a run may patch the output, and the patch), `keys` (key
