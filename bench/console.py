@@ -7,7 +7,7 @@ same run, on both backends.
 One fresh installation per backend: `tally admin load` of the kit's 1M-row CSV
 (`BENCH_CSV`, declared columns) and of the kit's 1M pair (`BENCH_PAIR`: bank.csv and
 ledger.csv, as bench/reconcile.py and bench/candidates.py load them), the pair
-reconciled (`run-reconciliation`, bench/reconcile.py's three passes: a 2M-row output)
+reconciled (`run-reconciliation`, bench/reconcile.py's three passes: a 1.1M-row output)
 and transformation (b) of bench/transform_queries.py run on the 1M-row source, then
 `tally serve` on 127.0.0.1 until the worker has stored every resource's rows' JSON text
 and built the indexes, a viewer signed in through the console's own forms. Each screen
