@@ -54,9 +54,6 @@ class RowExport:
         on SQLite, REPEATABLE READ on PostgreSQL) until the last row or the client goes."""
         with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
             resource, query = authorised_query(conn, request)
-            header = io.StringIO()
-            csv.writer(header, lineterminator=LINE_END).writerow(c.name for c in query.fields)
-            yield header.getvalue().encode()
             # Descending, after a key: may rows with no value follow it? (one probe)
             ordering = query.ordering
             missing_follow = (
@@ -70,6 +67,7 @@ class RowExport:
             # connection, and at most two chunks in memory.
             with ThreadPoolExecutor(1, thread_name_prefix="tally-export") as reader:
                 ahead = reader.submit(fetch, 0, None)
+                yield _header(query)  # while the first chunk is read
                 offset = 0
                 while True:
                     lines, start = ahead.result()
@@ -80,6 +78,13 @@ class RowExport:
                         yield (LINE_END.join(lines) + LINE_END).encode()
                     if start is None:
                         return
+
+
+def _header(query: RowQuery) -> bytes:
+    """The column labels, as Python's `csv` writes them (the lines match)."""
+    header = io.StringIO()
+    csv.writer(header, lineterminator=LINE_END).writerow(c.name for c in query.fields)
+    return header.getvalue().encode()
 
 
 def _chunk(
