@@ -23,6 +23,8 @@ from tally.console import (
     source_actions,
     transformation_new,
     transformations,
+    workbench_exceptions,
+    workbench_exceptions_actions,
 )
 from tally.console.auth import ForbiddenError, SignInRequiredError, optional_user
 from tally.console.guard import ConsoleGuard, is_console_path
@@ -38,7 +40,8 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
-    for module in (*routers, transformation_new, transformations):
+    workbench = (workbench_exceptions, workbench_exceptions_actions)
+    for module in (*routers, *workbench, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)
     app.add_exception_handler(ForbiddenError, _forbidden)
