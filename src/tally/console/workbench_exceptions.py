@@ -141,6 +141,7 @@ async def page(
         title=f"Exceptions: {shown.name}",
         reconciliation=shown,
         definition=definition,
+        names={str(s): definition.side(s).name for s in SideName},
         can_act=user.role.allows(Role.ANALYST),
         outcome=outcome,
         done=done_message(request.query_params, definition),
