@@ -77,10 +77,13 @@ def load_source(env: dict[str, str], workspace: str) -> int:
     return int(shown["id"])
 
 
-def signed_in_viewer(env: dict[str, str], base: str, workspace: str) -> httpx.Client:
-    """A client holding a viewer's session: the invite's form, then the sign-in form."""
+def signed_in_user(
+    env: dict[str, str], base: str, workspace: str, role: str = "viewer"
+) -> httpx.Client:
+    """A client holding a session of a user `bench` of that role: the invite's form,
+    then the sign-in form."""
     made = ingest.tally(
-        ["admin", "create-user", "--workspace", workspace, "--name", "bench", "--role", "viewer"],
+        ["admin", "create-user", "--workspace", workspace, "--name", "bench", "--role", role],
         env,
     )
     token = made["invite_url"].rsplit("/", 1)[-1]
@@ -181,7 +184,7 @@ def backend_phase(backend: str) -> dict[str, Any]:
     resource_id = load_source(env, workspace)
     _, base = ingest.serve(env, f"console-{backend}")
     wait_finished(env, resource_id)
-    client = signed_in_viewer(env, base, workspace)
+    client = signed_in_user(env, base, workspace)
     result: dict[str, Any] = {"load_average_before": os.getloadavg(), "screens": {}}
     for name, path in screens(resource_id):
         result["screens"][name] = time_screen(client, path)
