@@ -43,10 +43,11 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "src")]
 
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from console import signed_in_user  # noqa: E402
 from derived_bench import fresh_home, load_sources, pair_dir, tenant, timed_run  # noqa: E402
 from procs import log, stop  # noqa: E402
 from reconcile import definition  # noqa: E402
+
+from console import signed_in_user  # noqa: E402
 
 REQUESTS = int(os.environ.get("BENCH_WORKBENCH_REQUESTS", "50"))
 WARMUP = 5
@@ -104,11 +105,11 @@ def match_times(client: httpx.Client, path: str) -> dict[str, Any]:
             "note": "bench: a month-end match",
             "view": "",
         }
-        took, answer = timed(lambda: client.post(path, data=form))
+        took, answer = timed(lambda form=form: client.post(path, data=form))
         if answer.status_code != 303:
             raise RuntimeError(f"the match answered {answer.status_code}: {answer.text[:500]}")
         target = answer.headers["location"]
-        shown, response = timed(lambda: client.get(target))
+        shown, response = timed(lambda target=target: client.get(target))
         response.raise_for_status()
         page = response.text
         if "Matched bank rows" not in page:
@@ -129,7 +130,8 @@ def candidates_times(client: httpx.Client, path: str) -> dict[str, Any]:
         rows += [("right", r) for r in open_rows(page, "right")[:10]]
     times, response = [], None
     for k, (side, row) in enumerate((rows * 4)[: WARMUP + REQUESTS]):
-        took, response = timed(lambda: client.get(f"{path}?candidates={side}:{row}"))
+        url = f"{path}?candidates={side}:{row}"
+        took, response = timed(lambda url=url: client.get(url))
         response.raise_for_status()
         if k >= WARMUP:
             times.append(took)
