@@ -122,7 +122,9 @@ def _dense_rows_at(
     """The rows at these positions when the ids run without a gap (position p is the
     first id plus p - 1); None when they do not."""
     ids = source.c[ROW_ID]
-    first, last = conn.execute(sa.select(sa.func.min(ids), sa.func.max(ids))).one()
+    # two statements: SQLite reads one min() or max() from the index's end, never both
+    first = conn.execute(sa.select(sa.func.min(ids))).scalar()
+    last = conn.execute(sa.select(sa.func.max(ids))).scalar()
     if first is None or last - first + 1 != row_count:
         return None
     wanted = [first + p - 1 for p in sorted(set(positions)) if 1 <= p <= row_count]
