@@ -187,6 +187,9 @@ def test_a_difference_needs_a_note_then_is_recorded_with_it(
     assert 'data-sum="left">12345678901234567.99<' in page  # server-side, exact
     assert "data-difference>0.10<" in page
     assert re.search(r'value="4"[^>]*aria-label="bank row 4" checked', page)
+    too_long = match(analyst, reconciliation_id, left=["4", "2"], right=["3"], note="n" * 10_001)
+    assert too_long.status_code == 422
+    assert "the note is longer than 10000 characters" in too_long.text
     recorded = match(analyst, reconciliation_id, left=["4", "2"], right=["3"], note="rounding")
     assert recorded.status_code == 303
     runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")

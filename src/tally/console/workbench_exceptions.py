@@ -145,7 +145,6 @@ async def page(
         can_act=user.role.allows(Role.ANALYST),
         outcome=outcome,
         done=done_message(request.query_params, definition),
-        today=utc_now().date().isoformat(),
         **values,
     )
 

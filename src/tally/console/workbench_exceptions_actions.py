@@ -35,7 +35,7 @@ from tally.core.users import Role, User
 router = APIRouter(include_in_schema=False)
 Analyst = Annotated[User, Depends(needs(Role.ANALYST))]
 MAX_FORM_FIELDS = 2_000  # rows ticked on two pages and a panel, with room to spare
-MAX_NOTE_CHARS = 2_000
+MAX_NOTE_CHARS = 10_000  # as the API's bodies (api/v2/reconciliation_bodies.py)
 
 
 class SelectionError(Exception):
@@ -48,7 +48,7 @@ async def act(request: Request, user: Analyst, reconciliation_id: int) -> Respon
         view_text = str(form.get("view", ""))
         action = str(form.get("action", ""))
         outcome = Outcome(
-            note=str(form.get("note", "")).strip()[:MAX_NOTE_CHARS],
+            note=str(form.get("note", "")).strip(),
             reason=str(form.get("reason", "")),
         )
         try:
@@ -60,6 +60,9 @@ async def act(request: Request, user: Analyst, reconciliation_id: int) -> Respon
     except BadExceptionsViewError:
         view = ExceptionsView.of([])
     try:
+        if len(outcome.note) > MAX_NOTE_CHARS:
+            problem = FieldProblem("note", f"the note is longer than {MAX_NOTE_CHARS} characters")
+            raise InvalidBodyError([problem])
         if action == "resolve":
             done = await _resolve(request, user, reconciliation_id, outcome)
         else:
