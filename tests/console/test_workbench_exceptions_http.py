@@ -160,6 +160,10 @@ def test_match_with_zero_difference_is_recorded_and_its_rows_leave_at_once(
     assert 2 not in table_rows(page, "right")
     rows = data_api(analyst, tenant, output_id, {"bank._row__in": "2,3", "page_size": "10"})["data"]
     assert {r["status"] for r in rows} == {"manual"}
+    for side, name in NAMES.items():  # the count the page takes from last_run is the API's
+        total = data_api(analyst, tenant, output_id, data_api_query(page, side))["meta"]
+        shown = len(table_rows(page, side))
+        assert f"{name}: rows 1\u2013{shown} of {total['total_count']}" in page
     after = analyst.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
     counts = (before.json()["last_run"]["counts"], after.json()["last_run"]["counts"])
     assert counts[1]["manual"] == counts[0]["manual"] + 1

@@ -161,8 +161,13 @@ async def _fill(
     """Both sides' pages, the open candidates, and the Selection of the ticked rows."""
     reader: RowsReader = request.app.state.queries
     today = utc_now().date()
+    known = await run_in_threadpool(
+        runtime_of(request).reconciliations.open_rows,
+        workspace_id=user.workspace_id,
+        reconciliation_id=shown.id,
+    )
     tables = await asyncio.gather(
-        *(_side(reader, user, shown, definition, view, which, today) for which in SideName)
+        *(_side(reader, user, shown, definition, view, which, today, known) for which in SideName)
     )
     values["tables"] = tables
     if view.candidates is not None:
@@ -191,7 +196,10 @@ async def _side(
     view: ExceptionsView,
     which: SideName,
     today: dt.date,
+    known: tuple[int, dict[str, int]] | None,
 ) -> SideTable:
+    """One side's page; unfiltered, its count is the one last_run keeps (exact at the
+    data version it names: the Data API counts only at any other)."""
     mine = view.side(which)
     side = definition.side(which)
     table = SideTable(
@@ -206,7 +214,8 @@ async def _side(
     try:
         items = data_api_items(definition, which, mine)
         query = [*items, ("fields", ",".join(side_fields(definition, which)))]
-        rows = await reader.read_rows(_rows_request(user, shown, query, mine.page))
+        total = None if known is None or mine.filtered() else (known[0], known[1][which])
+        rows = await reader.read_rows(_rows_request(user, shown, query, mine.page, total))
     except (BadExceptionsViewError, InvalidRequestError) as refused:
         return dataclasses.replace(table, error=str(refused))
     return dataclasses.replace(
@@ -218,7 +227,11 @@ async def _side(
 
 
 def _rows_request(
-    user: User, shown: Reconciliation, query: Sequence[tuple[str, str]], page: int = 1
+    user: User,
+    shown: Reconciliation,
+    query: Sequence[tuple[str, str]],
+    page: int = 1,
+    known_total: tuple[int, int] | None = None,
 ) -> RowsRequest:
     given = dict(query)
     return RowsRequest(
@@ -229,6 +242,7 @@ def _rows_request(
         ordering=given.get("ordering"),
         page=page,
         page_size=PAGE_SIZE,
+        known_total=known_total,
     )
 
 

@@ -38,6 +38,9 @@ from tally.storage.resources import Resource
 
 # Statuses last_run counts by rows per side (`unmatched_left`); the rest by matches.
 ROW_COUNTED = (str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED))
+# In the run's basis: the output's data version last_run's figures describe once an
+# action moved them (its `output_version` stays the run's, so the next run is full).
+FIGURES_VERSION = "figures_version"
 BUCKET = {  # the amounts' bucket of a status
     str(MatchStatus.UNMATCHED): totals.UNMATCHED,
     str(MatchStatus.RESOLVED): totals.RESOLVED,
@@ -109,10 +112,12 @@ def apply(
             was=move.was,
             values=[(by_name[name], value) for name, value in move.values.items()],
         )
-    derived_outputs.republish(conn, output, output.row_count, now)
+    version = derived_outputs.republish(conn, output, output.row_count, now)
     last = record.last_run
     if last is not None and "counts" in last:
         figures, basis = _moved(conn, definition, last, record.run_basis, moves, matches)
+        if basis is not None:
+            basis = {**basis, FIGURES_VERSION: version}
         derived_records.record_patched(conn, record.id, figures, basis)
     return True
 

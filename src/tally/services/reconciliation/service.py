@@ -198,6 +198,21 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             record = self._owned(conn, workspace_id, reconciliation_id)
             return candidates.candidates(conn, record, side, row)
 
+    def open_rows(
+        self, *, workspace_id: int, reconciliation_id: int
+    ) -> tuple[int, dict[str, int]] | None:
+        """The rows left open per side (`left`, `right`) as last_run counts them, and the
+        output's data version those counts are exactly true of (the run's, or the last
+        action's that moved them: the same transaction wrote both); None when no basis
+        names it. A page of the open rows then need not count them again."""
+        with self._engine.connect() as conn:
+            record = self._owned(conn, workspace_id, reconciliation_id)
+        basis, counts = record.run_basis or {}, (record.last_run or {}).get("counts")
+        version = basis.get(patches.FIGURES_VERSION, basis.get("output_version"))
+        if version is None or counts is None:
+            return None
+        return int(version), {s: int(counts[f"unmatched_{s}"]) for s in ("left", "right")}
+
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every manual action taken, in order, undone ones included."""
         with self._engine.connect() as conn:
