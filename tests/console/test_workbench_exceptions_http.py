@@ -313,3 +313,13 @@ def test_another_workspaces_reconciliation_is_the_missing_page(
     assert missing.status_code == other.status_code == 404
     assert missing.text == other.text
     assert match(analyst, theirs, left=["2"], right=["2"]).status_code == 404
+
+
+def test_a_reconciliation_never_run_says_so(
+    analyst: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _ = reconciled(runtime, tenant, run=False)
+    answer = view(analyst, reconciliation_id)
+    assert answer.status_code == 200
+    assert "Not run yet" in answer.text
+    assert 'aria-current="page">Exceptions' in answer.text
