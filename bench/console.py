@@ -5,13 +5,20 @@ same run, on both backends.
     .venv/bin/python bench/console.py    # writes bench/results/console-*.json
 
 One fresh installation per backend: `tally admin load` of the kit's 1M-row CSV
-(`BENCH_CSV`, declared columns), `tally serve` on 127.0.0.1 until the worker has stored
-the rows' JSON text and built the indexes, a viewer signed in through the console's own
-forms. Each screen is asked BENCH_CONSOLE_WARMUP times, then BENCH_CONSOLE_REQUESTS
-times (default 100) one after another on one keep-alive connection; the time is the
-request's wall time on loopback (the server's time plus a loopback round trip).
+(`BENCH_CSV`, declared columns) and of the kit's 1M pair (`BENCH_PAIR`: bank.csv and
+ledger.csv, as bench/reconcile.py and bench/candidates.py load them), the pair
+reconciled (`run-reconciliation`, bench/reconcile.py's three passes: a 1.1M-row output)
+and transformation (b) of bench/transform_queries.py run on the 1M-row source, then
+`tally serve` on 127.0.0.1 until the worker has stored every resource's rows' JSON text
+and built the indexes, a viewer signed in through the console's own forms. Each screen
+is asked BENCH_CONSOLE_WARMUP times, then BENCH_CONSOLE_REQUESTS times (default 100)
+one after another on one keep-alive connection; the time is the request's wall time on
+loopback (the server's time plus a loopback round trip), and the machine's load average
+is recorded after each screen (other work shares it).
 
-`screens()` lists the screens: add a page there (a name and its path) and it is measured.
+`screens()` lists the screens: add a page there (a name and its path) and it is measured:
+the overview, the source's page, the transformation's, the reconciliation's summary, and
+the resource table of the 1M-row source and of the reconciliation's output.
 Then the export: the whole 1M rows as CSV from `/console/resources/{id}/export.csv`,
 beside the Data API read page after page (page_size 10000, `ordering=_row`), each timed
 to its last byte received (gzip decoded, as any client must), and once more with each
@@ -29,6 +36,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -41,9 +49,13 @@ sys.path[:0] = [str(HERE)]
 import ingest  # noqa: E402
 import procs  # noqa: E402
 from formats import CLEAN_COLUMNS  # noqa: E402
+from reconcile import definition  # noqa: E402
 from snapshots import wait_finished  # noqa: E402
+from transform_queries import QUERIES  # noqa: E402
 
 CSV = ingest.CSV
+PAIR = Path(os.environ.get("BENCH_PAIR", str(CSV.parent / "pair_1000000_s42")))
+TRANSFORMATION = QUERIES["b"]  # GROUP BY over the 1M-row source (named `t` in its SQL)
 BACKENDS = os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(",")
 REQUESTS = int(os.environ.get("BENCH_CONSOLE_REQUESTS", "100"))
 WARMUP = int(os.environ.get("BENCH_CONSOLE_WARMUP", "5"))
@@ -54,12 +66,30 @@ TARGET_P95_MS = 100.0
 DATA_API_PAGE_SIZE = 10_000
 
 
-def screens(resource_id: int) -> list[tuple[str, str]]:
-    """Each screen measured: (name, path). The source, transformation and
-    reconciliation pages join here as they are built."""
-    table = f"/console/resources/{resource_id}"
+@dataclass(frozen=True)
+class Made:
+    """What one installation holds: the 1M-row source, the reconciliation of the pair
+    and its output, the transformation."""
+
+    source: int
+    reconciliation: int
+    output: int
+    transformation: int
+    resources: tuple[int, ...]  # every resource whose rows a worker finishes
+
+
+def screens(made: Made) -> list[tuple[str, str]]:
+    """Each screen measured: (name, path)."""
+    table = f"/console/resources/{made.source}"
+    output = f"/console/resources/{made.output}"
     return [
         ("overview", "/console/overview"),
+        ("source", f"/console/sources/{made.source}"),
+        ("transformation", f"/console/transformations/{made.transformation}"),
+        ("reconciliation: summary", f"/console/reconciliations/{made.reconciliation}"),
+        ("reconciliation output: first page", output),
+        ("reconciliation output: status=unmatched", f"{output}?status=unmatched"),
+        ("reconciliation output: sorted by ledger.amount", f"{output}?ordering=-ledger.amount"),
         ("table: first page", table),
         ("table: filtered (status=settled)", f"{table}?status=settled"),
         ("table: sorted by amount", f"{table}?ordering=-amount"),
@@ -75,6 +105,37 @@ def load_source(env: dict[str, str], workspace: str) -> int:
     shown = ingest.tally([*args, str(columns), str(CSV)], env)
     procs.log(f"loaded {shown['rows']} rows")
     return int(shown["id"])
+
+
+def make_everything(env: dict[str, str], workspace: str) -> Made:
+    """The sources loaded, the pair reconciled and the transformation run, each by the
+    CLI in its own process (no server yet: its worker then finishes every resource)."""
+    source = load_source(env, workspace)
+    home = Path(env["TALLY_HOME"])
+    pair = {}
+    for side in ("bank", "ledger"):
+        args = ["admin", "load", "--workspace", workspace, "--name", f"pair {side}"]
+        pair[side] = int(ingest.tally([*args, str(PAIR / f"{side}.csv")], env)["id"])
+    spec = home / "reconciliation.json"
+    spec.write_text(json.dumps(definition(pair["bank"], pair["ledger"])))
+    args = ["admin", "create-reconciliation", "--workspace", workspace, "--file", str(spec)]
+    reconciliation = ingest.tally([*args], env)
+    procs.log("run-reconciliation of the 1M pair")
+    ingest.tally(["admin", "run-reconciliation", "--id", str(reconciliation["id"])], env)
+    spec = home / "transformation.json"
+    body = {k: TRANSFORMATION[k] for k in ("name", "sql")}
+    spec.write_text(json.dumps({**body, "inputs": {"t": source}}))
+    args = ["admin", "create-transformation", "--workspace", workspace, "--file", str(spec)]
+    transformation = ingest.tally(args, env)
+    ingest.tally(["admin", "run-transformation", "--id", str(transformation["id"])], env)
+    outputs = (int(reconciliation["resource_id"]), int(transformation["resource_id"]))
+    return Made(
+        source=source,
+        reconciliation=int(reconciliation["id"]),
+        output=outputs[0],
+        transformation=int(transformation["id"]),
+        resources=(source, pair["bank"], pair["ledger"], *outputs),
+    )
 
 
 def signed_in_user(
@@ -117,6 +178,7 @@ def time_screen(client: httpx.Client, path: str) -> dict[str, Any]:
         "max_ms": round(max(times), 2),
         "shows": shown.group(0) if shown else None,
         "under_target": p95 < TARGET_P95_MS,
+        "load_average_after": os.getloadavg(),  # other sessions' work shares the machine
     }
 
 
@@ -181,12 +243,14 @@ def backend_phase(backend: str) -> dict[str, Any]:
     env = ingest.installation(backend)
     headers = ingest.tenant(env)
     workspace = headers["x-svc-workspace"]
-    resource_id = load_source(env, workspace)
+    made = make_everything(env, workspace)
+    resource_id = made.source
     _, base = ingest.serve(env, f"console-{backend}")
-    wait_finished(env, resource_id)
+    for each in made.resources:
+        wait_finished(env, each)
     client = signed_in_user(env, base, workspace)
     result: dict[str, Any] = {"load_average_before": os.getloadavg(), "screens": {}}
-    for name, path in screens(resource_id):
+    for name, path in screens(made):
         result["screens"][name] = time_screen(client, path)
         procs.log(f"{backend}: {name}: p95 {result['screens'][name]['p95_ms']} ms")
     result.update(export_phase(client, base, headers["data_key"], workspace, resource_id))

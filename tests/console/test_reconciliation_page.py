@@ -6,16 +6,21 @@ run, one whose last run failed, one run before tally kept these figures."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
+from markupsafe import escape as html_escape
 
-from support.console import make_user, sign_in
+from support.console import SAME_ORIGIN, make_user, sign_in
 from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition
 from tally.console.reconciliation import match_statuses
@@ -420,3 +425,173 @@ def test_a_status_of_a_later_version_is_shown_not_dropped() -> None:
         ("manual", 0),
         ("on_hold", 3),
     ]
+
+
+@contextmanager
+def signed_in_as(
+    api: httpx.Client, runtime: Runtime, tenant: Tenant, role: str
+) -> Iterator[httpx.Client]:
+    """Another client of the same server, signed in to the console with `role`."""
+    with httpx.Client(base_url=api.base_url, timeout=30, follow_redirects=False) as client:
+        name = make_user(runtime, tenant.workspace_id, role).name
+        assert sign_in(client, name).status_code == 303
+        yield client
+
+
+def last_action(api: httpx.Client, tenant: Tenant, reconciliation_id: int) -> dict[str, Any]:
+    url = f"/api/v2/reconciliations/{reconciliation_id}/actions"
+    taken: list[dict[str, Any]] = api.get(url, headers=tenant.v2_headers).json()["data"]
+    return taken[-1]
+
+
+def test_run_now_is_for_admins_and_kept_in_the_history_with_their_name(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    url = f"/console/reconciliations/{reconciliation_id}/run"
+    assert "Run now" not in browser.get(f"/console/reconciliations/{reconciliation_id}").text
+    assert browser.post(url, headers=SAME_ORIGIN).status_code == 403
+    with signed_in_as(browser, runtime, tenant, "analyst") as analyst:
+        assert analyst.post(url, headers=SAME_ORIGIN).status_code == 403
+    with signed_in_as(browser, runtime, tenant, "admin") as admin:
+        asked = admin.post(url, headers=SAME_ORIGIN)
+        assert asked.status_code == 303
+        assert (
+            asked.headers["location"] == f"/console/reconciliations/{reconciliation_id}?done=queued"
+        )
+        page = admin.get(asked.headers["location"]).text
+        name = re.search(r'<div class="who">\s*<span>([^ ]+) \(', page)
+    assert name is not None
+    assert 'role="status">Run queued' in page
+    assert '<span class="status-queued">queued</span>' in page
+    shown = browser.get(
+        f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers
+    ).json()
+    assert shown["state"] == "queued"
+    run = last_action(browser, tenant, reconciliation_id)
+    assert (run["kind"], run["actor"], run["left_rows"], run["match_id"]) == (
+        "run",
+        name.group(1),
+        [],
+        None,
+    )
+
+
+def test_the_definition_is_shown_readably(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    shown = browser.get(
+        f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers
+    ).json()["definition"]
+    html = browser.get(f"/console/reconciliations/{reconciliation_id}").text
+    for index, each in enumerate(shown["passes"], start=1):
+        assert f"<h3>Pass {index}: {each['name']}</h3>" in html
+        assert f'<dd class="num">{each["amount_tolerance"]}</dd>' in html
+    assert (
+        "<code>bank.reference</code> = <code>ledger.reference</code> after trim, casefold" in html
+    )
+    assert "none: amount and date only" in html
+    assert "suggested: an analyst confirms or rejects each" in html
+    assert "one bank row to several ledger rows" in html
+    assert "<code>bank_fee</code>, <code>timing</code>" in html
+    assert "<td><code>txn_date</code></td>" in html
+    assert "the ledger date from 3 days before to 3 days after the bank date" in html
+    assert '<td>bank statement <span class="muted">(' in html
+    assert "Edit as JSON" not in html  # a viewer reads it; only an admin edits it
+
+
+def test_an_admin_edits_the_definition_as_json_each_problem_by_its_field(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """A negative tolerance and a missing field: the API's status and field paths, each
+    problem a list item the textarea is described by, the JSON kept; a valid edit saved
+    and kept in the history with the admin's name; a definition changed meanwhile
+    through the API is a 409, and a second Save replaces it."""
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    api_url = f"/api/v2/reconciliations/{reconciliation_id}"
+    page_url = f"/console/reconciliations/{reconciliation_id}"
+    shown = browser.get(api_url, headers=tenant.v2_headers).json()["definition"]
+    with signed_in_as(browser, runtime, tenant, "admin") as admin:
+        html = admin.get(page_url).text
+        base = re.search(r'name="base" value="([0-9a-f]{64})"', html)
+        assert base is not None
+        negative = copy.deepcopy(shown)
+        negative["passes"][1]["amount_tolerance"] = "-0.05"
+        for body in (negative, {k: v for k, v in shown.items() if k != "passes"}):
+            through_api = browser.put(api_url, json=body, headers=tenant.v2_headers)
+            text = json.dumps(body, indent=2)
+            refused = admin.post(
+                page_url, data={"definition": text, "base": base.group(1)}, headers=SAME_ORIGIN
+            )
+            assert refused.status_code == through_api.status_code
+            assert refused.status_code in (400, 422)
+            problems = re.findall(
+                r'<li id="(definition-problem-\d+)"><code>([^<]+)</code>:',
+                refused.text,
+            )
+            fields = [e["field"] for e in through_api.json()["errors"]]
+            if body is negative:
+                assert fields == ["passes[1].amount_tolerance"]
+            assert [field for _, field in problems] == fields
+            described = re.search(r'aria-describedby="definition-hint ([^"]+)"', refused.text)
+            assert described is not None
+            assert described.group(1).split() == [name for name, _ in problems]
+            assert 'aria-invalid="true"' in refused.text
+            assert str(html_escape(text)) in refused.text  # kept as typed
+        edited = {**shown, "name": "Bank vs ledger, edited"}
+        saved = admin.post(
+            page_url,
+            data={"definition": json.dumps(edited), "base": base.group(1)},
+            headers=SAME_ORIGIN,
+        )
+        assert saved.status_code == 303
+        assert saved.headers["location"] == f"{page_url}?done=saved"
+        assert "<h1>Bank vs ledger, edited</h1>" in admin.get(saved.headers["location"]).text
+        defined = last_action(browser, tenant, reconciliation_id)
+        assert defined["kind"] == "define"
+        assert defined["actor"] is not None
+        assert not defined["actor"].startswith("api key")
+        # changed meanwhile through the API: the page's base is stale
+        stale = re.search(r'name="base" value="([0-9a-f]{64})"', admin.get(page_url).text)
+        assert stale is not None
+        theirs = {**edited, "name": "Bank vs ledger, theirs"}
+        assert browser.put(api_url, json=theirs, headers=tenant.v2_headers).status_code == 200
+        mine = json.dumps({**edited, "name": "Bank vs ledger, mine"})
+        conflict = admin.post(
+            page_url, data={"definition": mine, "base": stale.group(1)}, headers=SAME_ORIGIN
+        )
+        assert conflict.status_code == 409
+        assert "changed since you opened this page" in conflict.text
+        assert "<h1>Bank vs ledger, theirs</h1>" in conflict.text
+        fresh = re.search(r'name="base" value="([0-9a-f]{64})"', conflict.text)
+        assert fresh is not None
+        again = admin.post(
+            page_url, data={"definition": mine, "base": fresh.group(1)}, headers=SAME_ORIGIN
+        )
+        assert again.status_code == 303
+    shown_now = browser.get(api_url, headers=tenant.v2_headers).json()
+    assert shown_now["name"] == "Bank vs ledger, mine"
+    with signed_in_as(browser, runtime, tenant, "analyst") as analyst:
+        forged = analyst.post(
+            page_url, data={"definition": mine, "base": fresh.group(1)}, headers=SAME_ORIGIN
+        )
+        assert forged.status_code == 403
+
+
+def test_a_definition_that_is_not_json_says_where(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    page_url = f"/console/reconciliations/{reconciliation_id}"
+    with signed_in_as(browser, runtime, tenant, "admin") as admin:
+        base = re.search(r'name="base" value="([0-9a-f]{64})"', admin.get(page_url).text)
+        assert base is not None
+        refused = admin.post(
+            page_url, data={"definition": '{"name": ', "base": base.group(1)}, headers=SAME_ORIGIN
+        )
+    assert refused.status_code == 422
+    assert 'role="alert"' in refused.text
+    assert re.search(
+        r'"definition-problem-1">not JSON: [^<]+\(line 1, column \d+\)</li>', refused.text
+    )

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 import threading
 from collections.abc import Sequence
 from html import unescape
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from support import transformations
 from support.console import make_user, sign_in
-from support.data_api import get_data
+from support.data_api import api_rows
 from support.databases import make_settings
 from support.factories import LEDGER_CSV, Tenant, append, make_source, make_tenant
 from support.servers import serve_app
@@ -43,31 +41,6 @@ def browser(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> httpx.Client
     user = make_user(runtime, tenant.workspace_id, "viewer")
     assert sign_in(api, user.name).status_code == 303
     return api
-
-
-def texts(value: Any) -> str:
-    """A Data API JSON value as the console and the CSV show it."""
-    if value is None:
-        return ""
-    if value is True or value is False:
-        return "true" if value else "false"
-    return str(value)
-
-
-def api_rows(api: httpx.Client, tenant: Tenant, resource_id: int, params: Params) -> list[Any]:
-    """Every row of the view, paging the Data API (10,000 a page), each as its values'
-    texts (numbers parsed as their digits, never floats)."""
-    rows: list[Any] = []
-    page = 1
-    while True:
-        query = [*params, ("page", str(page)), ("page_size", "10000")]
-        response = get_data(api, tenant, resource_id, query)
-        assert response.status_code == 200, response.text
-        body = json.loads(response.content, parse_float=str, parse_int=str)
-        rows += [[texts(v) for v in row.values()] for row in body["data"]]
-        if body["meta"]["returned_count"] < body["meta"]["page_size"]:
-            return rows
-        page += 1
 
 
 def shown_rows(html: str) -> list[list[str]]:

@@ -19,6 +19,7 @@ from support.reconciliation_runs import (
     make_reconciliation,
     run,
 )
+from tally.core.reconciliation import SideName
 from tally.runtime import Runtime
 from tally.services.reconciliation.service import ReconciliationService
 from tally.storage import resources
@@ -183,7 +184,7 @@ def test_manual_work_is_kept_by_incremental_runs(runtime: Runtime, tenant: Tenan
     pair = Pair(
         runtime,
         tenant,
-        ["M-1,10.00,2024-01-01,m", "R-1,5.00,2024-01-01,m"],
+        ["M-1,10.00,2024-01-01,m", "R-1,5.00,2024-01-01,m", "F-1,7.00,2024-01-01,fee"],
         ["Q-1,10.00,2024-01-01,1", "R-1,5.00,2024-01-01,1"],
     )
     service = ReconciliationService(runtime.engine)
@@ -192,14 +193,18 @@ def test_manual_work_is_kept_by_incremental_runs(runtime: Runtime, tenant: Tenan
         ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
         service.match(**ids, left_rows=[FILLER + 1], right_rows=[FILLER + 1], note="by hand")
         assert service.undo(**ids, match_id=FILLER + 2) == "rejected"
+        service.resolve(
+            **ids, side=SideName.LEFT, rows=[FILLER + 3], reason="bank_fee", note="March fee"
+        )
 
     act(pair.record)
     assert run(runtime, pair.record)["mode"] == "full"  # the manual work changed
-    last_run = pair.late(
+    last_run = pair.late(  # a ledger row sharing the resolved fee's key: the run reads both
         ["Q-1,10.00,2024-01-01,n", "M-1,10.00,2024-01-01,n"],
-        ["R-1,5.00,2024-01-02,2", "M-1,10.00,2024-01-01,2"],
+        ["R-1,5.00,2024-01-02,2", "M-1,10.00,2024-01-01,2", "F-1,7.50,2024-02-20,3"],
     )
     assert last_run["mode"] == "incremental"
+    assert last_run["counts"]["resolved_left"] == 1
     assert_same_as_full(runtime, tenant, pair.record, manual=act)
 
 

@@ -669,6 +669,27 @@ def test_quoted_fields_with_newlines_delimiters_and_quotes(
     assert texts(column_of(rows, "amount")) == ["1.50", "2.00", "-0.25", None, "3.00"]
 
 
+@pytest.mark.parametrize("line_break", ["\r", "\n", "\r\n"])
+def test_a_lone_line_break_in_a_value_beside_a_lone_quote(
+    runtime: Runtime, tenant: Tenant, line_break: str
+) -> None:
+    # A value of one quote makes the checks and COPY disagree, so the rows are sent to
+    # COPY as Python read them: a carriage return alone must be quoted there too
+    content = f'memo,n\n"""",1\n"a{line_break}b",2\n'
+    result = load(runtime, tenant, content)
+    assert column_of(rows_of(runtime, tenant, result.resource.id), "memo") == [
+        '"',
+        f"a{line_break}b",
+    ]
+
+
+def test_a_header_label_with_a_carriage_return_beside_a_lone_quote(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    result = load(runtime, tenant, 'id,"me\rmo"\n1,""""\n2,"x\ry"\n')
+    assert column_of(rows_of(runtime, tenant, result.resource.id), "me\rmo") == ['"', "x\ry"]
+
+
 @pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
 def test_delimiter_detected_past_long_multiline_records(
     runtime: Runtime, tenant: Tenant, delimiter: str

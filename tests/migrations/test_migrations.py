@@ -22,6 +22,7 @@ from support.reconciliation_runs import (
     derived,
     make_reconciliation,
 )
+from support.reconciliations import definition, make_pair
 from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
@@ -43,7 +44,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0017"
+        assert context.get_current_revision() == "0018"
         assert compare_metadata(context, metadata) == []
 
 
@@ -458,3 +459,54 @@ def _table_sql(conn: Any, table: str) -> str:
             "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
         ).scalar_one()
     )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_revision_0018_keeps_history_events_and_its_downgrade_drops_only_them(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0018: the actions' check admits `define` and `run` (events with no rows). Down to
+    0017 they go and the check refuses them again; the manual work stays."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        pair = make_pair(runtime.engine, tenant)
+        made = runtime.reconciliations.create(
+            workspace_id=tenant.workspace_id, body=definition(pair)
+        )
+        runtime.reconciliations.match(
+            workspace_id=tenant.workspace_id,
+            reconciliation_id=made.id,
+            left_rows=[1],
+            right_rows=[1],
+            note=None,
+            actor="alice",
+        )
+        runtime.reconciliations.queue_run(
+            workspace_id=tenant.workspace_id, reconciliation_id=made.id, actor="ada"
+        )
+        kinds = "SELECT kind FROM reconciliation_actions ORDER BY id"
+        with runtime.engine.begin() as conn:
+            assert [r[0] for r in conn.exec_driver_sql(kinds)] == ["match", "run"]
+            _down_to(conn, "0017")
+            assert [r[0] for r in conn.exec_driver_sql(kinds)] == ["match"]
+        with pytest.raises(sa.exc.IntegrityError), runtime.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO reconciliation_actions (derived_id, kind, left_rows, right_rows, "
+                f"fingerprint, created_at) VALUES ({made.id}, 'define', '[]', '[]', '', "
+                "'2026-11-29')"
+            )
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        runtime.reconciliations.queue_run(
+            workspace_id=tenant.workspace_id, reconciliation_id=made.id, actor="ada"
+        )
+        taken = runtime.reconciliations.actions(
+            workspace_id=tenant.workspace_id, reconciliation_id=made.id
+        )
+        assert [(str(a.kind), a.actor) for a in taken] == [("match", "alice"), ("run", "ada")]
+    finally:
+        runtime.close()

@@ -25,6 +25,7 @@ from tally.core.reconciliation import (
     ManualWork,
     MatchStatus,
     Rejection,
+    Resolution,
     SideName,
 )
 from tally.services.reconciliation import key_join
@@ -119,7 +120,19 @@ def manual_work(draw: st.DrawFn, left_count: int, right_count: int) -> ManualWor
         for _ in range(draw(st.integers(0, 2)))
         if lefts and rights
     ]
-    return ManualWork(tuple(matches), tuple(rejections))
+    # resolutions of either side, at times on a row a manual match also names (the
+    # match keeps it) and at times naming a row twice over two resolutions
+    resolutions = [
+        Resolution(
+            side,
+            tuple(sorted(set(draw(st.lists(st.sampled_from(rows), min_size=1, max_size=2))))),
+            "bank_fee",
+        )
+        for side, rows in ((SideName.LEFT, lefts), (SideName.RIGHT, rights))
+        for _ in range(draw(st.integers(0, 2)))
+        if rows
+    ]
+    return ManualWork(tuple(matches), tuple(rejections), tuple(resolutions))
 
 
 @st.composite
@@ -140,16 +153,26 @@ def plain_output_rows(outcome: Any, left_count: int) -> list[tuple[Any, ...]]:
     for position in range(1, left_count + 1):
         m = by_left.get(position)
         if m is None:
-            reason = outcome.unmatched_left[position]
-            rows.append((None, MatchStatus.UNMATCHED, None, None, reason, position, None))
+            status, reason = one_sided(outcome, SideName.LEFT, position)
+            rows.append((None, status, None, None, reason, position, None))
             continue
         for right in m.right:
             rows.append(
                 (m.match_id, m.status, m.pass_name, m.difference, m.reason, position, right)
             )
-    for position, reason in sorted(outcome.unmatched_right.items()):
-        rows.append((None, MatchStatus.UNMATCHED, None, None, reason, None, position))
+    for position in sorted({*outcome.unmatched_right, *outcome.resolved_right}):
+        status, reason = one_sided(outcome, SideName.RIGHT, position)
+        rows.append((None, status, None, None, reason, None, position))
     return rows
+
+
+def one_sided(outcome: Any, side: SideName, position: int) -> tuple[MatchStatus, str]:
+    """A row in no match: resolved by an analyst, or unmatched; and its reason."""
+    resolved = outcome.resolved_left if side is SideName.LEFT else outcome.resolved_right
+    if position in resolved:
+        return MatchStatus.RESOLVED, resolved[position]
+    unmatched = outcome.unmatched_left if side is SideName.LEFT else outcome.unmatched_right
+    return MatchStatus.UNMATCHED, unmatched[position]
 
 
 @settings(max_examples=400, deadline=None)
@@ -166,10 +189,11 @@ def test_the_engine_decides_as_the_model_does(case: tuple[Any, ...]) -> None:
     assert lefts == sorted(lefts)
     assert set(lefts) == set(range(1, len(left) + 1))
     assert {r[6] for r in rows if r[6] is not None} == set(range(1, len(right) + 1))
-    assert len(rows) == sum(len(m.left) * len(m.right) for m in outcome.matches) + len(
-        outcome.unmatched_left
-    ) + len(outcome.unmatched_right)
-    for reason in [*outcome.unmatched_left.values(), *outcome.unmatched_right.values()]:
+    one_sided_rows = outcome[1:]  # unmatched, then resolved, left then right
+    assert len(rows) == sum(len(m.left) * len(m.right) for m in outcome.matches) + sum(
+        map(len, one_sided_rows)
+    )
+    for reason in [reason for rows_ in one_sided_rows for reason in rows_.values()]:
         assert reason
         assert "not taken" not in reason
 

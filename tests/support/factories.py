@@ -86,15 +86,21 @@ def write_file(content: str | bytes, suffix: str = ".csv") -> Path:
 
 
 def make_source(
-    engine: Engine, tenant: Tenant, content: str | bytes, name: str | None = None
+    engine: Engine,
+    tenant: Tenant,
+    content: str | bytes,
+    name: str | None = None,
+    declared: dict[str, Any] | None = None,
 ) -> Resource:
-    """A source loaded from CSV text (or raw bytes: gzip, Latin-1, ...)."""
+    """A source loaded from CSV text (or raw bytes: gzip, Latin-1, ...); `declared`: the
+    body of `tally admin load --columns` (None: columns inferred)."""
     path, catalogue = write_file(content), SourceCatalogue(engine)
     try:
         result = catalogue.create_source_from_file(
             workspace_id=tenant.workspace_id,
             name=name or f"source {next(_numbers)}",
             path=path,
+            declared=declared,
         )
     finally:
         path.unlink()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from support.reconciliation_model import Model, ModelMatch, ModelRow
+from support.reconciliation_model import Model, ModelMatch, ModelOutcome, ModelRow
 from tally.core.reconciliation import ManualWork, ReconciliationDefinition, SideName
 from tally.services.reconciliation.matching import (
     Outcome,
@@ -92,7 +92,7 @@ def run_model(
     left: Sequence[Mapping[str, Any]],
     right: Sequence[Mapping[str, Any]],
     manual: ManualWork = ManualWork(),
-) -> tuple[list[ModelMatch], set[int], set[int]]:
+) -> ModelOutcome:
     def model_rows(rows: Sequence[Mapping[str, Any]]) -> list[ModelRow]:
         return [
             ModelRow(p, {"cur": None, **r}, tuple(r.get(c) for c in COLUMNS))
@@ -107,17 +107,27 @@ def run_model(
         SCALE,
         [(m.left_rows, m.right_rows) for m in matches],
         [(r.left_rows, r.right_rows) for r in manual.rejections],
+        (
+            [p for r in manual.resolutions if r.side is SideName.LEFT for p in r.rows],
+            [p for r in manual.resolutions if r.side is SideName.RIGHT for p in r.rows],
+        ),
     )
     return model.run().outcome()
 
 
-def as_model(outcome: Outcome) -> tuple[list[ModelMatch], set[int], set[int]]:
+def as_model(outcome: Outcome) -> ModelOutcome:
     """The engine's outcome in the model's terms (reasons aside)."""
     matches = [
         ModelMatch(m.match_id, m.status, m.pass_name, m.difference, m.left, m.right)
         for m in outcome.matches
     ]
-    return matches, set(outcome.unmatched_left), set(outcome.unmatched_right)
+    return (
+        matches,
+        set(outcome.unmatched_left),
+        set(outcome.unmatched_right),
+        set(outcome.resolved_left),
+        set(outcome.resolved_right),
+    )
 
 
 def per_side(left: tuple[str, ...], right: tuple[str, ...]) -> dict[str, Any]:

@@ -42,6 +42,10 @@ class ModelMatch:
     right: tuple[int, ...]
 
 
+# matches; unmatched left and right positions; resolved left and right positions
+ModelOutcome = tuple[list[ModelMatch], set[int], set[int], set[int], set[int]]
+
+
 def normalise(text: str | None, steps: Sequence[str]) -> str | None:
     if text is None:
         return None
@@ -102,6 +106,7 @@ class Model:
         scale: int,
         manual_matches: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
         rejections: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
+        resolved: tuple[Sequence[int], Sequence[int]] = ((), ()),
     ) -> None:
         self.d = definition
         self.left = {r.position: r for r in left}
@@ -121,6 +126,11 @@ class Model:
             rights = [p for p in rights if p in self.right and p not in self.taken_right]
             if lefts and rights:
                 self._take(None, lefts, rights)
+        # resolutions close the rows no manual match took; no pass takes them
+        self.resolved_left = set(resolved[0]) & (set(self.left) - self.taken_left)
+        self.resolved_right = set(resolved[1]) & (set(self.right) - self.taken_right)
+        self.taken_left |= self.resolved_left
+        self.taken_right |= self.resolved_right
 
     def amount(self, row: ModelRow, left: bool) -> Any:
         return row.values[self.d.left.amount if left else self.d.right.amount]  # type: ignore[index]
@@ -275,9 +285,12 @@ class Model:
             return True
         return currency(a, self.d, a_left) == currency(b, self.d, b_left)
 
-    def outcome(self) -> tuple[list[ModelMatch], set[int], set[int]]:
+    def outcome(self) -> ModelOutcome:
+        """The matches, then each side's unmatched rows, then each side's resolved rows."""
         return (
             sorted(self.matches, key=lambda m: m.match_id),
             set(self.left) - self.taken_left,
             set(self.right) - self.taken_right,
+            self.resolved_left,
+            self.resolved_right,
         )

@@ -18,6 +18,12 @@ An entry point like `api/`: it calls services through the runtime, never storage
   Selection, the candidates of a row); `workbench_exceptions_actions`: its Match and
   Resolve; `exceptions_view`: its state in its URL, each side a Data API query;
   `exceptions_rows`: its rows' amounts as the engine compares them, ages, the Selection
+- `workbench_suggestions`, `workbench_matches`, `workbench_resolved`: the workbench's
+  views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
+  resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside
+  the other's; `workbench_actions`: acting (roles, notes, who did what, refusals)
+- `workbench_history`: the workbench's History view (every action and undo, filtered,
+  paged, undone where allowed, exported as CSV)
 - `transformations`: a transformation's page (its SQL edited, previewed and saved; its
   inputs, readers and last run)
 - `transformation_new`: the admins' "New transformation" page (preview, create)

@@ -25,6 +25,10 @@ from tally.console import (
     transformations,
     workbench_exceptions,
     workbench_exceptions_actions,
+    workbench_history,
+    workbench_matches,
+    workbench_resolved,
+    workbench_suggestions,
 )
 from tally.console.auth import ForbiddenError, SignInRequiredError, optional_user
 from tally.console.guard import ConsoleGuard, is_console_path
@@ -40,7 +44,9 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
-    workbench = (workbench_exceptions, workbench_exceptions_actions)
+    # the views of a reconciliation's workbench (issue #34)
+    workbench = (workbench_suggestions, workbench_matches, workbench_resolved, workbench_history)
+    workbench += (workbench_exceptions, workbench_exceptions_actions)
     for module in (*routers, *workbench, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)

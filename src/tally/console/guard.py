@@ -8,16 +8,22 @@ OPTIONS) is refused with 403 unless its `Sec-Fetch-Site` is `same-origin` or `no
 a browser too old to send that header must send an `Origin` equal to the console's own
 (the request's scheme and Host, or TALLY_PUBLIC_URL's). A request with neither header is
 refused too: every browser sends one on a POST, and the console serves browsers only.
+
+A console form's body (anything posted but an upload, whose size TALLY_MAX_FILE_BYTES
+bounds) is at most FORM_MAX_BYTES: larger is a 413 before it is read whole, since the
+form parser would hold all of it in memory (the headers are no proof of a browser).
 """
 
 from __future__ import annotations
 
+import contextlib
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+UPLOAD_SUFFIX = "/upload"  # /console/sources/{id}/upload: bounded by TALLY_MAX_FILE_BYTES
 # No script at all for now (nothing inline, nothing from elsewhere); styles from our own
 # static files; forms post only to us; no page may be framed (click-jacking).
 CONTENT_SECURITY_POLICY = (
@@ -30,6 +36,13 @@ SECURITY_HEADERS = (
     (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
+)
+# A definition's JSON (the API takes 1 MiB) as a form field, percent-encoded at worst.
+FORM_MAX_BYTES = 4 * 1024 * 1024
+TOO_LARGE_PAGE = (
+    b"<!doctype html><html lang=en><meta charset=utf-8><title>Too large - tally</title>"
+    b"<main><h1>Too large</h1><p>This form sent more than the console reads"
+    b" (4 MiB), so nothing was done. Go back and send less.</p></main></html>"
 )
 REFUSED_PAGE = (
     b"<!doctype html><html lang=en><meta charset=utf-8><title>Refused - tally</title>"
@@ -72,29 +85,75 @@ class ConsoleGuard:
         if scope["type"] != "http" or not is_console_path(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if scope["method"] not in SAFE_METHODS and not is_same_origin(
-            scope, Headers(scope=scope), self.public_url
-        ):
-            await self._refuse(send)
-            return
+        if scope["method"] not in SAFE_METHODS:
+            headers = Headers(scope=scope)
+            if not is_same_origin(scope, headers, self.public_url):
+                await _answer(send, 403, REFUSED_PAGE)
+                return
+            if not scope["path"].endswith(UPLOAD_SUFFIX):
+                await self._bounded(scope, receive, send, headers)
+                return
+        await self.app(scope, receive, _with_headers(send))
 
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS:
-                    headers.raw.append((name, value))
-                if headers.get("content-type", "").startswith("text/html"):
-                    headers["cache-control"] = "no-store"  # a page holds the workspace's data
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
+        """The app, reading a body of at most FORM_MAX_BYTES (else a 413, unless the
+        app has answered already)."""
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > FORM_MAX_BYTES:
+            await _answer(send, 413, TOO_LARGE_PAGE)
+            return
+        seen = 0
+        too_large = started = False
+
+        async def counted() -> Message:
+            nonlocal seen, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > FORM_MAX_BYTES and not started:
+                    too_large = True
+                    raise _BodyTooLargeError()
+            return message
+
+        async def noted(message: Message) -> None:
+            nonlocal started
+            if too_large:  # the app's answer to a body cut short (FastAPI makes it a 400)
+                return
+            started = started or message["type"] == "http.response.start"
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        with contextlib.suppress(_BodyTooLargeError):  # (when the app lets it through)
+            await self.app(scope, counted, _with_headers(noted))
+        if too_large:
+            await _answer(send, 413, TOO_LARGE_PAGE)
 
-    async def _refuse(self, send: Send) -> None:
-        headers = [
-            (b"content-type", b"text/html; charset=utf-8"),
-            (b"content-length", str(len(REFUSED_PAGE)).encode()),
-            (b"cache-control", b"no-store"),
-            *SECURITY_HEADERS,
-        ]
-        await send({"type": "http.response.start", "status": 403, "headers": headers})
-        await send({"type": "http.response.body", "body": REFUSED_PAGE})
+
+class _BodyTooLargeError(Exception):
+    """Raised from `receive` once a form's body passes FORM_MAX_BYTES."""
+
+
+def _with_headers(send: Send) -> Send:
+    """`send`, adding the security headers to the response (no-store on a page)."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            for name, value in SECURITY_HEADERS:
+                headers.raw.append((name, value))
+            if headers.get("content-type", "").startswith("text/html"):
+                headers["cache-control"] = "no-store"  # a page holds the workspace's data
+        await send(message)
+
+    return send_with_headers
+
+
+async def _answer(send: Send, status: int, page: bytes) -> None:
+    """A refusal of the guard's own, before the app reads anything."""
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-length", str(len(page)).encode()),
+        (b"cache-control", b"no-store"),
+        *SECURITY_HEADERS,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": page})

@@ -19,9 +19,18 @@ class ActionKind(StrEnum):
     CONFIRM = "confirm"  # a suggested match made manual
     REJECT = "reject"  # an automatic or suggested match undone: never paired again
     RESOLVE = "resolve"  # rows of one side closed with a reason code, no counterpart
+    # Recorded for the history only (who changed what, when), no rows: never manual work
+    DEFINE = "define"  # the definition replaced (PUT, the console's Save)
+    RUN = "run"  # a run asked for (POST .../runs, the console's Run now)
 
 
+NOTE_MAX_CHARS = 10_000  # an action's note, in the API's bodies and the console's forms
 MANUAL_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM)  # the actions that make a manual match
+# The actions a run applies (manual work: in force until undone or retired); the others
+# are events a run never reads, which nothing undoes or retires.
+WORK_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM, ActionKind.REJECT, ActionKind.RESOLVE)
+MATCH_KINDS = (ActionKind.MATCH, ActionKind.CONFIRM, ActionKind.REJECT)  # those with a match id
+UNDOABLE_KINDS = (*MANUAL_KINDS, ActionKind.RESOLVE)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,12 @@ class ActionRecord:
     @property
     def makes_manual_match(self) -> bool:
         return self.kind in MANUAL_KINDS
+
+    @property
+    def can_undo(self) -> bool:
+        """Whether an analyst may undo it: a manual match is dissolved, a resolution
+        reopened (a rejection is for good; an event is never undone)."""
+        return self.kind in UNDOABLE_KINDS
 
     @property
     def side(self) -> SideName | None:
@@ -97,4 +112,65 @@ class ActionRecord:
             actor=row.actor,
             undo_actor=row.undo_actor,
             reason=row.reason,
+        )
+
+
+UNDO, RETIRED = "undo", "retired"  # a history's entries beside the actions' own kinds
+HISTORY_KINDS = (*(str(k) for k in ActionKind), UNDO, RETIRED)
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """A history's entries of this actor (None: any) and of this kind (None: any, else
+    one of HISTORY_KINDS)."""
+
+    actor: str | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One line of a reconciliation's history, newest first: an action taken (`kind` its
+    kind), or the end of one (`undo`: an analyst undid it, with their note; `retired`:
+    its rows went, the note says why), each with its own time and actor. `action_id` is
+    the action taken or ended; `undone_at` when that action stopped being in force."""
+
+    action_id: int
+    kind: str  # an ActionKind's value, UNDO or RETIRED
+    at: dt.datetime
+    actor: str | None  # a user's name, `api key sha256:...`, `tally admin`; None: unknown
+    note: str | None
+    match_id: int | None
+    left_rows: tuple[int, ...]
+    right_rows: tuple[int, ...]
+    reason: str | None  # a resolution's reason code
+    action_kind: ActionKind  # the kind of the action taken or ended
+    undone_at: dt.datetime | None
+
+    @property
+    def is_action(self) -> bool:
+        """Whether it is the action taken, not its end."""
+        return self.kind not in (UNDO, RETIRED)
+
+    @property
+    def can_undo(self) -> bool:
+        """Whether an analyst may undo it now: a manual match dissolved, a resolution
+        reopened (a rejection, a definition change or a run is never undone)."""
+        undoable = self.action_kind in UNDOABLE_KINDS
+        return self.is_action and self.undone_at is None and undoable
+
+    @classmethod
+    def from_row(cls, row: Any) -> HistoryEntry:
+        return cls(
+            action_id=row.action_id,
+            kind=row.kind,
+            at=as_utc(row.at),
+            actor=row.actor,
+            note=row.note,
+            match_id=row.match_id,
+            left_rows=tuple(row.left_rows),
+            right_rows=tuple(row.right_rows),
+            reason=row.reason,
+            action_kind=ActionKind(row.action_kind),
+            undone_at=as_utc(row.undone_at) if row.undone_at is not None else None,
         )

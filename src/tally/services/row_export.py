@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,6 +28,7 @@ from tally.storage.resource_tables.pages import RowKey
 from tally.storage.resources import Resource
 
 EXPORT_CHUNK_ROWS = MAX_PAGE_SIZE  # rows read (and written out) at a time
+LINE_END = "\r\n"  # RFC 4180
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,6 @@ class RowExport:
         on SQLite, REPEATABLE READ on PostgreSQL) until the last row or the client goes."""
         with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
             resource, query = authorised_query(conn, request)
-            buffer = io.StringIO()
-            writer = csv.writer(buffer, lineterminator="\r\n")  # RFC 4180
-            writer.writerow([column.name for column in query.fields])
             # Descending, after a key: may rows with no value follow it? (one probe)
             ordering = query.ordering
             missing_follow = (
@@ -69,18 +67,24 @@ class RowExport:
             # connection, and at most two chunks in memory.
             with ThreadPoolExecutor(1, thread_name_prefix="tally-export") as reader:
                 ahead = reader.submit(fetch, 0, None)
+                yield _header(query)  # while the first chunk is read
                 offset = 0
                 while True:
-                    rows, start = ahead.result()
-                    offset += len(rows)
+                    lines, start = ahead.result()
+                    offset += len(lines)
                     if start is not None:
                         ahead = reader.submit(fetch, offset, start)
-                    writer.writerows(rows)  # a missing value (None) is written empty
-                    yield buffer.getvalue().encode()
-                    buffer.seek(0)
-                    buffer.truncate()
+                    if lines:
+                        yield (LINE_END.join(lines) + LINE_END).encode()
                     if start is None:
                         return
+
+
+def _header(query: RowQuery) -> bytes:
+    """The column labels, as Python's `csv` writes them (the lines match)."""
+    header = io.StringIO()
+    csv.writer(header, lineterminator=LINE_END).writerow(c.name for c in query.fields)
+    return header.getvalue().encode()
 
 
 def _chunk(
@@ -90,10 +94,10 @@ def _chunk(
     missing_follow: bool,
     offset: int,
     start: RowKey | None,
-) -> tuple[list[Sequence[str | None]], RowKey | None]:
-    """The rows after `start` (the view's row at `offset - 1`), and the key to start the
-    next chunk after (None: this was the last)."""
-    page = pages.select_text_page(
+) -> tuple[list[str], RowKey | None]:
+    """The CSV lines of the rows after `start` (the view's row at `offset - 1`), and
+    the key to start the next chunk after (None: this was the last)."""
+    page = pages.select_csv_page(
         conn,
         resource.table_name,
         resource.columns,
@@ -105,6 +109,6 @@ def _chunk(
         start=None if start is None else (offset, start),
         missing_follow=missing_follow,
     )
-    if len(page.rows) < EXPORT_CHUNK_ROWS:
-        return page.rows, None
-    return page.rows, page.checkpoints[offset + len(page.rows)]
+    if len(page.lines) < EXPORT_CHUNK_ROWS:
+        return page.lines, None
+    return page.lines, page.checkpoints[offset + len(page.lines)]

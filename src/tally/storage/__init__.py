@@ -23,6 +23,8 @@ tally.core; no service ever sees a driver's exception (`db_errors`).
   downloaded files: temp file, sha256, fsync, rename)
 - Derived resources: `derived/` (records, plans, outputs), `reconciliation_inputs` (both
   sides read in one snapshot as columns), `reconciliation_actions` (manual work),
+  `reconciliation_matches` (a page of an output's match ids and their count),
+  `reconciliation_history` (its actions and undos as entries, newest first),
   `reconciliation_candidates` (the index reads that find a row's candidates),
   `reconciliation_keys` (each input row's normalised keys, `r_{id}_keys`),
   `reconciliation_patch` (the rows an incremental run replaces), `transformation_sql` (a

@@ -1,5 +1,6 @@
 """Queries for the analysts' actions on a reconciliation (manual matches, confirmations,
-rejections, resolutions), and what they need of row tables: input rows by position, the
+rejections, resolutions; and the events kept beside them: a definition replaced, a run
+asked for), and what they need of row tables: input rows by position, the
 rows of one match in the current output, and the output's rows a resolution closes (or
 reopens) at once.
 
@@ -20,7 +21,7 @@ from sqlalchemy import Connection
 from tally.core.clock import as_utc
 from tally.core.columns import Column
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, Resolution
-from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.core.reconciliation_actions import MATCH_KINDS, WORK_KINDS, ActionKind, ActionRecord
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables import row_json, source_rows
 from tally.storage.resource_tables.ddl import ROW_ID, ROW_JSON, row_table
@@ -42,14 +43,15 @@ def insert_action(
     reason: str | None = None,
 ) -> int:
     """Record an action; its match id is its smallest left row (as in the output), none
-    for a resolution (`reason`: its code). `carried_from`: the action this one
-    continues, its rows found at new positions."""
+    for a resolution (`reason`: its code) or an event with no rows (a definition
+    replaced, a run asked for). `carried_from`: the action this one continues, its rows
+    found at new positions."""
     action_id = conn.execute(
         sa.insert(actions)
         .values(
             derived_id=derived_id,
             kind=str(kind),
-            match_id=None if kind is ActionKind.RESOLVE else min(left_rows),
+            match_id=min(left_rows) if kind in MATCH_KINDS else None,
             reason=reason,
             left_rows=sorted(left_rows),
             right_rows=sorted(right_rows),
@@ -67,10 +69,11 @@ def insert_action(
 def list_actions(
     conn: Connection, derived_id: int, *, in_force: bool = False
 ) -> list[ActionRecord]:
-    """The actions in the order they were taken (`in_force`: only those not undone)."""
+    """The actions in the order they were taken (`in_force`: only the manual work not
+    undone, never an event such as a definition replaced)."""
     stmt = sa.select(actions).where(actions.c.derived_id == derived_id)
     if in_force:
-        stmt = stmt.where(actions.c.undone_at.is_(None))
+        stmt = stmt.where(actions.c.undone_at.is_(None), _is_work())
     return [ActionRecord.from_row(r) for r in conn.execute(stmt.order_by(actions.c.id))]
 
 
@@ -121,10 +124,15 @@ def retire_actions(conn: Connection, derived_id: int, now: dt.datetime, reason: 
     no longer read); how many."""
     result = conn.execute(
         sa.update(actions)
-        .where(actions.c.derived_id == derived_id, actions.c.undone_at.is_(None))
+        .where(actions.c.derived_id == derived_id, actions.c.undone_at.is_(None), _is_work())
         .values(undone_at=now, retired_reason=reason)
     )
     return int(result.rowcount)
+
+
+def _is_work() -> sa.ColumnElement[bool]:
+    """Manual work, which can be in force (an event is only recorded)."""
+    return actions.c.kind.in_([str(k) for k in WORK_KINDS])
 
 
 def retire_action(conn: Connection, action_id: int, now: dt.datetime, reason: str) -> None:

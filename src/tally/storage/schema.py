@@ -357,7 +357,10 @@ reconciliation_actions = Table(
     Column("undo_actor", String(250), nullable=True),
     # A resolution's reason code (one of its definition's `resolution_reasons`).
     Column("reason", String(40), nullable=True),
-    CheckConstraint("kind IN ('match', 'confirm', 'reject', 'resolve')", name="kind"),
+    # `define` and `run`: a definition replaced, a run asked for (history only, no rows)
+    CheckConstraint(
+        "kind IN ('match', 'confirm', 'reject', 'resolve', 'define', 'run')", name="kind"
+    ),
 )
 
 # The console's people (issue #33). A user's name is unique across the installation

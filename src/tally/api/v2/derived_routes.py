@@ -23,7 +23,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, create_model
 
 from tally.api.errors import json_response, v2_responses
-from tally.api.v2.auth import KeyedWorkspace
+from tally.api.v2.auth import KeyActor, KeyedWorkspace
 from tally.api.v2.bodies import json_request_body, read_json
 from tally.core import errors
 from tally.services.derived.history import RUNS_KEPT
@@ -115,6 +115,7 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
     )
     request = _parameter("request", Request)
     workspace = _parameter("workspace", KeyedWorkspace)
+    actor = _parameter("actor", KeyActor)
     service = _parameter("service", kind.service)
     after = _parameter(
         "after",
@@ -137,10 +138,16 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
     async def get(workspace: Any, service: Any, **the: int) -> Response:
         return await shown(service.get, workspace_id=workspace.id, derived_id=the[the_id.name])
 
-    async def replace(request: Request, workspace: Any, service: Any, **the: int) -> Response:
+    async def replace(
+        request: Request, workspace: Any, actor: str, service: Any, **the: int
+    ) -> Response:
         body = await read_definition(request)
         return await shown(
-            service.replace, workspace_id=workspace.id, derived_id=the[the_id.name], body=body
+            service.replace,
+            workspace_id=workspace.id,
+            derived_id=the[the_id.name],
+            body=body,
+            actor=actor,
         )
 
     async def list_runs(workspace: Any, service: Any, **the: int) -> Response:
@@ -193,7 +200,7 @@ def add_definition_routes(router: APIRouter, kind: DefinitionRoutes) -> None:
         one,
         replace,
         f"replace_{kind.noun}",
-        (request, the_id, workspace, service),
+        (request, the_id, workspace, actor, service),
         summary="Replace the definition; a run is queued at once",
         description=kind.replace_description,
         response_model=kind.shown,

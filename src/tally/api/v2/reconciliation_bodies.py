@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field, field_validator
 
 from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.core.columns import INT64_MAX
+from tally.core.reconciliation_actions import NOTE_MAX_CHARS
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody
 
 MAX_ROWS_PER_SIDE = 10_000
-NOTE_MAX_CHARS = 10_000
 Row = Annotated[int, Field(ge=1, le=INT64_MAX), WHOLE_NUMBER]
 
 
@@ -180,11 +180,16 @@ class CandidatesResponse(BaseModel):
 
 class ActionResponse(BaseModel):
     id: int
-    kind: Literal["match", "confirm", "reject", "resolve"] = Field(
+    kind: Literal["match", "confirm", "reject", "resolve", "define", "run"] = Field(
         description="`resolve`: rows of one side closed with no counterpart (its rows on "
-        "that side, none on the other; `reason` its code)."
+        "that side, none on the other; `reason` its code). `define`: the definition "
+        "replaced (PUT, or the console's Save); `run`: a run asked for (POST .../runs, or "
+        "the console's Run now): events with no rows, never in force, never undone; "
+        "their `fingerprint` is the sha256 of the definition they concern."
     )
-    match_id: int | None = Field(description="The match's id; null for a resolution.")
+    match_id: int | None = Field(
+        description="The match's id; null for a resolution and for an event."
+    )
     left_rows: list[int]
     right_rows: list[int]
     fingerprint: str = Field(description="sha256 of the rows' content when it was taken.")

@@ -137,7 +137,9 @@ add_definition_routes(
         not_found=errors.ReconciliationNotFoundError,
         get_summary="A reconciliation: its definition, state and last run",
         replace_description="Manual work names rows by position in the inputs: when a side "
-        "reads another resource, every manual action is retired (kept, with `undone_at`).",
+        "reads another resource, every manual action is retired (kept, with `undone_at`). "
+        "The change is kept in GET .../actions as an action of kind `define`, with who "
+        "made it (`actor`).",
         delete_summary="Delete the reconciliation, its manual work and its output resource",
     ),
 )
@@ -147,14 +149,22 @@ add_definition_routes(
     ONE + "/runs",
     status_code=202,
     summary="Queue a run now",
+    description="Kept in GET .../actions as an action of kind `run`, with who asked for "
+    "it (`actor`).",
     response_model=RunQueuedResponse,
     responses=v2_responses(*FOUND),
 )
 async def queue_run(
-    reconciliation_id: ReconciliationId, workspace: KeyedWorkspace, service: ReconciliationsDep
+    reconciliation_id: ReconciliationId,
+    workspace: KeyedWorkspace,
+    actor: KeyActor,
+    service: ReconciliationsDep,
 ) -> Response:
     queued = await run_in_threadpool(
-        service.queue_run, workspace_id=workspace.id, reconciliation_id=reconciliation_id
+        service.queue_run,
+        workspace_id=workspace.id,
+        reconciliation_id=reconciliation_id,
+        actor=actor,
     )
     return json_response({"id": queued.id, "state": queued.state}, 202)
 
@@ -352,7 +362,10 @@ async def row_candidates(
 
 @router.get(
     ONE + "/actions",
-    summary="Every manual action taken, in order, undone ones included",
+    summary="Every action taken, in order, undone ones included",
+    description="The manual work (`match`, `confirm`, `reject`, `resolve`) and the events "
+    "kept beside it (`define`: the definition replaced; `run`: a run asked for), each "
+    "with who took it (`actor`). An event names no rows and is never undone.",
     response_model=ActionListResponse,
     responses=v2_responses(*FOUND),
 )

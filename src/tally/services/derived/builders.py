@@ -7,6 +7,7 @@ its staged output itself."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,9 @@ class Output:
     # what this run read, kept for the next run to decide whether it may be incremental
     basis: dict[str, Any] | None = None
     companion: Companion | None = None
+    # called last in the transaction that records the run (a reconciliation shows again
+    # the analysts' actions taken while it ran: services/reconciliation/replay.py)
+    after_publish: Callable[[Connection, dt.datetime], None] | None = None
 
 
 class Companion(Protocol):
@@ -70,6 +74,7 @@ class Patch:
     summary: dict[str, Any]
     basis: dict[str, Any] | None = None
     stage: Callable[[Engine, Guard], None] | None = None
+    after_publish: Callable[[Connection, dt.datetime], None] | None = None  # as Output's
 
 
 class Builder(Protocol):

@@ -125,6 +125,12 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
     ) -> None:
         """What else of the kind's a new definition changes, before it is stored."""
 
+    def replaced(
+        self, conn: Connection, record: DerivedRecord, now: dt.datetime, actor: str | None
+    ) -> None:
+        """What else of the kind's follows a new definition stored (`record` as it is now;
+        `actor`: who replaced it, for a kind that keeps a history)."""
+
     def deleting(self, conn: Connection, record: DerivedRecord) -> None:
         """What else of the kind's goes before its record (which it may point at)."""
 
@@ -196,10 +202,12 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
         derived_id: int,
         body: Any,
         expected: dict[str, Any] | None = None,
+        actor: str | None = None,
     ) -> Shown:
         """A new definition, run at once (the output keeps its rows and columns until
         that run publishes). `expected`: the definition the change was made to; another
-        one stored meanwhile is a ConflictError (no edit silently overwrites another)."""
+        one stored meanwhile is a ConflictError (no edit silently overwrites another).
+        `actor`: who (a user's name, an API key's fingerprint), for `replaced`."""
         parsed = self.parse(body)
         now = utc_now()
         with write_connection(self._engine) as conn, conn.begin():
@@ -219,7 +227,9 @@ class DefinitionLifecycle(ABC, Generic[Body, Shown]):
             if checked.name != record.name:
                 resources.rename_resource(conn, record.resource_id, checked.name, now)
             records.request_run(conn, record.id, now)
-            return self.shown(conn, self._owned(conn, workspace_id, record.id))
+            stored = self._owned(conn, workspace_id, record.id)
+            self.replaced(conn, stored, now, actor)
+            return self.shown(conn, stored)
 
     def delete(self, *, workspace_id: int, derived_id: int) -> None:
         """The derived resource (and what `deleting` adds), its output resource and

@@ -92,6 +92,8 @@ class Publisher:
             if not published:
                 _check_inputs(conn, output.inputs)
             _record_success(conn, record, output, started, now, version, output.row_count)
+            if output.after_publish is not None:
+                output.after_publish(conn, now)
         log.info(
             "derived_run_finished",
             extra={
@@ -135,6 +137,8 @@ class Publisher:
                 version = derived_outputs.republish(conn, resource, row_count, now)
                 self._queue_readers(conn, record.resource_id, now)
             _record_success(conn, record, patch, started, now, version, row_count)
+            if patch.after_publish is not None:
+                patch.after_publish(conn, now)
         lap(timings, "publish", clock)
         log.info("derived_output_readable", extra={"derived_id": record.id})
         log.info(

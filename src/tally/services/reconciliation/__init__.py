@@ -10,13 +10,16 @@ why it matched or did not.
   resolution), `kept_work` (manual work found again after its source's rows were
   replaced or taken back: carried to the new positions, or retired with the reason),
   `candidates` (a row's nearest rows of the other side under each pass, each condition
-  met or failed)
+  met or failed), `match_pages` (a page of the output's matches, whole, for the
+  console's workbench), `history` (every action and undo, newest first, a page at a
+  time or as CSV)
 - A run: `runs` (`ReconciliationBuilder`: snapshot, engine, output), `reading` (what it
   reads of each side), `plan` (the output's plan rows, full or incremental),
   `incremental` (whether a run may patch the output, and the patch), `keys` (key
   signatures, the late rows' component), `totals` (last_run's amounts, signed and
   absolute, per currency where the sides name one), `oldest` (last_run's oldest
-  unmatched date per side)
+  unmatched date per side), `replay` (the actions taken while it ran, shown again on
+  what it publishes)
 - The engine, pure: `matching` (`reconcile`) over `state`, its values in `rows` (a
   side's rows in, matches and reasons out); `passes` (manual, one-to-one) with
   `key_join` (keys one row a side has, joined by hash with numpy) and `large_groups` (a

@@ -180,6 +180,25 @@ def fingerprint(
     return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def record_event(
+    conn: Connection, record: DerivedRecord, kind: ActionKind, now: dt.datetime, actor: str | None
+) -> int:
+    """A history event (a definition replaced, a run asked for: no rows, never in
+    force) kept with who and the sha256 of the definition it concerns; its id."""
+    digest = hashlib.sha256(orjson.dumps(record.definition, option=orjson.OPT_SORT_KEYS))
+    return actions.insert_action(
+        conn,
+        derived_id=record.id,
+        kind=kind,
+        left_rows=[],
+        right_rows=[],
+        fingerprint=digest.hexdigest(),
+        note=None,
+        now=now,
+        actor=actor,
+    )
+
+
 def suggested_rows(pairs: Sequence[OutputPair], match_id: int) -> dict[SideName, list[int]]:
     """The rows of a suggested match; ConflictError for a match of another status."""
     statuses = sorted({p.status for p in pairs})

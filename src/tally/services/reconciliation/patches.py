@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection
@@ -36,8 +36,9 @@ from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.resources import Resource
 
+UNMATCHED, RESOLVED = str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED)
 # Statuses last_run counts by rows per side (`unmatched_left`); the rest by matches.
-ROW_COUNTED = (str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED))
+ROW_COUNTED = (UNMATCHED, RESOLVED)
 # In the run's basis: the output's data version last_run's figures describe once an
 # action moved them (its `output_version` stays the run's, so the next run is full).
 FIGURES_VERSION = "figures_version"
@@ -92,17 +93,26 @@ def apply(
     now: dt.datetime,
     *,
     matches: int = 0,
+    replayed: bool = False,
 ) -> bool:
     """Every move whose rows all show `was` (else none: all or nothing, so the figures
     never count half an action), `matches` more manual matches counted; whether the
-    output changed."""
+    output changed. `replayed` (replay.py): rows showing what they become already (the
+    output the action changed was kept) count as moved, their figures alone moved."""
     definition = ReconciliationDefinition.from_json(record.definition)
+    pending: list[Move] = []
     for move in moves:
         shown = statuses(conn, output, definition, move.side, move.rows)
-        if not move.rows or any(shown.get(r, ("",))[0] != move.was for r in move.rows):
+        at = [shown.get(r, ("",))[0] for r in move.rows]
+        if replayed and move.rows and all(s in (move.was, move.becomes) for s in at):
+            left = [r for r, s in zip(move.rows, at, strict=True) if s == move.was]
+            pending.append(replace(move, rows=left))
+        elif not move.rows or any(s != move.was for s in at):
             return False
+        else:
+            pending.append(move)
     by_name = {c.name: c for c in output.columns}
-    for move in moves:
+    for move in (m for m in pending if m.rows):
         actions.set_rows(
             conn,
             output.table_name,
@@ -112,14 +122,31 @@ def apply(
             was=move.was,
             values=[(by_name[name], value) for name, value in move.values.items()],
         )
-    version = derived_outputs.republish(conn, output, output.row_count, now)
+    version = output.data_version  # (a replayed action's rows show it already)
+    if any(m.rows for m in pending):
+        version = derived_outputs.republish(conn, output, output.row_count, now)
     last = record.last_run
     if last is not None and "counts" in last:
         figures, basis = _moved(conn, definition, last, record.run_basis, moves, matches)
         if basis is not None:
-            basis = {**basis, FIGURES_VERSION: version}
+            # the figures are exact at the new version only if they were at the old one
+            # (not so between a run's publication and its record: the figures are the
+            # run before's until then)
+            was_exact = figures_version(record.run_basis) == output.data_version
+            basis = {k: v for k, v in basis.items() if k != FIGURES_VERSION}
+            if was_exact:
+                basis[FIGURES_VERSION] = version
         derived_records.record_patched(conn, record.id, figures, basis)
     return True
+
+
+def figures_version(basis: Mapping[str, Any] | None) -> int | None:
+    """The output's data version at which last_run's figures are exact: the last
+    action's (when it moved exact figures), else the run's own; None when unknown."""
+    if basis is None:
+        return None
+    found = basis.get(FIGURES_VERSION, basis.get("output_version"))
+    return None if found is None else int(found)
 
 
 def show_match(
@@ -133,15 +160,28 @@ def show_match(
     once, each row as it stands (the run pairs them, with their difference); whether
     it was."""
     output = resources.lock_resource(conn, record.resource_id)
+    return apply(conn, record, output, match_moves(rows, note), now, matches=1)
+
+
+def match_moves(rows: Mapping[SideName, Sequence[int]], note: str | None) -> list[Move]:
+    """A manual match's rows, from unmatched to `manual` (the run pairs them)."""
     values = {
         STATUS: str(MatchStatus.MANUAL),
         PASS: MANUAL_PASS_NAME,
         MATCH_ID: min(rows[SideName.LEFT]),
         REASON: reasons.paired_later(note),
     }
-    unmatched = str(MatchStatus.UNMATCHED)
-    moves = [Move(side, rows[side], unmatched, values) for side in SideName]
-    return apply(conn, record, output, moves, now, matches=1)
+    return [Move(side, rows[side], UNMATCHED, values) for side in SideName]
+
+
+def resolve_move(side: SideName, rows: Sequence[int], reason: str, note: str | None) -> Move:
+    """A resolution's rows, from unmatched to `resolved`."""
+    return Move(side, rows, UNMATCHED, {STATUS: RESOLVED, REASON: reasons.resolved(reason, note)})
+
+
+def reopen_move(side: SideName, rows: Sequence[int], note: str | None) -> Move:
+    """An undone resolution's rows, from `resolved` to unmatched (the run explains them)."""
+    return Move(side, rows, RESOLVED, {STATUS: UNMATCHED, REASON: reasons.reopened(note)})
 
 
 def _moved(

@@ -27,16 +27,14 @@ from tally.core.errors import (
     InvalidBodyError,
     ResolutionNotFoundError,
 )
-from tally.core.reconciliation import MatchStatus, ReconciliationDefinition, SideName
+from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.reconciliation_actions import ActionKind, ActionRecord
-from tally.services.reconciliation import manual, patches, reasons
-from tally.services.reconciliation.output_columns import REASON, STATUS
+from tally.services.reconciliation import manual, patches
 from tally.storage import reconciliation_actions as actions
 from tally.storage import resources
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 
-UNMATCHED, RESOLVED = str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED)
 ROWS_FIELD = "rows[{index}]"
 
 
@@ -72,7 +70,7 @@ def resolve(
             "unmatched row can be resolved; undo the match first",
         )
         for index, row in enumerate(rows)
-        if row in shown and shown[row][0] != UNMATCHED
+        if row in shown and shown[row][0] != patches.UNMATCHED
     ]
     if matched:
         raise ConflictError(matched)
@@ -80,9 +78,8 @@ def resolve(
     action_id = manual.record_action(
         conn, record, ActionKind.RESOLVE, named, note, now, actor, reason=reason
     )
-    values = {STATUS: RESOLVED, REASON: reasons.resolved(reason, note)}
     open_rows = [r for r in rows if r in shown]
-    patches.apply(conn, record, output, [patches.Move(side, open_rows, UNMATCHED, values)], now)
+    patches.apply(conn, record, output, [patches.resolve_move(side, open_rows, reason, note)], now)
     return _action(conn, record, action_id)
 
 
@@ -103,8 +100,7 @@ def reopen(
     actions.undo_action(conn, found.id, now, note, actor)
     derived_records.request_run(conn, record.id, now)
     output = resources.lock_resource(conn, record.resource_id)
-    values = {STATUS: UNMATCHED, REASON: reasons.reopened(note)}
-    move = patches.Move(found.side, list(found.rows), RESOLVED, values)
+    move = patches.reopen_move(found.side, list(found.rows), note)
     patches.apply(conn, record, output, [move], now)
     return _action(conn, record, resolution_id)
 

@@ -18,7 +18,7 @@ import time
 from array import array
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -32,7 +32,7 @@ from tally.core.reconciliation import (
     SideName,
 )
 from tally.services.derived.builders import Output, Patch
-from tally.services.reconciliation import oldest, totals
+from tally.services.reconciliation import oldest, replay, totals
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
 from tally.services.reconciliation.matching import (
@@ -86,6 +86,7 @@ class ReconciliationBuilder:
             right_resource = resources.get_resource(conn, definition.right.resource_id)
             scale = common_scale(definition, left_resource.columns, right_resource.columns)
             manual = reconciliation_actions.manual_work(conn, record.id)
+            after_publish = replay.replayer(record.id, replay.in_force(conn, record.id))
             work = _manual_work(conn, record, manual)
             sides = [
                 Input(which, resource, side_columns(resource, definition, which))
@@ -118,7 +119,7 @@ class ReconciliationBuilder:
                 timings["incremental"] = time.perf_counter() - clock
                 if isinstance(found, Patch):
                     found.summary["manual_work"] = work
-                    return found
+                    return replace(found, after_publish=after_publish)
                 why = found
             left, right = _read_both(self._engine, conn, sides, scale)
             now = time.perf_counter()
@@ -168,6 +169,7 @@ class ReconciliationBuilder:
                 definition,
                 [(left.rows, left.row_ids), (right.rows, right.row_ids)],
             ),
+            after_publish=after_publish,
         )
 
 

@@ -1,7 +1,8 @@
 """Reconciliations as the API and the CLI use them: defined, listed, replaced, deleted
 (the lifecycle every derived resource shares, services/derived/lifecycle.py, given a
 reconciliation's checks and columns), run on request, and the analysts' manual work
-(match, confirm, undo, resolve, reopen).
+(match, confirm, undo, resolve, reopen) and its history (who did what, and who changed
+the definition or asked for a run).
 
 Each use case is one transaction. The output is an ordinary resource of kind
 `reconciliation` named after it. Another workspace's reconciliation does not exist
@@ -12,23 +13,33 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
 
 from tally.core.clock import utc_now
-from tally.core.errors import ReconciliationNotFoundError
+from tally.core.columns import INT64_MAX
+from tally.core.errors import ConflictError, FieldProblem, ReconciliationNotFoundError
 from tally.core.reconciliation import ReconciliationDefinition, SideName
-from tally.core.reconciliation_actions import ActionKind, ActionRecord
+from tally.core.reconciliation_actions import ActionKind, ActionRecord, HistoryFilter
 from tally.services.derived.lifecycle import Checked, DefinitionLifecycle, Derived
-from tally.services.reconciliation import candidates, manual, patches, resolutions
+from tally.services.reconciliation import (
+    candidates,
+    history,
+    manual,
+    match_pages,
+    patches,
+    resolutions,
+)
 from tally.services.reconciliation.bodies import ReconciliationDefinitionBody, parse_definition
 from tally.services.reconciliation.candidates import Candidates
+from tally.services.reconciliation.history import HistoryPage
 from tally.services.reconciliation.inputs import checked_definition
+from tally.services.reconciliation.match_pages import MatchPage
 from tally.services.reconciliation.output_columns import common_scale, output_columns
 from tally.storage import reconciliation_actions as actions
-from tally.storage import reconciliation_keys, resources
+from tally.storage import reconciliation_history, reconciliation_keys, resources
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import snapshot_connection, write_connection
@@ -88,15 +99,26 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             reason = "the definition's sides read other resources: its rows are not these"
             actions.retire_actions(conn, record.id, now, reason)
 
+    def replaced(
+        self, conn: Connection, record: DerivedRecord, now: dt.datetime, actor: str | None
+    ) -> None:
+        """The change kept in the history, with who made it (an action of kind `define`)."""
+        manual.record_event(conn, record, ActionKind.DEFINE, now, actor)
+
     def deleting(self, conn: Connection, record: DerivedRecord) -> None:
         """Its actions (before the record they point at) and its key tables."""
         actions.delete_actions(conn, record.id)
         reconciliation_keys.drop_tables(conn, record.resource_id)
 
-    def queue_run(self, *, workspace_id: int, reconciliation_id: int) -> Reconciliation:
+    def queue_run(
+        self, *, workspace_id: int, reconciliation_id: int, actor: str | None = None
+    ) -> Reconciliation:
+        """A run due now, asked for by `actor` (kept in the history: kind `run`)."""
         with write_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
-            derived_records.request_run(conn, record.id, utc_now())
+            now = utc_now()
+            derived_records.request_run(conn, record.id, now)
+            manual.record_event(conn, record, ActionKind.RUN, now, actor)
             return Reconciliation.of(self._owned(conn, workspace_id, record.id))
 
     def match(
@@ -189,6 +211,33 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
             return resolutions.reopen(conn, record, resolution_id, note, utc_now(), actor)
 
+    def undo_action(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        action_id: int,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> ActionRecord:
+        """An action of the history undone where the API allows it, in one transaction:
+        a manual match in force dissolved (as `undo`), a resolution in force reopened (as
+        `reopen`); ConflictError naming `action_id` for any other (undone meanwhile, a
+        rejection, an event, none of that id). The action as it is now."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id, lock=True)
+            found = None
+            if 1 <= action_id <= INT64_MAX:
+                found = actions.find_action(conn, record.id, action_id)
+            if found is None or found.undone_at is not None or not found.can_undo:
+                message = f"action {action_id} is not a manual match or a resolution in force"
+                raise ConflictError([FieldProblem("action_id", message)])
+            if found.makes_manual_match:
+                manual.undo(conn, record, found.match_id or 0, note, utc_now(), actor)
+            else:
+                resolutions.reopen(conn, record, found.id, note, utc_now(), actor)
+            return actions.find_action(conn, record.id, action_id) or found
+
     def candidates(
         self, *, workspace_id: int, reconciliation_id: int, side: SideName, row: int
     ) -> Candidates:
@@ -197,6 +246,24 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         with snapshot_connection(self._engine) as conn, conn.begin():
             record = self._owned(conn, workspace_id, reconciliation_id)
             return candidates.candidates(conn, record, side, row)
+
+    def match_page(
+        self,
+        *,
+        workspace_id: int,
+        reconciliation_id: int,
+        statuses: Sequence[str],
+        pass_name: str | None = None,
+        offset: int = 0,
+        limit: int,
+    ) -> MatchPage:
+        """A page of the output's matches of these statuses (match_pages.py), for the
+        console's workbench; read in one snapshot."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id)
+            return match_pages.match_page(
+                conn, record, statuses, pass_name=pass_name, offset=offset, limit=limit
+            )
 
     def open_rows(
         self, *, workspace_id: int, reconciliation_id: int
@@ -207,17 +274,43 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
         names it. A page of the open rows then need not count them again."""
         with self._engine.connect() as conn:
             record = self._owned(conn, workspace_id, reconciliation_id)
-        basis, counts = record.run_basis or {}, (record.last_run or {}).get("counts")
-        version = basis.get(patches.FIGURES_VERSION, basis.get("output_version"))
+        version = patches.figures_version(record.run_basis)
+        counts = (record.last_run or {}).get("counts")
         if version is None or counts is None:
             return None
-        return int(version), {s: int(counts[f"unmatched_{s}"]) for s in ("left", "right")}
+        return version, {s: int(counts[f"unmatched_{s}"]) for s in ("left", "right")}
 
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
-        """Every manual action taken, in order, undone ones included."""
+        """Every action taken, in order, undone ones included (and the events kept
+        beside the manual work: a definition replaced, a run asked for)."""
         with self._engine.connect() as conn:
             record = self._owned(conn, workspace_id, reconciliation_id)
             return actions.list_actions(conn, record.id)
+
+    def history(
+        self, *, workspace_id: int, reconciliation_id: int, chosen: HistoryFilter, page: int
+    ) -> HistoryPage:
+        """A page of its history (history.py), newest first, read in one snapshot."""
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            record = self._owned(conn, workspace_id, reconciliation_id)
+            return history.page_of(conn, record.id, chosen, page)
+
+    def history_csv(
+        self, *, workspace_id: int, reconciliation_id: int, chosen: HistoryFilter
+    ) -> Iterator[bytes]:
+        """The whole filtered history as CSV; ReconciliationNotFoundError at once, before
+        anything is streamed; then read in one snapshot as the chunks are taken."""
+        with self._engine.connect() as conn:
+            record = self._owned(conn, workspace_id, reconciliation_id)
+        definition = ReconciliationDefinition.from_json(record.definition)
+        return self._history_chunks(record.id, definition, chosen)
+
+    def _history_chunks(
+        self, derived_id: int, definition: ReconciliationDefinition, chosen: HistoryFilter
+    ) -> Iterator[bytes]:
+        with snapshot_connection(self._engine) as conn, conn.begin():
+            entries = reconciliation_history.stream_history(conn, derived_id, chosen)
+            yield from history.csv_chunks(definition, entries)
 
     def _record(
         self,

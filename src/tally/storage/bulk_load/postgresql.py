@@ -188,13 +188,18 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[Column], batches: 
     return sent
 
 
+# CRLF: Python's writer quotes a value holding a character of its line terminator, so
+# with "\n" alone a value holding a lone "\r" went out unquoted and COPY refused the file.
+_LINE_END = "\r\n"
+
+
 def _csv_text(batch: list[list[str]]) -> str:
     """Rows as COPY's CSV reads them back: an empty value missing (NULL)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator=_LINE_END)
     for row in batch:
         if row == [_END_OF_DATA]:  # unquoted, it would end COPY's input
-            buffer.write(f'"{_END_OF_DATA}"\n')
+            buffer.write(f'"{_END_OF_DATA}"{_LINE_END}')
         else:
             writer.writerow([v or None for v in row])
     return buffer.getvalue()

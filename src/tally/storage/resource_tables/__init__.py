@@ -1,7 +1,8 @@
-"""The per-resource row tables, in six modules: `ddl` (layout, DDL, indexes),
+"""The per-resource row tables, in seven modules: `ddl` (layout, DDL, indexes),
 `stored_types` (PostgreSQL's own types translated to the stored forms tally sees),
-`row_json` (rows rendered to JSON text, and that text stored), `pages` (the Data API's
-page and count statements, rows by id), `column_values` (a table's columns as JSON
+`row_json` (rows rendered to JSON text, and that text stored), `csv_lines` (rows
+rendered to their CSV line, for the export), `pages` (the Data API's page and count
+statements, the export's pages, rows by id), `column_values` (a table's columns as JSON
 arrays, for column snapshots), and `source_rows` (a source's rows removed, and found
 again by position, row id or content).
 

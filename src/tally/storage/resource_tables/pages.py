@@ -15,8 +15,9 @@ from sqlalchemy.dialects import postgresql as pg_types
 from tally.core.columns import Column
 from tally.core.filters import Condition, Operator, Ordering, RowQuery
 from tally.storage.engine import backend_of
+from tally.storage.resource_tables.csv_lines import csv_line_sql
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
-from tally.storage.resource_tables.row_json import rendered_rows, text_value_sql
+from tally.storage.resource_tables.row_json import rendered_rows
 from tally.storage.resource_tables.stored_types import bind_type, stored_value
 
 PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
@@ -118,11 +119,11 @@ class Page:
 
 
 @dataclass(frozen=True)
-class TextPage:
-    """A page whose rows are their fields' values as the Data API's texts (a decimal's
-    digits, ISO dates and times, `true`/`false`; None where missing): a CSV export."""
+class CsvPage:
+    """A page whose rows are their CSV lines (`csv_lines`), without line ends: a CSV
+    export's chunk."""
 
-    rows: list[Sequence[str | None]]
+    lines: list[str]
     checkpoints: dict[int, RowKey]
 
 
@@ -164,7 +165,7 @@ class _PageShape:
     postgresql: bool
     direct: bool  # read and render the page's rows in one scan (see _reads_directly)
     stored: bool  # whole rows: their stored JSON text where they have it
-    as_text: bool = False  # each field's value text, not the row's JSON object
+    as_csv: bool = False  # the row's CSV line, not its JSON object
 
 
 def select_page(
@@ -188,7 +189,7 @@ def select_page(
     return Page([row[0] for row in found], checkpoints)
 
 
-def select_text_page(
+def select_csv_page(
     conn: Connection,
     table: str,
     columns: Sequence[Column],
@@ -199,15 +200,13 @@ def select_text_page(
     matching: int,
     start: tuple[int, RowKey] | None = None,
     missing_follow: bool = True,
-) -> TextPage:
-    """The page's rows as their values' texts, no JSON between (a CSV writer takes the
-    driver's tuples as they are): see `_select`."""
+) -> CsvPage:
+    """The page's rows as their CSV lines, each made by the database: see `_select`."""
     found, checkpoints = _select(
         conn, table, columns, query, offset=offset, limit=limit, matching=matching,
-        start=start, missing_follow=missing_follow, as_text=True,
+        start=start, missing_follow=missing_follow, as_csv=True,
     )  # fmt: skip
-    width = len(query.fields)
-    return TextPage([row[:width] for row in found], checkpoints)
+    return CsvPage([row[0] for row in found], checkpoints)
 
 
 def _select(
@@ -222,10 +221,10 @@ def _select(
     scan_in_row_order: bool = False,
     start: tuple[int, RowKey] | None = None,
     missing_follow: bool = True,
-    as_text: bool = False,
+    as_csv: bool = False,
 ) -> tuple[list[Sequence[Any]], dict[int, RowKey]]:
     """`limit` rows of the query from `offset` (its page, or a part of the page), each
-    already rendered (a JSON object text, or with `as_text` its values' texts), and the
+    already rendered (a JSON object text, or with `as_csv` its CSV line), and the
     checkpoints they give.
 
     First the page's keys are chosen (from an index alone where one covers the
@@ -260,8 +259,8 @@ def _select(
         hinted,
         postgresql,
         _reads_directly(query, start, first, matching - offset <= limit, missing_follow),
-        not as_text and tuple(query.fields) == tuple(columns),
-        as_text,
+        not as_csv and tuple(query.fields) == tuple(columns),
+        as_csv,
     )
     found, type_codes = _driver_rows(conn, _page_statement(shape), params)
 
@@ -362,13 +361,9 @@ def _rendered(
 ) -> tuple[list[sa.ColumnElement[Any]], sa.FromClause]:
     """What a page selects of each row (before its key), and the FROM clause it needs."""
     prefix = f"{shape.table}."
-    if shape.as_text:
-        return [
-            sa.literal_column(
-                text_value_sql(c, f"{prefix}{c.physical}", postgresql=shape.postgresql)
-            )
-            for c in shape.fields
-        ], source
+    if shape.as_csv:
+        line = csv_line_sql(shape.fields, prefix, postgresql=shape.postgresql)
+        return [sa.literal_column(line)], source
     rendered, rows_from = rendered_rows(
         source, shape.fields, prefix, shape.postgresql, shape.stored
     )
