@@ -142,10 +142,13 @@ def make_everything(env: dict[str, str], workspace: str) -> Made:
     )
 
 
-def signed_in_viewer(env: dict[str, str], base: str, workspace: str) -> httpx.Client:
-    """A client holding a viewer's session: the invite's form, then the sign-in form."""
+def signed_in_user(
+    env: dict[str, str], base: str, workspace: str, role: str = "viewer"
+) -> httpx.Client:
+    """A client holding a session of a user `bench` of that role: the invite's form,
+    then the sign-in form."""
     made = ingest.tally(
-        ["admin", "create-user", "--workspace", workspace, "--name", "bench", "--role", "viewer"],
+        ["admin", "create-user", "--workspace", workspace, "--name", "bench", "--role", role],
         env,
     )
     token = made["invite_url"].rsplit("/", 1)[-1]
@@ -266,7 +269,7 @@ def backend_phase(backend: str) -> dict[str, Any]:
     _, base = ingest.serve({**env, "TALLY_RESPONSE_CACHE": "false"}, f"console-{backend}")
     for each in made.resources:
         wait_finished(env, each)
-    client = signed_in_viewer(env, base, workspace)
+    client = signed_in_user(env, base, workspace)
     result: dict[str, Any] = {"load_average_before": os.getloadavg(), "screens": {}}
     for name, path in screens(made):
         result["screens"][name] = time_screen(client, path)

@@ -14,6 +14,10 @@ An entry point like `api/`: it calls services through the runtime, never storage
 - `people`: the admins' users page (disable, new invite)
 - `reconciliation`: a reconciliation's page (its last run by status and side; the
   workbench grows here)
+- `workbench_exceptions`: the workbench's Exceptions view (both sides' open rows, the
+  Selection, the candidates of a row); `workbench_exceptions_actions`: its Match and
+  Resolve; `exceptions_view`: its state in its URL, each side a Data API query;
+  `exceptions_rows`: its rows' amounts as the engine compares them, ages, the Selection
 - `workbench_suggestions`, `workbench_matches`, `workbench_resolved`: the workbench's
   views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
   resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside
@@ -27,6 +31,7 @@ An entry point like `api/`: it calls services through the runtime, never storage
   preview's exact values, a neighbour's page)
 - `source`: a source's page (files, webhook, status callbacks) and one file's page;
   `source_actions`: its admins' upload, webhook rotation and "Retry now"
-- `templates/`, `static/`: the pages, their one style sheet and `upload.js` (the upload's
-  progress; the form works without it)
+- `templates/`, `static/`: the pages, their one style sheet, `upload.js` (the upload's
+  progress) and `workbench_exceptions.js` (the live Selection and keys); pages work
+  without them
 """

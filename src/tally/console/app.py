@@ -23,6 +23,8 @@ from tally.console import (
     source_actions,
     transformation_new,
     transformations,
+    workbench_exceptions,
+    workbench_exceptions_actions,
     workbench_history,
     workbench_matches,
     workbench_resolved,
@@ -44,7 +46,8 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
     # the views of a reconciliation's workbench (issue #34)
     workbench = (workbench_suggestions, workbench_matches, workbench_resolved, workbench_history)
-    for module in (*routers, *workbench, transformation_new, transformations):
+    exceptions = (workbench_exceptions, workbench_exceptions_actions)
+    for module in (*routers, *workbench, *exceptions, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)
     app.add_exception_handler(ForbiddenError, _forbidden)

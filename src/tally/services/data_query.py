@@ -172,7 +172,11 @@ class DataQueryService:
         in the response cache, which holds JSON bodies."""
         with translated_errors(), snapshot_connection(self._engine) as conn, conn.begin():
             resource, query = authorised_query(conn, request)
-            rows, total, _ = self._rows(conn, resource, query, None, 0, query.page_size)
+            hint = None
+            if request.known_total is not None:
+                version, known = request.known_total
+                hint = CountHint(resource.id, version, query.count_key(), known)
+            rows, total, _ = self._rows(conn, resource, query, hint, 0, query.page_size)
         return RowsPage(resource.columns, resource.system_columns, query, rows, total)
 
     def remember(self, key: tuple[Any, ...], body: bytes) -> None:

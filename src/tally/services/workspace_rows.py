@@ -30,6 +30,9 @@ class RowsRequest:
     ordering: str | None
     page: int = 1
     page_size: int = 1
+    # (data version, rows matching the filters) when the caller knows it exactly at that
+    # version: a count not made again (ignored at any other version)
+    known_total: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -182,13 +182,17 @@ def delete_actions(conn: Connection, derived_id: int) -> None:
 
 
 def rows_at(
-    conn: Connection, table: str, columns: Sequence[Column], positions: Sequence[int]
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    positions: Sequence[int],
+    *,
+    row_count: int | None = None,
 ) -> dict[int, tuple[Any, ...]]:
     """The rows at these 1-based positions, each as its values in column order
     (`source_rows.rows_at` without the row ids)."""
-    return {
-        p: values for p, (_, values) in source_rows.rows_at(conn, table, columns, positions).items()
-    }
+    found = source_rows.rows_at(conn, table, columns, positions, row_count=row_count)
+    return {p: values for p, (_, values) in found.items()}
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,9 @@ def _currency_conflicts(
         place = next((k for k, c in enumerate(source.columns) if c.name == column), None)
         if place is None:  # (the run fails on it, saying so)
             continue
-        found = actions.rows_at(conn, source.table_name, source.columns, positions)
+        found = actions.rows_at(
+            conn, source.table_name, source.columns, positions, row_count=source.row_count
+        )
         for index, row in enumerate(positions):
             code = currency_code(found[row][place]) if row in found else None
             if code is not None:
@@ -171,7 +173,9 @@ def fingerprint(
         if not positions:  # (a resolution's other side)
             continue
         source = resources.get_resource(conn, definition.side(side).resource_id)
-        found = actions.rows_at(conn, source.table_name, source.columns, positions)
+        found = actions.rows_at(
+            conn, source.table_name, source.columns, positions, row_count=source.row_count
+        )
         content[str(side)] = [[p, list(found.get(p, ()))] for p in sorted(positions)]
     return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
@@ -321,7 +325,9 @@ def side_values(
 ) -> SideTable:
     """The rows' values as a run reads them (keys, amounts at the run's scale)."""
     source = resources.get_resource(conn, definition.side(side).resource_id)
-    found = source_rows.rows_at(conn, source.table_name, source.columns, rows)
+    found = source_rows.rows_at(
+        conn, source.table_name, source.columns, rows, row_count=source.row_count
+    )
     positions = sorted(found)
     wanted = side_columns(source, definition, side)
     values = reconciliation_inputs.read_side(

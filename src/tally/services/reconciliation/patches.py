@@ -39,6 +39,9 @@ from tally.storage.resources import Resource
 UNMATCHED, RESOLVED = str(MatchStatus.UNMATCHED), str(MatchStatus.RESOLVED)
 # Statuses last_run counts by rows per side (`unmatched_left`); the rest by matches.
 ROW_COUNTED = (UNMATCHED, RESOLVED)
+# In the run's basis: the output's data version last_run's figures describe once an
+# action moved them (its `output_version` stays the run's, so the next run is full).
+FIGURES_VERSION = "figures_version"
 BUCKET = {  # the amounts' bucket of a status
     str(MatchStatus.UNMATCHED): totals.UNMATCHED,
     str(MatchStatus.RESOLVED): totals.RESOLVED,
@@ -119,13 +122,31 @@ def apply(
             was=move.was,
             values=[(by_name[name], value) for name, value in move.values.items()],
         )
+    version = output.data_version  # (a replayed action's rows show it already)
     if any(m.rows for m in pending):
-        derived_outputs.republish(conn, output, output.row_count, now)
+        version = derived_outputs.republish(conn, output, output.row_count, now)
     last = record.last_run
     if last is not None and "counts" in last:
         figures, basis = _moved(conn, definition, last, record.run_basis, moves, matches)
+        if basis is not None:
+            # the figures are exact at the new version only if they were at the old one
+            # (not so between a run's publication and its record: the figures are the
+            # run before's until then)
+            was_exact = figures_version(record.run_basis) == output.data_version
+            basis = {k: v for k, v in basis.items() if k != FIGURES_VERSION}
+            if was_exact:
+                basis[FIGURES_VERSION] = version
         derived_records.record_patched(conn, record.id, figures, basis)
     return True
+
+
+def figures_version(basis: Mapping[str, Any] | None) -> int | None:
+    """The output's data version at which last_run's figures are exact: the last
+    action's (when it moved exact figures), else the run's own; None when unknown."""
+    if basis is None:
+        return None
+    found = basis.get(FIGURES_VERSION, basis.get("output_version"))
+    return None if found is None else int(found)
 
 
 def show_match(

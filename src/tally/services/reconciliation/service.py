@@ -265,6 +265,21 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
                 conn, record, statuses, pass_name=pass_name, offset=offset, limit=limit
             )
 
+    def open_rows(
+        self, *, workspace_id: int, reconciliation_id: int
+    ) -> tuple[int, dict[str, int]] | None:
+        """The rows left open per side (`left`, `right`) as last_run counts them, and the
+        output's data version those counts are exactly true of (the run's, or the last
+        action's that moved them: the same transaction wrote both); None when no basis
+        names it. A page of the open rows then need not count them again."""
+        with self._engine.connect() as conn:
+            record = self._owned(conn, workspace_id, reconciliation_id)
+        version = patches.figures_version(record.run_basis)
+        counts = (record.last_run or {}).get("counts")
+        if version is None or counts is None:
+            return None
+        return version, {s: int(counts[f"unmatched_{s}"]) for s in ("left", "right")}
+
     def actions(self, *, workspace_id: int, reconciliation_id: int) -> list[ActionRecord]:
         """Every action taken, in order, undone ones included (and the events kept
         beside the manual work: a definition replaced, a run asked for)."""

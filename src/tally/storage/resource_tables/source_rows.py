@@ -81,12 +81,27 @@ def swap_in(conn: Connection, table: str, fresh: str) -> None:
         conn.exec_driver_sql(f"ALTER INDEX {fresh}_pkey RENAME TO {table}_pkey")
 
 
+IDS_PER_STATEMENT = 500  # row ids in one IN list
+
+
 def rows_at(
-    conn: Connection, table: str, columns: Sequence[Column], positions: Sequence[int]
+    conn: Connection,
+    table: str,
+    columns: Sequence[Column],
+    positions: Sequence[int],
+    *,
+    row_count: int | None = None,
 ) -> dict[int, NumberedRow]:
     """The rows at these 1-based positions (load order: `_row_id` order, whose values
-    have gaps), each with its row id, in their stored form (the same on both backends)."""
+    may have gaps), each with its row id, in their stored form (the same on both
+    backends). Given the table's `row_count`, a table whose row ids have no gap (its
+    last id minus its first is the count less one: every table only ever appended to)
+    is read by its ids, an index step a row; else every row is numbered."""
     source = row_table(table, columns)
+    if row_count is not None:
+        dense = _dense_rows_at(conn, source, columns, positions, row_count)
+        if dense is not None:
+            return dense
     numbered = sa.select(
         sa.func.row_number().over(order_by=source.c[ROW_ID]).label("position"),
         source.c[ROW_ID],
@@ -95,6 +110,32 @@ def rows_at(
     wanted = sorted(set(positions))
     stmt = sa.select(numbered).where(numbered.c.position.in_(wanted)).order_by("position")
     return {int(row[0]): (int(row[1]), tuple(row[2:])) for row in conn.execute(stmt)}
+
+
+def _dense_rows_at(
+    conn: Connection,
+    source: sa.TableClause,
+    columns: Sequence[Column],
+    positions: Sequence[int],
+    row_count: int,
+) -> dict[int, NumberedRow] | None:
+    """The rows at these positions when the ids run without a gap (position p is the
+    first id plus p - 1); None when they do not."""
+    ids = source.c[ROW_ID]
+    # two statements: SQLite reads one min() or max() from the index's end, never both
+    first = conn.execute(sa.select(sa.func.min(ids))).scalar()
+    last = conn.execute(sa.select(sa.func.max(ids))).scalar()
+    if first is None or last - first + 1 != row_count:
+        return None
+    wanted = [first + p - 1 for p in sorted(set(positions)) if 1 <= p <= row_count]
+    found: dict[int, NumberedRow] = {}
+    for start in range(0, len(wanted), IDS_PER_STATEMENT):
+        stmt = sa.select(ids, *(source.c[c.physical] for c in columns)).where(
+            ids.in_(wanted[start : start + IDS_PER_STATEMENT])
+        )
+        for row in conn.execute(stmt):
+            found[int(row[0]) - first + 1] = (int(row[0]), tuple(row[1:]))
+    return found
 
 
 def positions_of(conn: Connection, table: str, row_ids: Sequence[int]) -> dict[int, int]:
