@@ -1,6 +1,7 @@
 """A console form's body is bounded (console/guard.py, FORM_MAX_BYTES): larger is a 413
 page before it is read whole, whether it says its length or streams it; an upload is
-bounded by TALLY_MAX_FILE_BYTES instead. Over real HTTP, both backends."""
+bounded by TALLY_MAX_FILE_BYTES instead; a field the form parser refuses is a page too.
+Over real HTTP, both backends."""
 
 from __future__ import annotations
 
@@ -65,3 +66,12 @@ def test_an_upload_larger_than_a_form_is_not_refused_as_one(
         headers=SAME_ORIGIN,
     )
     assert response.status_code == 404
+
+
+def test_a_field_the_form_parser_refuses_is_a_page_saying_so(api: httpx.Client) -> None:
+    body = b"username=someone&password=" + b"x" * (1024 * 1024 + 1)  # one field over 1 MiB
+    response = api.post("/console/sign-in", content=body, headers=FORM)
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/html")
+    assert "The form could not be read" in response.text
+    assert "exceeded maximum size" in response.text  # the parser's own reason

@@ -40,7 +40,8 @@ STATIC_PATH = "/console/static"
 
 def install_console(app: FastAPI, settings: Settings) -> None:
     """After the API's error handlers: a console path's 404 (and a URL whose id is not a
-    number) becomes the console's page; every other path keeps the API's answer."""
+    number) becomes the console's page, and a form its parser refused (400) a page
+    saying why; every other path keeps the API's answer."""
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="console-static")
     # transformation_new first: /console/transformations/new is no transformation's id
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
@@ -71,9 +72,26 @@ def _console_not_found(api_handler: object) -> HttpErrorHandler:
         )
         if missing and is_console_path(request.url.path):
             return await run_in_threadpool(not_found_page, request)
+        if (
+            isinstance(error, StarletteHTTPException)
+            and error.status_code == 400
+            and is_console_path(request.url.path)
+        ):  # a form the parser refused (a field over 1 MiB, too many fields): a page
+            return await run_in_threadpool(_bad_request_page, request, str(error.detail))
         return await answer_of_api(request, error)
 
     return handle
+
+
+def _bad_request_page(request: Request, detail: str) -> Response:
+    return render(
+        request,
+        "bad_request.html",
+        user=optional_user(request),
+        status_code=400,
+        title="Not read",
+        detail=detail,
+    )
 
 
 async def _to_sign_in(request: Request, _error: Exception) -> Response:
