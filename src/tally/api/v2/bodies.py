@@ -19,6 +19,9 @@ from tally.core.errors import FieldProblem, InvalidBodyError
 
 T = TypeVar("T")
 COMPONENTS = "#/components/schemas/"
+# A definition's body (a source's, a reconciliation's, a transformation's): far more than
+# any real one needs, little enough to hold in memory.
+MAX_DEFINITION_BYTES = 1024 * 1024
 
 
 async def read_json(request: Request, *, max_bytes: int, optional: bool = False) -> Any:

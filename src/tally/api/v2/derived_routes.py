@@ -24,11 +24,10 @@ from pydantic import BaseModel, Field, create_model
 
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyActor, KeyedWorkspace
-from tally.api.v2.bodies import json_request_body, read_json
+from tally.api.v2.bodies import MAX_DEFINITION_BYTES, json_request_body, read_json
 from tally.core import errors
 from tally.services.derived.history import RUNS_KEPT
 
-MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_PAGE = 1000
 AUTH = (errors.IngestionForbiddenError,)
 DEFINED = (errors.DefinitionRejectedError, errors.InvalidBodyError)

@@ -18,10 +18,14 @@ from fastapi.responses import Response
 from tally.api.deps import ReconciliationsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import KeyActor, KeyedWorkspace
-from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.bodies import (
+    MAX_DEFINITION_BYTES,
+    json_request_body,
+    read_json,
+    validate_body,
+)
 from tally.api.v2.derived_routes import (
     AUTH,
-    MAX_DEFINITION_BYTES,
     DefinitionRoutes,
     add_definition_routes,
     read_definition,

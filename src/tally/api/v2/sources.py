@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from tally.api.deps import SourcesDep, UploadsDep
 from tally.api.errors import json_response, v2_responses
 from tally.api.v2.auth import AuthorisedWorkspace, KeyActor
-from tally.api.v2.bodies import json_request_body, read_json, validate_body
+from tally.api.v2.bodies import MAX_DEFINITION_BYTES, json_request_body, read_json, validate_body
 from tally.api.v2.multipart import MULTIPART_OVERHEAD_BYTES, MultipartFile
 from tally.api.v2.source_bodies import (
     SourceCreateBody,
@@ -35,7 +35,6 @@ from tally.services.uploads import StagedFile, UploadService
 
 router = APIRouter(prefix="/api/v2", tags=["Ingestion API"])
 
-MAX_DEFINITION_BYTES = 1024 * 1024
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 CREATE_ERRORS = (
     errors.IngestionForbiddenError,
