@@ -1,5 +1,6 @@
 """`tally admin run-reconciliation --id ID`: runs it now, returns once the output is
-readable, and prints the run's `last_run` as one JSON object; on both backends."""
+readable, prints the run's `last_run` as one JSON object and keeps the run asked for in
+the reconciliation's history; on both backends."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from support.factories import Tenant, read_data
 from support.reconciliation_runs import bank_and_ledger, definition_json
 from tally.cli.main import app
+from tally.core.reconciliation_actions import ActionKind
 from tally.runtime import Runtime
 
 
@@ -54,6 +56,9 @@ def test_run_reconciliation_prints_its_last_run_once_readable(
         "matched": "135.50", "unmatched": "1.00", "resolved": "0.00"
     }  # fmt: skip
     assert len(read_data(runtime, tenant, created["resource_id"])) == 6  # readable
+    ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": created["id"]}
+    [asked] = runtime.reconciliations.actions(**ids)  # in its history, as the API's
+    assert (asked.kind, asked.actor) == (ActionKind.RUN, "tally admin")
 
 
 def test_run_reconciliation_of_an_unknown_id_is_an_error(runtime: Runtime) -> None:

@@ -291,9 +291,13 @@ def run_reconciliation(
     reconciliation: Annotated[int, typer.Option("--id", help="Reconciliation id.")],
 ) -> None:
     """Run a reconciliation now, in this process; returns once its output is readable
-    and prints its last run (a run another worker holds is waited for)."""
+    and prints its last run (a run another worker holds is waited for). Kept in its
+    history as a run asked for by `tally admin`."""
     settle_garbage_collector()
     with _runtime() as runtime:
+        runtime.reconciliations.record_operators_run(
+            reconciliation_id=reconciliation, actor=CLI_ACTOR
+        )
         record = runtime.derived.run_now(
             reconciliation,
             kind="reconciliation",

@@ -121,6 +121,15 @@ class ReconciliationService(DefinitionLifecycle[ReconciliationDefinitionBody, Re
             manual.record_event(conn, record, ActionKind.RUN, now, actor)
             return Reconciliation.of(self._owned(conn, workspace_id, record.id))
 
+    def record_operators_run(self, *, reconciliation_id: int, actor: str) -> None:
+        """A run the operator asks for (`tally admin run-reconciliation`, which names no
+        workspace and runs it in its own process) kept in the history as a `run`, as the
+        API's; nothing for an id that is no reconciliation (the run itself says so)."""
+        with write_connection(self._engine) as conn, conn.begin():
+            record = derived_records.find_derived(conn, reconciliation_id, "reconciliation")
+            if record is not None:
+                manual.record_event(conn, record, ActionKind.RUN, utc_now(), actor)
+
     def match(
         self,
         *,
