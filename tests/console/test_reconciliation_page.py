@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from markupsafe import escape as html_escape
 
 from support.console import SAME_ORIGIN, make_user, sign_in
+from support.console_reconciliations import reconciled
 from support.factories import Tenant, make_source, make_tenant
 from support.reconciliations import Pair, definition
 from tally.console.reconciliation import match_statuses
@@ -31,24 +32,6 @@ from tally.services.reconciliation_summary import ReconciliationSummaries
 from tally.services.resource_listing import ResourceListing
 from tally.storage.schema import derived_resources as derived_table
 
-# Credits and debits on both sides: matched (A-1), with a difference (A-2), suggested
-# (X-1 with Y-9: the keyless pass does not confirm), unmatched on both sides.
-BANK_CSV = (
-    "reference,amount,txn_date,memo\n"
-    "A-1,100.00,2024-01-05,rent\n"
-    "A-2,-40.00,2024-01-06,fee\n"
-    "A-3,-7.25,2024-01-02,<b>refund</b>\n"
-    "A-4,12.00,2024-01-09,x\n"
-    "X-1,55.00,2024-01-10,y\n"
-)
-LEDGER_CSV = (
-    "reference,amount,txn_date\n"
-    "A-1,100.00,2024-01-05\n"
-    "A-2,-40.03,2024-01-07\n"
-    "Y-9,55.00,2024-01-10\n"
-    "Z-1,-3.00,2024-01-03\n"
-    "Z-2,8.00,2024-01-04\n"
-)
 STATUSES = ("matched", "matched_with_difference", "suggested", "manual", "unmatched", "resolved")
 ROW_STATUSES = ("unmatched", "resolved")  # counted by rows per side
 SIDES = {"left": "bank", "right": "ledger"}
@@ -62,19 +45,6 @@ def browser(api: httpx.Client, runtime: Runtime, tenant: Tenant) -> httpx.Client
     api.follow_redirects = False
     assert sign_in(api, make_user(runtime, tenant.workspace_id, "viewer").name).status_code == 303
     return api
-
-
-def reconciled(runtime: Runtime, tenant: Tenant, *, run: bool = True) -> tuple[int, int, Pair]:
-    """A reconciliation of the pair above (run once): its id and output's id, the pair."""
-    bank = make_source(runtime.engine, tenant, BANK_CSV, name="bank statement")
-    ledger = make_source(runtime.engine, tenant, LEDGER_CSV, name="ledger")
-    pair = Pair(bank.id, ledger.id)
-    created = runtime.reconciliations.create(
-        workspace_id=tenant.workspace_id, body=definition(pair)
-    )
-    if run:
-        runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
-    return created.id, created.resource_id, pair
 
 
 def output_rows(api: httpx.Client, tenant: Tenant, resource_id: int, **filters: str) -> Any:

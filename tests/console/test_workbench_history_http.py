@@ -17,41 +17,17 @@ import httpx
 import pytest
 
 from support.console import SAME_ORIGIN, make_user, sign_in
-from support.factories import Tenant, make_source, make_tenant
-from support.reconciliations import Pair, definition
+from support.console_reconciliations import reconciled as reconciled_pair
+from support.factories import Tenant, make_tenant
 from tally.runtime import Runtime
 from tally.services.authentication import api_key_actor
 from tally.services.reconciliation.history import HISTORY_PAGE_SIZE
 
-# Unmatched rows on both sides: bank rows 3 and 4, ledger rows 4 and 5 (A-1 matched,
-# A-2 with a difference, X-1 with Y-9 suggested).
-BANK_CSV = (
-    "reference,amount,txn_date,memo\n"
-    "A-1,100.00,2024-01-05,rent\n"
-    "A-2,-40.00,2024-01-06,fee\n"
-    "A-3,-7.25,2024-01-02,<b>refund</b>\n"
-    "A-4,12.00,2024-01-09,x\n"
-    "X-1,55.00,2024-01-10,y\n"
-)
-LEDGER_CSV = (
-    "reference,amount,txn_date\n"
-    "A-1,100.00,2024-01-05\n"
-    "A-2,-40.03,2024-01-07\n"
-    "Y-9,55.00,2024-01-10\n"
-    "Z-1,-3.00,2024-01-03\n"
-    "Z-2,8.00,2024-01-04\n"
-)
-
 
 def reconciled(runtime: Runtime, tenant: Tenant) -> int:
-    """A reconciliation of the pair above, run once; its id."""
-    bank = make_source(runtime.engine, tenant, BANK_CSV, name="bank statement")
-    ledger = make_source(runtime.engine, tenant, LEDGER_CSV, name="ledger")
-    created = runtime.reconciliations.create(
-        workspace_id=tenant.workspace_id, body=definition(Pair(bank.id, ledger.id))
-    )
-    runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
-    return created.id
+    """A reconciliation run once (unmatched rows on both sides: bank rows 3 and 4,
+    ledger rows 4 and 5); its id."""
+    return reconciled_pair(runtime, tenant)[0]
 
 
 @pytest.fixture

@@ -23,30 +23,14 @@ from playwright.sync_api import Page, expect
 
 from support.browser import serious_violations, sign_in_page
 from support.console import Site, make_user
+from support.console_reconciliations import month_of_payments
 from support.databases import BACKENDS
-from support.factories import Tenant, make_source, make_tenant
+from support.factories import Tenant, make_tenant
 from tally.services.authentication import api_key_actor
 
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = os.environ.get("TALLY_SCREENSHOTS")  # a folder: docs/console/ keeps them
-BANK_CSV = (
-    "booked_on,reference,amount,counterparty\n"
-    "2026-11-02,INV-1040,4800.00,Northwind GmbH\n"
-    "2026-11-09,INV-1041,-1250.00,Harbor Dairy S.A.\n"
-    "2026-11-16,INV-1042,1250.00,Acme Ltd\n"
-    "2026-11-23,INV-1043,-310.25,Blue Fin Logistics\n"
-    "2026-11-24,FEE-11,-2.50,Bank fee\n"
-    "2026-11-05,REF-77,95.10,Unknown transfer\n"
-)
-LEDGER_CSV = (
-    "entry,date,reference,amount\n"
-    "1,2026-11-02,INV-1040,4800.00\n"
-    "2,2026-11-10,INV-1041,-1250.04\n"
-    "3,2026-11-16,INV-1042,1250.00\n"
-    "4,2026-11-23,PAY-9,-310.25\n"
-    "5,2026-11-12,INV-1039,640.00\n"
-)
 KEY = [{"left": "reference", "right": "reference", "normalize": ["trim", "casefold"]}]
 PASSES = [
     {"name": "same reference", "type": "one_to_one", "keys": KEY},
@@ -64,18 +48,7 @@ MATCH_STATUSES = ("matched", "matched_with_difference", "suggested", "manual")
 
 def reconciliation(site: Site, tenant: Tenant) -> int:
     """Bank vs ledger, run: matched, with a difference, suggested and unmatched rows."""
-    engine = site.runtime.engine
-    bank = make_source(engine, tenant, BANK_CSV, name="Bank statement (EUR)")
-    ledger = make_source(engine, tenant, LEDGER_CSV, name="General ledger")
-    body = {
-        "name": "Bank vs ledger",
-        "left": {"name": "bank", "resource_id": bank.id, "amount": "amount", "date": "booked_on"},
-        "right": {"name": "ledger", "resource_id": ledger.id, "amount": "amount", "date": "date"},
-        "passes": PASSES,
-    }
-    created = site.runtime.reconciliations.create(workspace_id=tenant.workspace_id, body=body)
-    site.runtime.derived.run_now(created.id, kind="reconciliation", worker="test")
-    return created.id
+    return month_of_payments(site.runtime, tenant, PASSES)[0]
 
 
 def api(site: Site) -> httpx.Client:
