@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -308,3 +309,19 @@ def test_gzip_only_when_accepted_by_its_weight(
         assert json.loads(gzip.decompress(wire) if gzipped else wire)
         if url.startswith("/api/v1/resources") or gzipped:
             assert response.headers.get_list("vary") == ["Accept-Encoding"], url
+
+
+def test_the_middleware_compresses_with_zlib_ng(api: httpx.Client, runtime: Runtime) -> None:
+    """Every answer the middleware gzips (here the OpenAPI document) is zlib-ng's bytes.
+    `ZlibNgGZipResponder` swaps the compressor through Starlette's `compressor` property
+    and its private `_compressor`: should a Starlette release rename either, the answer
+    would silently be zlib's again, and this test fails (the two differ byte for byte)."""
+    _plain, plain_bytes = raw_get(api, "/api/v1/openapi.json", {"Accept-Encoding": "identity"})
+    zipped, wire = raw_get(api, "/api/v1/openapi.json", {"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert gzip.decompress(wire) == plain_bytes
+    level = runtime.settings.gzip_level
+    by_zlib_ng = zlib_ng.compressobj(level, zlib_ng.DEFLATED, GZIP_WBITS)
+    assert wire == by_zlib_ng.compress(plain_bytes) + by_zlib_ng.flush()
+    by_zlib = zlib.compressobj(level, zlib.DEFLATED, GZIP_WBITS)
+    assert wire != by_zlib.compress(plain_bytes) + by_zlib.flush()
