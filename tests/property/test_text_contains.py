@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from support.factories import make_source, make_tenant
 from support.databases import make_settings
+from support.factories import make_source, make_tenant
 from tally.runtime import Runtime, build_runtime
 from tally.services.workspace_rows import RowsRequest
 from tally.storage.resources import Resource
