@@ -146,3 +146,11 @@ def test_non_ascii_letters_match_in_any_case_on_both_backends(
     assert (total, [r["id"] for r in rows]) == (3, [1, 2, 4])
     assert [r["id"] for r in _read(runtime, resource, contains=("ref", "électricité"))[0]] == [5]
     assert [r["id"] for r in _read(runtime, resource, contains=("ref", "%_"))[0]] == [6]
+
+
+def test_a_search_and_an_equal_to_of_the_same_text_are_counted_apart(runtime: Runtime) -> None:
+    tenant = make_tenant(runtime.engine)
+    resource = make_source(runtime.engine, tenant, _csv(["b", "ab", "B", "c"]), declared=LAYOUT)
+    assert _read(runtime, resource, contains=("ref", "b"))[1] == 3
+    assert _read(runtime, resource, filters=[("ref", "b")])[1] == 1  # the Data API's =
+    assert _read(runtime, resource, contains=("ref", "b"))[1] == 3
