@@ -3,7 +3,8 @@ sides side by side, each with its amount, date, references, reason and age, sort
 filtered and paged per side by the URL (exceptions_view.py); the Selection's sums and
 difference; the candidates of one row (`?candidates=left:6`). Each side's page is read
 as a Data API request on the reconciliation's output (`status=unmatched` and the side's
-row given), by the API's query runner: never more than a page of rows. The actions
+row given), with the reference search the console adds (`RowsRequest.contains`), by the
+API's query runner: never more than a page of rows. The actions
 (Match, Resolve) are workbench_exceptions_actions.py."""
 
 from __future__ import annotations
