@@ -21,7 +21,7 @@ import pytest
 from support.databases import BACKENDS, make_settings
 from support.factories import LEDGER_CSV, Tenant, make_source, make_tenant
 from support.machine_speed import register_profile, speed_checks
-from support.pg import PostgresServer, create_database, start_postgres
+from support.pg import PostgresServer, create_database, reap_orphans, start_postgres
 from support.servers import serve_app
 from tally.api.app import create_app
 from tally.runtime import Runtime, build_runtime
@@ -43,6 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
+    reap_orphans()  # the clusters of killed runs
     server = start_postgres()
     yield server
     server.stop()

@@ -14,7 +14,7 @@ import io
 import json
 import re
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
@@ -274,12 +274,12 @@ def test_each_sides_export_is_its_view_in_full(
 ) -> None:
     reconciliation_id, output_id = reconciled(runtime, tenant)
     page = view(analyst, reconciliation_id, left_sort="amount").text
-    links = re.findall(r'href="(/console/resources/\d+/export\.csv\?[^"]*)"', page)
+    links = re.findall(r'href="(/console/reconciliations/\d+/exceptions/export\.csv\?[^"]*)"', page)
     assert len(links) == 2
     exported = analyst.get(html_text.unescape(links[0]))
     assert exported.status_code == 200
     rows = list(csv.DictReader(io.StringIO(exported.text)))
-    query = parse_qsl(urlsplit(html_text.unescape(links[0])).query)
+    query = [(k, v) for k, v in data_api_query(page, "left") if k not in ("page", "page_size")]
     expected = data_api(analyst, tenant, output_id, [*query, ("page_size", "1000")])["data"]
     assert [r["bank._row"] for r in rows] == [str(r["bank._row"]) for r in expected]
     assert [r["bank.amount"] for r in rows] == [

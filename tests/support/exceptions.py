@@ -1,7 +1,7 @@
 """A bank and a ledger whose exceptions the workbench's Exceptions view shows (its HTTP
 and browser tests): one pair matched, the rest left open on both sides, with amounts a
 float would round (0.10 + 0.20 against 0.30; 12345678901234567.89), a fee with no
-counterpart, and a pair 12.25 apart."""
+counterpart, and a pair 12.25 apart; and a bank whose references are searched in part."""
 
 from __future__ import annotations
 
@@ -26,6 +26,22 @@ LEDGER_CSV = (
     "C-2,12345678901234567.89,2024-01-11\n"  # 3
     "C-3,5.00,2024-01-15\n"  # 4
     "B-4,-7.20,2024-01-30\n"  # 5: bank 5's reference, 0.05 and 29 days away
+)
+# The bank with references to search in part (the text filter's tests): rows 7-16
+REFERENCES = [
+    "INV-2024-001",
+    "inv-2031",
+    "ACME Ltd",
+    "acme-2",
+    "Müller GmbH",
+    "50%_off",
+    "50xyoff",
+    "back\\slash",
+    "O'Brien",
+    "INV-19",
+]
+SEARCHABLE_BANK_CSV = BANK_CSV + "".join(
+    f'"{ref}",{n}.00,2024-02-{n:02d},more\n' for n, ref in enumerate(REFERENCES, 1)
 )
 KEY = [{"left": "reference", "right": "reference"}]
 PASSES: list[dict[str, Any]] = [

@@ -16,8 +16,9 @@ An entry point like `api/`: it calls services through the runtime, never storage
   workbench grows here)
 - `workbench_exceptions`: the workbench's Exceptions view (both sides' open rows, the
   Selection, the candidates of a row); `workbench_exceptions_actions`: its Match and
-  Resolve; `exceptions_view`: its state in its URL, each side a Data API query;
-  `exceptions_rows`: its rows' amounts as the engine compares them, ages, the Selection
+  Resolve; `exceptions_view`: its state in its URL, each side a Data API query (and
+  its text search); `exceptions_rows`: its rows' amounts as the engine compares them,
+  ages, the Selection; `exceptions_export`: a side's "Export CSV"
 - `workbench_suggestions`, `workbench_matches`, `workbench_resolved`: the workbench's
   views of a reconciliation's suggested matches (confirm, reject), matches (undo) and
   resolutions (reopen); `workbench_groups`: matches read whole, each side's rows beside

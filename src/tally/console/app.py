@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tally.console import (
+    exceptions_export,
     overview,
     people,
     reconciliation,
@@ -47,7 +48,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     routers = (sign_in, overview, people, reconciliation, resource_table, source, source_actions)
     # the views of a reconciliation's workbench (issue #34)
     workbench = (workbench_suggestions, workbench_matches, workbench_resolved, workbench_history)
-    exceptions = (workbench_exceptions, workbench_exceptions_actions)
+    exceptions = (workbench_exceptions, workbench_exceptions_actions, exceptions_export)
     for module in (*routers, *workbench, *exceptions, transformation_new, transformations):
         app.include_router(module.router)
     app.add_exception_handler(SignInRequiredError, _to_sign_in)

@@ -2,8 +2,8 @@
 (`left_sort=-amount&left_page=3&right_text=INV-1&right_from=2026-11-01`) and the row
 whose candidates are open (`candidates=left:6`); and each side's view as the Data API
 query on the reconciliation's output it is (`status=unmatched&bank._row__gte=1&
-bank.amount__gte=10&ordering=-bank.amount`), so the export of a side is the resource
-table's export of that query."""
+bank.amount__gte=10&ordering=-bank.amount`) and, with a text, the reference column
+that contains it (the console's own condition: the Data API has no "contains")."""
 
 from __future__ import annotations
 
@@ -161,17 +161,12 @@ def data_api_items(
     definition: ReconciliationDefinition, which: SideName, view: SideView
 ) -> list[tuple[str, str]]:
     """The side's exceptions as a Data API query on the output (without its page):
-    unmatched rows of this side, the filters, the ordering. BadExceptionsViewError for
-    a filter on a column the side does not have."""
+    unmatched rows of this side, the amount and date filters, the ordering (the text
+    is `reference_contains`). BadExceptionsViewError for a filter on a column the side
+    does not have."""
     side = definition.side(which)
     prefix = f"{side.name}."
     items = [("status", "unmatched"), (f"{prefix}_row__gte", "1")]
-    if view.text:
-        references = reference_columns(definition, which)
-        chosen = view.ref or (references[0] if references else "")
-        if chosen not in references:
-            raise BadExceptionsViewError(f"{which}_ref must be one of the reference columns.")
-        items.append((prefix + chosen, view.text))
     amount = amount_column(side)
     for value, suffix, column in (
         (view.min, "gte", amount),
@@ -185,6 +180,21 @@ def data_api_items(
             items.append((f"{prefix}{column}__{suffix}", value))
     items.append(("ordering", _ordering(side, view.sort)))
     return items
+
+
+def reference_contains(
+    definition: ReconciliationDefinition, which: SideName, view: SideView
+) -> tuple[str, str] | None:
+    """The output's column the text is searched in (the chosen reference column, else
+    the first) and the text: `RowsRequest.contains`, a condition of the console's own
+    (the Data API's grammar has no "contains"); None without a text."""
+    if not view.text:
+        return None
+    references = reference_columns(definition, which)
+    chosen = view.ref or (references[0] if references else "")
+    if chosen not in references:
+        raise BadExceptionsViewError(f"{which}_ref must be one of the reference columns.")
+    return f"{definition.side(which).name}.{chosen}", view.text
 
 
 def _ordering(side: Side, sort: str) -> str:

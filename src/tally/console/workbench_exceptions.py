@@ -3,7 +3,8 @@ sides side by side, each with its amount, date, references, reason and age, sort
 filtered and paged per side by the URL (exceptions_view.py); the Selection's sums and
 difference; the candidates of one row (`?candidates=left:6`). Each side's page is read
 as a Data API request on the reconciliation's output (`status=unmatched` and the side's
-row given), by the API's query runner: never more than a page of rows. The actions
+row given), with the reference search the console adds (`RowsRequest.contains`), by the
+API's query runner: never more than a page of rows. The actions
 (Match, Resolve) are workbench_exceptions_actions.py."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tally.console.exceptions_view import (
     amount_column,
     data_api_items,
     reference_columns,
+    reference_contains,
 )
 from tally.console.pages import not_found_page, render
 from tally.console.resource_table import RowsReader
@@ -67,6 +69,8 @@ class SideTable:
     has_amount_range: bool
     has_date: bool
     data_api_query: str
+    export_query: str  # the side's export (exceptions_export.py): the side and the view
+    contains: tuple[str, str] | None = None  # (column, text): the console's own search
     rows: list[OpenRow] = field(default_factory=list)
     total: int = 0
     error: str | None = None
@@ -210,29 +214,41 @@ async def _side(
         has_amount_range=amount_column(side) is not None,
         has_date=side.date is not None,
         data_api_query="",
+        export_query=urlencode([("side", str(which)), *view.items()]),
     )
     try:
-        items = data_api_items(definition, which, mine)
-        query = [*items, ("fields", ",".join(side_fields(definition, which)))]
+        query = side_query(definition, which, mine)
+        contains = reference_contains(definition, which, mine)
         total = None if known is None or mine.filtered() else (known[0], known[1][which])
-        rows = await reader.read_rows(_rows_request(user, shown, query, mine.page, total))
+        rows = await reader.read_rows(rows_request(user, shown, query, mine.page, total, contains))
     except (BadExceptionsViewError, InvalidRequestError) as refused:
         return dataclasses.replace(table, error=str(refused))
     return dataclasses.replace(
         table,
         data_api_query=urlencode(query),
+        contains=contains,
         rows=open_rows(rows, definition, which, today),
         total=rows.total,
     )
 
 
-def _rows_request(
+def side_query(
+    definition: ReconciliationDefinition, which: SideName, view: SideView
+) -> list[tuple[str, str]]:
+    """The side's Data API query (without its page) and the columns the view shows."""
+    fields = ("fields", ",".join(side_fields(definition, which)))
+    return [*data_api_items(definition, which, view), fields]
+
+
+def rows_request(
     user: User,
     shown: Reconciliation,
     query: Sequence[tuple[str, str]],
     page: int = 1,
     known_total: tuple[int, int] | None = None,
+    contains: tuple[str, str] | None = None,
 ) -> RowsRequest:
+    """The query as the query runner (or the export) reads it, for the user."""
     given = dict(query)
     return RowsRequest(
         resource_id=shown.resource_id,
@@ -243,6 +259,7 @@ def _rows_request(
         page=page,
         page_size=PAGE_SIZE,
         known_total=known_total,
+        contains=contains,
     )
 
 
@@ -267,7 +284,7 @@ async def _rows_at(
     found: dict[int, OpenRow] = {}
     page_number = 1
     while True:  # (a row in a one-to-many match shows once per pair)
-        got = await reader.read_rows(_rows_request(user, shown, query, page_number))
+        got = await reader.read_rows(rows_request(user, shown, query, page_number))
         for row in open_rows(got, definition, which, today):
             found.setdefault(row.row, row)
         if page_number * PAGE_SIZE >= got.total:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -51,6 +51,10 @@ class Operator(StrEnum):
     IS_NULL = "is_null"
     IS_NOT_NULL = "is_not_null"
     NEVER = "never"
+    # Internal: a text column's value contains the text, case-insensitively (the
+    # console's reference search, `contains`). No query-string suffix names it, so the
+    # Data API's parser never makes one and `?col__contains=x` stays the spec's 400.
+    CONTAINS = "contains"
 
 
 # Query-string suffix -> operator.
@@ -113,6 +117,14 @@ class RowQuery:
         conditions: tuple[Any, ...] = self.cache_key()[0]
         return conditions
 
+    def with_condition(self, condition: Condition) -> RowQuery:
+        return replace(self, conditions=(*self.conditions, condition))
+
+    def searches_text(self) -> bool:
+        """Does a condition search within text (which only SQL answers, not a column
+        snapshot)?"""
+        return any(c.op is Operator.CONTAINS for c in self.conditions)
+
 
 def cap_page_size(page_size: int) -> int:
     return min(page_size, MAX_PAGE_SIZE)
@@ -141,6 +153,16 @@ def parse_row_query(
     order = _resolve_ordering(by_name, ordering)
     conditions = tuple(_typed_condition(column, op, value) for column, op, value in raw)
     return RowQuery(conditions, chosen, order, page, cap_page_size(page_size))
+
+
+def contains_condition(column: Column, text: str) -> Condition:
+    """`column` contains `text` (case-insensitively: see storage's `text_search`) when
+    the column holds text; a column of any other type (an integer invoice number) is
+    compared as the Data API's equal-to compares it, `text` read as its type (never
+    its stored form, which for a decimal or a timestamp is no text anybody typed)."""
+    if column.type is ColumnType.TEXT:
+        return Condition(column, Operator.CONTAINS, (text,))
+    return _typed_condition(column, Operator.EQ, text)
 
 
 def _resolve_filter(

@@ -1,6 +1,7 @@
 """A workspace member's reads of a resource's rows (the console): the Data API's query
-grammar, authorised by the signed-in user's workspace instead of an API key, and each
-row's values as the exact text the Data API's JSON carries (never a float).
+grammar (and one condition of the console's own, `contains`), authorised by the
+signed-in user's workspace instead of an API key, and each row's values as the exact
+text the Data API's JSON carries (never a float).
 
 The page is read by `DataQueryService.read_rows`, the whole view by `RowExport`."""
 
@@ -14,8 +15,8 @@ from typing import Protocol
 from sqlalchemy import Connection
 
 from tally.core.columns import Column
-from tally.core.errors import ResourceNotFoundError
-from tally.core.filters import RowQuery, parse_row_query
+from tally.core.errors import ResourceNotFoundError, UnknownFilterFieldError
+from tally.core.filters import RowQuery, contains_condition, parse_row_query
 from tally.storage.resources import Resource, find_resource
 
 
@@ -33,6 +34,9 @@ class RowsRequest:
     # (data version, rows matching the filters) when the caller knows it exactly at that
     # version: a count not made again (ignored at any other version)
     known_total: tuple[int, int] | None = None
+    # (column name, text): the column contains the text, case-insensitively (the
+    # console's reference search); a condition no Data API query string can express
+    contains: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,18 @@ class RowsPage:
 def authorised_query(conn: Connection, request: RowsRequest) -> tuple[Resource, RowQuery]:
     """The resource (another workspace's is a missing one: ResourceNotFoundError, so a
     URL tells nobody what exists elsewhere) and the request parsed against its columns
-    (the Data API's errors, with its texts)."""
+    (the Data API's errors, with its texts), with the request's `contains`."""
     resource = find_resource(conn, request.resource_id)
     if resource is None or resource.workspace_id != request.workspace_id:
         raise ResourceNotFoundError()
-    return resource, resource_query(resource, request)
+    query = resource_query(resource, request)
+    if request.contains is None:
+        return resource, query
+    name, text = request.contains
+    by_name = {c.name: c for c in (*resource.system_columns, *resource.columns)}
+    if name not in by_name:
+        raise UnknownFilterFieldError(name)
+    return resource, query.with_condition(contains_condition(by_name[name], text))
 
 
 class QueryParameters(Protocol):

@@ -1,7 +1,8 @@
 """Functions every SQLite connection gets, for the SQL transformations translate to:
 regular expressions with PostgreSQL's meaning (`~`, REGEXP_REPLACE's first match,
 REGEXP_SUBSTR), which SQLite lacks (NULL in, NULL out, as on PostgreSQL), text read as
-a number or a date (storage/sql_conversions.py), and the failures of a number that left
+a number or a date (storage/sql_conversions.py), text lowered by Unicode's case mapping
+(`tally_lower`, for `resource_tables.text_search`), and the failures of a number that left
 int64 or of a text that does not convert, whose message the budget keeps for the run's
 error.
 
@@ -235,3 +236,10 @@ def register_sql_functions(
     connection.create_function("tally_overflow", 1, budget.overflow)
     connection.create_function("tally_to_number", 5, budget.to_number, deterministic=True)
     connection.create_function("tally_to_date", 4, budget.to_date, deterministic=True)
+    connection.create_function("tally_lower", 1, _lower, deterministic=True)
+
+
+def _lower(text: str | None) -> str | None:
+    """Text lowered by Unicode's case mapping (SQLite's own `lower` maps ASCII only): the
+    case-insensitive text search of `resource_tables.text_search`."""
+    return None if text is None else text.lower()

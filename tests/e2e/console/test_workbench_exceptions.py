@@ -180,7 +180,7 @@ def test_candidates_explained_and_ticked_into_the_selection_sort_and_filter_in_t
     page.get_by_role("table", name=re.compile(r"^bank:")).get_by_role("link", name="Amount").click()
     expect(page).to_have_url(re.compile("left_sort=amount"))
     expect(page).to_have_url(re.compile("candidates="))  # the panel kept
-    page.get_by_label("reference is").first.fill("B-3")
+    page.get_by_label("reference contains").first.fill("B-3")
     page.get_by_role("button", name="Filter").first.click()
     expect(page.get_by_role("table", name=re.compile(r"^bank:"))).to_have_accessible_name(
         "bank: rows 1\u20131 of 1"

@@ -1,8 +1,9 @@
-"""The per-resource row tables, in seven modules: `ddl` (layout, DDL, indexes),
+"""The per-resource row tables, in eight modules: `ddl` (layout, DDL, indexes),
 `stored_types` (PostgreSQL's own types translated to the stored forms tally sees),
 `row_json` (rows rendered to JSON text, and that text stored), `csv_lines` (rows
 rendered to their CSV line, for the export), `pages` (the Data API's page and count
-statements, the export's pages, rows by id), `column_values` (a table's columns as JSON
+statements, the export's pages, rows by id), `text_search` (a column containing a
+text, case-insensitively alike on both backends), `column_values` (a table's columns as JSON
 arrays, for column snapshots), and `source_rows` (a source's rows removed, and found
 again by position, row id or content).
 

@@ -19,6 +19,7 @@ from tally.storage.resource_tables.csv_lines import csv_line_sql
 from tally.storage.resource_tables.ddl import ROW_ID, row_table
 from tally.storage.resource_tables.row_json import rendered_rows
 from tally.storage.resource_tables.stored_types import bind_type, stored_value
+from tally.storage.resource_tables.text_search import contains, like_pattern
 
 PAGE_STATEMENTS = 256  # page statements kept per process, one per query shape
 
@@ -35,6 +36,8 @@ def _condition(col: sa.ColumnClause[Any], term: Term, name: str) -> sa.ColumnEle
     """One filter term; its values are the bound parameter `name` (a list for IN), so a
     statement serves every request of the same shape (see `_condition_values`)."""
     column, op, has_values = term
+    if op == Operator.CONTAINS:
+        return contains(col, sa.bindparam(name, type_=sa.Text()))
     # Typed by the column: SQLAlchemy refuses `col > True` with an untyped True.
     expanding = op in (Operator.IN, Operator.IN_OR_NULL)
     value = sa.bindparam(name, type_=bind_type(column), expanding=expanding)
@@ -65,6 +68,8 @@ def _condition_values(conditions: Sequence[Condition]) -> dict[str, Any]:
         if condition.op in (Operator.IN, Operator.IN_OR_NULL):
             if condition.values:
                 values[f"filter_{n}"] = list(condition.values)
+        elif condition.op == Operator.CONTAINS:
+            values[f"filter_{n}"] = like_pattern(condition.values[0])
         elif condition.values:
             values[f"filter_{n}"] = condition.values[0]
     return values
