@@ -44,7 +44,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0018"
+        assert context.get_current_revision() == "0019"
         assert compare_metadata(context, metadata) == []
 
 
