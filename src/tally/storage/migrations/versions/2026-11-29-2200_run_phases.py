@@ -25,13 +25,13 @@ COLUMNS = ("run_started_at", "run_phase", "run_phase_since")
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("derived_resources") as batch:
-        batch.add_column(sa.Column("run_started_at", sa.DateTime(timezone=True), nullable=True))
-        batch.add_column(sa.Column("run_phase", sa.String(length=20), nullable=True))
-        batch.add_column(sa.Column("run_phase_since", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("derived_resources", sa.Column("run_started_at", sa.DateTime(timezone=True)))
+    op.add_column("derived_resources", sa.Column("run_phase", sa.String(length=20)))
+    op.add_column("derived_resources", sa.Column("run_phase_since", sa.DateTime(timezone=True)))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("derived_resources") as batch:
-        for name in reversed(COLUMNS):
-            batch.drop_column(name)
+    # ALTER TABLE ... DROP COLUMN (SQLite >= 3.35): a batch operation would copy the
+    # table other tables' foreign keys point at
+    for name in reversed(COLUMNS):
+        op.execute(f"ALTER TABLE derived_resources DROP COLUMN {name}")
