@@ -32,8 +32,7 @@ PHASE_OF = {
     "build": "writing",  # the output written beside the published one, unreadable yet
     "stage": "writing",  # an incremental run's changed rows
     "publish": "publishing",  # swapped in (or patched in place): readable from its end
-    "finish": "indexing",  # its rows' JSON text and indexes; read by scans meanwhile
-    "discard": "indexing",  # the table it replaced dropped
+    "finish": "indexing",  # its rows' JSON text, indexes; the table it replaced dropped
     "companion": "indexing",  # a reconciliation's key table, for the next run
 }
 PHASES = tuple(dict.fromkeys((STARTING, *PHASE_OF.values(), STALLED)))
