@@ -133,15 +133,19 @@ def late_file(
 ) -> dict[str, Any]:
     """Upload the late ledger rows; wait until a run that read them has finished. The
     seconds from the upload, and from the file's delivery (its rows in the ledger) to
-    the run's end (its output readable with them), by the server's clock."""
+    the run's end (its output readable with them), by the server's clock; each phase
+    GET showed while polling (`run.phase`) with the time it began."""
     _, before = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
     version = before["last_run"]["inputs"]["right"]["data_version"]
     uploaded = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     feed(server, who, ledger_id, late)
     deadline = time.monotonic() + LATE_TIMEOUT_SECONDS
+    seen: dict[str, str] = {}  # phase -> phase_since, as the polls saw them
     while time.monotonic() < deadline:
         _, now = api(server, "GET", f"/api/v2/reconciliations/{recon_id}", who)
+        if now.get("run"):
+            seen.setdefault(now["run"]["phase"], now["run"]["phase_since"])
         last = now.get("last_run") or {}
         if last.get("inputs", {}).get("right", {}).get("data_version", 0) > version:
             if now["state"] in ("idle", "queued"):
@@ -152,6 +156,7 @@ def late_file(
                     "seconds": round(seconds, 3),
                     "delivered_s": round((delivered - uploaded).total_seconds(), 3),
                     "delivered_to_readable_s": round((readable - delivered).total_seconds(), 3),
+                    "phases_seen": seen,
                     "last_run": last,
                 }
             if now["state"] == "failed":
@@ -300,7 +305,8 @@ def _measure(
     rec["run"]["readable_s"] = readable_after(run_log)
     log(
         f"{backend}: run readable after {rec['run']['readable_s']} s, command "
-        f"{rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB"
+        f"{rec['run']['wall_s']} s, peak RSS {rec['run']['peak_rss_mb']} MB, phases "
+        f"{rec['run']['last_run'].get('phases')}"
     )
     if not serve:
         return
@@ -312,6 +318,10 @@ def _measure(
         assert late_csv is not None
         log(f"{backend}: the late ledger file ({late:,} rows)")
         rec["late_file"] = late_file(server, who, created["id"], ledger_id, late_csv)
+        log(
+            f"{backend}: late file readable after {rec['late_file']['seconds']} s; phases seen "
+            f"{rec['late_file']['phases_seen']}, split {rec['late_file']['last_run'].get('phases')}"
+        )
         tt.wait_for_indexes(home.path, home.url, time.perf_counter())
         out = created["resource_id"]
         log(f"{backend}: the output's rows loaded as a source")

@@ -44,7 +44,7 @@ def test_run_reconciliation_prints_its_last_run_once_readable(
     assert code == 0, last_run
     assert set(last_run) == {
         "started_at", "finished_at", "inputs", "counts", "amounts", "absolute_amounts",
-        "oldest_unmatched", "mode", "rows_examined", "manual_work",
+        "oldest_unmatched", "mode", "rows_examined", "manual_work", "phases",
     }  # fmt: skip
     assert last_run["manual_work"] == {
         "matches": 0, "rejections": 0, "carried": 0, "retired": 0, "through": None

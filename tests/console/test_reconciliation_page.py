@@ -27,9 +27,12 @@ from support.reconciliations import Pair, definition
 from tally.console.reconciliation import match_statuses
 from tally.core.clock import utc_now
 from tally.runtime import Runtime
+from tally.services.derived.phases import STARTING
 from tally.services.reconciliation.service import ReconciliationService
 from tally.services.reconciliation_summary import ReconciliationSummaries
 from tally.services.resource_listing import ResourceListing
+from tally.storage.derived import records as derived_records
+from tally.storage.engine import write_connection
 from tally.storage.schema import derived_resources as derived_table
 
 STATUSES = ("matched", "matched_with_difference", "suggested", "manual", "unmatched", "resolved")
@@ -255,6 +258,30 @@ def test_a_reconciliation_never_run_says_so(
     assert page.status_code == 200
     assert "Not run yet" in page.text
     assert f'href="/console/resources/{output_id}">Rows</a>' in page.text
+
+
+def test_a_run_under_way_shows_its_phase_as_the_api_does(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    reconciliation_id, _, _ = reconciled(runtime, tenant)
+    runtime.reconciliations.queue_run(
+        workspace_id=tenant.workspace_id, reconciliation_id=reconciliation_id
+    )
+    now = utc_now()
+    with write_connection(runtime.engine) as conn, conn.begin():  # a worker's run, matching
+        claimed = derived_records.claim_due(
+            conn, worker="w", now=now, lease_seconds=60, phase=STARTING
+        )
+        assert claimed is not None
+        assert derived_records.record_phase(conn, claimed.id, "w", phase="matching", now=now)
+    shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    run = shown.json()["run"]
+    assert (run["phase"], run["phase_since"]) == ("matching", now.isoformat())
+    page = browser.get(f"/console/reconciliations/{reconciliation_id}").text
+    assert (
+        '<span class="status-running">running</span> <span class="run-phase">(matching since '
+        f'<time datetime="{now.isoformat()}">'
+    ) in page
 
 
 def test_a_failed_run_shows_its_error_in_full_beside_the_last_good_figures(

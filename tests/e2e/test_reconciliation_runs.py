@@ -1,8 +1,8 @@
 """Reconciliations run by real worker processes, on SQLite and PostgreSQL: `tally serve`
 re-runs one by itself after deliveries to either side (once per burst) and serves its
 output through /api/v1; a worker SIGKILLed mid-run leaves the published output whole
-and another worker finishes the run; two workers never run the same reconciliation at
-once (decision 0016).
+and another worker finishes the run (GET shows it `stalled` until then, and it starts
+over); two workers never run the same reconciliation at once (decision 0016).
 
 Each test gets its own database and starts its own `tally` subprocesses (all stopped at
 the end); leases are short so a killed worker's run is taken up quickly.
@@ -10,9 +10,11 @@ the end); leases are short so a killed worker's run is taken up quickly.
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -152,6 +154,12 @@ def staged(runtime: Runtime, record: DerivedRecord) -> bool:
         return any(name.startswith(f"r_{record.resource_id}_") and name != kept for name in names)
 
 
+def stalled_run(api: httpx.Client, tenant: Tenant, path: str) -> Any:
+    """GET's `run` once it says `stalled` (the lease of its dead worker expired)."""
+    run = api.get(path, headers=tenant.v2_headers).json()["run"]
+    return run if run is not None and run["phase"] == "stalled" else None
+
+
 def test_a_worker_killed_mid_run_leaves_the_output_whole_and_another_finishes(
     settings: Settings, runtime: Runtime, api: httpx.Client, processes: Processes
 ) -> None:
@@ -170,6 +178,12 @@ def test_a_worker_killed_mid_run_leaves_the_output_whole_and_another_finishes(
 
     killed = derived(runtime, record.id)
     assert killed.state == "running"  # its lease left to expire
+    assert killed.run_phase == "writing"  # where it died; GET says so until the lease expires
+    path = f"/api/v2/reconciliations/{record.id}"
+    stalled = eventually(
+        lambda: stalled_run(api, tenant, path), timeout=WAIT_SECONDS, what="GET to say stalled"
+    )
+    assert stalled["started_at"] == killed.run_started_at.isoformat()  # type: ignore[union-attr]
     assert output_resource(runtime, record).row_count == 0  # the published output: whole
     assert total_count(api, tenant, record.resource_id) == 0
     second = processes.worker(settings, concurrency=1)
@@ -177,6 +191,10 @@ def test_a_worker_killed_mid_run_leaves_the_output_whole_and_another_finishes(
 
     assert done.attempts == 0
     assert done.error is None
+    assert api.get(path, headers=tenant.v2_headers).json()["run"] is None
+    started_over = dt.datetime.fromisoformat(done.last_run["started_at"])
+    assert started_over > dt.datetime.fromisoformat(stalled["started_at"])
+    assert "indexing" in done.last_run["phases"]
     expected = rows + rows // 10
     assert output_resource(runtime, record).row_count == expected
     assert total_count(api, tenant, record.resource_id) == expected

@@ -36,6 +36,7 @@ from support.waiting import eventually
 from tally.core.clock import as_utc, utc_now
 from tally.core.errors import RunFailedError
 from tally.runtime import Runtime
+from tally.services.derived.phases import STALLED, STARTING, RunUnderWay
 from tally.services.reconciliation.service import ReconciliationService
 from tally.settings import Settings
 from tally.storage import outbox
@@ -336,22 +337,40 @@ def test_a_failing_run_ends_failed_after_bounded_attempts(runtime: Runtime, tena
 
 
 def test_two_workers_never_hold_the_same_run(runtime: Runtime, tenant: Tenant) -> None:
+    """Nor does the phase a dead worker's run was in outlive it: shown `stalled` once its
+    lease has expired, and the run taken up again starts over."""
     record = reconciled(runtime, tenant)
     now = utc_now()
     with write_connection(runtime.engine) as conn, conn.begin():
-        first = derived_records.claim_due(conn, worker="a", now=now, lease_seconds=3)
+        first = derived_records.claim_due(
+            conn, worker="a", now=now, lease_seconds=3, phase=STARTING
+        )
     with write_connection(runtime.engine) as conn, conn.begin():
-        second = derived_records.claim_due(conn, worker="b", now=now, lease_seconds=3)
+        second = derived_records.claim_due(
+            conn, worker="b", now=now, lease_seconds=3, phase=STARTING
+        )
         assert not derived_records.extend_lease(conn, record.id, "b", now, 3)
     assert first is not None
     assert first.id == record.id
+    assert (first.run_phase, first.run_phase_since, first.run_started_at) == (STARTING, now, now)
     assert second is None
-    later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
+    matching = now + dt.timedelta(seconds=1)
     with write_connection(runtime.engine) as conn, conn.begin():
-        taken = derived_records.claim_due(conn, worker="b", now=later, lease_seconds=3)
+        assert derived_records.record_phase(conn, record.id, "a", phase="matching", now=matching)
+        assert not derived_records.record_phase(conn, record.id, "b", phase="writing", now=now)
+    dying = derived(runtime, record.id)
+    assert RunUnderWay.of(dying, matching) == RunUnderWay("matching", matching, now)
+    later = now + dt.timedelta(seconds=4)  # a's lease expired: its worker died
+    assert RunUnderWay.of(dying, later) == RunUnderWay(STALLED, now + dt.timedelta(seconds=3), now)
+    with write_connection(runtime.engine) as conn, conn.begin():
+        taken = derived_records.claim_due(
+            conn, worker="b", now=later, lease_seconds=3, phase=STARTING
+        )
         assert taken is not None
         assert taken.attempts == 2
         assert not derived_records.extend_lease(conn, record.id, "a", later, 3)
+        assert not derived_records.record_phase(conn, record.id, "a", phase="writing", now=later)
+    assert RunUnderWay.of(derived(runtime, record.id), later) == RunUnderWay(STARTING, later, later)
 
 
 def test_a_worker_whose_lease_passed_on_writes_nothing(
@@ -465,7 +484,9 @@ def test_a_run_falls_due_a_burst_after_the_change_not_after_it_was_noticed(
 def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant: Tenant) -> None:
     record = reconciled(runtime, tenant)
     with write_connection(runtime.engine) as conn, conn.begin():
-        held = derived_records.claim_due(conn, worker="other", now=utc_now(), lease_seconds=30)
+        held = derived_records.claim_due(
+            conn, worker="other", now=utc_now(), lease_seconds=30, phase=STARTING
+        )
     assert held is not None
     waiting = ThreadPoolExecutor(1).submit(run_now, runtime, record)
     eventually(

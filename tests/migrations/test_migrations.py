@@ -27,6 +27,7 @@ from tally.core.clock import utc_now
 from tally.runtime import Runtime, build_runtime
 from tally.settings import Settings
 from tally.storage import outbox, resources, status_callbacks
+from tally.storage.derived import records as derived_records
 from tally.storage.engine import write_connection
 from tally.storage.migrate import alembic_config, upgrade_database
 from tally.storage.resources import Resource
@@ -44,7 +45,7 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
     upgrade_database(runtime.engine)  # a second start, a second process
     with runtime.engine.connect() as conn:
         context = MigrationContext.configure(conn)
-        assert context.get_current_revision() == "0018"
+        assert context.get_current_revision() == "0019"
         assert compare_metadata(context, metadata) == []
 
 
@@ -258,10 +259,10 @@ def test_a_pending_input_change_of_revision_0007_still_queues_its_readers(
         with write_connection(runtime.engine) as conn, conn.begin():
             outbox.mark_processed(conn, processed, utc_now())
         _add_old_topic_event(runtime, bank)
+        assert derived(runtime, record.id).state == "idle"
         with runtime.engine.begin() as conn:
             _undo_file_layouts(conn)
             conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0007'")
-        assert derived(runtime, record.id).state == "idle"
     finally:
         runtime.close()
     runtime = build_runtime(settings)  # upgrades
@@ -508,5 +509,40 @@ def test_revision_0018_keeps_history_events_and_its_downgrade_drops_only_them(
             workspace_id=tenant.workspace_id, reconciliation_id=made.id
         )
         assert [(str(a.kind), a.actor) for a in taken] == [("match", "alice"), ("run", "ada")]
+    finally:
+        runtime.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_revision_0019_adds_the_run_phase_and_its_downgrade_drops_only_it(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """0019: a run under way keeps its phase on its record. Down to 0018 the three columns
+    go (the table other tables point at is not copied) and the record stays; up again, a
+    run claimed then shows none until its worker writes one."""
+    settings = make_settings(request, backend, tmp_path / "home")
+    runtime = build_runtime(settings)
+    try:
+        tenant = make_tenant(runtime.engine)
+        record = make_reconciliation(
+            runtime.engine, tenant, definition_json(*bank_and_ledger(runtime, tenant))
+        )
+        with write_connection(runtime.engine) as conn, conn.begin():
+            claimed = derived_records.claim_due(
+                conn, worker="w", now=utc_now(), lease_seconds=60, phase="starting"
+            )
+        assert claimed is not None
+        assert claimed.run_phase == "starting"
+        with runtime.engine.begin() as conn:
+            _down_to(conn, "0018")
+            names = {c["name"] for c in sa.inspect(conn).get_columns("derived_resources")}
+            assert not names & {"run_started_at", "run_phase", "run_phase_since"}
+            state = "SELECT state, lease_owner FROM derived_resources"
+            assert list(conn.exec_driver_sql(state)) == [("running", "w")]
+    finally:
+        runtime.close()
+    runtime = build_runtime(settings)  # upgrades
+    try:
+        assert derived(runtime, record.id).run_phase is None
     finally:
         runtime.close()

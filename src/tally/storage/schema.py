@@ -295,6 +295,11 @@ derived_resources = Table(
     Column("output_digest", String(64), nullable=True),
     # what the last successful run read, for an incremental next run (decision 0016)
     Column("run_basis", JSON, nullable=True),
+    # the run under way (null when none): when it was claimed, the phase it is in and
+    # since when (services/derived/phases.py), written at each change of phase
+    Column("run_started_at", DateTime(timezone=True), nullable=True),
+    Column("run_phase", String(20), nullable=True),
+    Column("run_phase_since", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     CheckConstraint("kind IN ('reconciliation', 'transformation')", name="kind"),

@@ -42,6 +42,37 @@ class RunResponse(BaseModel):
     error: str | None = Field(description="Why a failed run failed, in full.")
 
 
+class RunUnderWayResponse(BaseModel):
+    phase: Literal[
+        "starting",
+        "reading",
+        "matching",
+        "querying",
+        "writing",
+        "publishing",
+        "indexing",
+        "stalled",
+    ] = Field(
+        description="What the run is doing: `starting` (claimed by a worker), `reading` "
+        "its inputs, `matching` (a reconciliation) or `querying` (a transformation), "
+        "`writing` the output beside the published one, `publishing` it (readable from "
+        "then on), `indexing` it (read by scans until its indexes are built); `stalled`: "
+        "its worker stopped (its lease expired at `phase_since`), another worker takes "
+        "it up from the start."
+    )
+    phase_since: str = Field(description="When the run entered the phase (ISO 8601, UTC).")
+    started_at: str = Field(description="When a worker took the run (ISO 8601, UTC).")
+
+
+RUN_DESCRIPTION = (
+    "The run under way (state `running`): its phase and since when; null when none is."
+)
+PHASES_DESCRIPTION = (
+    "phases (the seconds each phase took: reading, matching or querying, writing, "
+    "publishing, indexing; those the run went through)"
+)
+
+
 class RunListResponse(BaseModel):
     data: list[RunResponse] = Field(
         description=f"The last runs that finished, newest first (at most {RUNS_KEPT})."

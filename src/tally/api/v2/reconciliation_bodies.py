@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from tally.api.v2.derived_routes import PHASES_DESCRIPTION, RUN_DESCRIPTION, RunUnderWayResponse
 from tally.core.bodies import WHOLE_NUMBER, Strict
 from tally.core.columns import INT64_MAX
 from tally.core.reconciliation_actions import NOTE_MAX_CHARS
@@ -33,6 +34,7 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         "(`error` says why; a new run is queued by a change or POST .../runs)."
     )
     error: str | None
+    run: RunUnderWayResponse | None = Field(description=RUN_DESCRIPTION)
     last_run: dict[str, Any] | None = Field(
         description="The last successful run: started_at, finished_at, inputs (each "
         "side's resource_id and data_version), counts (matched, matched_with_difference, "
@@ -44,8 +46,8 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         'the rows of an empty currency under `""`), absolute_amounts (the same shape, '
         "each row's amount without its sign: the base of the share reconciled by value), "
         'oldest_unmatched (per side `{"date", "rows"}`, the earliest date among its '
-        "unmatched rows and how many have it; null without dates), mode, rows_examined "
-        "and manual_work; null before the first run."
+        "unmatched rows and how many have it; null without dates), mode, rows_examined, "
+        f"manual_work and {PHASES_DESCRIPTION}; null before the first run."
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tally.api.v2.derived_routes import PHASES_DESCRIPTION, RUN_DESCRIPTION, RunUnderWayResponse
 from tally.services.transformations.bodies import TransformationDefinitionBody
 
 
@@ -30,9 +31,11 @@ class TransformationResponse(TransformationCreatedResponse):
         "(`error` says why; a change to an input or a PUT queues a new one)."
     )
     error: str | None
+    run: RunUnderWayResponse | None = Field(description=RUN_DESCRIPTION)
     last_run: dict[str, Any] | None = Field(
-        description="The last successful run: started_at, finished_at, rows, incremental "
-        "and inputs (each input's resource_id and data_version); null before the first."
+        description="The last successful run: started_at, finished_at, rows, incremental, "
+        f"inputs (each input's resource_id and data_version) and {PHASES_DESCRIPTION}; "
+        "null before the first."
     )
 
 

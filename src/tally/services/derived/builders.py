@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine
 
@@ -18,6 +18,9 @@ from tally.core.columns import Column
 from tally.storage.derived.outputs import Guard
 from tally.storage.derived.plans import Layout
 from tally.storage.derived.records import DerivedRecord
+
+if TYPE_CHECKING:
+    from tally.services.derived.phases import Steps
 
 # A summary's: the UTC date (ISO) the run read, for a query reading CURRENT_DATE; when
 # the date changes, services/derived/runs.py queues a run of each output that has one.
@@ -78,17 +81,16 @@ class Patch:
 
 
 class Builder(Protocol):
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
-        """The output of `record` now (whole, or as a patch of the published one); adds
-        the seconds each step took to `timings`."""
+    def build(self, record: DerivedRecord, steps: Steps) -> Output | Patch:
+        """The output of `record` now (whole, or as a patch of the published one); each
+        of its steps begun in `steps` (phases.py's names), never inside a transaction
+        that renews the lease."""
         ...
 
 
 @runtime_checkable
 class StagingBuilder(Protocol):
-    def stage(
-        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
-    ) -> Output | Patch:
+    def stage(self, record: DerivedRecord, guard: Guard, steps: Steps) -> Output | Patch:
         """Write the output of `record` now to the staged table `r_{id}_next` itself (a
         transformation's INSERT ... SELECT; `guard` first in each transaction) and say
         what it holds (its `rows` unused); or, for an incremental run, write the new rows

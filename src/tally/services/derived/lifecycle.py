@@ -30,6 +30,7 @@ from tally.core.derived_runs import DerivedRun
 from tally.core.errors import ConflictError, FieldProblem, NotFoundError
 from tally.services.derived import outputs
 from tally.services.derived.graph import Neighbours, neighbours
+from tally.services.derived.phases import RunUnderWay
 from tally.storage import accounts, resources
 from tally.storage.derived import records
 from tally.storage.derived import runs as run_history
@@ -51,6 +52,7 @@ class Derived:
     state: str  # queued | running | idle | failed
     error: str | None
     last_run: dict[str, Any] | None
+    run: RunUnderWay | None  # the run under way: its phase and since when
 
     @classmethod
     def of(cls, record: DerivedRecord, **own: Any) -> Self:
@@ -62,6 +64,7 @@ class Derived:
             record.state,
             record.error,
             record.last_run,
+            RunUnderWay.of(record, utc_now()),
             **own,
         )
 
@@ -75,6 +78,7 @@ class Derived:
             **self.own_json(),
             "state": self.state,
             "error": self.error,
+            "run": self.run.to_json() if self.run else None,
             "last_run": self.last_run,
         }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from tally.core.columns import Column
 from tally.core.errors import RunFailedError
 from tally.services.derived import history
 from tally.services.derived.builders import Output, Patch
+from tally.services.derived.phases import Steps
 from tally.storage import resources
 from tally.storage.derived import outputs as derived_outputs
 from tally.storage.derived import records as derived_records
@@ -45,7 +45,7 @@ class Publisher:
         published: bool,
         guard: Guard,
         started: dt.datetime,
-        timings: dict[str, float],
+        steps: Steps,
     ) -> None:
         """Swap in the staged output (when `published`: its digest differs from the
         published one's), then finish it, discard what it replaced, swap in its
@@ -57,7 +57,7 @@ class Publisher:
         resource_id = record.resource_id
         version = None
         if published:
-            clock = time.perf_counter()
+            steps.begin("publish")
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 now = utc_now()
@@ -68,30 +68,27 @@ class Publisher:
                 )
                 derived_records.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
-            lap(timings, "publish", clock)
             log.info("derived_output_readable", extra={"derived_id": record.id})
-        clock = time.perf_counter()
-        rendered = derived_outputs.finish(self._engine, resource_id, guard)
-        clock = lap(timings, "finish", clock)
+        rendered = self._finish(resource_id, guard, steps)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
-        clock = lap(timings, "discard", clock)
         if version is None:
             with self._engine.connect() as conn:
                 version = resources.get_resource(conn, resource_id).data_version
         companion = output.companion
         if companion is not None and (published or not _describes(record.run_basis, version)):
+            steps.begin("companion")
             companion.stage(self._engine, guard)
             with write_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 companion.swap(conn)
             companion.discard(self._engine, guard)
-            clock = lap(timings, "companion", clock)
+        steps.end()
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
             now = utc_now()
             if not published:
                 _check_inputs(conn, output.inputs)
-            _record_success(conn, record, output, started, now, version, output.row_count)
+            _record_success(conn, record, output, started, now, version, output.row_count, steps)
             if output.after_publish is not None:
                 output.after_publish(conn, now)
         log.info(
@@ -101,7 +98,7 @@ class Publisher:
                 "rows": output.row_count,
                 "published": published,
                 "rendered": rendered,
-                "seconds": {k: round(v, 3) for k, v in timings.items()},
+                "seconds": {k: round(v, 3) for k, v in steps.seconds.items()},
             },
         )
 
@@ -111,19 +108,18 @@ class Publisher:
         patch: Patch,
         guard: Guard,
         started: dt.datetime,
-        timings: dict[str, float],
+        steps: Steps,
     ) -> None:
         """Publish an incremental run: what it needs staged, then one short transaction
         changes the published output in place, bumps its data version (when anything
         changed), queues its readers and records the run."""
-        clock = time.perf_counter()
         # nothing, unless the whole run before this one stopped before it finished the
         # output it published: then first that (the patch keeps a finished output so)
-        derived_outputs.finish(self._engine, record.resource_id, guard)
-        clock = lap(timings, "finish", clock)
+        self._finish(record.resource_id, guard, steps)
         if patch.changes and patch.stage is not None:
+            steps.begin("stage")
             patch.stage(self._engine, guard)
-        clock = lap(timings, "stage", clock)
+        steps.begin("publish")
         with write_connection(self._engine) as conn, conn.begin():
             guard(conn)
             _check_inputs(conn, patch.inputs)
@@ -136,31 +132,35 @@ class Publisher:
                 derived_outputs.drop(conn, plan)  # small: the patch's rows only
                 version = derived_outputs.republish(conn, resource, row_count, now)
                 self._queue_readers(conn, record.resource_id, now)
-            _record_success(conn, record, patch, started, now, version, row_count)
+            steps.end()  # (its last statements' seconds are not the split's)
+            _record_success(conn, record, patch, started, now, version, row_count, steps)
             if patch.after_publish is not None:
                 patch.after_publish(conn, now)
-        lap(timings, "publish", clock)
         log.info("derived_output_readable", extra={"derived_id": record.id})
         log.info(
             "derived_run_finished",
             extra={
                 "derived_id": record.id,
                 "incremental": True,
-                "seconds": {k: round(v, 3) for k, v in timings.items()},
+                "seconds": {k: round(v, 3) for k, v in steps.seconds.items()},
             },
         )
+
+    def _finish(self, resource_id: int, guard: Guard, steps: Steps) -> int:
+        """What the published output still lacks (`derived_outputs.finish`), a step of
+        its own when it lacks anything (a run's indexing shown only when there is some);
+        how many rows were given their text."""
+        with self._engine.connect() as conn:
+            output = resources.get_resource(conn, resource_id)
+        if derived_outputs.is_finished(output):
+            return 0
+        steps.begin("finish")
+        return derived_outputs.finish(self._engine, resource_id, guard)
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self._burst_seconds)
         for reader in derived_records.readers_of(conn, resource_id):
             derived_records.request_run(conn, reader, due)
-
-
-def lap(timings: dict[str, float], phase: str, since: float) -> float:
-    """Add the seconds since `since` to `phase`; now, for the next phase."""
-    now = time.perf_counter()
-    timings[phase] = timings.get(phase, 0.0) + now - since
-    return now
 
 
 def _record_success(
@@ -171,22 +171,31 @@ def _record_success(
     now: dt.datetime,
     version: int | None,
     rows: int,
+    steps: Steps,
 ) -> None:
-    """The run is over: its `last_run`, the digest of the output it leaves (`version`)
-    and what it read; and the run in the history, with the output's `rows`."""
+    """The run is over: its `last_run` (with the seconds of each phase), the digest of
+    the output it leaves (`version`) and what it read; and the run in the history, with
+    the output's `rows`."""
     history.record_succeeded(conn, record.id, started=started, now=now, rows=rows)
     derived_records.record_success(
         conn,
         record.id,
         now=now,
-        last_run=_last_run(started, now, result.summary),
+        last_run=_last_run(started, now, result.summary, steps.phases()),
         output_digest=result.digest,
         run_basis=_basis(result.basis, version),
     )
 
 
-def _last_run(started: dt.datetime, now: dt.datetime, summary: dict[str, Any]) -> dict[str, Any]:
-    return {"started_at": started.isoformat(), "finished_at": now.isoformat(), **summary}
+def _last_run(
+    started: dt.datetime, now: dt.datetime, summary: dict[str, Any], phases: dict[str, float]
+) -> dict[str, Any]:
+    return {
+        "started_at": started.isoformat(),
+        "finished_at": now.isoformat(),
+        **summary,
+        "phases": phases,
+    }
 
 
 def _basis(basis: dict[str, Any] | None, output_version: int | None) -> dict[str, Any] | None:

@@ -5,7 +5,8 @@ swapped in (decision 0016).
 The kind-specific part is a `Builder` (services/derived/builders.py): it reads one
 consistent snapshot of the inputs and says what the output holds (`Output`). Everything
 else is here and shared: the queue (`run_due_at`, one run per burst of changes), the
-lease and its heartbeat, the bounded attempts and the staged output; the `Publisher`
+lease and its heartbeat, the bounded attempts, the phase a run is in (phases.py) and
+the staged output; the `Publisher`
 (services/derived/publishing.py) swaps it in or applies the patch, and queues the
 readers of an output that changed.
 """
@@ -26,7 +27,8 @@ from tally.core.errors import ResourceNotFoundError, RunFailedError, TallyError
 from tally.processes.collector import paused_collector
 from tally.services.derived import history
 from tally.services.derived.builders import READ_DATE, Builder, Output, Patch, StagingBuilder
-from tally.services.derived.publishing import Publisher, lap
+from tally.services.derived.phases import STARTING, Steps
+from tally.services.derived.publishing import Publisher
 from tally.services.heartbeat import Heartbeat
 from tally.storage import outbox
 from tally.storage.derived import outputs as derived_outputs
@@ -193,10 +195,11 @@ class DerivedRuns:
                 now=utc_now(),
                 lease_seconds=self.policy.lease_seconds,
                 only=only,
+                phase=STARTING,
             )
 
     def _run(self, record: DerivedRecord, worker: str) -> None:
-        started = utc_now()
+        started = record.run_started_at or utc_now()  # its claim
         if record.attempts > self.policy.max_attempts:  # its workers died every time
             self._fail(record, worker, "the run's worker stopped before it finished", started)
             return
@@ -213,29 +216,31 @@ class DerivedRuns:
 
     def _build_and_publish(self, record: DerivedRecord, worker: str, started: dt.datetime) -> None:
         """Build the output beside the published one (or the patch of it) and publish
-        it (services/derived/publishing.py)."""
-        timings: dict[str, float] = {}
+        it (services/derived/publishing.py), each phase written on the record as the run
+        enters it."""
+        steps = Steps(self._entered(record.id, worker))
         guard = self._guard(record.id, worker)
         with paused_collector():  # the inputs and the engine's millions of objects
-            staged = self._stage(record, guard, timings)
+            staged = self._stage(record, guard, steps)
         if isinstance(staged, Patch):
-            self._publisher.publish_patch(record, staged, guard, started, timings)
+            self._publisher.publish_patch(record, staged, guard, started, steps)
             return
         output, published = staged
-        self._publisher.publish_output(record, output, published, guard, started, timings)
+        self._publisher.publish_output(record, output, published, guard, started, steps)
 
     def _stage(
-        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
+        self, record: DerivedRecord, guard: Guard, steps: Steps
     ) -> Patch | tuple[Output, bool]:
         """The output built and, unless its digest is the published one's, staged in
         `r_{id}_next`; whether it is to be published. An incremental run's patch is
         returned as it is, to be applied in place."""
         builder, resource_id = self._builders[record.kind], record.resource_id
+        steps.begin("clear")
         derived_outputs.clear(self._engine, resource_id, guard)  # a killed run's tables
         built = (
-            builder.stage(record, guard, timings)
+            builder.stage(record, guard, steps)
             if isinstance(builder, StagingBuilder)
-            else builder.build(record, timings)
+            else builder.build(record, steps)
         )
         if isinstance(built, Patch):
             return built
@@ -245,7 +250,7 @@ class DerivedRuns:
             return output, False
         if isinstance(builder, StagingBuilder):
             return output, True
-        clock = time.perf_counter()
+        steps.begin("build")  # the plan and the fill (at once on SQLite)
         derived_plans.build(
             self._engine,
             resource_id,
@@ -255,7 +260,6 @@ class DerivedRuns:
             guard,
             self._staging_dir,
         )
-        lap(timings, "build", clock)  # the plan and the fill (at once on SQLite)
         return output, True
 
     def _guard(self, derived_id: int, worker: str) -> Callable[[Connection], None]:
@@ -271,6 +275,19 @@ class DerivedRuns:
                 raise LeaseLostError()
 
         return guard
+
+    def _entered(self, derived_id: int, worker: str) -> Callable[[str], None]:
+        """Write the phase the run enters on its record, in a transaction of its own
+        (the Data API and the loads never wait on it); once another worker has taken the
+        run over, this one writes nothing more."""
+
+        def entered(phase: str) -> None:
+            with write_connection(self._engine) as conn, conn.begin():
+                now = utc_now()
+                if not derived_records.record_phase(conn, derived_id, worker, phase=phase, now=now):
+                    raise LeaseLostError()
+
+        return entered
 
     def _fail(self, record: DerivedRecord, worker: str, message: str, started: dt.datetime) -> None:
         """The failed attempt recorded (its retry due, or `failed` at the limit) and kept

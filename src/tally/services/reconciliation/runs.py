@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import time
 from array import array
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from tally.core.reconciliation import (
     SideName,
 )
 from tally.services.derived.builders import Output, Patch
+from tally.services.derived.phases import Steps
 from tally.services.reconciliation import oldest, replay, totals
 from tally.services.reconciliation.incremental import Input, basis, patch, why_full
 from tally.services.reconciliation.keys import KeyTable
@@ -76,11 +76,12 @@ class ReconciliationBuilder:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def build(self, record: DerivedRecord, timings: dict[str, float]) -> Output | Patch:
+    def build(self, record: DerivedRecord, steps: Steps) -> Output | Patch:
         """A patch of the published output when the last run is a sound base and few
-        rows are new (incremental.py), else the whole output."""
+        rows are new (incremental.py), else the whole output. Its snapshot's read-only
+        transaction takes no lock: each step's phase is written beside it."""
         definition = ReconciliationDefinition.from_json(record.definition)
-        clock = time.perf_counter()
+        steps.begin("read")
         with snapshot_connection(self._engine) as conn, conn.begin():
             left_resource = resources.get_resource(conn, definition.left.resource_id)
             right_resource = resources.get_resource(conn, definition.right.resource_id)
@@ -115,16 +116,15 @@ class ReconciliationBuilder:
             }
             why = why_full(conn, record, definition, manual, sides)
             if why is None:
+                steps.begin("incremental")
                 found = patch(conn, record, definition, manual, sides, scale, layout, inputs)
-                timings["incremental"] = time.perf_counter() - clock
                 if isinstance(found, Patch):
                     found.summary["manual_work"] = work
                     return replace(found, after_publish=after_publish)
                 why = found
+                steps.begin("read")  # the whole of both inputs
             left, right = _read_both(self._engine, conn, sides, scale)
-            now = time.perf_counter()
-            timings["read"] = now - clock
-            clock = now
+            steps.begin("match")
             outcome = reconcile(
                 definition,
                 left.rows,
@@ -133,13 +133,10 @@ class ReconciliationBuilder:
                 scale=scale,
                 content=_content_lookup(conn, left, right),
             )
-            now = time.perf_counter()
-            timings["match"] = now - clock
-            clock = now
+        steps.begin("digest")
         tally = _tally(outcome, columns, (inputs, record.definition))
         unmatched = (outcome.unmatched_left, outcome.unmatched_right)
         shown_oldest, kept_oldest = oldest.full(definition, (left.rows, right.rows), unmatched)
-        timings["digest"] = time.perf_counter() - clock
         log.info("reconciliation_full_run", extra={"derived_id": record.id, "why": why})
         return Output(
             layout=layout,

@@ -29,6 +29,7 @@ from tally.core.clock import utc_now
 from tally.core.columns import Column
 from tally.core.sql_limits import DEFAULT_SQL_LIMITS, SqlLimits
 from tally.services.derived.builders import READ_DATE, Output, Patch
+from tally.services.derived.phases import Steps
 from tally.services.transformations.definitions import TransformationDefinition
 from tally.services.transformations.dialect import Input
 from tally.services.transformations.query import CheckedQuery, check_sql
@@ -137,18 +138,15 @@ class TransformationBuilder:
         self._limits = limits
         self._staging_dir = staging_dir if backend_of(engine).has_one_writer else None
 
-    def stage(
-        self, record: DerivedRecord, guard: Guard, timings: dict[str, float]
-    ) -> Output | Patch:
+    def stage(self, record: DerivedRecord, guard: Guard, steps: Steps) -> Output | Patch:
         definition = TransformationDefinition.from_json(record.definition)
-        clock = time.perf_counter()
+        steps.begin("query")  # before the transaction that renews the lease
         if self._staging_dir is None:
             with transformation_sql.staging_connection(self._engine) as conn, conn.begin():
                 guard(conn)
                 built = self._query(conn, record, definition, schema="")
         else:
             built = self._query_aside(record, definition, guard, self._staging_dir)
-        timings["query"] = time.perf_counter() - clock
         return built
 
     def _query_aside(

@@ -75,6 +75,12 @@ def copy_rows(conn: Connection, table: str, batch: Sequence[Sequence[Any]]) -> N
             copy.write_row(row)
 
 
+def is_finished(resource: Resource) -> bool:
+    """The published output has its rows' JSON text and its indexes: `finish` has
+    nothing to do."""
+    return resource.rendered_version == resource.data_version == resource.indexed_version
+
+
 def finish(engine: Engine, resource_id: int, guard: Guard) -> int:
     """What a published output still lacks, as a source after its load (a run taken
     over after its swap resumes here): its rows' JSON text, then its indexes. In that

@@ -37,6 +37,11 @@ class DerivedRecord:
     last_run: dict[str, Any] | None
     output_digest: str | None
     run_basis: dict[str, Any] | None = None
+    # the run under way: claimed when, the phase it is in and since when; its lease
+    run_started_at: dt.datetime | None = None
+    run_phase: str | None = None
+    run_phase_since: dt.datetime | None = None
+    lease_expires_at: dt.datetime | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> DerivedRecord:
@@ -49,12 +54,20 @@ class DerivedRecord:
             definition=row.definition,
             state=row.state,
             error=row.error,
-            run_due_at=as_utc(row.run_due_at) if row.run_due_at else None,
+            run_due_at=_moment(row.run_due_at),
             attempts=int(row.attempts),
             last_run=row.last_run,
             output_digest=row.output_digest,
             run_basis=row.run_basis,
+            run_started_at=_moment(row.run_started_at),
+            run_phase=row.run_phase,
+            run_phase_since=_moment(row.run_phase_since),
+            lease_expires_at=_moment(row.lease_expires_at),
         )
+
+
+def _moment(value: dt.datetime | None) -> dt.datetime | None:
+    return as_utc(value) if value else None
 
 
 def insert_derived(
@@ -238,6 +251,7 @@ def claim_due(
     now: dt.datetime,
     lease_seconds: float,
     only: int | None = None,
+    phase: str,
 ) -> DerivedRecord | None:
     """Lease the derived resource whose run is due soonest (or `only` that one), if any:
     due (a wish whose time has come), or running under a lease that expired (its worker
@@ -245,8 +259,10 @@ def claim_due(
 
     The claim clears the wish (`run_due_at`), so a delivery during the run queues the
     next one; it counts an attempt (a run whose worker dies counts too: a run that kills
-    its worker every time ends `failed`, not in a loop). PostgreSQL skips rows other workers hold
-    (FOR UPDATE SKIP LOCKED); SQLite's one writer serialises claims (storage/leases.py)."""
+    its worker every time ends `failed`, not in a loop). The run starts `now` in `phase`
+    (a run taken up again starts over: the phase its dead worker left is gone).
+    PostgreSQL skips rows other workers hold (FOR UPDATE SKIP LOCKED); SQLite's one
+    writer serialises claims (storage/leases.py)."""
     c = derived_resources.c
     wanted = (c.run_due_at <= now) | (c.state == "running")
     row = _LEASES.claim(
@@ -256,7 +272,14 @@ def claim_due(
         worker=worker,
         now=now,
         lease_seconds=lease_seconds,
-        values={"state": "running", "run_due_at": None, "updated_at": now},
+        values={
+            "state": "running",
+            "run_due_at": None,
+            "updated_at": now,
+            "run_started_at": now,
+            "run_phase": phase,
+            "run_phase_since": now,
+        },
     )
     return DerivedRecord.from_row(row) if row else None
 
@@ -264,13 +287,33 @@ def claim_due(
 extend_lease = _LEASES.extend
 
 
+def record_phase(
+    conn: Connection, derived_id: int, worker: str, *, phase: str, now: dt.datetime
+) -> bool:
+    """The run `worker` holds entered `phase` at `now`; False (nothing written) when
+    the run is another worker's now. One row's small UPDATE, in a transaction of its own."""
+    c = derived_resources.c
+    result = conn.execute(
+        update(derived_resources)
+        .where(c.id == derived_id, c.lease_owner == worker)
+        .values(run_phase=phase, run_phase_since=now)
+    )
+    return result.rowcount == 1
+
+
+# No run under way: no phase.
+_NO_RUN: dict[str, Any] = dict(run_started_at=None, run_phase=None, run_phase_since=None)
+
+
 def _after_run(now: dt.datetime) -> dict[str, Any]:
-    """The lease given back; queued again if a run was wished for meanwhile."""
+    """The lease given back, the phase cleared; queued again if a run was wished for
+    meanwhile."""
     return dict(
         state=case((derived_resources.c.run_due_at.is_(None), "idle"), else_="queued"),
         lease_owner=None,
         lease_expires_at=None,
         updated_at=now,
+        **_NO_RUN,
     )
 
 
@@ -317,7 +360,7 @@ def record_failure(
 ) -> bool:
     """A run that raised, if `worker` still held it: due again at `retry_at` (or at an
     earlier wish), or `failed` with its error when `retry_at` is None (the limit)."""
-    values: dict[str, Any] = dict(lease_owner=None, lease_expires_at=None, error=error)
+    values: dict[str, Any] = dict(lease_owner=None, lease_expires_at=None, error=error, **_NO_RUN)
     if retry_at is None:
         values.update(state="failed", run_due_at=None)
     else:
