@@ -130,12 +130,23 @@ def as_model(outcome: Outcome) -> ModelOutcome:
     )
 
 
-def per_side(left: tuple[str, ...], right: tuple[str, ...]) -> dict[str, Any]:
+def per_side(
+    left: tuple[str, ...], right: tuple[str, ...], *, status: str = "matched"
+) -> dict[str, Any]:
     """last_run's amounts (of one currency, where the sides name them): each side's
-    (matched, unmatched[, resolved]) totals (resolved "0.00" when not given)."""
+    (matched, unmatched[, resolved]) totals (resolved "0.00" when not given), the matched
+    amount all of match status `status` (`matched_by_status`)."""
     scale = len(left[0].partition(".")[2])
     zero = f"0.{'0' * scale}" if scale else "0"
-    return {
-        str(which): dict(zip(("matched", "unmatched", "resolved"), (*given, zero)[:3], strict=True))
-        for which, given in zip(SideName, (left, right), strict=True)
-    }
+
+    def side(given: tuple[str, ...]) -> dict[str, Any]:
+        matched, unmatched, resolved = (*given, zero, zero)[:3]
+        split = {s: zero for s in ("matched", "matched_with_difference", "suggested", "manual")}
+        return {
+            "matched": matched,
+            "unmatched": unmatched,
+            "resolved": resolved,
+            "matched_by_status": {**split, status: matched},
+        }
+
+    return {str(which): side(given) for which, given in zip(SideName, (left, right), strict=True)}
