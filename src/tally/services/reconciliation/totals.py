@@ -61,20 +61,16 @@ def statuses(outcome: Outcome) -> tuple[Placed, Placed]:
     matches = outcome.matches
     if not isinstance(matches, Matches):
         raise TypeError("statuses takes an Outcome that reconcile returned")
-    alone = (
-        (outcome.unmatched_left, outcome.resolved_left),
-        (outcome.unmatched_right, outcome.resolved_right),
-    )
-    return tuple(  # type: ignore[return-value]
-        {
-            **{
-                status: matches.positions(which, MatchStatus(status))
-                for status in MATCH_STATUSES[1:]
-            },
-            UNMATCHED: unmatched,
-            RESOLVED: resolved,
+
+    def side(which: SideName, unmatched: Collection[int], resolved: Collection[int]) -> Placed:
+        found: dict[str, Collection[int]] = {
+            status: matches.positions(which, MatchStatus(status)) for status in MATCH_STATUSES[1:]
         }
-        for which, (unmatched, resolved) in zip(SIDES, alone, strict=True)
+        return {**found, UNMATCHED: unmatched, RESOLVED: resolved}
+
+    return (
+        side(SideName.LEFT, outcome.unmatched_left, outcome.resolved_left),
+        side(SideName.RIGHT, outcome.unmatched_right, outcome.resolved_right),
     )
 
 
