@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from support.factories import Tenant
+from support.reconciliation_cases import split
 from support.reconciliations import Pair, definition, make_pair
 from support.v2_api import problems
 from tally.runtime import Runtime
@@ -142,6 +143,7 @@ def test_a_manual_match_of_unmatched_rows_leaves_the_exceptions_at_once(
         "matched": "120.25",
         "unmatched": "-5.50",
         "resolved": "0.00",
+        "matched_by_status": split(matched="100.00", manual="20.25"),
     }
     runtime.derived.run_now(rid, kind="reconciliation", worker="test-worker")
     assert [(r["bank._row"], r["ledger._row"]) for r in _rows(api, tenant, output)] == [

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from support.factories import Tenant, append, make_source
+from support.reconciliation_cases import split
 from support.reconciliations import Pair, definition, make_pair
 from support.v2_api import NOT_FOUND, problems
 from tally.core.ids import hash_secret
@@ -119,7 +120,12 @@ def test_a_resolution_closes_rows_at_once_and_every_run_keeps_them(
     now = _agree(api, tenant, rid, output)
     assert (now["unmatched_left"], now["resolved_left"]) == (1, 1)
     amounts = _shown(api, tenant, rid)["last_run"]["amounts"]["left"]
-    assert amounts == {"matched": "100.00", "unmatched": "20.25", "resolved": "-5.50"}
+    assert amounts == {
+        "matched": "100.00",
+        "unmatched": "20.25",
+        "resolved": "-5.50",
+        "matched_by_status": split(matched="100.00"),
+    }
     [action] = api.get(f"{BASE}/{rid}/actions", headers=tenant.v2_headers).json()["data"]
     assert (action["kind"], action["match_id"], action["left_rows"], action["right_rows"]) == (
         "resolve",
@@ -180,6 +186,7 @@ def test_an_incremental_run_keeps_a_resolution_and_its_figures(
         "matched": "213.00",
         "unmatched": "0.00",
         "resolved": "-3.00",
+        "matched_by_status": split(matched="213.00"),
     }
     assert figures["amounts"]["left"]["resolved"] == "-3.00"
     [fee] = _rows(api, tenant, output, **{"bank._row": "21"})
@@ -353,11 +360,13 @@ def test_a_resolution_moves_absolute_amounts_and_the_oldest_date_in_every_kind_o
         "matched": "210.00",
         "unmatched": "4.00",
         "resolved": "-3.00",
+        "matched_by_status": split(matched="210.00"),
     }
     assert at_once["absolute_amounts"]["left"] == {
         "matched": "210.00",
         "unmatched": "4.00",
         "resolved": "3.00",
+        "matched_by_status": split(matched="210.00"),
     }
     assert at_once["oldest_unmatched"] == {
         "left": {"date": "2024-02-03", "rows": 1},
@@ -373,6 +382,7 @@ def test_a_resolution_moves_absolute_amounts_and_the_oldest_date_in_every_kind_o
         "matched": "210.00",
         "unmatched": "5.00",
         "resolved": "3.00",
+        "matched_by_status": split(matched="210.00"),
     }
     assert incremental["amounts"]["left"]["unmatched"] == "3.00"
     assert incremental["oldest_unmatched"]["left"] == {"date": "2024-01-10", "rows": 1}
@@ -385,6 +395,7 @@ def test_a_resolution_moves_absolute_amounts_and_the_oldest_date_in_every_kind_o
         "matched": "210.00",
         "unmatched": "8.00",
         "resolved": "0.00",
+        "matched_by_status": split(matched="210.00"),
     }
     assert reopened["amounts"]["left"]["unmatched"] == "0.00"
     assert reopened["oldest_unmatched"]["left"] == {"date": "2024-01-10", "rows": 1}
@@ -415,6 +426,7 @@ def test_a_manual_match_of_the_oldest_rows_moves_their_dates_and_amounts_at_once
         "matched": "105.50",
         "unmatched": "20.25",
         "resolved": "0.00",
+        "matched_by_status": split(matched="100.00", manual="5.50"),
     }
     assert at_once["amounts"]["right"]["matched"] == "94.50"
     _run(runtime, rid)

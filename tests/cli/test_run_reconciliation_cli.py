@@ -11,6 +11,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from support.factories import Tenant, read_data
+from support.reconciliation_cases import split
 from support.reconciliation_runs import bank_and_ledger, definition_json
 from tally.cli.main import app
 from tally.core.reconciliation_actions import ActionKind
@@ -53,7 +54,8 @@ def test_run_reconciliation_prints_its_last_run_once_readable(
     assert last_run["counts"]["unmatched_left"] == 1
     assert last_run["inputs"]["left"] == {"resource_id": left, "data_version": 1}
     assert last_run["amounts"]["right"] == {
-        "matched": "135.50", "unmatched": "1.00", "resolved": "0.00"
+        "matched": "135.50", "unmatched": "1.00", "resolved": "0.00",
+        "matched_by_status": split(matched="135.50"),
     }  # fmt: skip
     assert len(read_data(runtime, tenant, created["resource_id"])) == 6  # readable
     ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": created["id"]}

@@ -22,7 +22,7 @@ from markupsafe import escape as html_escape
 
 from support.console import SAME_ORIGIN, make_user, sign_in
 from support.console_reconciliations import reconciled
-from support.factories import Tenant, make_source, make_tenant
+from support.factories import Tenant, append, make_source, make_tenant
 from support.reconciliations import Pair, definition
 from tally.console.reconciliation import match_statuses
 from tally.core.clock import utc_now
@@ -64,6 +64,15 @@ def floor_percent(part: Decimal, whole: Decimal) -> str:
     return str((part * 100 / whole).quantize(Decimal("0.1"), rounding=ROUND_DOWN))
 
 
+def amounts_line(html: str, name: str) -> list[str]:
+    """The Amounts table's figures of one side (no currencies): matched, then per match
+    status, unmatched, resolved and the share by value, as the page shows them."""
+    table = html.split('<h2 id="amounts">', 1)[1].split("</table>", 1)[0]
+    [line] = [r for r in table.split("<tr>") if f'<th scope="row">{name}</th>' in r]
+    cells = re.findall(r'<td[^>]* class="num"[^>]*>(.*?)</td>', line)
+    return [re.sub(r"<[^>]+>", "", cell) for cell in cells]
+
+
 def figures_agree(
     browser: httpx.Client, tenant: Tenant, reconciliation_id: int, output_id: int
 ) -> tuple[dict[str, Any], str]:
@@ -93,23 +102,31 @@ def figures_agree(
             )
         assert f'href="/console/resources/{output_id}?status={status}"' in html
     # amounts per side: the API's, and the sum of the Data API's rows (each input row once)
+    # and per match status (`matched_by_status`), shown in the Amounts table's line
     every = output_rows(browser, tenant, output_id)["data"]
     for side, name in SIDES.items():
-        signed = {"matched": Decimal(0), "unmatched": Decimal(0), "resolved": Decimal(0)}
-        absolute = dict(signed)
+        per_status = {status: Decimal(0) for status in STATUSES}
+        per_status_absolute = dict(per_status)
         seen = {r[f"{name}._row"]: r for r in every if r[f"{name}._row"] is not None}
         for row in seen.values():
-            where = row["status"] if row["status"] in ROW_STATUSES else "matched"
-            signed[where] += Decimal(str(row[f"{name}.amount"]))
-            absolute[where] += abs(Decimal(str(row[f"{name}.amount"])))
-        assert {k: Decimal(v) for k, v in last_run["amounts"][side].items()} == signed
-        assert {k: Decimal(v) for k, v in last_run["absolute_amounts"][side].items()} == absolute
-        closed = absolute["matched"] + absolute["resolved"]
-        for figure in (
-            *last_run["amounts"][side].values(),
-            floor_percent(closed, closed + absolute["unmatched"]),
-        ):
-            assert figure in html, (side, figure)
+            per_status[row["status"]] += Decimal(str(row[f"{name}.amount"]))
+            per_status_absolute[row["status"]] += abs(Decimal(str(row[f"{name}.amount"])))
+        for figure, found in (("amounts", per_status), ("absolute_amounts", per_status_absolute)):
+            totals = last_run[figure][side]
+            split = {k: Decimal(v) for k, v in totals["matched_by_status"].items()}
+            assert split == {k: v for k, v in found.items() if k not in ROW_STATUSES}
+            assert sum(split.values()) == Decimal(totals["matched"])
+            assert [Decimal(totals[k]) for k in ROW_STATUSES] == [found[k] for k in ROW_STATUSES]
+        closed = sum(per_status_absolute.values()) - per_status_absolute["unmatched"]
+        whole = sum(per_status_absolute.values())
+        shown = last_run["amounts"][side]
+        assert amounts_line(html, name) == [
+            shown["matched"],
+            *(shown["matched_by_status"][s] for s in STATUSES if s not in ROW_STATUSES),
+            shown["unmatched"],
+            shown["resolved"],
+            f"{floor_percent(closed, whole)} %",
+        ]
         rows = len(seen)
         assert floor_percent(Decimal(rows - counts[f"unmatched_{side}"]), Decimal(rows)) in html
         unmatched = [r for r in seen.values() if r["status"] == "unmatched"]
@@ -134,6 +151,31 @@ def test_every_figure_is_the_apis_and_the_data_apis(
     assert f'href="/console/sources/{pair.bank}">bank statement</a>' in html
     assert f'href="/console/sources/{pair.ledger}">ledger</a>' in html
     assert "&lt;b&gt;refund" not in html  # no row of the output on this page
+
+
+def test_a_manual_match_moves_its_amounts_to_manual_at_once_as_the_run_counts_them(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """Bank row 4 (12.00) matched by hand with ledger row 5 (8.00): at once each row's
+    amount leaves `unmatched` for the `manual` status (signed and absolute), and the
+    run the match queues counts the same; the page shows them, every figure agreeing."""
+    reconciliation_id, output_id, _ = reconciled(runtime, tenant)
+    before, _ = figures_agree(browser, tenant, reconciliation_id, output_id)
+    body = {"left_rows": [4], "right_rows": [5], "note": "one transfer, fee taken"}
+    url = f"/api/v2/reconciliations/{reconciliation_id}/matches"
+    made = browser.post(url, json=body, headers=tenant.v2_headers)
+    assert made.status_code == 201, made.text
+    shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    at_once = shown.json()["last_run"]
+    for side, amount in (("left", "12.00"), ("right", "8.00")):
+        split = at_once["amounts"][side]["matched_by_status"]
+        assert split == {**before["amounts"][side]["matched_by_status"], "manual": amount}
+        assert at_once["absolute_amounts"][side]["matched_by_status"]["manual"] == amount
+    runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    ran, html = figures_agree(browser, tenant, reconciliation_id, output_id)
+    for figure in ("amounts", "absolute_amounts"):
+        assert ran[figure] == at_once[figure], figure
+    assert amounts_line(html, "bank")[4] == "12.00"  # the manual column
 
 
 def test_a_resolution_of_the_oldest_row_moves_every_figure_at_once_and_its_undo_back(
@@ -344,6 +386,48 @@ def test_a_run_before_these_figures_waits_for_the_next(
     assert again.last_run is not None
     assert again.last_run["mode"] == "full"  # nothing to adjust: counted afresh, once
     assert "91.0 %" in browser.get("/console/overview").text
+
+
+def test_a_run_before_the_amounts_per_status_waits_for_the_next(
+    browser: httpx.Client, runtime: Runtime, tenant: Tenant
+) -> None:
+    """A last run without `matched_by_status`: the page says the amounts per status are
+    not known until the next run, an analyst's action moves the other figures and keeps
+    the split absent, and the next run is full (nothing to adjust) and gives it."""
+    reconciliation_id, output_id, pair = reconciled(runtime, tenant)
+    with runtime.engine.begin() as conn:
+        last_run = conn.execute(
+            sa.select(derived_table.c.last_run).where(derived_table.c.id == reconciliation_id)
+        ).scalar_one()
+        older = copy.deepcopy(last_run)
+        for figure in ("amounts", "absolute_amounts"):
+            for totals in older[figure].values():
+                del totals["matched_by_status"]
+        conn.execute(
+            sa.update(derived_table)
+            .where(derived_table.c.id == reconciliation_id)
+            .values(last_run=older)
+        )
+    page = browser.get(f"/console/reconciliations/{reconciliation_id}").text
+    assert "matched amounts per match status: they are not known until the next run" in page
+    assert amounts_line(page, "bank")[1] == "not known until the next run"
+    url = f"/api/v2/reconciliations/{reconciliation_id}/resolutions"
+    body = {"side": "left", "rows": [3], "reason": "write_off"}
+    assert browser.post(url, json=body, headers=tenant.v2_headers).status_code == 201
+    shown = browser.get(f"/api/v2/reconciliations/{reconciliation_id}", headers=tenant.v2_headers)
+    moved = shown.json()["last_run"]
+    assert moved["amounts"]["left"] == {
+        "matched": "115.00",
+        "unmatched": "12.00",
+        "resolved": "-7.25",
+    }
+    assert "matched_by_status" not in moved["absolute_amounts"]["left"]
+    append(runtime, pair.bank, "reference,amount,txn_date,memo\nA-9,1.00,2024-01-20,late\n")
+    again = runtime.derived.run_now(reconciliation_id, kind="reconciliation", worker="test")
+    assert again.last_run is not None
+    assert again.last_run["mode"] == "full"
+    _, html = figures_agree(browser, tenant, reconciliation_id, output_id)
+    assert "not known until the next run" not in html
 
 
 def test_the_overview_links_each_resource_to_its_page_and_its_rows(

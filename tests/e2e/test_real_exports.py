@@ -39,6 +39,7 @@ from support.processes import (
     process_defaults,
     wait_for_final_files,
 )
+from support.reconciliation_cases import split
 from support.servers import file_server_app, serve_app
 from support.waiting import eventually
 from tally.runtime import Runtime
@@ -153,6 +154,16 @@ def idle(product: Product, path: str) -> dict[str, Any]:
     return eventually(
         done, timeout=WAIT_SECONDS, what=f"{path} idle", explain=product.serve.describe
     )
+
+
+def amounts(matched: str, unmatched: str, per_status: dict[str, str]) -> dict[str, Any]:
+    """One side's last_run amounts, none resolved."""
+    return {
+        "matched": matched,
+        "unmatched": unmatched,
+        "resolved": "0.00",
+        "matched_by_status": per_status,
+    }
 
 
 def reconciled(product: Product, definition: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -299,8 +310,18 @@ def test_a_german_export_with_soll_and_haben_reconciles_against_its_ledger(
     ]
     assert (last_run["counts"]["matched"], last_run["mode"]) == (4, "full")
     assert last_run["amounts"] == {  # Haben minus Soll
-        "left": {"matched": "10099.83", "unmatched": "487.10", "resolved": "0.00"},
-        "right": {"matched": "10099.83", "unmatched": "1750.00", "resolved": "0.00"},
+        "left": {
+            "matched": "10099.83",
+            "unmatched": "487.10",
+            "resolved": "0.00",
+            "matched_by_status": split(matched="10099.83"),
+        },
+        "right": {
+            "matched": "10099.83",
+            "unmatched": "1750.00",
+            "resolved": "0.00",
+            "matched_by_status": split(matched="10099.83"),
+        },
     }
 
 
@@ -343,8 +364,18 @@ FRENCH_PAIRS = [
     (5, 5, "matched_with_difference", "pièce, écart", "0.50"),
 ]
 FRENCH_AMOUNTS = {
-    "left": {"matched": "15495.77", "unmatched": "-89.90", "resolved": "0.00"},
-    "right": {"matched": "15495.27", "unmatched": "0.00", "resolved": "0.00"},
+    "left": {
+        "matched": "15495.77",
+        "unmatched": "-89.90",
+        "resolved": "0.00",
+        "matched_by_status": split(matched="14245.27", matched_with_difference="1250.50"),
+    },
+    "right": {
+        "matched": "15495.27",
+        "unmatched": "0.00",
+        "resolved": "0.00",
+        "matched_by_status": split(matched="14245.27", matched_with_difference="1250.00"),
+    },
 }
 
 
@@ -463,16 +494,16 @@ def test_a_uk_multi_currency_export_never_matches_across_currencies(product: Pro
     }
     assert last_run["amounts"] == {  # each currency alone, never a sum across them
         "EUR": {
-            "left": {"matched": "800.00", "unmatched": "2000.00", "resolved": "0.00"},
-            "right": {"matched": "800.00", "unmatched": "0.00", "resolved": "0.00"},
+            "left": amounts("800.00", "2000.00", split(matched="800.00")),
+            "right": amounts("800.00", "0.00", split(matched="800.00")),
         },
         "GBP": {
-            "left": {"matched": "800.00", "unmatched": "0.00", "resolved": "0.00"},
-            "right": {"matched": "800.00", "unmatched": "1975.00", "resolved": "0.00"},
+            "left": amounts("800.00", "0.00", split(matched="800.00")),
+            "right": amounts("800.00", "1975.00", split(matched="800.00")),
         },
-        "USD": {
-            "left": {"matched": "-3125.00", "unmatched": "0.00", "resolved": "0.00"},
-            "right": {"matched": "-3125.00", "unmatched": "800.00", "resolved": "0.00"},
+        "USD": {  # the suggestion: 25.00 of bank fees
+            "left": amounts("-3125.00", "0.00", split(matched="-3100.00", suggested="-25.00")),
+            "right": amounts("-3125.00", "800.00", split(matched="-3100.00", suggested="-25.00")),
         },
     }
 
@@ -553,8 +584,8 @@ def test_a_us_export_reconciles_cheques_and_suggests_a_deposit(product: Product)
         "tolerance 0.00",
     ]
     assert last_run["amounts"] == {
-        "left": {"matched": "10937.55", "unmatched": "-75.00", "resolved": "0.00"},
-        "right": {"matched": "10937.55", "unmatched": "-467.00", "resolved": "0.00"},
+        "left": amounts("10937.55", "-75.00", split(matched="-1562.45", suggested="12500.00")),
+        "right": amounts("10937.55", "-467.00", split(matched="-1562.45", suggested="12500.00")),
     }
 
 

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from support.awkward import AWKWARD
 from support.derived_runs import quick_settings, started_worker
 from support.factories import Tenant, append, make_source, read_body
+from support.reconciliation_cases import split
 from support.reconciliation_runs import (
     BANK_CSV,
     LEDGER_CSV,
@@ -128,8 +129,18 @@ def test_a_run_publishes_the_output_the_data_api_reads(runtime: Runtime, tenant:
         "resolved_right": 0,
     }
     assert last_run["amounts"] == {
-        "left": {"matched": "135.50", "unmatched": "99.99", "resolved": "0.00"},
-        "right": {"matched": "135.50", "unmatched": "1.00", "resolved": "0.00"},
+        "left": {
+            "matched": "135.50",
+            "unmatched": "99.99",
+            "resolved": "0.00",
+            "matched_by_status": split(matched="135.50"),
+        },
+        "right": {
+            "matched": "135.50",
+            "unmatched": "1.00",
+            "resolved": "0.00",
+            "matched_by_status": split(matched="135.50"),
+        },
     }
     assert output_resource(runtime, record).row_count == 6
 
@@ -573,4 +584,5 @@ def test_a_match_of_several_left_rows_gives_a_row_at_each_of_their_positions(
         "matched": "15.00",
         "unmatched": "0.00",
         "resolved": "0.00",
+        "matched_by_status": split(matched="15.00"),
     }

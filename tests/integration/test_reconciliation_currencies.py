@@ -213,11 +213,11 @@ def test_amounts_that_coincide_across_three_currencies_match_only_within_one(
     assert reasons[6, None] == "ref: nearest ledger row 6 (ref P-6): bank currency is empty"
     assert reasons[None, 6] == "ref: nearest bank row 6 (ref P-6): bank currency is empty"
     assert (last_run["counts"]["suggested"], last_run["counts"]["matched"]) == (4, 0)
-    assert last_run["amounts"] == {
-        "": per_side(("0.00", "75.00"), ("0.00", "0.00")),
-        "EUR": per_side(("100.00", "250.00"), ("100.00", "75.00")),
-        "GBP": per_side(("100.00", "0.00"), ("100.00", "250.00")),
-        "USD": per_side(("350.00", "0.00"), ("350.00", "0.00")),
+    assert last_run["amounts"] == {  # every match a suggestion
+        "": per_side(("0.00", "75.00"), ("0.00", "0.00"), status="suggested"),
+        "EUR": per_side(("100.00", "250.00"), ("100.00", "75.00"), status="suggested"),
+        "GBP": per_side(("100.00", "0.00"), ("100.00", "250.00"), status="suggested"),
+        "USD": per_side(("350.00", "0.00"), ("350.00", "0.00"), status="suggested"),
     }
 
 
@@ -257,11 +257,7 @@ def test_a_manual_match_across_currencies_is_a_conflict_naming_each_row(
         (1, 3, 75),
         (6, 3, 75),
     ]
-    assert last_run["amounts"][""]["left"] == {
-        "matched": "75.00",
-        "unmatched": "0.00",
-        "resolved": "0.00",
-    }
+    assert last_run["amounts"][""] == per_side(("75.00", "0.00"), ("0.00", "0.00"), status="manual")
 
 
 def test_a_definition_given_currencies_later_never_sums_two_in_a_manual_match(

@@ -16,6 +16,7 @@ from support.reconciliation_cases import (
     as_model,
     content,
     definition,
+    model,
     run_engine,
     run_model,
     side_rows,
@@ -28,7 +29,7 @@ from tally.core.reconciliation import (
     Resolution,
     SideName,
 )
-from tally.services.reconciliation import key_join
+from tally.services.reconciliation import key_join, totals
 from tally.services.reconciliation import passes as pass_module
 from tally.services.reconciliation.matching import SideTable, output_rows, reconcile
 
@@ -181,6 +182,11 @@ def test_the_engine_decides_as_the_model_does(case: tuple[Any, ...]) -> None:
     d, left, right, manual = case
     outcome = run_engine(d, left, right, manual)
     assert as_model(outcome) == run_model(d, left, right, manual)
+    # last_run's amounts per status, as a full run counts them (totals.py), are the model's
+    sides = zip(SideName, (left, right), strict=True)
+    tables = [SideTable.of(side_rows(d, which, rows)) for which, rows in sides]
+    figures = totals.full(d, tables, totals.statuses(outcome), SCALE)
+    assert figures == model(d, left, right, manual).run().totals()
     for m in outcome.matches:
         assert m.match_id == min(m.left)
     rows = list(output_rows(outcome))

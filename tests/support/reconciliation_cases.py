@@ -93,6 +93,17 @@ def run_model(
     right: Sequence[Mapping[str, Any]],
     manual: ManualWork = ManualWork(),
 ) -> ModelOutcome:
+    return model(d, left, right, manual).run().outcome()
+
+
+def model(
+    d: ReconciliationDefinition,
+    left: Sequence[Mapping[str, Any]],
+    right: Sequence[Mapping[str, Any]],
+    manual: ManualWork = ManualWork(),
+) -> Model:
+    """The plain model of these rows and this manual work, not run yet."""
+
     def model_rows(rows: Sequence[Mapping[str, Any]]) -> list[ModelRow]:
         return [
             ModelRow(p, {"cur": None, **r}, tuple(r.get(c) for c in COLUMNS))
@@ -100,7 +111,7 @@ def run_model(
         ]
 
     matches = sorted(manual.matches, key=lambda m: min(m.left_rows))
-    model = Model(
+    return Model(
         d,
         model_rows(left),
         model_rows(right),
@@ -112,7 +123,6 @@ def run_model(
             [p for r in manual.resolutions if r.side is SideName.RIGHT for p in r.rows],
         ),
     )
-    return model.run().outcome()
 
 
 def as_model(outcome: Outcome) -> ModelOutcome:
@@ -130,12 +140,29 @@ def as_model(outcome: Outcome) -> ModelOutcome:
     )
 
 
-def per_side(left: tuple[str, ...], right: tuple[str, ...]) -> dict[str, Any]:
+def per_side(
+    left: tuple[str, ...], right: tuple[str, ...], *, status: str = "matched"
+) -> dict[str, Any]:
     """last_run's amounts (of one currency, where the sides name them): each side's
-    (matched, unmatched[, resolved]) totals (resolved "0.00" when not given)."""
+    (matched, unmatched[, resolved]) totals (resolved "0.00" when not given), the matched
+    amount all of match status `status` (`matched_by_status`)."""
     scale = len(left[0].partition(".")[2])
     zero = f"0.{'0' * scale}" if scale else "0"
-    return {
-        str(which): dict(zip(("matched", "unmatched", "resolved"), (*given, zero)[:3], strict=True))
-        for which, given in zip(SideName, (left, right), strict=True)
-    }
+
+    def side(given: tuple[str, ...]) -> dict[str, Any]:
+        matched, unmatched, resolved = (*given, zero, zero)[:3]
+        return {
+            "matched": matched,
+            "unmatched": unmatched,
+            "resolved": resolved,
+            "matched_by_status": split(zero, **{status: matched}),
+        }
+
+    return {str(which): side(given) for which, given in zip(SideName, (left, right), strict=True)}
+
+
+def split(zero: str = "0.00", **given: str) -> dict[str, str]:
+    """last_run's `matched_by_status` of one side: the amounts given by status, `zero`
+    for every other match status."""
+    statuses = ("matched", "matched_with_difference", "suggested", "manual")
+    return {status: given.get(status, zero) for status in statuses}

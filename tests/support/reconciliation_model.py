@@ -7,7 +7,7 @@ Slow (cubic) and obviously right. It decides matches, statuses and differences; 
 are the engine's own and have unit tests. Currencies (when both sides name one): rows
 match only within one currency, compared trimmed and upper-cased, and a row whose
 currency is empty matches nothing in any pass; a manual match holding two currencies has
-no difference.
+no difference. last_run's amount totals are counted plainly from the outcome (`totals`).
 """
 
 from __future__ import annotations
@@ -95,6 +95,10 @@ def _key(row: ModelRow, match_pass: MatchPass, left: bool) -> tuple[str, ...] | 
 
 def _content_key(row: ModelRow) -> tuple[Any, ...]:
     return tuple((0,) if v is None else (1, v) for v in row.content)
+
+
+ABSOLUTE = "absolute_amounts"
+MATCH_STATUSES = ("matched", "matched_with_difference", "suggested", "manual")
 
 
 class Model:
@@ -294,3 +298,61 @@ class Model:
             self.resolved_left,
             self.resolved_right,
         )
+
+    def totals(self) -> dict[str, Any]:
+        """last_run's `amounts` and `absolute_amounts` counted plainly, after `run`: each
+        row's amount (signed; without its sign) added to its side's total of its status
+        (a matched row's: its match's), per currency where both sides name one; `matched`
+        every match status together, `matched_by_status` each."""
+        if self.d.left.amount is None:
+            return {
+                "amounts": {"left": None, "right": None},
+                ABSOLUTE: {"left": None, "right": None},
+            }
+        status: dict[tuple[bool, int], str] = {}
+        for m in self.matches:
+            status.update({(True, p): str(m.status) for p in m.left})
+            status.update({(False, p): str(m.status) for p in m.right})
+        _, unmatched_left, unmatched_right, resolved_left, resolved_right = self.outcome()
+        for left, rows, name in (
+            (True, unmatched_left, "unmatched"),
+            (False, unmatched_right, "unmatched"),
+            (True, resolved_left, "resolved"),
+            (False, resolved_right, "resolved"),
+        ):
+            status.update({(left, p): name for p in rows})
+        # (currency or None, side, status) -> [signed, absolute], in units of the scale
+        found: dict[tuple[str | None, str, str], list[int]] = {}
+        codes: set[str | None] = set()
+        for (left, position), name in status.items():
+            row = (self.left if left else self.right)[position]
+            code = (currency(row, self.d, left) or "") if self.currencies else None
+            codes.add(code)
+            value = self.amount(row, left) or 0
+            sums = found.setdefault((code, "left" if left else "right", name), [0, 0])
+            sums[0] += value
+            sums[1] += abs(value)
+        if not self.currencies:
+            codes = {None}
+
+        def text(n: int) -> str:
+            return str((Decimal(n) / 10**self.scale).quantize(Decimal(1).scaleb(-self.scale)))
+
+        def side(code: str | None, which: str, at: int) -> dict[str, Any]:
+            def total(*names: str) -> str:
+                return text(sum(found.get((code, which, n), [0, 0])[at] for n in names))
+
+            return {
+                "matched": total(*MATCH_STATUSES),
+                "unmatched": total("unmatched"),
+                "resolved": total("resolved"),
+                "matched_by_status": {n: total(n) for n in MATCH_STATUSES},
+            }
+
+        shown = {
+            key: {code: {w: side(code, w, at) for w in ("left", "right")} for code in codes}
+            for key, at in (("amounts", 0), (ABSOLUTE, 1))
+        }
+        if not self.currencies:
+            return {key: per[None] for key, per in shown.items()}
+        return shown

@@ -6,6 +6,7 @@ incremental run's result with a full run's (`assert_same_as_full`)."""
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -132,8 +133,8 @@ def assert_same_as_full(
     runtime: Runtime, tenant: Tenant, record: DerivedRecord, *, manual: Any = None
 ) -> dict[str, Any]:
     """A fresh reconciliation of the same inputs, run full (after the same manual
-    actions), has the same output rows, counts, amounts (signed and absolute) and oldest
-    unmatched dates as `record`."""
+    actions), has the same output rows, counts, amounts (signed and absolute, matched
+    per status too: summing to matched) and oldest unmatched dates as `record`."""
     mine = derived(runtime, record.id)
     assert mine.last_run is not None
     other = make_reconciliation(
@@ -150,4 +151,18 @@ def assert_same_as_full(
     assert mine.last_run["counts"] == full["counts"]
     for figure in ("amounts", "absolute_amounts", "oldest_unmatched"):
         assert mine.last_run[figure] == full[figure], figure
+    assert_split_sums(full)
     return mine.last_run
+
+
+def assert_split_sums(last_run: dict[str, Any]) -> None:
+    """Every side's matched amounts per status (of each currency) are kept, and sum to
+    its matched amount, signed and absolute."""
+    for figure in ("amounts", "absolute_amounts"):
+        found = last_run[figure]
+        per_currency = [found] if set(found) <= {"left", "right"} else list(found.values())
+        for per_side in per_currency:
+            for totals in filter(None, per_side.values()):
+                split = totals["matched_by_status"]
+                assert set(split) == {"matched", "matched_with_difference", "suggested", "manual"}
+                assert sum(map(Decimal, split.values())) == Decimal(totals["matched"]), figure

@@ -29,6 +29,7 @@ from tally.core.errors import (
 from tally.core.reconciliation import MatchStatus
 from tally.core.users import User
 from tally.services.derived.lifecycle import CHANGED_MEANWHILE
+from tally.services.reconciliation_figures import MATCHED_PER_STATUS
 from tally.services.reconciliation_summary import ReconciliationSummary
 
 router = APIRouter(include_in_schema=False)
@@ -154,6 +155,7 @@ def _page(
         title=summary.reconciliation.name,
         summary=summary,
         statuses=match_statuses(counts),
+        amount_statuses=MATCHED_PER_STATUS,
         kinds=KIND_LABELS,
         kind_page=kind_page,
         definition_text=text,

@@ -20,9 +20,14 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
+from tally.services.reconciliation.totals import MATCH_STATUSES as ENGINE_MATCH_STATUSES
+from tally.services.reconciliation.totals import SPLIT
+
 SIDES = ("left", "right")
 MATCH_STATUSES = ("matched", "matched_with_difference", "manual")  # a suggestion waits
 PERCENT = Decimal("0.1")
+# the statuses of a match, the engine's order: last_run's `matched` split by them
+MATCHED_PER_STATUS = ENGINE_MATCH_STATUSES
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class AmountLine:
     unmatched: str
     resolved: str | None  # None for a run made before resolutions existed
     reconciled_by_value_percent: str | None
+    # `matched` per match status (`MATCHED_PER_STATUS`' order), as last_run keeps them;
+    # None for a run made before they were kept: not known until the next run
+    matched_by_status: tuple[tuple[str, str], ...] | None = None
 
 
 def amount_lines(last_run: Mapping[str, Any]) -> list[AmountLine]:
@@ -91,9 +99,15 @@ def amount_lines(last_run: Mapping[str, Any]) -> list[AmountLine]:
                         totals["unmatched"],
                         totals.get("resolved"),
                         value,
+                        _split(totals.get(SPLIT)),
                     )
                 )
     return lines
+
+
+def _split(found: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
+    """A side's matched amounts per status, in `MATCHED_PER_STATUS`' order."""
+    return None if found is None else tuple((s, found[s]) for s in MATCHED_PER_STATUS)
 
 
 def reconciliation_figures(

@@ -5,6 +5,7 @@ overview links to it, axe finds nothing serious; photographed for docs/console.m
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,23 @@ def test_the_page_shows_the_apis_figures_and_links_each_status_to_its_rows(
         row = by_side.get_by_role("row").filter(has_text=f"({side})")
         expect(row).to_contain_text(amounts[side]["unmatched"])
         expect(row).to_contain_text(f"{shown.last_run['oldest_unmatched'][side]['date']}")
-        expect(page.get_by_role("table", name="Amounts")).to_contain_text(amounts[side]["matched"])
+    # each side's amounts: in any match, per match status, unmatched, resolved
+    amounts_table = page.get_by_role("table", name="Amounts")
+    for side, name in (("left", "bank"), ("right", "ledger")):
+        row = amounts_table.get_by_role("row").filter(
+            has=page.get_by_role("rowheader", name=name, exact=True)
+        )
+        totals = amounts[side]
+        split = totals["matched_by_status"]
+        expect(row.get_by_role("cell")).to_have_text(
+            [
+                totals["matched"],
+                *(split[s] for s in ("matched", "matched_with_difference", "suggested", "manual")),
+                totals["unmatched"],
+                totals["resolved"],
+                re.compile(r"\d+\.\d %"),
+            ]
+        )
     expect(page.get_by_role("link", name="Rows", exact=True)).to_have_attribute(
         "href", f"/console/resources/{output_id}"
     )

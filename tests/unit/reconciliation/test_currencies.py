@@ -3,6 +3,7 @@ as amounts across, and named in the reasons; last_run's totals per currency."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 from unittest.mock import patch
 
@@ -21,6 +22,7 @@ from tally.services.reconciliation import passes as pass_module
 from tally.services.reconciliation import totals
 from tally.services.reconciliation.bodies import parse_definition
 from tally.services.reconciliation.matching import SideTable
+from tally.services.reconciliation.totals import MATCHED, RESOLVED, SPLIT, UNMATCHED
 
 KEYED = [{"name": "ref", "type": "one_to_one", "keys": [{"left": "ref", "right": "ref"}]}]
 KEYLESS = [{"name": "any", "type": "one_to_one", "keys": [], "amount_tolerance": "1"}]
@@ -113,7 +115,7 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     left = [row("A", 100, cur="USD"), row("B", 250, cur="eur"), row("C", None, cur="EUR")]
     right = [row("A", 100, cur="USD"), row("Z", 7, cur=None)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    shown = totals.full(d, tables, [({2: "", 3: ""}, {}), ({2: ""}, {})], 2)
+    shown = totals.full(d, tables, [{UNMATCHED: {2, 3}}, {UNMATCHED: {2}}], 2)
     assert shown["amounts"] == {
         "": per_side(("0.00", "0.00"), ("0.00", "0.07")),
         "EUR": per_side(("0.00", "2.50"), ("0.00", "0.00")),
@@ -122,34 +124,26 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
     # A late GBP ledger row: the last totals adjusted are the totals counted again.
     late = [*right, row("B", 250, cur="GBP")]
     now = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, late)]
-    again = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: "", 3: ""}, {})], 2)
+    again = totals.full(d, now, [{UNMATCHED: {2, 3}}, {UNMATCHED: {2, 3}}], 2)
     examined = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
     adjusted = totals.adjusted(
         d,
         shown,
         [(SideName.RIGHT, examined, 3)],
-        {SideName.LEFT: (set(), set()), SideName.RIGHT: (set(), set())},
-        {SideName.LEFT: ({}, {}), SideName.RIGHT: ({3: ""}, {})},
+        {SideName.LEFT: {}, SideName.RIGHT: {}},
+        {SideName.LEFT: {}, SideName.RIGHT: {3: UNMATCHED}},
         2,
     )
     assert adjusted == again
-    assert adjusted["amounts"]["GBP"]["right"] == {
-        "matched": "0.00",
-        "unmatched": "2.50",
-        "resolved": "0.00",
-    }
+    assert adjusted["amounts"]["GBP"]["right"] == per_side(("0.00", "2.50"), ("0.00",))["left"]
     # The same row resolved by an analyst: its amount moves from unmatched to resolved,
     # signed and absolute alike.
     closed = totals.moved(
         d, adjusted, SideName.RIGHT, examined, source="unmatched", target="resolved", scale=2
     )
     for key in ("amounts", "absolute_amounts"):
-        assert closed[key]["GBP"]["right"] == {
-            "matched": "0.00",
-            "unmatched": "0.00",
-            "resolved": "2.50",
-        }
-    resolved = totals.full(d, now, [({2: "", 3: ""}, {}), ({2: ""}, {3: ""})], 2)
+        assert closed[key]["GBP"]["right"] == per_side(("0.00", "0.00", "2.50"), ("0.00",))["left"]
+    resolved = totals.full(d, now, [{UNMATCHED: {2, 3}}, {UNMATCHED: {2}, RESOLVED: {3}}], 2)
     assert resolved == closed
     assert (
         totals.moved(
@@ -162,10 +156,10 @@ def test_totals_per_currency_and_their_adjustment_give_the_full_figures() -> Non
 def test_totals_without_currencies_keep_their_shape() -> None:
     d = definition(KEYED)
     tables = [table(d, SideName.LEFT, [row("A", 100)]), table(d, SideName.RIGHT, [row("A", 100)])]
-    shown = totals.full(d, tables, [({}, {}), ({1: ""}, {})], 2)
+    shown = totals.full(d, tables, [{}, {UNMATCHED: {1}}], 2)
     assert shown["amounts"] == per_side(("1.00", "0.00"), ("0.00", "1.00"))
     no_amounts = definition(KEYED, amount=False)
-    assert totals.full(no_amounts, tables, [({}, {}), ({}, {})], 2) == {
+    assert totals.full(no_amounts, tables, [{}, {}], 2) == {
         "amounts": {"left": None, "right": None},
         "absolute_amounts": {"left": None, "right": None},
     }
@@ -176,20 +170,20 @@ def test_absolute_totals_count_credits_and_debits_alike_and_adjust_as_a_full_run
     left = [row("A", 100), row("B", -250), row("C", -40), row("D", None)]
     right = [row("A", 100), row("B", -250)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    shown = totals.full(d, tables, [({3: ""}, {}), ({}, {})], 2)
+    shown = totals.full(d, tables, [{UNMATCHED: {3}}, {}], 2)
     assert shown["amounts"] == per_side(("-1.50", "-0.40"), ("-1.50", "0.00"))
     assert shown["absolute_amounts"] == per_side(("3.50", "0.40"), ("3.50", "0.00"))
     # a late right row matches C: its share moves, signed and absolute
     late = [*right, row("C", -40)]
-    again = totals.full(d, [tables[0], table(d, SideName.RIGHT, late)], [({}, {}), ({}, {})], 2)
+    again = totals.full(d, [tables[0], table(d, SideName.RIGHT, late)], [{}, {}], 2)
     examined_left = SideTable.of(side_rows(d, SideName.LEFT, left)[2:3])
     examined_right = SideTable.of(side_rows(d, SideName.RIGHT, late)[2:])
     adjusted = totals.adjusted(
         d,
         shown,
         [(SideName.LEFT, examined_left, 5), (SideName.RIGHT, examined_right, 3)],
-        {SideName.LEFT: ({3}, set()), SideName.RIGHT: (set(), set())},
-        {SideName.LEFT: ({}, {}), SideName.RIGHT: ({}, {})},
+        {SideName.LEFT: {3: UNMATCHED}, SideName.RIGHT: {}},
+        {SideName.LEFT: {3: MATCHED}, SideName.RIGHT: {3: MATCHED}},
         2,
     )
     assert adjusted == again
@@ -204,8 +198,8 @@ def test_a_resolved_credit_leaves_unmatched_by_its_absolute_value_in_every_kind_
     left = [row("A", 100), row("C", -40)]
     right = [row("A", 100)]
     tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
-    open_ = totals.full(d, tables, [({2: ""}, {}), ({}, {})], 2)
-    closed = totals.full(d, tables, [({}, {2: ""}), ({}, {})], 2)
+    open_ = totals.full(d, tables, [{UNMATCHED: {2}}, {}], 2)
+    closed = totals.full(d, tables, [{RESOLVED: {2}}, {}], 2)
     assert closed["amounts"] == per_side(("1.00", "0.00", "-0.40"), ("1.00", "0.00"))
     assert closed["absolute_amounts"] == per_side(("1.00", "0.00", "0.40"), ("1.00", "0.00"))
     credit = SideTable.of(side_rows(d, SideName.LEFT, left)[1:])
@@ -221,25 +215,74 @@ def test_a_resolved_credit_leaves_unmatched_by_its_absolute_value_in_every_kind_
         d,
         open_,
         [(SideName.LEFT, credit, 3)],
-        {SideName.LEFT: ({2}, set()), SideName.RIGHT: (set(), set())},
-        {SideName.LEFT: ({}, {2: ""}), SideName.RIGHT: ({}, {})},
+        {SideName.LEFT: {2: UNMATCHED}, SideName.RIGHT: {}},
+        {SideName.LEFT: {2: RESOLVED}, SideName.RIGHT: {}},
         2,
     )
     assert incremental == closed
-    # a run from before resolutions kept no `resolved`: read as none
+    # a run from before resolutions kept no `resolved` (nor the split): read as none,
+    # and the split stays absent
     older = {
         key: {
-            side: {k: v for k, v in figures.items() if k != "resolved"}
+            side: {k: v for k, v in figures.items() if k not in ("resolved", SPLIT)}
             for side, figures in per.items()
         }
         for key, per in open_.items()
     }
-    assert (
-        totals.moved(
-            d, older, SideName.LEFT, credit, source="unmatched", target="resolved", scale=2
-        )
-        == closed
+    assert not totals.kept_split(d, older)
+    assert totals.moved(
+        d, older, SideName.LEFT, credit, source="unmatched", target="resolved", scale=2
+    ) == {
+        key: {
+            side: {k: v for k, v in figures.items() if k != SPLIT} for side, figures in per.items()
+        }
+        for key, per in closed.items()
+    }
+
+
+def test_matched_amounts_per_status_sum_to_matched_in_every_kind_of_run() -> None:
+    """A suggestion, a match with a difference and a manual match: each side's matched
+    amounts by their match's status, signed and absolute, summing to `matched`; a manual
+    match made at once (unmatched to manual) and re-examined by an incremental run give
+    what a full run counts."""
+    d = definition(KEYED, currency=True)
+    left = [row("A", 100, cur="USD"), row("B", -250, cur="USD"), row("C", 40, cur="USD")]
+    right = [row("A", 100, cur="USD"), row("B", -240, cur="USD"), row("X", 40, cur="USD")]
+    tables = [table(d, SideName.LEFT, left), table(d, SideName.RIGHT, right)]
+    suggested, differs = "suggested", "matched_with_difference"
+    open_ = totals.full(d, tables, [{suggested: [1], differs: [2], UNMATCHED: {3}}] * 2, 2)
+    split = {MATCHED: "0.00", differs: "-2.50", suggested: "1.00", "manual": "0.00"}
+    assert open_["amounts"]["USD"]["left"] == {
+        MATCHED: "-1.50",
+        UNMATCHED: "0.40",
+        RESOLVED: "0.00",
+        SPLIT: split,
+    }
+    assert open_["absolute_amounts"]["USD"]["left"][SPLIT] == {**split, differs: "2.50"}
+    placed = [{suggested: [1], differs: [2], "manual": [3]}] * 2
+    matched = totals.full(d, tables, placed, 2)
+    third = [
+        SideTable.of(side_rows(d, which, rows)[2:])
+        for which, rows in ((SideName.LEFT, left), (SideName.RIGHT, right))
+    ]
+    at_once = open_
+    for which, rows in zip(SideName, third, strict=True):
+        at_once = totals.moved(d, at_once, which, rows, source=UNMATCHED, target="manual", scale=2)
+    incremental = totals.adjusted(
+        d,
+        open_,
+        [(which, rows, 4) for which, rows in zip(SideName, third, strict=True)],
+        {which: {3: UNMATCHED} for which in SideName},
+        {which: {3: "manual"} for which in SideName},
+        2,
     )
+    assert at_once == incremental == matched
+    for figures in (open_, matched):
+        for key in ("amounts", "absolute_amounts"):
+            for side in figures[key]["USD"].values():
+                total = sum(Decimal(v) for v in side[SPLIT].values())
+                assert total == Decimal(side[MATCHED])
+    assert totals.kept_split(d, matched)
 
 
 def test_a_body_error_inside_the_amount_is_named_without_the_forms_tag() -> None:

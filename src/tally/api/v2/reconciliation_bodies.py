@@ -40,8 +40,11 @@ class ReconciliationResponse(ReconciliationCreatedResponse):
         "side's resource_id and data_version), counts (matched, matched_with_difference, "
         "suggested and manual per match; unmatched_left, unmatched_right, resolved_left "
         "and resolved_right per row) and amounts (each side's matched, unmatched and "
-        'resolved totals, decimal strings: `{"left": {"matched", "unmatched", '
-        '"resolved"}, "right": {...}}`; where the sides name '
+        "resolved totals, decimal strings, and matched_by_status: the matched total split "
+        "by match status, matched, matched_with_difference, suggested and manual, summing "
+        'to matched; absent for a run made before it was kept: `{"left": {"matched", '
+        '"unmatched", "resolved", "matched_by_status": {...}}, "right": {...}}`; where the '
+        "sides name "
         'currencies, that per currency: `{"EUR": {"left": ..., "right": ...}, ...}`, '
         'the rows of an empty currency under `""`), absolute_amounts (the same shape, '
         "each row's amount without its sign: the base of the share reconciled by value), "

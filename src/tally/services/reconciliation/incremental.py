@@ -122,6 +122,8 @@ def why_full(
         return "no earlier run to build on"
     if totals.ABSOLUTE not in record.last_run or OLDEST not in last:
         return "the last run kept no absolute amounts or unmatched rows per date"
+    if not totals.kept_split(definition, record.last_run):
+        return "the last run kept no amounts per match status"
     if any(not p.keys for p in definition.passes):
         return "a pass without keys compares rows across every key"
     if last["definition"] != fingerprint(record.definition):
@@ -354,28 +356,34 @@ def _adjusted(
 ) -> tuple[dict[str, Any], dict[str, Any] | None] | str:
     """last_run's counts, amounts and oldest unmatched dates: the component's earlier
     share taken out, its new share put in (what a full run would count: per match, per
-    unmatched or resolved row), and the basis's unmatched rows per date; or why the run
-    must be full (oldest.adjusted)."""
+    unmatched or resolved row; amounts per row's status, its match's for a matched row),
+    and the basis's unmatched rows per date; or why the run must be full
+    (oldest.adjusted)."""
     counts = {"resolved_left": 0, "resolved_right": 0, **last_run["counts"]}
     for _, status in {(r[0], r[1]) for r in before.rows if r[0] is not None}:
         counts[status] -= 1
-    was: dict[SideName, tuple[set[int], set[int]]] = {s: (set(), set()) for s in SideName}
+    was: dict[SideName, dict[int, str]] = {s: {} for s in SideName}  # position -> status
     for _, status, lp, rp in before.rows:
-        if status in (UNMATCHED, RESOLVED):
-            which, position = (SideName.LEFT, lp) if lp is not None else (SideName.RIGHT, rp)
-            was[which][status == RESOLVED].add(position)  # type: ignore[arg-type]
+        for which, position in ((SideName.LEFT, lp), (SideName.RIGHT, rp)):
+            if position is not None:
+                was[which][position] = status
+    now: dict[SideName, dict[int, str]] = {s: {} for s in SideName}  # position -> status
     for match in outcome.matches:
         counts[str(match.status)] += 1
-    now = {
+        now[SideName.LEFT].update(dict.fromkeys(match.left, str(match.status)))
+        now[SideName.RIGHT].update(dict.fromkeys(match.right, str(match.status)))
+    alone = {
         SideName.LEFT: (outcome.unmatched_left, outcome.resolved_left),
         SideName.RIGHT: (outcome.unmatched_right, outcome.resolved_right),
     }
     for which in SideName:
-        for place, status in enumerate((UNMATCHED, RESOLVED)):
-            counts[f"{status}_{which}"] += len(now[which][place]) - len(was[which][place])
+        for rows, status in zip(alone[which], (UNMATCHED, RESOLVED), strict=True):
+            now[which].update(dict.fromkeys(rows, status))
+            earlier = sum(1 for s in was[which].values() if s == status)
+            counts[f"{status}_{which}"] += len(rows) - earlier
     moved = [(side.input.which, side.rows, side.old + 1) for side in sides]
-    was_unmatched = {which: was[which][0] for which in SideName}
-    now_unmatched = {which: now[which][0] for which in SideName}
+    was_unmatched = {w: {p for p, s in was[w].items() if s == UNMATCHED} for w in SideName}
+    now_unmatched = {which: alone[which][0] for which in SideName}
     found = oldest.adjusted(definition, last_oldest, moved, was_unmatched, now_unmatched)
     if isinstance(found, str):
         return found

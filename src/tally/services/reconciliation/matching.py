@@ -271,6 +271,20 @@ class Matches(Sequence[Match]):
             counts[run.entries[entry][1]] += n
         return dict(counts)
 
+    def positions(self, which: SideName, status: MatchStatus) -> list[int]:
+        """One side's rows in a match of this status, ascending, found from the run's
+        arrays (no `Match` built: last_run's amounts per status, totals.py)."""
+        run = self._run
+        side = run.left if which is SideName.LEFT else run.right
+        taken = side.taken_array()
+        rows = np.flatnonzero(taken >= 0)
+        if not len(rows):
+            return []
+        of_entry = np.array([entry[1] == status for entry in run.entries], dtype=bool)
+        entries = np.frombuffer(run.match_entry, dtype=np.int64)
+        found: list[int] = _positions(side.positions)[rows[of_entry[entries[taken[rows]]]]].tolist()
+        return found
+
     def pairs(self) -> int:
         """How many output rows the matches give: one per (left row, right row) pair."""
         groups = self._run.groups.values()

@@ -42,10 +42,6 @@ ROW_COUNTED = (UNMATCHED, RESOLVED)
 # In the run's basis: the output's data version last_run's figures describe once an
 # action moved them (its `output_version` stays the run's, so the next run is full).
 FIGURES_VERSION = "figures_version"
-BUCKET = {  # the amounts' bucket of a status
-    str(MatchStatus.UNMATCHED): totals.UNMATCHED,
-    str(MatchStatus.RESOLVED): totals.RESOLVED,
-}
 
 
 @dataclass(frozen=True)
@@ -194,8 +190,8 @@ def _moved(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """last_run with the moved rows counted and totalled where they now are, and the
     run's basis with its unmatched rows per date moved alike. A run from before
-    absolute amounts or dates were kept has none to move: they stay unknown until the
-    next run (as the console says)."""
+    absolute amounts, dates or the matched amounts per status were kept has none to
+    move: they stay unknown until the next run (as the console says)."""
     counts = {"resolved_left": 0, "resolved_right": 0, **last["counts"]}
     counts[str(MatchStatus.MANUAL)] += matches
     has_absolute = totals.ABSOLUTE in last
@@ -212,13 +208,11 @@ def _moved(
             if status in ROW_COUNTED:
                 counts[f"{status}_{move.side}"] += sign * len(move.rows)
         table = manual.side_values(conn, definition, move.side, move.rows, scale)
-        source = BUCKET.get(move.was, totals.MATCHED)
-        target = BUCKET.get(move.becomes, totals.MATCHED)
         amounts = totals.moved(
-            definition, amounts, move.side, table, source=source, target=target, scale=scale
+            definition, amounts, move.side, table, source=move.was, target=move.becomes, scale=scale
         )
-        if dated and totals.UNMATCHED in (source, target) and source != target:
-            way = 1 if target == totals.UNMATCHED else -1
+        if dated and UNMATCHED in (move.was, move.becomes) and move.was != move.becomes:
+            way = 1 if move.becomes == UNMATCHED else -1
             shown, kept = oldest.moved(definition, kept, move.side, table.days, way)
     figures = {**last, "counts": counts, "amounts": amounts["amounts"]}
     if has_absolute:

@@ -299,8 +299,9 @@ def _summary(
     scale: int,
 ) -> dict[str, Any]:
     """last_run's counts (matches per status; unmatched rows per side) and amount totals
-    per side (per currency, where compared), matched (in any match) and unmatched, as
-    exact decimal text, signed and absolute (totals.py)."""
+    per side (per currency, where compared), matched (in any match, and per match
+    status), unmatched and resolved, as exact decimal text, signed and absolute
+    (totals.py)."""
     counts: dict[str, int] = {
         **tally.counts,
         "unmatched_left": len(outcome.unmatched_left),
@@ -309,8 +310,5 @@ def _summary(
         "resolved_right": len(outcome.resolved_right),
     }
     tables = [side.rows for side in sides]
-    alone = (
-        (outcome.unmatched_left, outcome.resolved_left),
-        (outcome.unmatched_right, outcome.resolved_right),
-    )
-    return {"counts": counts, **totals.full(definition, tables, alone, scale)}
+    placed = totals.statuses(outcome)
+    return {"counts": counts, **totals.full(definition, tables, placed, scale)}
