@@ -129,6 +129,7 @@ class MemoryWatch(threading.Thread):
         self.peaks: dict[int, Peak] = {}
         self.phase = "start"
         self.phase_sums: dict[str, dict[str, int]] = {}
+        self.phase_heaps: dict[str, dict[int, int]] = {}  # each process's RssAnon peak
         self._roles: dict[int, str] = {}
         self._done = threading.Event()
 
@@ -145,6 +146,8 @@ class MemoryWatch(threading.Thread):
                 self._roles[pid] = role(pid, self.api_pid)
             peak = self.peaks.setdefault(pid, Peak(self._roles[pid]))
             peak.update(sample)
+            heaps = self.phase_heaps.setdefault(self.phase, {})
+            heaps[pid] = max(heaps.get(pid, 0), sample.get("RssAnon", 0))
             side = "db" if self._roles[pid].startswith("post") else "tally"
             sums[f"{side}_anon"] += sample.get("RssAnon", 0)
             sums[f"{side}_pss"] += sample.get("Pss", 0)
@@ -231,6 +234,10 @@ def measure(cfg: run.Config, mem: dict[str, Any], backend: str) -> dict[str, Any
             procs.stop(server.proc)
         rec["processes"] = {str(pid): vars(p) for pid, p in watch.peaks.items()}
         rec["phase_sums_kib"] = watch.phase_sums
+        rec["phase_heaps_kib"] = {
+            phase: {f"{pid} {watch.peaks[pid].role}": kib for pid, kib in heaps.items()}
+            for phase, heaps in watch.phase_heaps.items()
+        }
     except Exception as error:  # recorded; the other backend still runs
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")

@@ -397,29 +397,30 @@ class ColumnSnapshots:
             builder.join(timeout)
 
     def _build(self, resource: Resource) -> None:
+        snapshot = None
         try:
             with self._one_build:
                 snapshot = build_snapshot(self._engine, resource, max_bytes=self._memory_bytes)
         except OverBudgetError:
             with self._lock:
                 self._too_big.add((resource.id, resource.data_version))
-            snapshot = None
         except Exception:  # SQL answers meanwhile; the next request tries again
             log.exception("column_snapshot_failed resource_id=%s", resource.id)
-            snapshot = None
         finally:
+            # Kept before the build stops counting as under way, so that whoever sees it
+            # ended (`wait`, `find`) finds it.
             with self._lock:
+                if snapshot is not None:
+                    self._keep(resource.id, snapshot)
                 self._building.pop(resource.id, None)
-            # The build's strings, lists and dicts are gone: their pages go back.
-            return_freed_memory()
-        if snapshot is not None:
-            self._keep(resource.id, snapshot)
+        # The build's strings, lists and dicts are gone: their pages go back.
+        return_freed_memory()
 
     def _keep(self, resource_id: int, snapshot: ColumnSnapshot) -> None:
+        """Under the lock."""
         key = (resource_id, snapshot.data_version)
-        with self._lock:
-            for older in [k for k in self._ready if k[0] == resource_id]:
-                del self._ready[older]  # an older data version is never asked for again
-            self._ready[key] = snapshot
-            while sum(s.nbytes for s in self._ready.values()) > self._memory_bytes:
-                self._ready.popitem(last=False)
+        for older in [k for k in self._ready if k[0] == resource_id]:
+            del self._ready[older]  # an older data version is never asked for again
+        self._ready[key] = snapshot
+        while sum(s.nbytes for s in self._ready.values()) > self._memory_bytes:
+            self._ready.popitem(last=False)
