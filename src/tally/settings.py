@@ -69,7 +69,7 @@ class Settings(BaseSettings):
         256,
         ge=0,
         description="Memory each query process may give column snapshots (least recently "
-        "used dropped first; ~105 MB a 1M-row, ten-column resource); 0 turns them off.",
+        "used dropped first; ~115 MB a 1M-row, ten-column resource); 0 turns them off.",
     )
     secret_key: SecretStr | None = Field(
         None,
