@@ -33,7 +33,6 @@ from tally.console.exceptions_view import (
     BadExceptionsViewError,
     ExceptionsView,
     SideView,
-    amount_column,
     data_api_items,
     reference_columns,
 )
@@ -49,7 +48,7 @@ from tally.core.errors import (
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.users import Role, User
 from tally.services.reconciliation.candidates import Candidates
-from tally.services.reconciliation.output_columns import ROW
+from tally.services.reconciliation.output_columns import ROW, amount_column
 from tally.services.reconciliation.service import Reconciliation
 from tally.services.workspace_rows import RowsRequest
 

@@ -71,7 +71,7 @@ class Publisher:
             lap(timings, "publish", clock)
             log.info("derived_output_readable", extra={"derived_id": record.id})
         clock = time.perf_counter()
-        rendered = derived_outputs.finish(self._engine, resource_id, guard)
+        rendered = derived_outputs.finish(self._engine, resource_id, guard, output.indexes)
         clock = lap(timings, "finish", clock)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
         clock = lap(timings, "discard", clock)
@@ -119,7 +119,7 @@ class Publisher:
         clock = time.perf_counter()
         # nothing, unless the whole run before this one stopped before it finished the
         # output it published: then first that (the patch keeps a finished output so)
-        derived_outputs.finish(self._engine, record.resource_id, guard)
+        derived_outputs.finish(self._engine, record.resource_id, guard, patch.indexes)
         clock = lap(timings, "finish", clock)
         if patch.changes and patch.stage is not None:
             patch.stage(self._engine, guard)
