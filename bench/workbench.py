@@ -169,18 +169,20 @@ def measure(client: httpx.Client, rid: int) -> dict[str, Any]:
 
 def open_positions(server: tt.Server, who: dict[str, Any], output_id: int, side: str) -> list[int]:
     """Every open row of a side (its `<side>._row`), through the Data API."""
+    headers = {"X-API-Key": who["key"], "workspace_id": str(who["workspace_id"])}
+    query = f"status=unmatched&{side}._row__gte=1&fields={side}._row&ordering={side}._row"
     found: list[int] = []
-    page = 1
-    while True:
-        query = f"status=unmatched&{side}._row__gte=1&fields={side}._row&ordering={side}._row"
-        url = f"/api/v1/resources/{output_id}/data?{query}&page_size=10000&page={page}"
-        status, answer = api(server, "GET", url, who)
-        if status != 200:
-            raise RuntimeError(f"{url} answered {status}: {answer}")
-        found += [int(r[f"{side}._row"]) for r in answer["data"]]
-        if len(answer["data"]) < answer["meta"]["page_size"]:
-            return found
-        page += 1
+    with httpx.Client(base_url=server.base_url, headers=headers, timeout=600) as client:
+        page = 1
+        while True:
+            url = f"/api/v1/resources/{output_id}/data?{query}&page_size=10000&page={page}"
+            answer = client.get(url)
+            answer.raise_for_status()
+            rows = answer.json()["data"]
+            found += [int(r[f"{side}._row"]) for r in rows]
+            if len(rows) < 10_000:
+                return found
+            page += 1
 
 
 def leave_open(
