@@ -231,6 +231,7 @@ def _rows_request(
     query: Sequence[tuple[str, str]],
     page: int = 1,
     known_total: tuple[int, int] | None = None,
+    named_rows: bool = False,
 ) -> RowsRequest:
     given = dict(query)
     return RowsRequest(
@@ -242,6 +243,7 @@ def _rows_request(
         page=page,
         page_size=PAGE_SIZE,
         known_total=known_total,
+        named_rows=named_rows,
     )
 
 
@@ -266,7 +268,7 @@ async def _rows_at(
     found: dict[int, OpenRow] = {}
     page_number = 1
     while True:  # (a row in a one-to-many match shows once per pair)
-        got = await reader.read_rows(_rows_request(user, shown, query, page_number))
+        got = await reader.read_rows(_rows_request(user, shown, query, page_number, None, True))
         for row in open_rows(got, definition, which, today):
             found.setdefault(row.row, row)
         if page_number * PAGE_SIZE >= got.total:

@@ -33,6 +33,10 @@ class RowsRequest:
     # (data version, rows matching the filters) when the caller knows it exactly at that
     # version: a count not made again (ignored at any other version)
     known_total: tuple[int, int] | None = None
+    # the rows are named one by one (a few positions, `<side>._row__in`): the column's
+    # index finds and counts them, so no column snapshot is built for them (at each new
+    # data version a build of the whole resource: seconds of the query process's CPU)
+    named_rows: bool = False
 
 
 @dataclass(frozen=True)
