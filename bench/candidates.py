@@ -29,8 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "bench"), str(REPO / "src")]
 
 import run  # noqa: E402
-import tally_target as tt  # noqa: E402
-from derived_bench import fresh_home, load_sources, pair_dir, tenant, timed_run  # noqa: E402
+from derived_bench import fresh_home, pair_dir, reconciled_pair, tenant  # noqa: E402
 from procs import log  # noqa: E402
 from reconcile import definition  # noqa: E402
 
@@ -104,16 +103,7 @@ def main() -> int:
         with fresh_home(cfg, backend, rec, "candidates") as home:
             admin_log = cfg.logs / f"candidates-{backend}-admin.log"
             who = tenant(home.env, admin_log)
-            files = {"bank": folder / "bank.csv", "ledger": folder / "ledger.csv"}
-            loads = load_sources(cfg, home, who, files, rec)
-            spec = home.path / "recon.json"
-            spec.write_text(
-                json.dumps(definition(loads["bank"]["resource_id"], loads["ledger"]["resource_id"]))
-            )
-            args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
-            created = tt.tally_cli([*args, "--file", str(spec)], home.env, admin_log)
-            log(f"{backend}: run-reconciliation")
-            rec["run"] = timed_run(home, "run-reconciliation", created["id"], admin_log)
+            created = reconciled_pair(cfg, home, who, folder, definition, rec, admin_log)
             os.environ.update(home.env)
             from tally.runtime import build_runtime
             from tally.settings import load_settings

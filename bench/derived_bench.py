@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +100,30 @@ def load_sources(
     if home.url is not None:
         rec["vacuum_s"] = vacuum(home.url)
     return loads
+
+
+def reconciled_pair(
+    cfg: run.Config,
+    home: Home,
+    who: dict[str, Any],
+    folder: Path,
+    spec: Callable[[int, int], dict[str, Any]],
+    rec: dict[str, Any],
+    log_path: Path,
+) -> dict[str, Any]:
+    """The pair's bank.csv and ledger.csv loaded (load_sources), a reconciliation of them
+    created with `spec(bank_id, ledger_id)` (reconcile.py's `definition`) and its first
+    run timed in `rec["run"]` (timed_run): what the workbench's benches start from. The
+    created reconciliation (`id`, `resource_id`: its output)."""
+    files = {"bank": folder / "bank.csv", "ledger": folder / "ledger.csv"}
+    loads = load_sources(cfg, home, who, files, rec)
+    path = home.path / "recon.json"
+    path.write_text(json.dumps(spec(loads["bank"]["resource_id"], loads["ledger"]["resource_id"])))
+    args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
+    created: dict[str, Any] = tt.tally_cli([*args, "--file", str(path)], home.env, log_path)
+    log(f"{home.backend}: run-reconciliation")
+    rec["run"] = timed_run(home, "run-reconciliation", created["id"], log_path)
+    return created
 
 
 def tenant(env: dict[str, str], log_path: Path) -> dict[str, Any]:

@@ -1,26 +1,38 @@
 #!/usr/bin/env python3
 """The workbench's Exceptions view (issue #34) on the 1M pair: the time of each request
-an analyst makes, through `tally serve` on loopback, SQLite first (BENCH_BACKENDS).
+an analyst makes, through `tally serve` on loopback, with the open items the run leaves
+and then with the issue's 30,000, SQLite first (BENCH_BACKENDS).
 
-    .venv/bin/python bench/workbench.py                          # 1M pair, SQLite
+    .venv/bin/python bench/workbench.py                          # 1M pair, both modes
     BENCH_RECON_ROWS=100000 .venv/bin/python bench/workbench.py  # quick
+    BENCH_WORKBENCH_OPEN=30000 .venv/bin/python bench/workbench.py  # 30,000 open only
 
-The pair and the passes are bench/reconcile.py's (`tally admin load` of the kit's
-bank.csv and ledger.csv, `create-reconciliation`, `run-reconciliation`: 50,144 bank
-and 30,006 ledger rows left open at 1M). Then `tally serve` without its worker (the
-runs each action queues are not run, so nothing else holds the database meanwhile),
-an analyst signed in through the console's forms, and one after another on one
-keep-alive connection (BENCH_WORKBENCH_REQUESTS each, default 50, after 5 warm-ups):
+The pair and the passes are bench/reconcile.py's (derived_bench.reconciled_pair: `tally
+admin load` of the kit's bank.csv and ledger.csv, `create-reconciliation`,
+`run-reconciliation`: 50,144 bank and 30,006 ledger rows left open at 1M). Then `tally
+serve` without its worker (the runs each action queues are not run, so nothing else
+holds the database meanwhile), an analyst signed in through the console's forms, and one
+after another on one keep-alive connection (BENCH_WORKBENCH_REQUESTS each, default 50,
+after 5 warm-ups):
 
 - the view as it opens (both sides' oldest 50, counts, Selection);
 - the view filtered and sorted on both sides, deep pages;
+- the candidates panel of one open row (a different one each time, of both sides);
 - "Match": a POST of 20 rows (the 10 oldest open rows of each side, with a note: their
-  sums differ), then the view it sends the browser to (the 20 rows gone, the message);
-- the candidates panel of one open row (a different one each time, of both sides).
+  sums differ), then the view it sends the browser to (the 20 rows gone, the message).
+
+BENCH_WORKBENCH_OPEN (default `run,30000`) names the open items of each round, in
+order, on the same server: `run` as the run left them (80,150 at 1M, the harder case),
+a number N as the issue states it: every open row of each side read through the Data
+API (`status=unmatched&<side>._row__gte=1`), then all but N resolved through the API
+(`POST /api/v2/reconciliations/{id}/resolutions`, reason `timing`, 10,000 rows a
+request), each side keeping its share of N spread evenly over its positions, so the
+rows left open span every date (`open` and `resolve_s` in the results).
 
 Each time is the request's wall time on loopback (the server's time and a round trip).
 Target: every one under 150 ms at p95. Results: BENCH_RESULTS (default
-bench/results/workbench-<UTC time>/workbench.json).
+bench/results/workbench-<UTC time>/workbench.json), one record per backend with a
+round per mode (`open: run`, `open: 30000`), each with the load average before and after.
 """
 
 from __future__ import annotations
@@ -43,13 +55,16 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "src")]
 
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from derived_bench import fresh_home, load_sources, pair_dir, tenant, timed_run  # noqa: E402
+from derived_bench import api, fresh_home, pair_dir, reconciled_pair, tenant  # noqa: E402
 from procs import log, stop  # noqa: E402
 from reconcile import definition  # noqa: E402
 
 from console import signed_in_user  # noqa: E402
 
 REQUESTS = int(os.environ.get("BENCH_WORKBENCH_REQUESTS", "50"))
+# The open items measured: "run" as the run leaves them, a number after resolving the rest.
+OPEN_MODES = os.environ.get("BENCH_WORKBENCH_OPEN", "run,30000").split(",")
+RESOLVE_CHUNK = 10_000  # rows a resolution takes at most (the API's limit)
 WARMUP = 5
 TARGET_P95_MS = 150.0
 ROWS_PER_SIDE = 10  # a match of 20 rows
@@ -138,22 +153,63 @@ def candidates_times(client: httpx.Client, path: str) -> dict[str, Any]:
     return figures(times, response)
 
 
-def measure(base: str, env: dict[str, str], who: dict[str, Any], rid: int) -> dict[str, Any]:
-    client = signed_in_user(env, base, str(who["workspace_id"]), role="analyst")
+def measure(client: httpx.Client, rid: int) -> dict[str, Any]:
     path = f"/console/reconciliations/{rid}/exceptions"
-    try:
-        found: dict[str, Any] = {}
-        log("the view, as it opens")
-        found["view"] = view_times(client, path)
-        log("the view, filtered and sorted, deep pages")
-        found["view filtered, sorted, deep"] = view_times(client, f"{path}?{FILTERED}")
-        log("candidates panels")
-        found["candidates panel"] = candidates_times(client, path)
-        log("matches of 20 rows and the view after each")
-        found["match of 20 rows"] = match_times(client, path)
-        return found
-    finally:
-        client.close()
+    found: dict[str, Any] = {}
+    log("the view, as it opens")
+    found["view"] = view_times(client, path)
+    log("the view, filtered and sorted, deep pages")
+    found["view filtered, sorted, deep"] = view_times(client, f"{path}?{FILTERED}")
+    log("candidates panels")
+    found["candidates panel"] = candidates_times(client, path)
+    log("matches of 20 rows and the view after each")
+    found["match of 20 rows"] = match_times(client, path)
+    return found
+
+
+def open_positions(server: tt.Server, who: dict[str, Any], output_id: int, side: str) -> list[int]:
+    """Every open row of a side (its `<side>._row`), through the Data API."""
+    headers = {"X-API-Key": who["key"], "workspace_id": str(who["workspace_id"])}
+    query = f"status=unmatched&{side}._row__gte=1&fields={side}._row&ordering={side}._row"
+    found: list[int] = []
+    with httpx.Client(base_url=server.base_url, headers=headers, timeout=600) as client:
+        page = 1
+        while True:
+            url = f"/api/v1/resources/{output_id}/data?{query}&page_size=10000&page={page}"
+            answer = client.get(url)
+            answer.raise_for_status()
+            rows = answer.json()["data"]
+            found += [int(r[f"{side}._row"]) for r in rows]
+            if len(rows) < 10_000:
+                return found
+            page += 1
+
+
+def leave_open(
+    server: tt.Server, who: dict[str, Any], created: dict[str, Any], keep: int
+) -> dict[str, int]:
+    """Resolve open rows (POST .../resolutions, reason `timing`, 10,000 rows each) until
+    `keep` are left, each side keeping its share, spread evenly over its positions (so
+    what stays open spans every date); the open rows per side afterwards."""
+    sides = {"left": "bank", "right": "ledger"}
+    rows = {s: open_positions(server, who, created["resource_id"], n) for s, n in sides.items()}
+    everything = sum(len(r) for r in rows.values())
+    left = {s: len(r) * keep // everything for s, r in rows.items()}
+    left["right"] = keep - left["left"]
+    for side, positions in rows.items():
+        n, kept = len(positions), left[side]
+        stays = {positions[i * n // kept] for i in range(kept)} if kept else set()
+        closing = [r for r in positions if r not in stays]
+        for at in range(0, len(closing), RESOLVE_CHUNK):
+            body = {"side": side, "rows": closing[at : at + RESOLVE_CHUNK], "reason": "timing"}
+            url = f"/api/v2/reconciliations/{created['id']}/resolutions"
+            status, answer = api(server, "POST", url, who, json.dumps(body).encode())
+            if status != 201:
+                raise RuntimeError(f"a resolution answered {status}: {answer}")
+    return {
+        sides[s]: len(open_positions(server, who, created["resource_id"], n))
+        for s, n in sides.items()
+    }
 
 
 def main() -> int:
@@ -170,21 +226,23 @@ def main() -> int:
         with fresh_home(cfg, backend, rec, "workbench") as home:
             admin_log = cfg.logs / f"workbench-{backend}-admin.log"
             who = tenant(home.env, admin_log)
-            files = {"bank": folder / "bank.csv", "ledger": folder / "ledger.csv"}
-            loads = load_sources(cfg, home, who, files, rec)
-            spec = home.path / "recon.json"
-            spec.write_text(
-                json.dumps(definition(loads["bank"]["resource_id"], loads["ledger"]["resource_id"]))
-            )
-            args = ["admin", "create-reconciliation", "--workspace", str(who["workspace_id"])]
-            created = tt.tally_cli([*args, "--file", str(spec)], home.env, admin_log)
-            log(f"{backend}: run-reconciliation")
-            rec["run"] = timed_run(home, "run-reconciliation", created["id"], admin_log)
+            created = reconciled_pair(cfg, home, who, folder, definition, rec, admin_log)
             env = {**home.env, "TALLY_SERVE_WORKER": "false"}
             server = tt.start_server(cfg, env, home.db_pids)
+            client = signed_in_user(env, server.base_url, str(who["workspace_id"]), "analyst")
             try:
-                rec.update(measure(server.base_url, env, who, created["id"]))
+                for mode in OPEN_MODES:
+                    found: dict[str, Any] = {"load_before": os.getloadavg()}
+                    if mode != "run":
+                        log(f"{backend}: resolving all but {mode} open rows")
+                        started = time.perf_counter()
+                        found["open"] = leave_open(server, who, created, int(mode))
+                        found["resolve_s"] = round(time.perf_counter() - started, 1)
+                    found.update(measure(client, created["id"]))
+                    found["load_after"] = os.getloadavg()
+                    rec[f"open: {mode}"] = found
             finally:
+                client.close()
                 stop(server.proc)
         rec["load_after"] = os.getloadavg()
         records.append(rec)

@@ -5,6 +5,7 @@ tests/property/test_query_semantics.py."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tally.core.columns import Column
 from tally.runtime import Runtime, build_runtime, query_process_engine
 from tally.services import column_snapshots
 from tally.services.column_snapshots import ColumnSnapshots, build_snapshot
+from tally.services.workspace_rows import RowsRequest
 from tally.storage.resources import Resource, find_resource
 
 # References longer than 15 bytes: numpy keeps those texts outside the array itself.
@@ -113,6 +115,38 @@ def test_small_resources_are_answered_by_sql(snapshot_runtime: Runtime) -> None:
     assert not ready(snapshots, small)
     rows = read_envelope(snapshot_runtime, tenant, small.id, filters=[("amount__gt", "3")])
     assert [r["id"] for r in rows["data"]] == [2]
+
+
+def test_rows_named_one_by_one_start_no_build_and_read_the_same(
+    snapshot_runtime: Runtime,
+) -> None:
+    """A few rows named by id (the workbench's candidates and ticked rows): the index
+    finds them; a snapshot, built for that, would cost the whole resource's read."""
+    runtime = snapshot_runtime
+    tenant = make_tenant(runtime.engine)
+    source = make_source(runtime.engine, tenant, CSV)
+    snapshots = runtime.data_query.snapshots
+    assert snapshots is not None
+
+    def named(named_rows: bool) -> list[str]:
+        wanted = RowsRequest(
+            resource_id=source.id,
+            workspace_id=tenant.workspace_id,
+            filters=[("id__in", "7,3,99")],
+            fields="id,amount",
+            ordering="-id",
+            page_size=10,
+            named_rows=named_rows,
+        )
+        return runtime.data_query.read_rows(wanted).rows
+
+    by_index = named(True)
+    assert not snapshots.building
+    assert snapshots.find(source) is None  # none yet (and this starts one)
+    snapshots.wait()
+    assert snapshots.find(source) is not None
+    assert named(False) == by_index
+    assert [json.loads(r)["id"] for r in by_index] == [99, 7, 3]
 
 
 def test_a_snapshot_over_the_memory_budget_is_not_kept(runtime: Runtime, tenant: Tenant) -> None:

@@ -12,7 +12,11 @@ from tally.core.reconciliation import (
     ReconciliationDefinition,
     Side,
 )
-from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.services.reconciliation.output_columns import (
+    common_scale,
+    open_row_indexes,
+    output_columns,
+)
 
 BANK = [
     Column("reference", "c0", ColumnType.TEXT),
@@ -74,3 +78,23 @@ def test_common_scale_takes_amount_columns_and_tolerances() -> None:
         (),
     )
     assert common_scale(two, columns, LEDGER) == 4
+
+
+def test_each_side_has_open_row_indexes_on_its_date_and_amount() -> None:
+    """The bank's on its date and amount; a credit and debit ledger without a date: on
+    its position only (its view sorts by position, and by no amount column)."""
+    ledger = [*LEDGER, Column("credit", "c2", ColumnType.INTEGER)]
+    definition = ReconciliationDefinition(
+        "r",
+        Side("bank", 1, amount="amount", date="booked"),
+        Side("ledger", 2, amount=CreditDebit("credit", "amount")),
+        (MatchPass("p", PassType.ONE_TO_ONE, ()),),
+    )
+    columns = output_columns("bank", "ledger", BANK, ledger, 2)
+    indexes = open_row_indexes(definition, columns)
+    assert [(i.column.name, i.present.name) for i in indexes] == [
+        ("bank.booked", "bank._row"),
+        ("bank.amount", "bank._row"),
+        ("ledger._row", "ledger._row"),
+    ]
+    assert {(i.equals.name, i.value) for i in indexes} == {("status", "unmatched")}

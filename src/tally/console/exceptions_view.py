@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from urllib.parse import urlencode
 
-from tally.core.reconciliation import CreditDebit, ReconciliationDefinition, Side, SideName
+from tally.core.reconciliation import ReconciliationDefinition, Side, SideName
+from tally.services.reconciliation.output_columns import amount_column
 
 PAGE_SIZE = 50
 # sort key -> (what the definition's column is, descending); age is today minus the date
@@ -149,12 +150,6 @@ def reference_columns(definition: ReconciliationDefinition, which: SideName) -> 
     """The side's columns the passes key on, in the order the passes name them."""
     named = (getattr(key, str(which)) for p in definition.passes for key in p.keys)
     return list(dict.fromkeys(named))
-
-
-def amount_column(side: Side) -> str | None:
-    """The one column an amount range and sort read; None for credit and debit (two
-    columns: the signed amount is no column the Data API can filter on)."""
-    return None if side.amount is None or isinstance(side.amount, CreditDebit) else side.amount
 
 
 def data_api_items(

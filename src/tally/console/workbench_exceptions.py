@@ -34,7 +34,6 @@ from tally.console.exceptions_view import (
     BadExceptionsViewError,
     ExceptionsView,
     SideView,
-    amount_column,
     data_api_items,
     reference_columns,
     reference_contains,
@@ -51,7 +50,7 @@ from tally.core.errors import (
 from tally.core.reconciliation import ReconciliationDefinition, SideName
 from tally.core.users import Role, User
 from tally.services.reconciliation.candidates import Candidates
-from tally.services.reconciliation.output_columns import ROW
+from tally.services.reconciliation.output_columns import ROW, amount_column
 from tally.services.reconciliation.service import Reconciliation
 from tally.services.workspace_rows import RowsRequest
 
@@ -247,6 +246,7 @@ def rows_request(
     page: int = 1,
     known_total: tuple[int, int] | None = None,
     contains: tuple[str, str] | None = None,
+    named_rows: bool = False,
 ) -> RowsRequest:
     """The query as the query runner (or the export) reads it, for the user."""
     given = dict(query)
@@ -260,6 +260,7 @@ def rows_request(
         page_size=PAGE_SIZE,
         known_total=known_total,
         contains=contains,
+        named_rows=named_rows,
     )
 
 
@@ -284,7 +285,7 @@ async def _rows_at(
     found: dict[int, OpenRow] = {}
     page_number = 1
     while True:  # (a row in a one-to-many match shows once per pair)
-        got = await reader.read_rows(rows_request(user, shown, query, page_number))
+        got = await reader.read_rows(rows_request(user, shown, query, page_number, named_rows=True))
         for row in open_rows(got, definition, which, today):
             found.setdefault(row.row, row)
         if page_number * PAGE_SIZE >= got.total:

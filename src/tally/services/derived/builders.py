@@ -18,6 +18,7 @@ from tally.core.columns import Column
 from tally.storage.derived.outputs import Guard
 from tally.storage.derived.plans import Layout
 from tally.storage.derived.records import DerivedRecord
+from tally.storage.resource_tables.ddl import PartialIndex
 
 if TYPE_CHECKING:
     from tally.services.derived.phases import Steps
@@ -47,6 +48,8 @@ class Output:
     # called last in the transaction that records the run (a reconciliation shows again
     # the analysts' actions taken while it ran: services/reconciliation/replay.py)
     after_publish: Callable[[Connection, dt.datetime], None] | None = None
+    # the kind's own indexes, built with the one per column (a reconciliation's open rows)
+    indexes: tuple[PartialIndex, ...] = ()
 
 
 class Companion(Protocol):
@@ -78,6 +81,7 @@ class Patch:
     basis: dict[str, Any] | None = None
     stage: Callable[[Engine, Guard], None] | None = None
     after_publish: Callable[[Connection, dt.datetime], None] | None = None  # as Output's
+    indexes: tuple[PartialIndex, ...] = ()  # as Output's (built if the output lacks them)
 
 
 class Builder(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -26,6 +26,7 @@ from tally.storage.derived import records as derived_records
 from tally.storage.derived.outputs import Guard
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
+from tally.storage.resource_tables.ddl import PartialIndex
 
 log = logging.getLogger("tally.derived")
 
@@ -69,7 +70,7 @@ class Publisher:
                 derived_records.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
             log.info("derived_output_readable", extra={"derived_id": record.id})
-        rendered = self._finish(resource_id, guard, steps)
+        rendered = self._finish(resource_id, guard, steps, output.indexes)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
         if version is None:
             with self._engine.connect() as conn:
@@ -115,7 +116,7 @@ class Publisher:
         changed), queues its readers and records the run."""
         # nothing, unless the whole run before this one stopped before it finished the
         # output it published: then first that (the patch keeps a finished output so)
-        self._finish(record.resource_id, guard, steps)
+        self._finish(record.resource_id, guard, steps, patch.indexes)
         if patch.changes and patch.stage is not None:
             steps.begin("stage")
             patch.stage(self._engine, guard)
@@ -146,16 +147,22 @@ class Publisher:
             },
         )
 
-    def _finish(self, resource_id: int, guard: Guard, steps: Steps) -> int:
-        """What the published output still lacks (`derived_outputs.finish`), a step of
-        its own when it lacks anything (a run's indexing shown only when there is some);
-        how many rows were given their text."""
+    def _finish(
+        self,
+        resource_id: int,
+        guard: Guard,
+        steps: Steps,
+        partial: Sequence[PartialIndex],
+    ) -> int:
+        """What the published output still lacks (`derived_outputs.finish`, with the
+        kind's `partial` indexes), a step of its own when it lacks anything (a run's
+        indexing shown only when there is some); how many rows were given their text."""
         with self._engine.connect() as conn:
             output = resources.get_resource(conn, resource_id)
         if derived_outputs.is_finished(output):
             return 0
         steps.begin("finish")
-        return derived_outputs.finish(self._engine, resource_id, guard)
+        return derived_outputs.finish(self._engine, resource_id, guard, partial)
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self._burst_seconds)

@@ -38,6 +38,7 @@ from tally.services.reconciliation.output_columns import (
     REASON,
     ROW,
     STATUS,
+    open_row_indexes,
 )
 from tally.services.reconciliation.plan import plan_rows
 from tally.storage import (
@@ -203,6 +204,7 @@ def patch(
             inputs={s.input.resource.id: s.input.resource.columns for s in sides},
             summary={**summary, "mode": "incremental", "rows_examined": 0},
             basis=new_basis,
+            indexes=open_row_indexes(definition, layout.columns),
         )
     late = [(side.input.which, side.new) for side in sides]
     found = component(conn, record.resource_id, definition, manual, late, MAX_SHARE * reconciled)
@@ -270,6 +272,7 @@ def patch(
             "rows_examined": examined,
         },
         basis=new_basis,
+        indexes=open_row_indexes(definition, layout.columns),
     )
 
 

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from tally.core.columns import Column, ColumnType
-from tally.core.reconciliation import ReconciliationDefinition
+from tally.core.reconciliation import (
+    CreditDebit,
+    MatchStatus,
+    ReconciliationDefinition,
+    Side,
+    SideName,
+)
+from tally.storage.resource_tables.ddl import PartialIndex
 
 MATCH_ID = "match_id"
 STATUS = "status"
@@ -46,6 +53,33 @@ def output_columns(
         Column(name, f"c{i}", kind, scale_, timezone)
         for i, (name, kind, scale_, timezone) in enumerate(kinds)
     )
+
+
+def amount_column(side: Side) -> str | None:
+    """The one column an amount range and sort read; None for credit and debit (two
+    columns: the signed amount is no column the Data API can filter on)."""
+    return None if side.amount is None or isinstance(side.amount, CreditDebit) else side.amount
+
+
+def open_row_indexes(
+    definition: ReconciliationDefinition, columns: Sequence[Column]
+) -> tuple[PartialIndex, ...]:
+    """The indexes of each side's open rows (`status` unmatched, the side's `_row`
+    present) on what the Exceptions view orders and filters them by: the date (the
+    position when the side has none) and the amount (when one column holds it). Each
+    holds a few percent of the output's rows (80,150 of 1.1M at the 1M pair): its build
+    reads the table once and sorts only those (about half a per-column index's time)."""
+    by_name = {c.name: c for c in columns}
+    status = by_name[STATUS]
+    found = []
+    for which in SideName:
+        side = definition.side(which)
+        present = by_name[f"{side.name}.{ROW}"]
+        for name in (side.date or ROW, amount_column(side)):
+            if name is not None and f"{side.name}.{name}" in by_name:
+                column = by_name[f"{side.name}.{name}"]
+                found.append(PartialIndex(column, status, str(MatchStatus.UNMATCHED), present))
+    return tuple(found)
 
 
 def common_scale(

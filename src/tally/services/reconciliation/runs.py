@@ -41,7 +41,11 @@ from tally.services.reconciliation.matching import (
     SideTable,
     reconcile,
 )
-from tally.services.reconciliation.output_columns import common_scale, output_columns
+from tally.services.reconciliation.output_columns import (
+    common_scale,
+    open_row_indexes,
+    output_columns,
+)
 from tally.services.reconciliation.plan import plan_rows
 from tally.services.reconciliation.reading import side_columns
 from tally.storage import reconciliation_actions, reconciliation_inputs, resources
@@ -167,6 +171,7 @@ class ReconciliationBuilder:
                 [(left.rows, left.row_ids), (right.rows, right.row_ids)],
             ),
             after_publish=after_publish,
+            indexes=open_row_indexes(definition, columns),
         )
 
 

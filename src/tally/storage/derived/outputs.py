@@ -81,21 +81,25 @@ def is_finished(resource: Resource) -> bool:
     return resource.rendered_version == resource.data_version == resource.indexed_version
 
 
-def finish(engine: Engine, resource_id: int, guard: Guard) -> int:
+def finish(
+    engine: Engine, resource_id: int, guard: Guard, partial: Sequence[ddl.PartialIndex] = ()
+) -> int:
     """What a published output still lacks, as a source after its load (a run taken
-    over after its swap resumes here): its rows' JSON text, then its indexes. In that
-    order: on PostgreSQL the text's UPDATE would maintain every index. Returns how many
-    rows were given their text."""
+    over after its swap resumes here): its rows' JSON text, then its indexes (one per
+    column and the kind's `partial` ones). In that order: on PostgreSQL the text's
+    UPDATE would maintain every index. Returns how many rows were given their text."""
     with engine.connect() as conn:
         resource = resources.get_resource(conn, resource_id)
     stored = 0
     if resource.rendered_version != resource.data_version:  # the run holds the output
         stored = resources.store_missing_text(engine, resource, guard)
-    _index(engine, resource, guard)
+    _index(engine, resource, guard, partial)
     return stored
 
 
-def _index(engine: Engine, resource: Resource, guard: Guard) -> None:
+def _index(
+    engine: Engine, resource: Resource, guard: Guard, partial: Sequence[ddl.PartialIndex]
+) -> None:
     """Index the published output as a source is indexed, if it is not yet
     (`CREATE INDEX IF NOT EXISTS`); on SQLite one index per transaction (each holds
     the one write lock), statistics at the end."""
@@ -104,7 +108,7 @@ def _index(engine: Engine, resource: Resource, guard: Guard) -> None:
         return
     table, columns = resource.table_name, resource.columns
     names = f"{table}_v{resource.data_version}"  # apart from the names of the table it replaced
-    ddl.build_indexes_in_steps(engine, table, columns, names=names, guard=guard)
+    ddl.build_indexes_in_steps(engine, table, columns, names=names, guard=guard, partial=partial)
     ddl.vacuum(engine, table)
     with write_connection(engine) as conn, conn.begin():
         guard(conn)
