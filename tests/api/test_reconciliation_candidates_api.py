@@ -142,3 +142,26 @@ def test_candidates_errors(api: httpx.Client, tenant: Tenant, reconciled: dict[s
     ]
     assert _get(api, tenant, rid, "top", 1).status_code == 422
     assert _get(api, tenant, 999_999, "left", 1).json() == NOT_FOUND
+
+
+def test_a_rejected_pair_is_named_so_and_a_resolution_rejects_nothing(
+    api: httpx.Client, tenant: Tenant, reconciled: dict[str, Any]
+) -> None:
+    """Only the rejections in force fail `not_rejected`: the other manual work (here a
+    resolution of a row) is not read as one."""
+    rid = reconciled["id"]
+    rejected = api.delete(f"{BASE}/{rid}/matches/1", headers=tenant.v2_headers)
+    assert rejected.json() == {"match_id": 1, "outcome": "rejected"}
+    resolved = api.post(
+        f"{BASE}/{rid}/resolutions",
+        json={"side": "left", "rows": [4], "reason": "timing"},
+        headers=tenant.v2_headers,
+    )
+    assert resolved.status_code == 201, resolved.text
+    answer = _get(api, tenant, rid, "left", 1).json()
+    by_row = {c["row"]: _conditions(c)["not_rejected"] for c in answer["passes"][0]["candidates"]}
+    assert by_row[1] == (False, "an analyst rejected this pair")
+    assert by_row[4] == (True, "not rejected")
+    answer = _get(api, tenant, rid, "right", 4).json()
+    by_row = {c["row"]: _conditions(c)["not_rejected"] for c in answer["passes"][0]["candidates"]}
+    assert by_row[4] == (True, "not rejected")  # left row 4 resolved, not rejected

@@ -128,7 +128,7 @@ def test_rows_named_one_by_one_start_no_build_and_read_the_same(
     snapshots = runtime.data_query.snapshots
     assert snapshots is not None
 
-    def named(named_rows: bool) -> list[str]:
+    def named(by_indexes: bool) -> list[str]:
         wanted = RowsRequest(
             resource_id=source.id,
             workspace_id=tenant.workspace_id,
@@ -136,7 +136,7 @@ def test_rows_named_one_by_one_start_no_build_and_read_the_same(
             fields="id,amount",
             ordering="-id",
             page_size=10,
-            named_rows=named_rows,
+            by_indexes=by_indexes,
         )
         return runtime.data_query.read_rows(wanted).rows
 

@@ -246,7 +246,6 @@ def rows_request(
     page: int = 1,
     known_total: tuple[int, int] | None = None,
     contains: tuple[str, str] | None = None,
-    named_rows: bool = False,
 ) -> RowsRequest:
     """The query as the query runner (or the export) reads it, for the user."""
     given = dict(query)
@@ -260,7 +259,7 @@ def rows_request(
         page_size=PAGE_SIZE,
         known_total=known_total,
         contains=contains,
-        named_rows=named_rows,
+        by_indexes=True,  # the open rows' own indexes (and a few rows named by id)
     )
 
 
@@ -285,7 +284,7 @@ async def _rows_at(
     found: dict[int, OpenRow] = {}
     page_number = 1
     while True:  # (a row in a one-to-many match shows once per pair)
-        got = await reader.read_rows(rows_request(user, shown, query, page_number, named_rows=True))
+        got = await reader.read_rows(rows_request(user, shown, query, page_number))
         for row in open_rows(got, definition, which, today):
             found.setdefault(row.row, row)
         if page_number * PAGE_SIZE >= got.total:

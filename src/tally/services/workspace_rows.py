@@ -37,10 +37,12 @@ class RowsRequest:
     # (column name, text): the column contains the text, case-insensitively (the
     # console's reference search); a condition no Data API query string can express
     contains: tuple[str, str] | None = None
-    # the rows are named one by one (a few positions, `<side>._row__in`): the column's
-    # index finds and counts them, so no column snapshot is built for them (at each new
-    # data version a build of the whole resource: seconds of the query process's CPU)
-    named_rows: bool = False
+    # the resource's indexes serve the query (a few rows named by id; a reconciliation's
+    # open rows, filtered and ordered on a side's date or amount, which have partial
+    # indexes of their own): no column snapshot is built for it, which at each new data
+    # version would read the whole resource (at 1M rows seconds of a query process's
+    # CPU, and the workbench makes a new version at each action)
+    by_indexes: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,13 +67,20 @@ def insert_action(
 
 
 def list_actions(
-    conn: Connection, derived_id: int, *, in_force: bool = False
+    conn: Connection,
+    derived_id: int,
+    *,
+    in_force: bool = False,
+    kinds: Sequence[ActionKind] | None = None,
 ) -> list[ActionRecord]:
     """The actions in the order they were taken (`in_force`: only the manual work not
-    undone, never an event such as a definition replaced)."""
+    undone, never an event such as a definition replaced; `kinds`: only those, so a
+    reader of rejections does not parse every resolution's rows too)."""
     stmt = sa.select(actions).where(actions.c.derived_id == derived_id)
     if in_force:
         stmt = stmt.where(actions.c.undone_at.is_(None), _is_work())
+    if kinds is not None:
+        stmt = stmt.where(actions.c.kind.in_([str(k) for k in kinds]))
     return [ActionRecord.from_row(r) for r in conn.execute(stmt.order_by(actions.c.id))]
 
 

@@ -170,8 +170,9 @@ def candidates(conn: Connection, record: DerivedRecord, side: SideName, row: int
     theirs = reader.rows(other, _found(reader, side, mine.table))
     rejected = {
         (left, right)
-        for action in reconciliation_actions.list_actions(conn, record.id, in_force=True)
-        if action.kind is ActionKind.REJECT
+        for action in reconciliation_actions.list_actions(
+            conn, record.id, in_force=True, kinds=[ActionKind.REJECT]
+        )
         for left in action.left_rows
         for right in action.right_rows
     }
