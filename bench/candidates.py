@@ -29,9 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "bench"), str(REPO / "src")]
 
 import run  # noqa: E402
-from derived_bench import fresh_home, pair_dir, reconciled_pair, tenant  # noqa: E402
+from derived_bench import pair_dir, reconciled_pair, tenant  # noqa: E402
 from procs import log  # noqa: E402
 from reconcile import definition  # noqa: E402
+from tally_target import fresh_home  # noqa: E402
 
 WARMUP = 5
 

@@ -9,24 +9,19 @@ import datetime as dt
 import http.client
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import procs
 import run
 import tally_target as tt
-from durable_pg import postgres_facts, start_durable_postgres, vacuum
+from durable_pg import vacuum
 from procs import log
-
-from support.pg import create_database
+from tally_target import Home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,42 +36,6 @@ def pair_dir(cfg: run.Config, rows: int, seed: int) -> Path:
         cmd = [sys.executable, str(gen), "--pair", "--rows", str(rows), "--seed", str(seed)]
         subprocess.run([*cmd, "--out", str(folder)], check=True, capture_output=True)
     return folder
-
-
-@dataclass
-class Home:
-    """A fresh TALLY_HOME and, on PostgreSQL, its cluster's postmaster (`db_pids`)."""
-
-    backend: str
-    path: Path
-    env: dict[str, str]
-    db_pids: list[int] = field(default_factory=list)
-
-    @property
-    def url(self) -> str | None:
-        return self.env.get("TALLY_DATABASE_URL")
-
-
-@contextmanager
-def fresh_home(cfg: run.Config, backend: str, rec: dict[str, Any], purpose: str) -> Iterator[Home]:
-    """A temp TALLY_HOME; on PostgreSQL also a throwaway cluster with the server's default
-    durability (durable_pg.py) and a fresh database, its settings in `rec["postgres"]`.
-    Everything is removed afterwards."""
-    home = Home(backend, Path(tempfile.mkdtemp(prefix=f"tally-{purpose}-{backend}-")), {})
-    pg = None
-    try:
-        home.env = tt.tally_env(cfg, home.path)
-        if backend == "postgresql":
-            pg = start_durable_postgres()
-            home.env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
-            rec["postgres"] = postgres_facts(pg)
-            home.db_pids = [rec["postgres"]["postmaster_pid"]]
-        yield home
-    finally:
-        if pg is not None:
-            pg.stop()
-            procs.postgres_servers.remove(pg)
-        shutil.rmtree(home.path, ignore_errors=True)
 
 
 def load_sources(

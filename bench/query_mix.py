@@ -25,10 +25,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,10 +37,7 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "tests")]
 import procs  # noqa: E402
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from durable_pg import postgres_facts, start_durable_postgres, vacuum  # noqa: E402
 from procs import log  # noqa: E402
-
-from support.pg import create_database  # noqa: E402
 
 PEER_START_SECONDS = 300
 DRIVER_TIMEOUT_SECONDS = 1800
@@ -108,56 +103,37 @@ def hold(server: tt.Server, env: dict[str, str], tenant: dict[str, Any], resourc
 def tally_backend(cfg: run.Config, mix: dict[str, Any], backend: str) -> dict[str, Any]:
     """A fresh tally on `backend`, loaded and indexed as bench/run.sh does, then the mix."""
     rec: dict[str, Any] = {"backend": backend, "label": f"tally-{backend}"}
-    home = Path(tempfile.mkdtemp(prefix=f"tally-mix-{backend}-"))
-    pg = None
     try:
-        env = tt.tally_env(cfg, home)
-        db_pids: list[int] = []
-        if backend == "postgresql":
-            pg = start_durable_postgres()
-            env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
-            rec["postgres"] = postgres_facts(pg)
-            db_pids = [rec["postgres"]["postmaster_pid"]]
-        tenant = tt.make_tenant(env, cfg.logs / f"tally-{backend}-admin.log")
-        log(f"{backend}: tally admin load ({cfg.rows:,} rows)")
-        rec["load"] = tt.timed_load(
-            cfg,
-            env,
-            home=home,
-            workspace=tenant["workspace_id"],
-            name="transactions",
-            csv=cfg.csv,
-            db_pids=db_pids,
-        )
-        if "TALLY_DATABASE_URL" in env:
-            rec["vacuum_s"] = vacuum(env["TALLY_DATABASE_URL"])
-        started = time.perf_counter()
-        server = tt.start_server(cfg, env, db_pids)
-        try:
-            rec["worker_indexes"] = tt.wait_for_indexes(
-                home, env.get("TALLY_DATABASE_URL"), started
-            )
-            log(f"{backend}: indexes built {rec['worker_indexes']}")
-            resource_id = rec["load"]["resource_id"]
-            if mix["hold"] == backend:
-                hold(server, env, tenant, resource_id)
-                return rec
-            cmd = driver_cmd(cfg, mix, rec["label"], server.pids)
-            cmd += ["--target", "tally", "--base-url", server.base_url, "--api-key", tenant["key"]]
-            cmd += ["--workspace-id", str(tenant["workspace_id"])]
-            cmd += ["--resource-id", str(resource_id), "--note", "TALLY_RESPONSE_CACHE=false"]
-            rec["driver_exit"] = drive(cfg, cmd, rec["label"])
-        finally:
-            procs.stop(server.proc)
+        with tt.fresh_home(cfg, backend, rec, "mix") as fresh:
+            _measure(cfg, mix, backend, fresh, rec)
     except Exception as error:  # recorded; the other targets still run
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")
-    finally:
-        if pg is not None:
-            pg.stop()
-            procs.postgres_servers.remove(pg)
-        shutil.rmtree(home, ignore_errors=True)
     return rec
+
+
+def _measure(
+    cfg: run.Config, mix: dict[str, Any], backend: str, fresh: tt.Home, rec: dict[str, Any]
+) -> None:
+    """Load and index the rows, then the mix (or hold the server, when asked)."""
+    env, home, db_pids = fresh.env, fresh.path, fresh.db_pids
+    tenant = tt.loaded_tenant(cfg, fresh, rec)
+    started = time.perf_counter()
+    server = tt.start_server(cfg, env, db_pids)
+    try:
+        rec["worker_indexes"] = tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), started)
+        log(f"{backend}: indexes built {rec['worker_indexes']}")
+        resource_id = rec["load"]["resource_id"]
+        if mix["hold"] == backend:
+            hold(server, env, tenant, resource_id)
+            return
+        cmd = driver_cmd(cfg, mix, rec["label"], server.pids)
+        cmd += ["--target", "tally", "--base-url", server.base_url, "--api-key", tenant["key"]]
+        cmd += ["--workspace-id", str(tenant["workspace_id"])]
+        cmd += ["--resource-id", str(resource_id), "--note", "TALLY_RESPONSE_CACHE=false"]
+        rec["driver_exit"] = drive(cfg, cmd, rec["label"])
+    finally:
+        procs.stop(server.proc)
 
 
 def wait_http(url: str, proc: Any) -> None:

@@ -58,11 +58,9 @@ import procs  # noqa: E402
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
 from derived_bench import (  # noqa: E402
-    Home,
     api,
     delivered_after,
     feed,
-    fresh_home,
     load_sources,
     md_table,
     output_columns,
@@ -71,6 +69,7 @@ from derived_bench import (  # noqa: E402
     timed_run,
 )
 from procs import log  # noqa: E402
+from tally_target import Home, fresh_home  # noqa: E402
 
 RUN_TIMEOUT_SECONDS = 1800
 LATE_TIMEOUT_SECONDS = 300

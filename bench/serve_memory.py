@@ -34,10 +34,8 @@ import datetime as dt
 import json
 import os
 import shlex
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,10 +48,8 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "tests")]
 import procs  # noqa: E402
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from durable_pg import postgres_facts, start_durable_postgres, vacuum  # noqa: E402
 from procs import log  # noqa: E402
-
-from support.pg import create_database  # noqa: E402
+from tally_target import Home, fresh_home  # noqa: E402
 
 STATUS_FIELDS = ("RssAnon", "RssFile", "RssShmem", "VmHWM")
 ROLLUP_FIELDS = ("Pss", "Private_Dirty", "Private_Clean")
@@ -190,63 +186,45 @@ def drive(cfg: run.Config, server: tt.Server, tenant: dict[str, Any], rid: int, 
 
 def measure(cfg: run.Config, mem: dict[str, Any], backend: str) -> dict[str, Any]:
     rec: dict[str, Any] = {"backend": backend, "label": f"tally-{backend}", "env": mem["tally_env"]}
-    home = Path(tempfile.mkdtemp(prefix=f"tally-memory-{backend}-"))
-    pg = None
     try:
-        env = {**tt.tally_env(cfg, home), **mem["tally_env"]}
-        db_pids: list[int] = []
-        if backend == "postgresql":
-            pg = start_durable_postgres()
-            env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
-            rec["postgres"] = postgres_facts(pg)
-            db_pids = [rec["postgres"]["postmaster_pid"]]
-        tenant = tt.make_tenant(env, cfg.logs / f"tally-{backend}-admin.log")
-        log(f"{backend}: tally admin load ({cfg.rows:,} rows)")
-        rec["load"] = tt.timed_load(
-            cfg,
-            env,
-            home=home,
-            workspace=tenant["workspace_id"],
-            name="transactions",
-            csv=cfg.csv,
-            db_pids=db_pids,
-        )
-        if "TALLY_DATABASE_URL" in env:
-            rec["vacuum_s"] = vacuum(env["TALLY_DATABASE_URL"])
-        started = time.perf_counter()
-        server = tt.start_server(cfg, env, db_pids)
-        watch = MemoryWatch(server.proc.pid, db_pids, mem["sample_seconds"])
-        watch.start()
-        try:
-            watch.phase = "start: the worker's row text and indexes"
-            rec["worker_indexes"] = tt.wait_for_indexes(
-                home, env.get("TALLY_DATABASE_URL"), started
-            )
-            rid = rec["load"]["resource_id"]
-            rec["queries"] = {}
-            for q in mem["queries"]:
-                watch.phase = q
-                log(f"{backend}: {q}")
-                rec["queries"][q] = drive(cfg, server, tenant, rid, q)
-            rec["loadavg_after"] = os.getloadavg()
-        finally:
-            watch.finish()
-            procs.stop(server.proc)
-        rec["processes"] = {str(pid): vars(p) for pid, p in watch.peaks.items()}
-        rec["phase_sums_kib"] = watch.phase_sums
-        rec["phase_heaps_kib"] = {
-            phase: {f"{pid} {watch.peaks[pid].role}": kib for pid, kib in heaps.items()}
-            for phase, heaps in watch.phase_heaps.items()
-        }
+        with fresh_home(cfg, backend, rec, "memory") as fresh:
+            _measure(cfg, mem, backend, fresh, rec)
     except Exception as error:  # recorded; the other backend still runs
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")
-    finally:
-        if pg is not None:
-            pg.stop()
-            procs.postgres_servers.remove(pg)
-        shutil.rmtree(home, ignore_errors=True)
     return rec
+
+
+def _measure(
+    cfg: run.Config, mem: dict[str, Any], backend: str, fresh: Home, rec: dict[str, Any]
+) -> None:
+    """Load, serve, drive the queries while watching every process's memory."""
+    fresh.env.update(mem["tally_env"])  # the variables under test, for every process
+    home, env, db_pids = fresh.path, fresh.env, fresh.db_pids
+    tenant = tt.loaded_tenant(cfg, fresh, rec)
+    started = time.perf_counter()
+    server = tt.start_server(cfg, env, db_pids)
+    watch = MemoryWatch(server.proc.pid, db_pids, mem["sample_seconds"])
+    watch.start()
+    try:
+        watch.phase = "start: the worker's row text and indexes"
+        rec["worker_indexes"] = tt.wait_for_indexes(home, env.get("TALLY_DATABASE_URL"), started)
+        rid = rec["load"]["resource_id"]
+        rec["queries"] = {}
+        for q in mem["queries"]:
+            watch.phase = q
+            log(f"{backend}: {q}")
+            rec["queries"][q] = drive(cfg, server, tenant, rid, q)
+        rec["loadavg_after"] = os.getloadavg()
+    finally:
+        watch.finish()
+        procs.stop(server.proc)
+    rec["processes"] = {str(pid): vars(p) for pid, p in watch.peaks.items()}
+    rec["phase_sums_kib"] = watch.phase_sums
+    rec["phase_heaps_kib"] = {
+        phase: {f"{pid} {watch.peaks[pid].role}": kib for pid, kib in heaps.items()}
+        for phase, heaps in watch.phase_heaps.items()
+    }
 
 
 # --- the report ------------------------------------------------------------------------

@@ -19,7 +19,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,7 @@ import procs
 from durable_pg import postgres_facts, start_durable_postgres, vacuum
 from procs import log
 
-from support.pg import PostgresServer, create_database
+from support.pg import create_database
 
 if TYPE_CHECKING:
     from run import Config
@@ -481,6 +483,62 @@ def _measure(
         procs.stop(server.proc)
 
 
+@dataclass
+class Home:
+    """A fresh TALLY_HOME and, on PostgreSQL, its cluster's postmaster (`db_pids`)."""
+
+    backend: str
+    path: Path
+    env: dict[str, str]
+    db_pids: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str | None:
+        return self.env.get("TALLY_DATABASE_URL")
+
+
+@contextmanager
+def fresh_home(cfg: Config, backend: str, rec: dict[str, Any], purpose: str) -> Iterator[Home]:
+    """A temp TALLY_HOME; on PostgreSQL also a throwaway cluster with the server's default
+    durability (durable_pg.py) and a fresh database, its settings in `rec["postgres"]`.
+    Everything is removed afterwards."""
+    home = Home(backend, Path(tempfile.mkdtemp(prefix=f"tally-{purpose}-{backend}-")), {})
+    pg = None
+    try:
+        home.env = tally_env(cfg, home.path)
+        if backend == "postgresql":
+            pg = start_durable_postgres()
+            home.env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
+            rec["postgres"] = postgres_facts(pg)
+            home.db_pids = [rec["postgres"]["postmaster_pid"]]
+        yield home
+    finally:
+        if pg is not None:
+            pg.stop()
+            procs.postgres_servers.remove(pg)
+        shutil.rmtree(home.path, ignore_errors=True)
+
+
+def loaded_tenant(cfg: Config, home: Home, rec: dict[str, Any]) -> dict[str, Any]:
+    """A workspace and key (`make_tenant`) and the benchmark's rows loaded into it as the
+    source `transactions` (`rec["load"]`, timed); on PostgreSQL then `VACUUM (ANALYZE)`
+    (`rec["vacuum_s"]`), as autovacuum would soon after."""
+    tenant = make_tenant(home.env, cfg.logs / f"tally-{home.backend}-admin.log")
+    log(f"{home.backend}: tally admin load ({cfg.rows:,} rows)")
+    rec["load"] = timed_load(
+        cfg,
+        home.env,
+        home=home.path,
+        workspace=tenant["workspace_id"],
+        name="transactions",
+        csv=cfg.csv,
+        db_pids=home.db_pids,
+    )
+    if home.url is not None:
+        rec["vacuum_s"] = vacuum(home.url)
+    return tenant
+
+
 def run_backend(
     cfg: Config,
     backend: str,
@@ -489,26 +547,12 @@ def run_backend(
 ) -> dict[str, Any]:
     """Everything for one backend; a failure is recorded, and the run goes on."""
     rec: dict[str, Any] = {"backend": backend, "label": f"tally-{backend}"}
-    home = Path(tempfile.mkdtemp(prefix=f"tally-bench-{backend}-"))
-    pg: PostgresServer | None = None
     try:
-        env = tally_env(cfg, home)
-        db_pids: list[int] = []
-        if backend == "postgresql":
-            log("postgresql: starting a throwaway cluster (default durability)")
-            pg = start_durable_postgres()
-            env["TALLY_DATABASE_URL"] = create_database(pg, "tally_bench")
-            rec["postgres"] = postgres_facts(pg)
-            db_pids = [rec["postgres"]["postmaster_pid"]]
-        _measure(cfg, backend, env, home, db_pids, driver, versions, rec)
+        with fresh_home(cfg, backend, rec, "bench") as home:
+            _measure(cfg, backend, home.env, home.path, home.db_pids, driver, versions, rec)
     except Exception as error:  # recorded in the report; the other targets still run
         rec["error"] = f"{type(error).__name__}: {error}"
         log(f"{backend}: FAILED {rec['error']}")
-    finally:
-        if pg is not None:
-            pg.stop()
-            procs.postgres_servers.remove(pg)
-        shutil.rmtree(home, ignore_errors=True)
     return rec
 
 

@@ -59,11 +59,9 @@ import run  # noqa: E402
 import tally_target as tt  # noqa: E402
 import transform_report  # noqa: E402
 from derived_bench import (  # noqa: E402
-    Home,
     api,
     delivered_after,
     feed,
-    fresh_home,
     load_sources,
     output_columns,
     pair_dir,
@@ -71,6 +69,7 @@ from derived_bench import (  # noqa: E402
     timed_run,
 )
 from procs import log  # noqa: E402
+from tally_target import Home, fresh_home  # noqa: E402
 from transform_queries import QUERIES, checksum, checksum_sql  # noqa: E402
 
 PEER_TIMEOUT_SECONDS = 1800

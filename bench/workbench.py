@@ -59,9 +59,10 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "src")]
 
 import run  # noqa: E402
 import tally_target as tt  # noqa: E402
-from derived_bench import api, fresh_home, pair_dir, reconciled_pair, tenant  # noqa: E402
+from derived_bench import api, pair_dir, reconciled_pair, tenant  # noqa: E402
 from procs import log, stop  # noqa: E402
 from reconcile import definition  # noqa: E402
+from tally_target import fresh_home  # noqa: E402
 
 from console import signed_in_user  # noqa: E402
 
