@@ -5,7 +5,7 @@ the resource table's uses (`RowExport`), from the same request its page is read 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response
 
 from tally.console.auth import SignedIn, runtime_of
 from tally.console.exceptions_view import (
@@ -14,7 +14,7 @@ from tally.console.exceptions_view import (
     reference_contains,
 )
 from tally.console.pages import not_found_page
-from tally.console.resource_table import content_disposition
+from tally.console.resource_table import csv_download
 from tally.console.workbench_exceptions import rows_request, side_query
 from tally.core.errors import (
     InvalidRequestError,
@@ -49,8 +49,4 @@ def export_side(
         return not_found_page(request)
     except (BadExceptionsViewError, InvalidRequestError) as refused:
         return PlainTextResponse(str(refused), status_code=400)
-    return StreamingResponse(
-        export.chunks,
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": content_disposition(export.name)},
-    )
+    return csv_download(export.chunks, export.name)

@@ -11,11 +11,11 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from tally.console.auth import SignedIn, needs, runtime_of
 from tally.console.pages import not_found_page, render
-from tally.console.resource_table import content_disposition
+from tally.console.resource_table import csv_download
 from tally.console.sign_in import see_other
 from tally.core.errors import ConflictError, ReconciliationNotFoundError
 from tally.core.reconciliation_actions import HISTORY_KINDS, HistoryFilter
@@ -75,11 +75,7 @@ def history_csv(
         )
     except ReconciliationNotFoundError:
         return not_found_page(request)
-    return StreamingResponse(
-        chunks,
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": content_disposition(f"{shown.name} history")},
-    )
+    return csv_download(chunks, f"{shown.name} history")
 
 
 @router.post(PAGE + "/undo")
