@@ -206,6 +206,24 @@ def first_request_section(run: Run) -> list[str]:
             )
     if not rows:
         return []
+    builds = [
+        f"{backend} {num(rec['snapshots']['waited_s'], 2)} s "
+        f"({'; '.join(rec['snapshots']['ended']) or 'none started'})"
+        for backend, rec in run.tally.items()
+        if rec.get("snapshots")
+    ]
+    after = (
+        [
+            "",
+            "These first requests start a column snapshot's build in a query process "
+            "(decision 0014: seconds of one process's CPU, once per data version); the "
+            "driver started after every build had ended, as it starts after the indexes: "
+            + ", ".join(builds)
+            + ".",
+        ]
+        if builds
+        else []
+    )
     return [
         "## First request of a filter set never seen before",
         "",
@@ -231,6 +249,7 @@ def first_request_section(run: Run) -> list[str]:
             rows,
             align="--rrrrrr-",
         ),
+        *after,
     ]
 
 

@@ -187,6 +187,34 @@ def test_a_build_stops_at_the_column_that_passes_the_budget(
     assert len(read) == 2  # one build, stopped early; never again for this version
 
 
+def test_each_build_says_when_it_starts_and_how_it_ended(
+    runtime: Runtime, tenant: Tenant, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator sees what a query process's CPU went to, and a benchmark when the
+    one-off build is over (bench/tally_target.py waits for the end lines)."""
+    source = make_source(runtime.engine, tenant, CSV)
+    whole = build_snapshot(runtime.engine, source)
+    assert whole is not None
+    caplog.set_level("INFO", logger=column_snapshots.__name__)
+    assert ready(ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=2**30), source)
+    assert not ready(ColumnSnapshots(runtime.engine, min_rows=0, memory_bytes=1), source)
+    said = [
+        (r.getMessage(), r.resource_id, r.data_version)
+        for r in caplog.records
+        if r.name == column_snapshots.__name__
+    ]
+    version = source.data_version
+    assert said == [
+        ("column_snapshot_started", source.id, version),
+        ("column_snapshot_built", source.id, version),
+        ("column_snapshot_started", source.id, version),
+        ("column_snapshot_over_budget", source.id, version),
+    ]
+    built = next(r for r in caplog.records if r.getMessage() == "column_snapshot_built")
+    assert built.mib == round(whole.nbytes / 2**20, 1)
+    assert built.seconds >= 0
+
+
 def test_the_least_recently_used_snapshot_goes_first(runtime: Runtime, tenant: Tenant) -> None:
     first = make_source(runtime.engine, tenant, CSV, name="first")
     second = make_source(runtime.engine, tenant, CSV, name="second")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -381,6 +382,13 @@ class ColumnSnapshots:
                 target=self._build, args=(resource,), name="tally-snapshot", daemon=True
             )
             self._building[resource.id] = builder
+        # Said before the request that asked is answered, and its end said once it has
+        # ended: an operator (or a benchmark waiting to time a steady state) sees what
+        # the process's CPU went to, and when it is over.
+        log.info(
+            "column_snapshot_started",
+            extra={"resource_id": resource.id, "data_version": resource.data_version},
+        )
         builder.start()
         return None
 
@@ -398,14 +406,18 @@ class ColumnSnapshots:
 
     def _build(self, resource: Resource) -> None:
         snapshot = None
+        outcome: str | None = None  # None: failed, said with its traceback
+        started = time.perf_counter()
         try:
             with self._one_build:
                 snapshot = build_snapshot(self._engine, resource, max_bytes=self._memory_bytes)
+            outcome = "column_snapshot_built" if snapshot else "column_snapshot_outdated"
         except OverBudgetError:
+            outcome = "column_snapshot_over_budget"
             with self._lock:
                 self._too_big.add((resource.id, resource.data_version))
         except Exception:  # SQL answers meanwhile; the next request tries again
-            log.exception("column_snapshot_failed resource_id=%s", resource.id)
+            log.exception("column_snapshot_failed", extra={"resource_id": resource.id})
         finally:
             # Kept before the build stops counting as under way, so that whoever sees it
             # ended (`wait`, `find`) finds it.
@@ -415,6 +427,17 @@ class ColumnSnapshots:
                 self._building.pop(resource.id, None)
         # The build's strings, lists and dicts are gone: their pages go back.
         return_freed_memory()
+        if outcome is None:
+            return
+        log.info(
+            outcome,
+            extra={
+                "resource_id": resource.id,
+                "data_version": resource.data_version,
+                "seconds": round(time.perf_counter() - started, 2),
+                "mib": round(snapshot.nbytes / 2**20, 1) if snapshot else 0,
+            },
+        )
 
     def _keep(self, resource_id: int, snapshot: ColumnSnapshot) -> None:
         """Under the lock."""
