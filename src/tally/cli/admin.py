@@ -21,12 +21,11 @@ from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
 from tally.core.reconciliation import SideName
 from tally.core.users import ROLE_NAMES, IssuedInvite, User
 from tally.processes.collector import settle_garbage_collector
-from tally.runtime import Runtime, build_runtime
-from tally.settings import load_settings
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+    from tally.runtime import Runtime
     from tally.services.admin import KeyInfo
     from tally.services.loader.load import ProgressCallback
 
@@ -48,6 +47,11 @@ def _runtime() -> Iterator[Runtime]:
     """The services on the database TALLY_HOME / TALLY_DATABASE_URL name, closed when the
     command ends; an expected failure inside is printed as the command's JSON error
     (exit 1)."""
+    # Imported here: `tally --help` and a command line typer refuses need neither the
+    # settings (pydantic) nor the database (SQLAlchemy), most of a start-up (issue #36).
+    from tally.runtime import build_runtime
+    from tally.settings import load_settings
+
     runtime = build_runtime(load_settings())
     try:
         with reported_errors():
