@@ -25,10 +25,11 @@ def test_what_is_sealed_opens_with_the_same_key_only() -> None:
     [
         b"",
         b"not base64!",
-        b"c2hvcnQ=",
-        SecretBox.new_key()[:-8],
+        base64.urlsafe_b64encode(b"k" * 31),
+        base64.urlsafe_b64encode(b"k" * 32)[:-8],
         base64.urlsafe_b64encode(b"k" * 33),
     ],
+    ids=["empty", "not base64", "31 bytes", "cut short", "33 bytes"],
 )
 def test_a_key_fernet_refuses_is_refused_when_the_box_is_built(key: bytes) -> None:
     with pytest.raises(ValueError, match="32 url-safe base64-encoded bytes"):
