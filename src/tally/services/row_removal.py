@@ -38,8 +38,8 @@ def replace_rows(
     new, never a mix); manual work on rows that come back is kept
     (services/reconciliation/kept_work.py). The new table is indexed by a worker, as a
     new source's is, once the old one is dropped (`discard_replaced`)."""
-    # Imported here: the reconciliations' engine (numpy, their models) is most of the
-    # start-up of `tally admin load`, whose new source has no rows to replace (#36).
+    # Imported here: the reconciliations' engine (numpy, their models) was a third of
+    # the start-up of `tally admin load`, whose new source has no rows to replace (#36).
     from tally.services.reconciliation.kept_work import kept_across_removal
 
     now = utc_now()

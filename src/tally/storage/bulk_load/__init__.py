@@ -25,8 +25,8 @@ def bulk_load_for(conn: Connection, table: str, *, file_id: int | None = None) -
     the transaction here (COPY takes no constants), on SQLite as a constant of the
     INSERT. One value a load: nothing a row costs more."""
     if backend_of(conn).is_postgresql:
-        # Imported here: psycopg is a fifth of a second of `tally admin load`'s start-up
-        # on SQLite, which never uses it (issue #36).
+        # Imported here: psycopg's import was ~6 % of `tally admin load`'s start-up on
+        # SQLite, which never uses it (issue #36).
         from tally.storage.bulk_load.postgresql import PostgresBulkLoad
 
         if file_id is not None:
