@@ -4,6 +4,10 @@ process (procrastinate's `App(connector=...)`).
 Entry points (api, cli, worker) get their services here; they never import storage, net
 or sqlalchemy (import-linter's contract in pyproject.toml). `engine` stays visible for
 the query processes' wiring and for tests that look at stored rows.
+
+Each service is built when it is first asked for, and its module imported then: a
+command of `tally admin` uses one or two of them, and importing them all (sqlglot,
+numpy, httpx, argon2, standardwebhooks...) was most of its start-up (issue #36).
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ import datetime as dt
 import ipaddress
 import logging
 import os
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
 from pathlib import Path
-
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from tally.core.limits import MIB, FileLimits
 from tally.core.log_lines import ContextFormatter
@@ -23,71 +27,82 @@ from tally.core.redaction import SecretRedactor
 from tally.core.sealing import SecretBox
 from tally.core.sql_limits import SqlLimits
 from tally.core.users import SessionPolicy, SignInPolicy
-from tally.net.fetch import AddressPolicy, FetchLimits
-from tally.services.admin import AdminService
-from tally.services.authentication import AuthenticationService
-from tally.services.callback_deliveries import CallbackDeliveries
-from tally.services.catalogue import SourceCatalogue
-from tally.services.column_snapshots import ColumnSnapshots
-from tally.services.data_query import DataQueryService
-from tally.services.delivery import DeliveryPolicy, DeliveryService
-from tally.services.derived.runs import DerivedRuns, RunPolicy
-from tally.services.file_loading import FileLoading
-from tally.services.files import FileService
-from tally.services.loader.pace import LoadPace
-from tally.services.notification_intake import NotificationIntake
-from tally.services.reconciliation.runs import ReconciliationBuilder
-from tally.services.reconciliation.service import ReconciliationService
-from tally.services.reconciliation_summary import ReconciliationSummaries
-from tally.services.resource_listing import ResourceListing
-from tally.services.row_export import RowExport
-from tally.services.sources import SourceService
-from tally.services.status_callbacks import CallbackSender
-from tally.services.transformations.previews import Previews
-from tally.services.transformations.runs import RunLimits, TransformationBuilder
-from tally.services.transformations.service import TransformationService
-from tally.services.uploads import UploadService
-from tally.services.users import SessionService, UserService
-from tally.services.webhooks import WebhookService
 from tally.settings import Settings
 from tally.storage.blobs import BlobStore
 from tally.storage.engine import backend_of, create_database_engine
 from tally.storage.home import open_private, prepare_home, write_private
 from tally.storage.migrate import upgrade_database
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from tally.net.fetch import AddressPolicy
+    from tally.services.admin import AdminService
+    from tally.services.authentication import AuthenticationService
+    from tally.services.callback_deliveries import CallbackDeliveries
+    from tally.services.catalogue import SourceCatalogue
+    from tally.services.data_query import DataQueryService
+    from tally.services.delivery import DeliveryPolicy, DeliveryService
+    from tally.services.derived.runs import DerivedRuns, RunPolicy
+    from tally.services.files import FileService
+    from tally.services.notification_intake import NotificationIntake
+    from tally.services.reconciliation.service import ReconciliationService
+    from tally.services.reconciliation_summary import ReconciliationSummaries
+    from tally.services.resource_listing import ResourceListing
+    from tally.services.row_export import RowExport
+    from tally.services.sources import SourceService
+    from tally.services.status_callbacks import CallbackSender
+    from tally.services.transformations.previews import Previews
+    from tally.services.transformations.runs import RunLimits
+    from tally.services.transformations.service import TransformationService
+    from tally.services.uploads import UploadService
+    from tally.services.users import SessionService, UserService
+    from tally.services.webhooks import WebhookService
+
 UVICORN_LOGGERS = ("uvicorn.access", "uvicorn.error")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
+T = TypeVar("T")
 
-@dataclass(frozen=True)
+
+class _BuiltOnce(Generic[T]):
+    """A part of the runtime built on first use, once, under the runtime's lock (two
+    threads of `tally serve` may ask at once; functools.cached_property has no lock
+    since Python 3.12). Built, it is an attribute of the runtime, read without a call."""
+
+    def __init__(self, build: Callable[[Runtime], T]) -> None:
+        self._build = build
+        self._name = build.__name__
+
+    @overload
+    def __get__(self, runtime: None, owner: type[Runtime]) -> _BuiltOnce[T]: ...
+
+    @overload
+    def __get__(self, runtime: Runtime, owner: type[Runtime]) -> T: ...
+
+    def __get__(self, runtime: Runtime | None, owner: type[Runtime]) -> T | _BuiltOnce[T]:
+        if runtime is None:
+            return self
+        built: dict[str, Any] = vars(runtime)
+        with runtime._lock:
+            if self._name not in built:
+                built[self._name] = self._build(runtime)
+            value: T = built[self._name]
+        return value
+
+
 class Runtime:
-    settings: Settings
-    engine: Engine
-    admin: AdminService
-    authentication: AuthenticationService
-    catalogue: SourceCatalogue
-    data_query: DataQueryService
-    delivery: DeliveryService
-    derived: DerivedRuns
-    files: FileService
-    intake: NotificationIntake
-    callbacks: CallbackSender
-    callback_deliveries: CallbackDeliveries
-    previews: Previews
-    reconciliations: ReconciliationService
-    listing: ResourceListing
-    reconciliation_summaries: ReconciliationSummaries
-    exports: RowExport
-    sources: SourceService
-    transformations: TransformationService
-    uploads: UploadService
-    users: UserService
-    sessions: SessionService
-    webhooks: WebhookService
-    # Pools of their own, so that neither waits for the other or for `engine`'s: the
-    # notification intake's one thread, and the previews' (issue #30).
-    intake_engine: Engine
-    preview_engine: Engine
+    """The settings, the database (migrated), the secret box and the blob store, built
+    at once; the services and their own engines, each built on first use."""
+
+    def __init__(self, settings: Settings, engine: Engine, box: SecretBox) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.box = box
+        self.blobs = BlobStore(settings.blob_dir)
+        self._lock = threading.RLock()  # re-entered: a service builds those it uses
+        self._engines = [engine]
+        self._closing: list[Callable[[], None]] = []  # what a built service must stop
 
     @property
     def backend_name(self) -> str:
@@ -100,107 +115,228 @@ class Runtime:
         return path
 
     def close(self) -> None:
-        self.previews.close()
-        self.intake.close()
-        if self.data_query.snapshots is not None:
-            # A column snapshot still being built holds a connection of this engine.
-            self.data_query.snapshots.wait()
-        for engine in (self.engine, self.intake_engine, self.preview_engine):
+        for stop in reversed(self._closing):
+            stop()
+        for engine in self._engines:
             engine.dispose()
+
+    def _own_engine(self, pool_size: int) -> Engine:
+        """A pool of its own, so that its user waits for no one else's connections."""
+        engine = create_database_engine(
+            self.settings.effective_database_url(),
+            pool_size=pool_size,
+            overflow=False,
+            pool_timeout=self.settings.database_pool_timeout_seconds,
+        )
+        self._engines.append(engine)
+        return engine
+
+    # The notification intake's one thread, one connection at a time (issue #30).
+    @_BuiltOnce
+    def intake_engine(self) -> Engine:
+        return self._own_engine(1)
+
+    # The previews hold one each, at most TALLY_PREVIEW_CONCURRENCY at once (Previews
+    # refuses more before asking).
+    @_BuiltOnce
+    def preview_engine(self) -> Engine:
+        return self._own_engine(self.settings.preview_concurrency)
+
+    @_BuiltOnce
+    def admin(self) -> AdminService:
+        from tally.services.admin import AdminService
+
+        return AdminService(self.engine)
+
+    @_BuiltOnce
+    def authentication(self) -> AuthenticationService:
+        from tally.services.authentication import AuthenticationService
+
+        return AuthenticationService(self.engine)
+
+    @_BuiltOnce
+    def catalogue(self) -> SourceCatalogue:
+        from tally.services.catalogue import SourceCatalogue
+
+        return SourceCatalogue(
+            self.engine, limits=file_limits(self.settings), staging_dir=self.blobs.staging_dir
+        )
+
+    @_BuiltOnce
+    def data_query(self) -> DataQueryService:
+        service = _data_query_service(self.settings, self.engine)
+        if service.snapshots is not None:
+            # A column snapshot still being built holds a connection of this engine.
+            self._closing.append(service.snapshots.wait)
+        return service
+
+    @_BuiltOnce
+    def delivery(self) -> DeliveryService:
+        from tally.services.delivery import DeliveryService
+        from tally.services.file_loading import FileLoading
+        from tally.services.loader.pace import LoadPace
+
+        limits, staging_dir = file_limits(self.settings), self.blobs.staging_dir
+        pace = LoadPace(self.settings.load_rate_while_accepting * MIB)
+        loading = FileLoading(self.engine, limits=limits, staging_dir=staging_dir, pace=pace)
+        return DeliveryService(
+            self.engine,
+            self.box,
+            self.blobs,
+            delivery_policy(self.settings),
+            self.catalogue,
+            loading,
+        )
+
+    @_BuiltOnce
+    def derived(self) -> DerivedRuns:
+        from tally.services.derived.runs import DerivedRuns
+        from tally.services.reconciliation.runs import ReconciliationBuilder
+        from tally.services.transformations.runs import TransformationBuilder
+
+        staging_dir = self.blobs.staging_dir
+        return DerivedRuns(
+            self.engine,
+            run_policy(self.settings),
+            {
+                "reconciliation": ReconciliationBuilder(self.engine),
+                "transformation": TransformationBuilder(
+                    self.engine, run_limits(self.settings), staging_dir
+                ),
+            },
+            staging_dir,
+        )
+
+    @_BuiltOnce
+    def files(self) -> FileService:
+        from tally.services.files import FileService
+
+        return FileService(self.engine)
+
+    @_BuiltOnce
+    def intake(self) -> NotificationIntake:
+        from tally.services.notification_intake import NotificationIntake
+
+        intake = NotificationIntake(
+            self.intake_engine, self.box, deadline_seconds=self.settings.delivery_deadline_seconds
+        )
+        self._closing.append(intake.close)
+        return intake
+
+    @_BuiltOnce
+    def callbacks(self) -> CallbackSender:
+        from tally.services.status_callbacks import CallbackSender
+
+        settings = self.settings
+        return CallbackSender(
+            engine=self.engine,
+            box=self.box,
+            addresses=address_policy(settings),
+            retry_schedule_seconds=settings.retry_schedule(),
+            timeout_seconds=settings.callback_timeout_seconds,
+            lease_seconds=settings.lease_seconds,
+        )
+
+    @_BuiltOnce
+    def callback_deliveries(self) -> CallbackDeliveries:
+        from tally.services.callback_deliveries import CallbackDeliveries
+
+        return CallbackDeliveries(self.engine)
+
+    @_BuiltOnce
+    def previews(self) -> Previews:
+        from tally.services.transformations.previews import Previews
+
+        previews = Previews(
+            self.preview_engine,
+            run_limits(self.settings),
+            total=self.settings.preview_concurrency,
+            per_workspace=self.settings.preview_workspace_concurrency,
+        )
+        self._closing.append(previews.close)
+        return previews
+
+    @_BuiltOnce
+    def reconciliations(self) -> ReconciliationService:
+        from tally.services.reconciliation.service import ReconciliationService
+
+        return ReconciliationService(self.engine)
+
+    @_BuiltOnce
+    def listing(self) -> ResourceListing:
+        from tally.services.resource_listing import ResourceListing
+
+        return ResourceListing(self.engine)
+
+    @_BuiltOnce
+    def reconciliation_summaries(self) -> ReconciliationSummaries:
+        from tally.services.reconciliation_summary import ReconciliationSummaries
+
+        return ReconciliationSummaries(self.reconciliations, self.listing)
+
+    @_BuiltOnce
+    def exports(self) -> RowExport:
+        from tally.services.row_export import RowExport
+
+        return RowExport(self.engine)
+
+    @_BuiltOnce
+    def sources(self) -> SourceService:
+        from tally.services.sources import SourceService
+
+        return SourceService(self.engine, self.box)
+
+    @_BuiltOnce
+    def transformations(self) -> TransformationService:
+        from tally.services.transformations.service import TransformationService
+
+        return TransformationService(self.engine, run_limits(self.settings))
+
+    @_BuiltOnce
+    def uploads(self) -> UploadService:
+        from tally.services.uploads import UploadService
+
+        return UploadService(
+            self.engine,
+            self.blobs,
+            max_file_bytes=self.settings.max_file_bytes,
+            deadline_seconds=self.settings.delivery_deadline_seconds,
+        )
+
+    @_BuiltOnce
+    def users(self) -> UserService:
+        from tally.services.users import UserService
+
+        return UserService(self.engine, public_url=self.settings.public_url)
+
+    @_BuiltOnce
+    def sessions(self) -> SessionService:
+        from tally.services.users import SessionService
+
+        return SessionService(
+            self.engine,
+            sessions=session_policy(self.settings),
+            sign_in=sign_in_policy(self.settings),
+        )
+
+    @_BuiltOnce
+    def webhooks(self) -> WebhookService:
+        from tally.services.webhooks import WebhookService
+
+        return WebhookService(self.engine, self.box)
 
 
 def build_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     _configure_logging(settings)
     prepare_home(settings.home)
-    url = settings.effective_database_url()
-    timeout = settings.database_pool_timeout_seconds
     engine = create_database_engine(
-        url, pool_size=settings.database_pool_size, pool_timeout=timeout
-    )
-    # One thread, one connection at a time; the previews hold one each, at most
-    # TALLY_PREVIEW_CONCURRENCY at once (Previews refuses more before asking).
-    intake_engine = create_database_engine(url, pool_size=1, overflow=False, pool_timeout=timeout)
-    preview_engine = create_database_engine(
-        url, pool_size=settings.preview_concurrency, overflow=False, pool_timeout=timeout
+        settings.effective_database_url(),
+        pool_size=settings.database_pool_size,
+        pool_timeout=settings.database_pool_timeout_seconds,
     )
     if migrate:
         upgrade_database(engine)
-    box = secret_box(settings)
-    blobs = BlobStore(settings.blob_dir)
-    limits = file_limits(settings)
-    catalogue = SourceCatalogue(engine, limits=limits, staging_dir=blobs.staging_dir)
-    pace = LoadPace(settings.load_rate_while_accepting * MIB)
-    loading = FileLoading(engine, limits=limits, staging_dir=blobs.staging_dir, pace=pace)
-    policy = delivery_policy(settings)
-    run_limits = RunLimits(
-        settings.transformation_timeout_seconds,
-        settings.transformation_max_rows,
-        SqlLimits(
-            max_sql_bytes=settings.transformation_max_sql_bytes,
-            max_nesting=settings.transformation_max_nesting,
-            max_depth=settings.transformation_max_depth,
-            max_terms=settings.transformation_max_terms,
-            max_ctes=settings.transformation_max_ctes,
-        ),
-    )
-    reconciliations = ReconciliationService(engine)
-    listing = ResourceListing(engine)
-    return Runtime(
-        settings=settings,
-        engine=engine,
-        admin=AdminService(engine),
-        authentication=AuthenticationService(engine),
-        catalogue=catalogue,
-        data_query=_data_query_service(settings, engine),
-        delivery=DeliveryService(engine, box, blobs, policy, catalogue, loading),
-        derived=DerivedRuns(
-            engine,
-            run_policy(settings),
-            {
-                "reconciliation": ReconciliationBuilder(engine),
-                "transformation": TransformationBuilder(engine, run_limits, blobs.staging_dir),
-            },
-            blobs.staging_dir,
-        ),
-        files=FileService(engine),
-        intake=NotificationIntake(
-            intake_engine, box, deadline_seconds=settings.delivery_deadline_seconds
-        ),
-        callbacks=CallbackSender(
-            engine=engine,
-            box=box,
-            addresses=policy.addresses,
-            retry_schedule_seconds=settings.retry_schedule(),
-            timeout_seconds=settings.callback_timeout_seconds,
-            lease_seconds=policy.lease_seconds,
-        ),
-        callback_deliveries=CallbackDeliveries(engine),
-        previews=Previews(
-            preview_engine,
-            run_limits,
-            total=settings.preview_concurrency,
-            per_workspace=settings.preview_workspace_concurrency,
-        ),
-        reconciliations=reconciliations,
-        listing=listing,
-        reconciliation_summaries=ReconciliationSummaries(reconciliations, listing),
-        exports=RowExport(engine),
-        sources=SourceService(engine, box),
-        transformations=TransformationService(engine, run_limits),
-        uploads=UploadService(
-            engine,
-            blobs,
-            max_file_bytes=settings.max_file_bytes,
-            deadline_seconds=settings.delivery_deadline_seconds,
-        ),
-        users=UserService(engine, public_url=settings.public_url),
-        sessions=SessionService(
-            engine, sessions=session_policy(settings), sign_in=sign_in_policy(settings)
-        ),
-        webhooks=WebhookService(engine, box),
-        intake_engine=intake_engine,
-        preview_engine=preview_engine,
-    )
+    return Runtime(settings, engine, secret_box(settings))
 
 
 def build_query_process_service(settings: Settings) -> DataQueryService:
@@ -232,6 +368,9 @@ def _configure_logging(settings: Settings) -> None:
 
 
 def _data_query_service(settings: Settings, engine: Engine) -> DataQueryService:
+    from tally.services.column_snapshots import ColumnSnapshots
+    from tally.services.data_query import DataQueryService
+
     return DataQueryService(
         engine,
         cache_seconds=settings.response_cache_seconds if settings.response_cache else None,
@@ -258,6 +397,8 @@ def secret_box(settings: Settings) -> SecretBox:
 
 
 def address_policy(settings: Settings) -> AddressPolicy:
+    from tally.net.fetch import AddressPolicy
+
     allow = tuple(
         ipaddress.ip_network(part.strip(), strict=False)
         for part in settings.fetch_allow.split(",")
@@ -278,6 +419,9 @@ def file_limits(settings: Settings) -> FileLimits:
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:
+    from tally.net.fetch import FetchLimits
+    from tally.services.delivery import DeliveryPolicy
+
     return DeliveryPolicy(
         limits=FetchLimits(
             connect_timeout_seconds=settings.fetch_connect_timeout_seconds,
@@ -295,7 +439,25 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
     )
 
 
+def run_limits(settings: Settings) -> RunLimits:
+    from tally.services.transformations.runs import RunLimits
+
+    return RunLimits(
+        settings.transformation_timeout_seconds,
+        settings.transformation_max_rows,
+        SqlLimits(
+            max_sql_bytes=settings.transformation_max_sql_bytes,
+            max_nesting=settings.transformation_max_nesting,
+            max_depth=settings.transformation_max_depth,
+            max_terms=settings.transformation_max_terms,
+            max_ctes=settings.transformation_max_ctes,
+        ),
+    )
+
+
 def run_policy(settings: Settings) -> RunPolicy:
+    from tally.services.derived.runs import RunPolicy
+
     return RunPolicy(
         lease_seconds=settings.lease_seconds,
         max_attempts=settings.derived_max_attempts,

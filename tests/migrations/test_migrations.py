@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from support.databases import make_settings
 from support.factories import Tenant, append, make_source, make_tenant, read_body, read_data
@@ -29,7 +30,7 @@ from tally.settings import Settings
 from tally.storage import outbox, resources, status_callbacks
 from tally.storage.derived import records as derived_records
 from tally.storage.engine import write_connection
-from tally.storage.migrate import alembic_config, upgrade_database
+from tally.storage.migrate import alembic_config, head_revision, is_at_head, upgrade_database
 from tally.storage.resources import Resource
 from tally.storage.schema import metadata, outbox_events
 
@@ -47,6 +48,16 @@ def test_upgrading_twice_changes_nothing(runtime: Runtime) -> None:
         context = MigrationContext.configure(conn)
         assert context.get_current_revision() == "0019"
         assert compare_metadata(context, metadata) == []
+
+
+def test_the_head_read_from_the_files_text_is_alembics(runtime: Runtime) -> None:
+    """A database at `head_revision()` is left to itself without alembic (issue #36): it
+    must be the head alembic upgrades to."""
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert is_at_head(runtime.engine)
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0018'")
+    assert not is_at_head(runtime.engine)
 
 
 def test_postgresql_row_tables_of_revision_0002_keep_every_value(

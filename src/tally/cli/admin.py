@@ -10,19 +10,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from tally.cli.output import emit, reported_errors
 from tally.core.encodings import DEFAULT_ENCODING
@@ -30,10 +21,13 @@ from tally.core.errors import FieldProblem, InvalidBodyError, LoadError
 from tally.core.reconciliation import SideName
 from tally.core.users import ROLE_NAMES, IssuedInvite, User
 from tally.processes.collector import settle_garbage_collector
-from tally.runtime import Runtime, build_runtime
-from tally.services.admin import KeyInfo
-from tally.services.loader.load import ProgressCallback
-from tally.settings import load_settings
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from tally.runtime import Runtime
+    from tally.services.admin import KeyInfo
+    from tally.services.loader.load import ProgressCallback
 
 app = typer.Typer(
     help="Onboarding: accounts, workspaces, API keys, console users, local loads, "
@@ -53,6 +47,11 @@ def _runtime() -> Iterator[Runtime]:
     """The services on the database TALLY_HOME / TALLY_DATABASE_URL name, closed when the
     command ends; an expected failure inside is printed as the command's JSON error
     (exit 1)."""
+    # Imported here: `tally --help` and a command line typer refuses need neither the
+    # settings (pydantic) nor the database (SQLAlchemy), most of a start-up (issue #36).
+    from tally.runtime import build_runtime
+    from tally.settings import load_settings
+
     runtime = build_runtime(load_settings())
     try:
         with reported_errors():
@@ -447,6 +446,11 @@ class _progress:  # noqa: N801 - used as a context manager, reads like one
     def __enter__(self) -> ProgressCallback | None:
         if self._size < PROGRESS_MIN_BYTES:
             return None
+        # Imported here, for the large files alone: rich's progress bar is ~0.05 s of
+        # every other command's start-up (issue #36).
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
         self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

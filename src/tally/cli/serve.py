@@ -8,19 +8,15 @@ import os
 import signal
 import socket
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from uvicorn.supervisors import Multiprocess
 
-from tally.cli.demo import create_demo
 from tally.cli.output import emit, reported_errors
 from tally.core.errors import ListenError
-from tally.runtime import Runtime, build_runtime
-from tally.services.users import INVITE_PATH
-from tally.settings import load_settings
-from tally.worker.runner import Worker
+
+if TYPE_CHECKING:
+    from tally.runtime import Runtime
 
 ASGI_MODULE = "tally.api.asgi"
 _SELF_CHECK_SECONDS = 0.05  # between the self-check's tries of GET /health
@@ -53,6 +49,16 @@ def serve(
 
 
 def _serve(sock: socket.socket, host: str, demo: bool, workers: int | None) -> None:
+    # Imported here, not with the module: every other command (`tally admin ...`) would
+    # pay for uvicorn and the worker (whose handlers import every service) at its start,
+    # and `tally --help` for the runtime's too (issue #36).
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from tally.runtime import build_runtime
+    from tally.settings import load_settings
+    from tally.worker.runner import Worker
+
     settings = load_settings()
     runtime = build_runtime(settings)  # applies migrations once, before any process starts
     base_url = _url(host, sock.getsockname()[1])
@@ -153,6 +159,9 @@ def _exit_cleanly(_signum: int, _frame: object) -> None:
 
 
 def _create_demo(runtime: Runtime, base_url: str) -> None:
+    from tally.cli.demo import create_demo  # `tally serve --demo` alone (issue #36)
+    from tally.services.users import INVITE_PATH
+
     made = create_demo(runtime)
     env_file = runtime.write_home_file("demo.env", made.shell_exports(base_url))
     # A console admin of the demo's workspace (a name of its own: a second demo makes

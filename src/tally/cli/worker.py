@@ -11,9 +11,6 @@ import typer
 
 from tally.processes.collector import settle_garbage_collector
 from tally.processes.priority import lower_cpu_priority
-from tally.runtime import build_runtime
-from tally.settings import load_settings
-from tally.worker.runner import Worker
 
 
 def worker(
@@ -22,6 +19,12 @@ def worker(
     ] = None,
 ) -> None:
     """Run workers until SIGTERM or Ctrl-C; the jobs in hand are finished first."""
+    # Imported here, not with the module: its handlers import every service, which
+    # every other command (`tally admin ...`) would pay for at its start (issue #36).
+    from tally.runtime import build_runtime
+    from tally.settings import load_settings
+    from tally.worker.runner import Worker
+
     settings = load_settings()
     niceness = lower_cpu_priority(settings.worker_niceness)
     runtime = build_runtime(settings)

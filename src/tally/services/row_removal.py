@@ -5,15 +5,18 @@ new rows, or one file's when the file is taken back (issue 32)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine
 
 from tally.core.clock import utc_now
 from tally.services.loader.load import LoadResult
-from tally.services.reconciliation.kept_work import KeptCounts, kept_across_removal
 from tally.storage import resources
 from tally.storage.resource_tables import ddl, source_rows
 from tally.storage.resources import Resource
+
+if TYPE_CHECKING:
+    from tally.services.reconciliation.kept_work import KeptCounts
 
 
 def load_rows(
@@ -35,6 +38,10 @@ def replace_rows(
     new, never a mix); manual work on rows that come back is kept
     (services/reconciliation/kept_work.py). The new table is indexed by a worker, as a
     new source's is, once the old one is dropped (`discard_replaced`)."""
+    # Imported here: the reconciliations' engine (numpy, their models) was a third of
+    # the start-up of `tally admin load`, whose new source has no rows to replace (#36).
+    from tally.services.reconciliation.kept_work import kept_across_removal
+
     now = utc_now()
     with kept_across_removal(conn, source, cause, now):
         fresh = source_rows.create_replacement(conn, source.table_name, source.columns)
@@ -57,6 +64,8 @@ def remove_file_rows(
 ) -> tuple[int, KeptCounts]:
     """The rows file `file_id` inserted, removed (a file taken back); how many, and what
     became of the manual work on the source."""
+    from tally.services.reconciliation.kept_work import kept_across_removal  # as above
+
     now = utc_now()
     with kept_across_removal(conn, source, cause, now) as counts:
         removed = source_rows.delete_file_rows(conn, source.table_name, file_id)

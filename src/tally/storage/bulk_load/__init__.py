@@ -14,7 +14,6 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from tally.storage.bulk_load.interface import BulkLoad
-from tally.storage.bulk_load.postgresql import PostgresBulkLoad
 from tally.storage.bulk_load.sqlite import SqliteBulkLoad
 from tally.storage.engine import backend_of
 from tally.storage.resource_tables.ddl import set_file_id
@@ -26,6 +25,10 @@ def bulk_load_for(conn: Connection, table: str, *, file_id: int | None = None) -
     the transaction here (COPY takes no constants), on SQLite as a constant of the
     INSERT. One value a load: nothing a row costs more."""
     if backend_of(conn).is_postgresql:
+        # Imported here: psycopg's import was ~6 % of `tally admin load`'s start-up on
+        # SQLite, which never uses it (issue #36).
+        from tally.storage.bulk_load.postgresql import PostgresBulkLoad
+
         if file_id is not None:
             set_file_id(conn, file_id)
         return PostgresBulkLoad(conn, table)
