@@ -1,0 +1,84 @@
+"""Files of several chunks, whose lines pass 1 matches without parsing them
+(services/loader/chunks.py), on both backends: the rows as written, the types the
+whole file settles, and a bad line past the first chunk fails the load whole."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+
+from support.factories import Tenant, count_resources, read_data, write_file
+from tally.core.columns import ColumnType
+from tally.core.errors import LoadError
+from tally.runtime import Runtime
+from tally.services.loader.reader import RAW_CHUNK_BYTES
+
+HEADER = "id,day,amount,memo"
+
+
+def lines(count: int, start: int = 1) -> list[str]:
+    out = []
+    for n in range(start, start + count):
+        memo = f'"Shop {n % 7}, Ltd"' if n % 150 == 0 else f"shop {n % 13}"
+        out.append(f"{n},2024-0{1 + n % 9}-1{n % 10},{n % 997}.{n % 100:02d},{memo}")
+    return out
+
+
+def chunks_of(*late: str) -> str:
+    """About three chunks of lines, `late` ones after the first chunk."""
+    text = "\n".join([HEADER, *lines(45_000), *late, *lines(45_000, start=45_001)]) + "\n"
+    assert len(text) > 2 * RAW_CHUNK_BYTES
+    return text
+
+
+def test_rows_of_matched_chunks_load_as_written(runtime: Runtime, tenant: Tenant) -> None:
+    late = ['90001,2024-02-29,1.125,"a ""quoted"" memo"', '90002,2024-03-01,2.5,"two\nlines"']
+    path = write_file(chunks_of(*late))
+    try:
+        result = runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="chunks", path=path
+        )
+    finally:
+        path.unlink()
+    assert result.rows == 90_002
+    types = {c.name: (c.type, c.scale) for c in result.resource.columns}
+    assert types == {
+        "id": (ColumnType.INTEGER, 0),
+        "day": (ColumnType.DATE, 0),
+        "amount": (ColumnType.DECIMAL, 3),  # widened by a line past the first chunk
+        "memo": (ColumnType.TEXT, 0),
+    }
+    first = read_data(runtime, tenant, result.resource.id, ordering="id", page_size=200)
+    last = read_data(runtime, tenant, result.resource.id, ordering="-id", page_size=3)
+    assert first[149]["memo"] == "Shop 3, Ltd"
+    assert first[149]["amount"] == Decimal("150.500")
+    assert [row["id"] for row in last] == [90_002, 90_001, 90_000]
+    assert [row["memo"] for row in last[:2]] == ["two\nlines", 'a "quoted" memo']
+    assert last[2]["day"] == "2024-01-10"
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("7,2024-01-01,1.00", "expected 4 fields, found 3"),
+        ('7,2024-01-01,1.00,"a"b', "malformed CSV"),
+    ],
+)
+def test_a_bad_line_past_the_first_chunk_loads_nothing(
+    runtime: Runtime, tenant: Tenant, bad: str, reason: str
+) -> None:
+    tables = set(sa.inspect(runtime.engine).get_table_names())
+    path = write_file(chunks_of(bad))
+    try:
+        with pytest.raises(LoadError) as caught:
+            runtime.catalogue.create_source_from_file(
+                workspace_id=tenant.workspace_id, name="bad", path=path
+            )
+    finally:
+        path.unlink()
+    assert reason in str(caught.value)
+    assert caught.value.line == 45_002
+    assert count_resources(runtime, tenant) == 0
+    assert set(sa.inspect(runtime.engine).get_table_names()) == tables
