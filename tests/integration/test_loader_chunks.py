@@ -82,3 +82,33 @@ def test_a_bad_line_past_the_first_chunk_loads_nothing(
     assert caught.value.line == 45_002
     assert count_resources(runtime, tenant) == 0
     assert set(sa.inspect(runtime.engine).get_table_names()) == tables
+
+
+def test_a_new_tables_row_ids_go_on_after_its_first_file(
+    runtime: Runtime, tenant: Tenant, backend: str
+) -> None:
+    """PostgreSQL fills a new table with row ids its session caches and a constant
+    `_file_id` (storage/resource_tables/ddl.py, `prepare_fill`): afterwards the
+    table's ids and defaults are as if each row had been given its own."""
+    path = write_file("id,memo\n1,a\n2,b\n3,c\n")
+    try:
+        source = runtime.catalogue.create_source_from_file(
+            workspace_id=tenant.workspace_id, name="ids", path=path
+        ).resource
+        runtime.catalogue.append_file(source.id, path)
+    finally:
+        path.unlink()
+    table = source.table_name
+    with runtime.engine.connect() as conn:
+        ids = conn.exec_driver_sql(f"SELECT _row_id, _file_id FROM {table} ORDER BY 1").all()
+        assert [tuple(row) for row in ids] == [(n, None) for n in range(1, 7)]
+        if backend == "postgresql":
+            cache, default = conn.exec_driver_sql(
+                "SELECT s.seqcache, pg_get_expr(d.adbin, d.adrelid) FROM pg_sequence s, "
+                "pg_attrdef d JOIN pg_attribute a ON (a.attrelid, a.attnum) = "
+                "(d.adrelid, d.adnum) WHERE s.seqrelid = "
+                f"pg_get_serial_sequence('{table}', '_row_id')::regclass "
+                f"AND d.adrelid = '{table}'::regclass AND a.attname = '_file_id'"
+            ).one()
+            assert cache == 1
+            assert "current_setting('tally.file_id'" in default
