@@ -7,35 +7,16 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-import sqlalchemy as sa
+from test_loader_errors import create_fails
 
-from support.factories import Tenant, count_resources, read_data, write_file
+from support.factories import CHUNKED_EARLY, Tenant, chunked_csv, read_data, write_file
 from tally.core.columns import ColumnType
-from tally.core.errors import LoadError
 from tally.runtime import Runtime
-from tally.services.loader.reader import RAW_CHUNK_BYTES
-
-HEADER = "id,day,amount,memo"
-
-
-def lines(count: int, start: int = 1) -> list[str]:
-    out = []
-    for n in range(start, start + count):
-        memo = f'"Shop {n % 7}, Ltd"' if n % 150 == 0 else f"shop {n % 13}"
-        out.append(f"{n},2024-0{1 + n % 9}-1{n % 10},{n % 997}.{n % 100:02d},{memo}")
-    return out
-
-
-def chunks_of(*late: str) -> str:
-    """About three chunks of lines, `late` ones after the first chunk."""
-    text = "\n".join([HEADER, *lines(45_000), *late, *lines(45_000, start=45_001)]) + "\n"
-    assert len(text) > 2 * RAW_CHUNK_BYTES
-    return text
 
 
 def test_rows_of_matched_chunks_load_as_written(runtime: Runtime, tenant: Tenant) -> None:
     late = ['90001,2024-02-29,1.125,"a ""quoted"" memo"', '90002,2024-03-01,2.5,"two\nlines"']
-    path = write_file(chunks_of(*late))
+    path = write_file(chunked_csv(*late))
     try:
         result = runtime.catalogue.create_source_from_file(
             workspace_id=tenant.workspace_id, name="chunks", path=path
@@ -69,19 +50,9 @@ def test_rows_of_matched_chunks_load_as_written(runtime: Runtime, tenant: Tenant
 def test_a_bad_line_past_the_first_chunk_loads_nothing(
     runtime: Runtime, tenant: Tenant, bad: str, reason: str
 ) -> None:
-    tables = set(sa.inspect(runtime.engine).get_table_names())
-    path = write_file(chunks_of(bad))
-    try:
-        with pytest.raises(LoadError) as caught:
-            runtime.catalogue.create_source_from_file(
-                workspace_id=tenant.workspace_id, name="bad", path=path
-            )
-    finally:
-        path.unlink()
-    assert reason in str(caught.value)
-    assert caught.value.line == 45_002
-    assert count_resources(runtime, tenant) == 0
-    assert set(sa.inspect(runtime.engine).get_table_names()) == tables
+    error = create_fails(runtime, tenant, chunked_csv(bad))
+    assert reason in str(error)
+    assert error.line == CHUNKED_EARLY + 2
 
 
 def test_a_new_tables_row_ids_go_on_after_its_first_file(

@@ -10,32 +10,13 @@ from typing import cast
 
 import pytest
 
+from support.factories import CHUNKED_EARLY, CHUNKED_HEADER, chunked_csv
 from tally.core.errors import LoadError
 from tally.core.formats import FileLayout
 from tally.services.loader.chunks import ChunkRecords, Counted, read_chunks
 from tally.services.loader.inference import BatchConfirmation, ColumnGuess, batch_confirmation
 from tally.services.loader.load import FirstPass, _infer_from
 from tally.services.loader.reader import RAW_CHUNK_BYTES, Batch, detect_format, read_csv
-
-HEADER = "id,day,amount,memo"
-
-
-def rows(count: int, start: int = 1) -> list[str]:
-    """Lines like the benchmark's: growing ids, dates, two-digit amounts, a quoted comma."""
-    lines = []
-    for n in range(start, start + count):
-        memo = f'"Shop {n % 7}, Ltd"' if n % 150 == 0 else f"shop {n % 13}"
-        lines.append(f"{n},2024-0{1 + n % 9}-1{n % 10},{n % 997}.{n % 100:02d},{memo}")
-    return lines
-
-
-EARLY = 45_000  # rows: more than the first chunk
-
-
-def past_a_chunk(*late: str, newline: str = "\n") -> str:
-    """About three chunks of rows, `late` lines placed after the first chunk."""
-    early, after = rows(EARLY), rows(45_000, start=EARLY + 1)
-    return newline.join([HEADER, *early, *late, *after]) + newline
 
 
 @pytest.fixture
@@ -86,7 +67,7 @@ LATE = {
 
 @pytest.mark.parametrize("late", LATE.values(), ids=LATE.keys())
 def test_chunks_settle_what_rows_settle(csv_file: Path, late: list[str]) -> None:
-    csv_file.write_text(past_a_chunk(*late))
+    csv_file.write_text(chunked_csv(*late))
     by_chunks, by_rows, counted = both_ways(csv_file)
     assert by_chunks == by_rows
     assert counted >= 1  # a chunk at least was matched, not parsed
@@ -94,15 +75,15 @@ def test_chunks_settle_what_rows_settle(csv_file: Path, late: list[str]) -> None
 
 def test_a_quoted_line_break_across_two_chunks(csv_file: Path) -> None:
     """A chunk cut inside a quoted value: the rest of the file is read record by record."""
-    text = past_a_chunk()
-    start = len(HEADER) + 1
+    text = chunked_csv()
+    start = len(CHUNKED_HEADER) + 1
     cut = start + text[start : start + RAW_CHUNK_BYTES].rfind("\n") + 1  # the first chunk's end
     last = text.rfind("\n", 0, cut - 1) + 1  # where the first chunk's last line starts
     opened = ('7,2024-01-01,1.00,"' + "x" * cut)[: cut - 1 - last]  # as long as that line
     csv_file.write_text(text[:last] + opened + '\nacross the cut"' + text[text.index("\n", cut) :])
     by_chunks, by_rows, _counted = both_ways(csv_file)
     assert by_chunks == by_rows
-    assert by_chunks.rows == 2 * 45_000 - 1
+    assert by_chunks.rows == 2 * CHUNKED_EARLY - 1
 
 
 BAD = {
@@ -115,7 +96,7 @@ BAD = {
 
 @pytest.mark.parametrize(("bad", "reason"), BAD.values(), ids=BAD.keys())
 def test_chunks_fail_where_rows_fail(csv_file: Path, bad: str, reason: str) -> None:
-    csv_file.write_text(past_a_chunk(bad))
+    csv_file.write_text(chunked_csv(bad))
     file_format = detect_format(csv_file)
     with read_csv(csv_file, file_format) as (header, records), pytest.raises(LoadError) as by_rows:
         _infer_from(csv_file, file_format, header, records, None)
@@ -124,7 +105,7 @@ def test_chunks_fail_where_rows_fail(csv_file: Path, bad: str, reason: str) -> N
         with pytest.raises(LoadError) as by_chunks:
             _infer_from(csv_file, file_format, chunked.header, chunked, None)
     assert reason in str(by_rows.value)
-    assert by_chunks.value.line == by_rows.value.line == EARLY + 2
+    assert by_chunks.value.line == by_rows.value.line == CHUNKED_EARLY + 2
     assert str(by_chunks.value) == str(by_rows.value)
 
 
