@@ -45,9 +45,8 @@ class Counted:
 
 def reads_chunks(file_format: FileFormat) -> bool:
     """Can the file's lines be matched as they are? Its bytes must be its rows (no
-    layout), in UTF-8, two values a line at least (a single column's empty value and a
-    blank line look alike), and no value may pass the cell limit unseen: a line cannot
-    hold a longer value than its own limit."""
+    layout), in UTF-8, and no value may pass the cell limit unseen: a line cannot hold a
+    longer value than its own limit."""
     limits = file_format.limits
     return (
         file_format.layout.plain
@@ -96,7 +95,8 @@ class ChunkRecords:
             yield from batches
 
     def _chunks(self) -> Iterator[bytes]:
-        """Whole lines, at least RAW_CHUNK_BYTES of them but at the file's end."""
+        """Whole lines, up to RAW_CHUNK_BYTES of them (a longer line whole: the line
+        limit bounds it); the file's last line even without its line feed."""
         rest = self._rest
         while piece := self._handle.read(RAW_CHUNK_BYTES):
             data = rest + piece if rest else piece
@@ -184,7 +184,8 @@ class _Joined(io.RawIOBase):
 def read_chunks(path: Path, file_format: FileFormat) -> Iterator[ChunkRecords | None]:
     """The file's records as chunks its `confirms` may count without parsing them; None when
     the file is not read so (`reads_chunks`), or its first line is not a header the
-    CSV reader would read alike (blank, quoted, a carriage return, one value)."""
+    CSV reader would read alike (blank, quoted, a carriage return), or holds one value
+    (a single column's empty value and a blank line look alike)."""
     if not reads_chunks(file_format):
         yield None
         return
