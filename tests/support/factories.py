@@ -85,6 +85,23 @@ def write_file(content: str | bytes, suffix: str = ".csv") -> Path:
     return Path(handle.name)
 
 
+CHUNKED_HEADER = "id,day,amount,memo"
+CHUNKED_EARLY = 45_000  # lines before `chunked_csv`'s late ones: past the first chunk
+
+
+def chunked_csv(*late: str) -> str:
+    """About three of pass 1's 1 MiB chunks (services/loader/chunks.py) of lines like the
+    benchmark's (growing ids, dates, two-digit amounts, now and then a quoted comma),
+    `late` ones after the first chunk."""
+    lines = [CHUNKED_HEADER]
+    for n in range(1, 2 * CHUNKED_EARLY + 1):
+        if n == CHUNKED_EARLY + 1:
+            lines.extend(late)
+        memo = f'"Shop {n % 7}, Ltd"' if n % 150 == 0 else f"shop {n % 13}"
+        lines.append(f"{n},2024-0{1 + n % 9}-1{n % 10},{n % 997}.{n % 100:02d},{memo}")
+    return "\n".join(lines) + "\n"
+
+
 def make_source(
     engine: Engine,
     tenant: Tenant,

@@ -290,13 +290,14 @@ def _number_of_at_most(chars: int, fractions: Sequence[int]) -> str | None:
     return f"(?:{'|'.join(options)})" if options else None
 
 
-def _confirming_value(guess: ColumnGuess) -> str | None:
-    """The non-empty values that leave this guess unchanged; None: no such pattern."""
+def _confirming_value(guess: ColumnGuess, text: str) -> str | None:
+    """The non-empty values that leave this guess unchanged (`text`: any text value);
+    None: no such pattern."""
     shape = guess.shape
     if shape == TEXT and guess.date_hints:
         return None  # every batch must be tried against the date formats still fitting
     if shape == TEXT:
-        return f"[^{VALUE_SEPARATOR}]+"
+        return text
     if shape == BOOLEAN:
         return BOOLEAN_PATTERN
     if shape == DATE:
@@ -321,8 +322,9 @@ def _confirming_value(guess: ColumnGuess) -> str | None:
 
 
 class BatchConfirmation:
-    """Proves, for a batch whose NUL-joined values it confirms, that observing the batch
-    would leave every guess as it is."""
+    """Proves, for a batch whose NUL-joined values it confirms (or, built for a delimiter,
+    whose lines of the file as written it matches), that observing the batch would leave
+    every guess as it is."""
 
     def __init__(self, pattern: str) -> None:
         options = re2.Options()
@@ -333,25 +335,44 @@ class BatchConfirmation:
     def confirms(self, joined: str) -> bool:
         # RE2 reads UTF-8. A lone surrogate (no strictly decoded file holds one) is
         # passed through as bytes only a text column's pattern, `[^\x00]+`, admits.
-        return self._compiled.fullmatch(joined.encode("utf-8", "surrogatepass")) is not None
+        return self.matches(joined.encode("utf-8", "surrogatepass"))
+
+    def matches(self, text: bytes) -> bool:
+        """Does the whole UTF-8 `text` have the pattern?"""
+        return self._compiled.fullmatch(text) is not None
 
 
-def batch_confirmation(guesses: Sequence[ColumnGuess]) -> BatchConfirmation | None:
+# A delimiter as RE2 reads it, outside and inside a character class.
+_RE2_DELIMITERS = {",": (",", ","), ";": (";", ";"), "\t": (r"\t", r"\t"), "|": (r"\|", r"\|")}
+
+
+def batch_confirmation(
+    guesses: Sequence[ColumnGuess], delimiter: str | None = None
+) -> BatchConfirmation | None:
     """The confirmation of batches that cannot change these guesses (None: some guess
-    cannot be confirmed)."""
+    cannot be confirmed). With a `delimiter` it confirms whole lines of the file as
+    written instead (services/loader/chunks.py): values split by it, rows by line feeds,
+    a text unquoted or quoted with no quote or line break inside, so that Python's CSV
+    reader and PostgreSQL's split them alike, and no value holds a quote."""
+    if delimiter is None:
+        separator, text, end = VALUE_SEPARATOR, f"[^{VALUE_SEPARATOR}]+", ""
+    else:
+        separator, inside = _RE2_DELIMITERS[delimiter]
+        text, end = f'(?:[^"{inside}\n\r]+|"[^"\n\r]+")', "\n?"
     fields = []
     for guess in guesses:
-        value = _confirming_value(guess)
+        value = _confirming_value(guess, text)
         if value is None and not (guess.shape is None and guess.has_empty):
             return None
         if value is None:
             fields.append("")  # only empty values so far, and only those confirm
         else:
             fields.append(f"(?:{value})?" if guess.has_empty else f"(?:{value})")
-    row = VALUE_SEPARATOR.join(fields)
+    row = separator.join(fields)
     if len(row) > RE2_MAX_PATTERN_CHARS:
         return None  # RE2 could not run it in its memory, and would say so on stderr
-    return BatchConfirmation(f"{row}(?:{VALUE_SEPARATOR}{row})*")
+    rows_apart = VALUE_SEPARATOR if delimiter is None else "\n"
+    return BatchConfirmation(f"{row}(?:{rows_apart}{row})*{end}")
 
 
 def check_fits(shape: str, values: Sequence[str], *, lines: Sequence[int], column: str) -> None:

@@ -28,6 +28,7 @@ from tally.core.errors import LoadError, SchemaDifference, SchemaMismatchError
 from tally.core.formats import FileLayout
 from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.processes.collector import settle_garbage_collector
+from tally.services.loader.chunks import ChunkRecords, Counted, read_chunks
 from tally.services.loader.inference import (
     DECIMAL,
     VALUE_SEPARATOR,
@@ -46,6 +47,7 @@ from tally.services.loader.pace import LoadPace
 from tally.services.loader.reader import (
     FileFormat,
     FileHead,
+    Records,
     detect_format,
     layout_chunks,
     read_csv,
@@ -112,13 +114,32 @@ def _infer(
     file_format: FileFormat,
     on_progress: ProgressCallback | None,
 ) -> FirstPass:
-    result = FirstPass([])
+    with read_chunks(path, file_format) as chunked:
+        if chunked is not None:
+            return _infer_from(path, file_format, chunked.header, chunked, on_progress)
     with read_csv(path, file_format) as (header, batches):
-        check_header(header)
-        guesses = [ColumnGuess() for _ in header]
-        result.quotes = [0] * len(header) if file_format.has_quotes else None
-        confirmation: BatchConfirmation | None = None
-        for batch in batches:
+        return _infer_from(path, file_format, header, batches, on_progress)
+
+
+def _infer_from(
+    path: Path,
+    file_format: FileFormat,
+    header: list[str],
+    batches: Records | ChunkRecords,
+    on_progress: ProgressCallback | None,
+) -> FirstPass:
+    result = FirstPass([])
+    check_header(header)
+    guesses = [ColumnGuess() for _ in header]
+    result.quotes = [0] * len(header) if file_format.has_quotes else None
+    confirmation: BatchConfirmation | None = None
+    lines: BatchConfirmation | None = None  # the file's own lines (chunks.py)
+    if isinstance(batches, ChunkRecords):
+        batches.confirms = lambda chunk: lines is not None and lines.matches(chunk)
+    for batch in batches:
+        if isinstance(batch, Counted):  # no value changes a guess, none holds a quote
+            result.rows += batch.rows
+        else:
             result.rows += len(batch.rows)
             joined = VALUE_SEPARATOR.join(chain.from_iterable(batch.rows))
             if confirmation is None or not confirmation.confirms(joined):
@@ -126,12 +147,14 @@ def _infer(
                 for guess, values in zip(guesses, columns, strict=True):
                     guess.observe(values)
                 confirmation = batch_confirmation(guesses)
+                if isinstance(batches, ChunkRecords):
+                    lines = batch_confirmation(guesses, file_format.delimiter)
                 _count_quotes(columns, result.quotes)
             elif result.quotes is not None and '"' in joined:
                 _count_quotes(list(zip(*batch.rows, strict=True)), result.quotes)
-            if on_progress:
-                on_progress("checking", batch.offset)
-        result.blank_lines = batches.blank_lines
+        if on_progress:
+            on_progress("checking", batch.offset)
+    result.blank_lines = batches.blank_lines
     _measure_again(path, file_format, guesses)
     for position, (name, guess) in enumerate(zip(header, guesses, strict=True)):
         column_type, scale, timezone = guess.resolve()

@@ -61,7 +61,7 @@ class Batch:
     columns: list[tuple[str, ...]] | None = None
 
 
-def _open_bytes(path: Path, compressed: bool, limits: FileLimits) -> IO[bytes]:
+def open_bytes(path: Path, compressed: bool, limits: FileLimits) -> IO[bytes]:
     """The file's bytes; a gzip file's decompressed, within `limits` (size and ratio)."""
     if compressed:
         return io.BufferedReader(LimitedGzip(path.open("rb"), limits))
@@ -167,7 +167,7 @@ def _nul_error(path: Path, file_format: FileFormat) -> LoadError:
 
 
 def _pieces(path: Path, compressed: bool, limits: FileLimits) -> Iterator[bytes]:
-    with _open_bytes(path, compressed, limits) as handle:
+    with open_bytes(path, compressed, limits) as handle:
         while chunk := handle.read(RAW_CHUNK_BYTES):
             yield chunk
 
@@ -259,14 +259,14 @@ def read_csv(
     file's own."""
     csv.field_size_limit(file_format.limits.max_cell_bytes)
     layout = file_format.layout
-    with _open_bytes(path, file_format.compressed, file_format.limits) as raw:
+    with open_bytes(path, file_format.compressed, file_format.limits) as raw:
         text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
         skipped = 0
         try:
             while skipped < layout.skip_leading_lines and text.readline():
                 skipped += 1
         except UnicodeDecodeError as exc:
-            raise _reading_error(path, file_format, exc, skipped + 1, None) from exc
+            raise reading_error(path, file_format, exc, skipped + 1, None) from exc
         reader = csv.reader(text, delimiter=file_format.delimiter, strict=True)
         header: list[str] | None = []
         start, blank_lines = skipped + 1, -1
@@ -275,16 +275,16 @@ def read_csv(
                 start, blank_lines = skipped + reader.line_num + 1, blank_lines + 1
                 header = next(reader, None)
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise _reading_error(path, file_format, exc, start, None) from exc
+            raise reading_error(path, file_format, exc, start, None) from exc
         if header is None:
             raise LoadError("the file is empty: a header line is required", line=skipped + 1)
-        records = Records(reader, len(header), _position_of(raw), blank_lines)
+        records = Records(reader, len(header), position_of(raw), blank_lines)
         records.offset = skipped
         records.trailing = layout.skip_trailing_lines
         records._blanks_at = []
         records.converters = _converters(header, layout)
         records.columns_only = columns_only
-        records.explain = lambda exc, line: _reading_error(path, file_format, exc, line, header)
+        records.explain = lambda exc, line: reading_error(path, file_format, exc, line, header)
         yield header, records
 
 
@@ -406,7 +406,7 @@ class Records:
             yield batch
 
 
-def _position_of(raw: IO[bytes]) -> Callable[[], int]:
+def position_of(raw: IO[bytes]) -> Callable[[], int]:
     """Bytes of the file as stored read so far, for progress."""
     inner = getattr(raw, "raw", None)
     return inner.stored_position if isinstance(inner, LimitedGzip) else raw.tell
@@ -416,7 +416,7 @@ def _malformed(exc: Exception, line: int) -> LoadError:
     return LoadError(f"malformed CSV: {exc}", line=line)
 
 
-def _reading_error(
+def reading_error(
     path: Path, file_format: FileFormat, exc: Exception, line: int, header: list[str] | None
 ) -> LoadError:
     """The reader's error as a LoadError; a value over the cell limit names its column,
@@ -424,7 +424,7 @@ def _reading_error(
     if "field larger than field limit" not in str(exc):
         return _malformed(exc, line)
     limits = file_format.limits
-    with _open_bytes(path, file_format.compressed, limits) as raw:
+    with open_bytes(path, file_format.compressed, limits) as raw:
         text = io.TextIOWrapper(raw, encoding=file_format.codec, newline="")
         for _ in range(line - 1):
             text.readline()

@@ -31,5 +31,5 @@ def bulk_load_for(conn: Connection, table: str, *, file_id: int | None = None) -
 
         if file_id is not None:
             set_file_id(conn, file_id)
-        return PostgresBulkLoad(conn, table)
+        return PostgresBulkLoad(conn, table, file_id=file_id)
     return SqliteBulkLoad(conn, table, file_id=file_id)

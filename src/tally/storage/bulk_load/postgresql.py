@@ -23,7 +23,13 @@ from tally.storage.bulk_load.interface import (
     RowBatches,
     ValueShape,
 )
-from tally.storage.resource_tables.ddl import add_primary_key, create_table, drop_table, sql_type
+from tally.storage.resource_tables.ddl import (
+    create_table,
+    drop_table,
+    finish_fill,
+    prepare_fill,
+    sql_type,
+)
 
 
 def _psycopg(conn: Connection) -> psycopg.Connection[Any]:
@@ -218,8 +224,9 @@ class PostgresBulkLoad(BulkLoad):
     takes_expected = True
     stages_read_rows = True
 
-    def __init__(self, conn: Connection, table: str) -> None:
+    def __init__(self, conn: Connection, table: str, *, file_id: int | None = None) -> None:
         super().__init__(conn, table)
+        self._file_id = file_id  # the rows' `_file_id`, a constant while a new table fills
         self._staging = f"staging_{table}"
         self._raw: RawFile | None = None
         self._expected: Expected | None = None
@@ -238,6 +245,7 @@ class PostgresBulkLoad(BulkLoad):
             create_table(
                 self._conn, self._table, expected.columns, primary_key=False, file_ids=True
             )
+            prepare_fill(self._conn, self._table, self._file_id)
 
         # Values in a declared format go to text first: PostgreSQL would read some
         # (`01/10/2026`, in its DateStyle) as other values than the format says.
@@ -284,7 +292,7 @@ class PostgresBulkLoad(BulkLoad):
                     self._conn, self._table, self._expected.columns, raw, force_null=True
                 )
                 if self._expected.create:  # while the checks still read the file
-                    add_primary_key(self._conn, self._table)
+                    finish_fill(self._conn, self._table, self._copied_rows)
                 self._copied = "table"
                 return
             except psycopg.DataError:  # a value the guessed type refuses: stage instead
