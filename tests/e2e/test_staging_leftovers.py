@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -37,6 +37,7 @@ from support.servers import file_server_app, serve_app
 from support.waiting import eventually
 from tally.core.files import FileStatus
 from tally.runtime import Runtime
+from tally.services.loader.load import PARALLEL_CHECK_MIN_BYTES
 from tally.settings import Settings
 from tally.storage import files
 from tally.storage.blobs import BlobStore
@@ -242,14 +243,26 @@ def writing_transactions(runtime: Runtime) -> int:
         )
 
 
+def large_csv() -> bytes:
+    """A file past PARALLEL_CHECK_MIN_BYTES in few rows (a long memo each): staged as its
+    text beside the process that checks it, converted as its table is filled."""
+    memo = "x" * 560
+    rows = [f"{n},{n % 1000}.{n % 100:02d},{memo}" for n in range(1, 61_000)]
+    content = ("id,amount,memo\n" + "\n".join(rows) + "\n").encode()
+    assert len(content) >= PARALLEL_CHECK_MIN_BYTES
+    return content
+
+
+@pytest.mark.parametrize("content", [lambda: ledger_csv(ROWS), large_csv], ids=["small", "large"])
 def test_a_worker_sweeps_at_start_what_a_killed_admin_load_left(
-    runtime: Runtime, processes: Processes, tmp_path: Path
+    runtime: Runtime, processes: Processes, tmp_path: Path, content: Callable[[], bytes]
 ) -> None:
     """No file record tells a killed `tally admin load` from a running one: its lock
     file does. Killed while it fills its table, it leaves its staging file, lock file
-    and table (SQLite); the next worker to start removes all three."""
+    and table (SQLite); the next worker to start removes all three. A small file's
+    rows are converted in staging; a large one's as they are copied out."""
     csv = tmp_path / "killed.csv"
-    csv.write_bytes(ledger_csv(ROWS))
+    csv.write_bytes(content())
     before = table_names(runtime)
     load = admin_load(runtime, processes, csv)
     loading(runtime, load, before)

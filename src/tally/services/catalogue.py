@@ -26,7 +26,7 @@ from tally.core.limits import DEFAULT_FILE_LIMITS, FileLimits
 from tally.core.names import name_problem
 from tally.core.source_bodies import DeclaredSource
 from tally.services.loader.load import LoadResult, ProgressCallback, load_into
-from tally.services.loader.staged import fill_staged, publish_staged, stage_file
+from tally.services.loader.staged import FillTarget, fill_staged, publish_staged, stage_file
 from tally.services.row_removal import discard_replaced, load_rows
 from tally.storage import accounts, outbox, resources, staging
 from tally.storage.engine import backend_of, write_connection
@@ -194,27 +194,28 @@ class SourceCatalogue:
             encoding = check_source_definition(conn, workspace_id, name, None, encoding)
         # Its scratch is found and removed by a worker's sweep if this process is killed.
         with staging.command_load(self._staging_dir) as scratch:
-            staged = stage_file(
-                scratch.path,
-                None,
-                path,
-                encoding=encoding,
-                limits=self.limits,
-                on_progress=on_progress,
-                declared=columns,
-                layout=layout,
-            )
             filled = scratch.table if columns is None else None  # declared: rows appended
-            with write_connection(self._engine) as conn, staging.attached(conn, scratch.path):
-                try:
-                    if filled is not None:
+            try:
+                staged = stage_file(
+                    scratch.path,
+                    None,
+                    path,
+                    encoding=encoding,
+                    limits=self.limits,
+                    on_progress=on_progress,
+                    declared=columns,
+                    layout=layout,
+                    fill=FillTarget(self._engine, filled) if filled is not None else None,
+                )
+                with write_connection(self._engine) as conn, staging.attached(conn, scratch.path):
+                    if filled is not None and not staged.in_table:
                         fill_staged(conn, staged, filled)
                     with conn.begin():
                         resource = create(conn, encoding)
                         return publish_staged(conn, resource.id, staged, filled)
-                finally:
-                    with conn.begin():
-                        ddl.drop_table(conn, scratch.table)
+            finally:
+                with write_connection(self._engine) as conn, conn.begin():
+                    ddl.drop_table(conn, scratch.table)
 
     def append_file(
         self, resource_id: int, path: Path, on_progress: ProgressCallback | None = None

@@ -23,6 +23,7 @@ from tally.services import file_events
 from tally.services.loader.load import LoadResult, load_into
 from tally.services.loader.pace import LoadPace
 from tally.services.loader.staged import (
+    FillTarget,
     StagingOutdatedError,
     fill_staged,
     publish_staged,
@@ -97,9 +98,10 @@ class FileLoading:
                 encoding=file.encoding or resource.encoding,
                 limits=self._limits,
                 layout=_layout_of(file),
+                fill=FillTarget(self._engine, filled, file.id) if filled is not None else None,
             )
             with write_connection(self._engine) as conn, staging.attached(conn, path):
-                if filled is not None:
+                if filled is not None and not staged.in_table:
                     fill_staged(conn, staged, filled, file_id=file.id)
                 with conn.begin():
                     return _commit(

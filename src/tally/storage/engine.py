@@ -322,6 +322,28 @@ def yield_to_writers(conn: Connection) -> None:
 
 
 @contextmanager
+def unsynced_commits(conn: Connection) -> Iterator[None]:
+    """SQLite: this connection's commits not synced until the block ends (set between its
+    transactions), for rows nothing reads until a later transaction publishes them (a
+    table filled in chunks, then renamed into place). The log is written in order and
+    a sync covers every frame before it, so the publishing commit (synced, as every
+    commit is) makes them durable with it; a crash before it loses an unpublished table
+    at most, never the database's consistency (WAL, `synchronous=NORMAL`). Saves one
+    fsync per chunk."""
+    if backend_of(conn).is_postgresql:
+        yield
+        return
+    driver = conn.connection.dbapi_connection
+    assert driver is not None
+    (level,) = driver.execute("PRAGMA synchronous").fetchone()
+    driver.execute("PRAGMA synchronous=NORMAL")
+    try:
+        yield
+    finally:
+        driver.execute(f"PRAGMA synchronous={int(level)}")
+
+
+@contextmanager
 def job_step(engine: Engine) -> Iterator[Connection]:
     """One write transaction of a long job split into many so that SQLite's write lock
     is never held long: after the writers waiting for it (`yield_to_writers`)."""

@@ -10,8 +10,11 @@ takes no lock of the main database, so reading, checking and converting a file o
 size never makes another writer wait. The main database then receives the converted
 rows, attached by ATTACH (outside a transaction, as SQLite requires), either in chunks
 into a table nothing refers to yet (a source's first file, renamed into place when
-published) or in one INSERT ... SELECT (a later file: rows appended to a live table
-would be seen before they are published).
+published; converted on the way when staged as the file's text, `RAW_TABLE`) or in
+one INSERT ... SELECT (a later file: rows appended to a live table would be seen
+before they are published). Most first files skip the staging file: their rows are
+written straight into that table (services/loader/staged.py), the same leftover if
+killed.
 
 A transformation's run stages its query's rows the same way (`derived_scratch_path`,
 `attached(scratch=True)`: written by the run's own connection), and moves them in
@@ -35,11 +38,12 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.pool import NullPool
 
 from tally.core.columns import Column
-from tally.storage.engine import write_connection, yield_to_writers
+from tally.storage.engine import unsynced_commits, write_connection, yield_to_writers
 from tally.storage.home import make_private_dir, prepare_sqlite_file
 from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table, with_file_id
 
 STAGED_TABLE = "staged_rows"
+RAW_TABLE = "raw_rows"  # a file's rows as its text, when converted as they leave
 STAGE_ALIAS = "stage"
 # Rows moved per transaction into a table not yet published: ~36 ms each for the
 # benchmark's 10 columns with fsync (20,000 rows); writers waiting for the lock go
@@ -262,27 +266,36 @@ def fill_in_chunks(
     columns: Sequence[Column],
     *,
     staged: str = STAGED_TABLE,
+    converted: Sequence[str] | None = None,
     guard: Callable[[Connection], None] | None = None,
     file_id: int | None = None,
 ) -> None:
     """Copy the rows of the staged table `staged` into `table` (nothing reads it yet),
     CHUNK_ROWS per transaction, each after the writers waiting for the lock
     (`yield_to_writers`); `guard` runs first in each transaction (a derived run's
-    lease). `file_id`: a source's file, every row's `_file_id`."""
-    names = ", ".join([ROW_ID, *(c.physical for c in columns)])
-    into, values = with_file_id(names, names, file_id)
+    lease). `converted`: the SQL reading each column's value out of a staged row (the
+    raw text of a file's rows, converted on the way); by default the column of the same
+    name. `file_id`: a source's file, every row's `_file_id`.
+
+    Nothing reads `table` before a later transaction publishes it: the chunks commit
+    without a sync of their own (`unsynced_commits`)."""
+    physical = [c.physical for c in columns]
+    into, values = with_file_id(
+        ", ".join([ROW_ID, *physical]), ", ".join([ROW_ID, *(converted or physical)]), file_id
+    )
     with conn.begin():
         low, high = staged_row_ids(conn, staged)
-    for start in range(low, high + 1, CHUNK_ROWS):
-        yield_to_writers(conn)
-        with conn.begin():
-            if guard is not None:
-                guard(conn)
-            conn.exec_driver_sql(
-                f"INSERT INTO {table} ({into}) SELECT {values} FROM "
-                f"{STAGE_ALIAS}.{staged} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
-                (start, start + CHUNK_ROWS),
-            )
+    with unsynced_commits(conn):
+        for start in range(low, high + 1, CHUNK_ROWS):
+            yield_to_writers(conn)
+            with conn.begin():
+                if guard is not None:
+                    guard(conn)
+                conn.exec_driver_sql(
+                    f"INSERT INTO {table} ({into}) SELECT {values} FROM "
+                    f"{STAGE_ALIAS}.{staged} WHERE {ROW_ID} >= ? AND {ROW_ID} < ?",
+                    (start, start + CHUNK_ROWS),
+                )
 
 
 def append_staged(

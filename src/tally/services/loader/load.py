@@ -408,6 +408,18 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
             return Expected(tuple(_match_header(header, resource.columns)), create=False)
         except LoadError:
             return None  # pass 1 reports it
+    guessed = guessed_columns(head)
+    return None if guessed is None else Expected(guessed[0], create=True)
+
+
+def guessed_columns(head: FileHead) -> tuple[tuple[Column, ...], dict[str, ValueShape]] | None:
+    """A placeholder's columns as the file's first rows (`head`) suggest, in the file's
+    order, and the shapes that convert their values: empty values allowed anywhere;
+    decimals of one scale and plain timestamps as far as the head tells (the cheaper
+    conversions: pass 1 says whether they hold for the whole file). None when a column
+    has no value there (any type may follow) or the header is refused (pass 1 reports
+    it)."""
+    header = head.header
     try:
         check_header(header)
     except LoadError:
@@ -418,11 +430,19 @@ def expected_columns(head: FileHead, resource: Resource) -> Expected | None:
             guess.observe(values)
     if any(guess.shape is None for guess in guesses):
         return None
-    columns = (
+    columns = tuple(
         Column(name, f"c{position}", *guess.resolve())
         for position, (name, guess) in enumerate(zip(header, guesses, strict=True))
     )
-    return Expected(tuple(columns), create=True)
+    shapes = {
+        c.physical: ValueShape(
+            has_empty=True,
+            uniform_scale=guess.uniform_scale,
+            plain_timestamps=guess.plain_timestamps,
+        )
+        for c, guess in zip(columns, guesses, strict=True)
+    }
+    return columns, shapes
 
 
 def _known_expected(header: Sequence[str], known: tuple[Column, ...] | None) -> Expected | None:

@@ -1,6 +1,7 @@
 """SQLite's bulk load: the checked rows appended by one `executemany` per batch, converted
 in SQL; for a large file, the raw rows staged while another process checks them, then
-converted by one INSERT ... SELECT."""
+converted by one INSERT ... SELECT (or, from a staging file, as they are copied out of it:
+`take_staged`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tally.storage.bulk_load.interface import (
     RowBatches,
     ValueShape,
 )
-from tally.storage.resource_tables.ddl import with_file_id
+from tally.storage.engine import unsynced_commits, yield_to_writers
+from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table, with_file_id
 
 
 def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
@@ -43,6 +45,23 @@ def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
         # already canonical but for a ' ' separator or a 'Z'
         return f"replace(substr({maybe_null}, 1, 19), ' ', 'T')"
     return maybe_null
+
+
+def covers(taken: ValueShape, found: ValueShape, column: Column) -> bool:
+    """Whether the conversion chosen for the shape `taken` is exact for every value of
+    `column` whose shape is `found`: no empty value, one scale, plain timestamps only
+    where `taken` counted on it."""
+    return (
+        (taken.has_empty or not found.has_empty)
+        and (
+            found.uniform_scale or not taken.uniform_scale or column.type is not ColumnType.DECIMAL
+        )
+        and (
+            found.plain_timestamps
+            or not taken.plain_timestamps
+            or column.type is not ColumnType.TIMESTAMP
+        )
+    )
 
 
 class SqliteAppender:
@@ -87,22 +106,34 @@ class SqliteAppender:
 
 class SqliteBulkLoad(BulkLoad):
     """SQLite: while another process checks the file, this one copies the raw rows into
-    a temporary table (SQLite has no COPY; a plain `executemany` of text is its fastest
-    insert); once the types are known, one INSERT ... SELECT converts them."""
+    a table of their own (SQLite has no COPY; a plain `executemany` of text is its
+    fastest insert); once the types are known, one INSERT ... SELECT converts them.
+    `raw_table`: that table, in the connection's main database (a staging file's, read
+    afterwards by another connection: `take_staged`); by default a temporary table."""
 
     stages_rows = True
 
-    def __init__(self, conn: Connection, table: str, *, file_id: int | None = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        table: str,
+        *,
+        file_id: int | None = None,
+        raw_table: str | None = None,
+    ) -> None:
         super().__init__(conn, table)
-        self._staging = f"staging_{table}"
+        self._staging = raw_table or f"temp.staging_{table}"
         self._staged_rows: int | None = None
         self._file_id = file_id
 
     def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
         names = ", ".join(f"s{i}" for i in range(width))
-        self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{self._staging}")
-        self._conn.exec_driver_sql(f"CREATE TEMP TABLE {self._staging} ({names})")
-        insert = f"INSERT INTO temp.{self._staging} VALUES ({', '.join('?' * width)})"
+        self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self._staging}")
+        # the row id in the file's order, 1 up (`take_staged`'s readers copy it in ranges)
+        self._conn.exec_driver_sql(
+            f"CREATE TABLE {self._staging} ({ROW_ID} INTEGER PRIMARY KEY, {names})"
+        )
+        insert = f"INSERT INTO {self._staging} ({names}) VALUES ({', '.join('?' * width)})"
         driver = self._conn.connection.dbapi_connection
         assert driver is not None
         cursor = driver.cursor()
@@ -121,28 +152,46 @@ class SqliteBulkLoad(BulkLoad):
             self._drop_staging()  # cannot happen with one parser; checked all the same
         return False
 
+    def take_staged(
+        self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape]
+    ) -> tuple[str, ...] | None:
+        """The staged raw rows handed over, unconverted, to be read from `raw_table`
+        afterwards: the SQL turning them into each column's stored value (of `ordered`,
+        the file's order), over the staged columns. None, and nothing handed over, when
+        nothing was staged or a column needs Python to convert."""
+        conversion = self._conversion(ordered, shapes)
+        if conversion is not None:
+            self._staged_rows = None  # the caller's now: `abort` leaves it
+        return conversion
+
+    def _conversion(
+        self, ordered: Sequence[Column], shapes: Mapping[str, ValueShape]
+    ) -> tuple[str, ...] | None:
+        shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
+        needs_python = any(
+            c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps for c, shape in shaped
+        )
+        if self._staged_rows is None or needs_python:
+            return None
+        return tuple(_sqlite_expression(c, f"s{i}", shape) for i, (c, shape) in enumerate(shaped))
+
     def append(
         self,
         ordered: Sequence[Column],
         shapes: Mapping[str, ValueShape],
         batches: RowBatches,
     ) -> None:
-        shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
-        needs_python = any(
-            c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps for c, shape in shaped
-        )
-        if self._staged_rows is None or needs_python:
+        conversion = self._conversion(ordered, shapes)
+        if conversion is None:
             self._drop_staging()
             self._append_batches(ordered, shapes, batches)
             return
         names, values = with_file_id(
-            ", ".join(c.physical for c in ordered),
-            ", ".join(_sqlite_expression(c, f"s{i}", shape) for i, (c, shape) in enumerate(shaped)),
-            self._file_id,
+            ", ".join(c.physical for c in ordered), ", ".join(conversion), self._file_id
         )
         self._conn.exec_driver_sql(
             f"INSERT INTO {self._table} ({names}) SELECT {values} "
-            f"FROM temp.{self._staging} ORDER BY rowid"
+            f"FROM {self._staging} ORDER BY {ROW_ID}"
         )
         self._drop_staging()
 
@@ -162,9 +211,72 @@ class SqliteBulkLoad(BulkLoad):
 
     def _drop_staging(self) -> None:
         if self._staged_rows is not None:
-            self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{self._staging}")
+            self._conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self._staging}")
             self._staged_rows = None
 
     def abort(self) -> None:
         """Called when the load ends, whichever way."""
         self._drop_staging()
+
+
+class SqliteTableFill(BulkLoad):
+    """SQLite, a placeholder's file: its rows written straight into `table`, the table to
+    be published (nothing reads it until then), converted for the `Expected` columns and
+    `shapes` (the checks' own, or while a large file is checked, what its head suggests).
+    In short transactions of the main database, each after the writers waiting
+    (decision 0017), unsynced (`unsynced_commits`); `conn` is a write connection outside
+    any transaction. `keep` tells whether the checks settled those columns; `abort`
+    drops the table otherwise."""
+
+    stages_rows = True
+
+    def __init__(
+        self,
+        conn: Connection,
+        table: str,
+        shapes: Mapping[str, ValueShape],
+        *,
+        file_id: int | None = None,
+    ) -> None:
+        super().__init__(conn, table)
+        self._shapes = shapes
+        self._file_id = file_id
+        self._columns: tuple[Column, ...] | None = None
+        self._rows = 0
+        self._kept = False
+
+    def stage_rows(self, batches: RowBatches, width: int, expected: Expected | None = None) -> None:
+        assert expected is not None
+        assert expected.create
+        conn, table = self._conn, self._table
+        with conn.begin():
+            drop_table(conn, table)
+            create_table(conn, table, expected.columns, file_ids=True)
+        self._columns = expected.columns
+        appender = SqliteAppender(conn, table, expected.columns, self._shapes, self._file_id)
+        try:
+            with unsynced_commits(conn), batches() as stream:
+                for batch in stream:
+                    yield_to_writers(conn)
+                    with conn.begin():
+                        appender.append(batch)
+                    self._rows += len(batch)
+        finally:
+            appender.close()
+
+    def keep(self, columns: Sequence[Column], shapes: Mapping[str, ValueShape], rows: int) -> bool:
+        """Whether the rows written serve: the checks settled the same `columns` (the
+        file's order), as many rows, and every value has the shape its conversion took
+        (`covers`)."""
+        self._kept = (
+            self._columns == tuple(columns)
+            and self._rows == rows
+            and all(covers(self._shapes[c.physical], shapes[c.physical], c) for c in columns)
+        )
+        return self._kept
+
+    def abort(self) -> None:
+        """Called when the load ends, whichever way: the table goes unless kept."""
+        if self._columns is not None and not self._kept:
+            with self._conn.begin():
+                drop_table(self._conn, self._table)
