@@ -117,7 +117,11 @@ def _labelled_values(fields: Sequence[Column], prefix: str) -> sa.Select[Any] | 
 
 
 def rendered_rows(
-    source: sa.TableClause, fields: Sequence[Column], prefix: str, postgresql: bool, stored: bool
+    source: sa.TableClause | sa.Subquery,
+    fields: Sequence[Column],
+    prefix: str,
+    postgresql: bool,
+    stored: bool,
 ) -> tuple[sa.ColumnElement[Any], sa.FromClause]:
     """Each row's JSON object text, and the FROM clause it needs; with `stored` (the
     page shows whole rows) the row's stored text where it has one.
