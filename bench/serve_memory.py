@@ -53,6 +53,7 @@ from tally_target import Home, fresh_home  # noqa: E402
 
 STATUS_FIELDS = ("RssAnon", "RssFile", "RssShmem", "VmHWM")
 ROLLUP_FIELDS = ("Pss", "Private_Dirty", "Private_Clean")
+UNKNOWN_CLIENT = "another client"  # not (or not yet) seen among tally's processes
 
 
 def settings() -> dict[str, Any]:
@@ -81,8 +82,10 @@ def read_kib(path: str, names: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def role(pid: int, api_pid: int) -> str:
-    """What a process of the server or of the cluster is, from its command line."""
+def role(pid: int, api_pid: int, clients: dict[int, str] | None = None) -> str:
+    """What a process of the server or of the cluster is, from its command line; a
+    PostgreSQL backend is named by the process at the other end of its connection
+    (`clients`: local TCP port -> role), so each tally process's backends are counted."""
     if pid == api_pid:
         return "API process (+ its worker)"
     try:
@@ -97,10 +100,46 @@ def role(pid: int, api_pid: int) -> str:
     if text.startswith("postgres:"):
         title = text.removeprefix("postgres:").strip()
         # a client backend's title is "user database host(port) state"
-        return "postgres backend" if "(" in title else f"postgres {title.split()[0]}"
+        if "(" not in title:
+            return f"postgres {title.split()[0]}"
+        port = int(title.split("(", 1)[1].split(")", 1)[0])
+        return f"postgres backend of {(clients or {}).get(port, UNKNOWN_CLIENT)}"
     if "postgres" in text:
         return "postmaster"
     return text[:60]
+
+
+def tcp_ports_by_inode() -> dict[int, int]:
+    """Socket inode -> local port of every TCP socket on the machine (/proc/net/tcp*)."""
+    out: dict[int, int] = {}
+    for name in ("tcp", "tcp6"):
+        with open(f"/proc/net/{name}") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                out[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+    return out
+
+
+def client_ports(roles: dict[int, str]) -> dict[int, str]:
+    """Local TCP port -> the role of the tally process holding that socket."""
+    inodes = tcp_ports_by_inode()
+    out: dict[int, str] = {}
+    for pid, name in roles.items():
+        if name.startswith("post"):
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and (inode := int(target[8:-1])) in inodes:
+                out[inodes[inode]] = f"{name} {pid}"
+    return out
 
 
 @dataclass
@@ -138,9 +177,12 @@ class MemoryWatch(threading.Thread):
                 sample |= read_kib(f"/proc/{pid}/smaps_rollup", ROLLUP_FIELDS)
             except (OSError, ValueError):
                 continue
-            if pid not in self._roles:
-                self._roles[pid] = role(pid, self.api_pid)
+            if pid not in self._roles or self._roles[pid].endswith(UNKNOWN_CLIENT):
+                # a backend's client may not have been seen yet: named again next time
+                clients = client_ports(self._roles) if pid not in self.db_pids else None
+                self._roles[pid] = role(pid, self.api_pid, clients)
             peak = self.peaks.setdefault(pid, Peak(self._roles[pid]))
+            peak.role = self._roles[pid]
             peak.update(sample)
             heaps = self.phase_heaps.setdefault(self.phase, {})
             heaps[pid] = max(heaps.get(pid, 0), sample.get("RssAnon", 0))
@@ -181,7 +223,9 @@ def drive(cfg: run.Config, server: tt.Server, tenant: dict[str, Any], rid: int, 
     proc = procs.spawn(cmd, env=cfg.kit_env(), cwd=REPO, log_path=cfg.logs / f"driver-{q}.log")
     procs.wait(proc, tt.DRIVER_TIMEOUT_SECONDS)
     figures = json.loads(out.with_suffix(".json").read_text())["queries"][q]
-    return {k: figures.get(k) for k in ("rps", "server_cpu_ms_per_request", "valid")}
+    kept = ("rps", "server_cpu_ms_per_request", "valid", "server_peak_rss_mb")
+    # Q6 (the export) reports rows per second and the server's CPU for the whole export
+    return {k: figures.get(k) for k in (*kept, "rows_per_s", "server_cpu_s")}
 
 
 def measure(cfg: run.Config, mem: dict[str, Any], backend: str) -> dict[str, Any]:
@@ -254,7 +298,14 @@ def report(rec: dict[str, Any]) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     processes = rec["processes"].values()
     hwm = sum(p["kib"].get("VmHWM", 0) for p in processes if "post" not in p["role"])
-    lines += ["", f"Sum of tally's processes' VmHWM (the kit's figure): {_mb(hwm)} MB", ""]
+    kit = [q.get("server_peak_rss_mb") or 0 for q in rec["queries"].values()]
+    lines += [
+        "",
+        f"Sum of tally's processes' VmHWM: {_mb(hwm)} MB; the kit's figure, as its driver "
+        f"read it after each query (on PostgreSQL with the cluster's processes), at most "
+        f"{max(kit, default=0):,.0f} MB",
+        "",
+    ]
     lines += [
         "| phase | tally RSS | tally heap (RssAnon) | tally Pss | database heap | database Pss "
         "| req/s | server CPU ms/req |",
@@ -264,7 +315,10 @@ def report(rec: dict[str, Any]) -> str:
         q = rec["queries"].get(phase, {})
         cells = [_mb(sums.get(k)) for k in ("tally_rss", "tally_anon", "tally_pss")]
         cells += [_mb(sums.get(k)) if sums.get(k) else "-" for k in ("db_anon", "db_pss")]
-        cells += [str(q.get("rps", "-")), str(q.get("server_cpu_ms_per_request", "-"))]
+        if q.get("rows_per_s") is not None:  # the export: rows/s, its whole CPU
+            cells += [f"{q['rows_per_s']} rows/s", f"{q.get('server_cpu_s')} s in all"]
+        else:
+            cells += [str(q.get("rps", "-")), str(q.get("server_cpu_ms_per_request", "-"))]
         lines.append(f"| {phase} | " + " | ".join(cells) + " |")
     load = rec.get("load", {})
     lines += [

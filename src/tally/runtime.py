@@ -347,9 +347,8 @@ def build_query_process_service(settings: Settings) -> DataQueryService:
 
 
 def query_process_engine(settings: Settings) -> Engine:
-    """One connection (a query process runs one query at a time), reading SQLite
-    through a memory map: many small reads of the same hot pages (decision 0020)."""
-    return create_database_engine(settings.effective_database_url(), pool_size=1, mapped=True)
+    """One connection (a query process runs one query at a time)."""
+    return create_database_engine(settings.effective_database_url(), pool_size=1)
 
 
 def _configure_logging(settings: Settings) -> None:

@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 from tally.core.columns import ROW_COLUMN, Column, ColumnType
 from tally.core.filters import Condition, Operator, Ordering
 from tally.processes.allocator import return_freed_memory
-from tally.storage.engine import snapshot_connection
+from tally.storage.engine import not_pooled, snapshot_connection
 from tally.storage.resource_tables.column_values import read_column, read_row_ids
 from tally.storage.resources import Resource, find_resource
 
@@ -274,7 +274,7 @@ def build_snapshot(
     OverBudgetError as soon as the columns built pass `max_bytes`: a wide resource's
     whole snapshot (27 columns of 1.1M rows) would be built, over the budget, only to
     be dropped, its connection held all the while."""
-    with snapshot_connection(engine) as conn, conn.begin():
+    with not_pooled(snapshot_connection(engine)) as conn, conn.begin():
         current = find_resource(conn, resource.id)
         if current is None or current.data_version != resource.data_version:
             return None

@@ -33,18 +33,17 @@ WRITERS = "tally_writers"  # a pooled connection's `info` key: its lock file's d
 # for SQLite's lock: under a steady stream of them it goes on regardless, one
 # transaction at a time, so it always ends.
 LONGEST_YIELD_SECONDS = 0.25
-# How a connection reads, by whether its engine is mapped. Mapped pages are the
-# kernel's page cache, shared, yet they count in the process's RSS as long as the
-# connection lives: a reconciliation's run showed 1.8 GB, 1 GB of it the map, and what
-# it needed could not be told. Unmapped, a whole-table scan takes as long (a 384 MB
-# table: 0.20 s, against 0.19 s mapped) and a connection's private cache is the
-# process's only copy of the file's pages; what it costs is in decision 0020. 16 MiB is
-# also what a load wants: with 64 MiB its dirty pages filled the cache as the file grew
-# (1M rows: 151 MB peak heap, against 101 MB with 16 MiB, as fast).
-SQLITE_READS = {
-    True: ("cache_size=-65536", "mmap_size=1073741824"),
-    False: ("cache_size=-16384", "mmap_size=0"),
-}
+# How every connection reads: through its own 16 MiB page cache, with no memory map of
+# the database. Mapped pages are the kernel's page cache, shared, yet they count in the
+# RSS of every process that maps them for as long as the connection lives: a
+# reconciliation's run showed 1.8 GB, 1 GB of it the map (decision 0020), and under the
+# Data API benchmark each of the two query processes counted up to 730 MB of it (issue
+# #36; the benchmark's sum 1.7 GB, 0.8 GB unmapped). Unmapped, a read is a copy out of
+# the same kernel page cache: a whole-table scan takes as long (a 384 MB table: 0.20 s,
+# against 0.19 s mapped) and the Data API spent no more CPU per request (decision 0020,
+# its later note). 16 MiB is also what a load wants: with 64 MiB its dirty pages filled
+# the cache as the file grew (1M rows: 151 MB peak heap, against 101 MB, as fast).
+SQLITE_READS = ("cache_size=-16384", "mmap_size=0")
 WRITE_OPTION = "tally_write"
 IN_LINE = "tally_in_line"  # a pooled connection's `info` key: it holds its database's turn
 JOB_NEXT = "tally_job_next"  # `info` key: its next transaction is a long job's (no turn)
@@ -101,6 +100,13 @@ PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c da
 
 
 POOL_TIMEOUT_SECONDS = 30.0  # SQLAlchemy's own default
+# Pools hand out the connection returned last, not the one idle longest: a job's many
+# short transactions (a load's row text, batch after batch) then run on one connection
+# instead of going round every idle one. Round the pool, each of the API process's ten
+# PostgreSQL backends read its share of a 1M-row table and kept the shared buffers it
+# touched in its RSS (~140 MB each, issue #36), and on SQLite each connection's page
+# cache filled; the connections idle at the bottom of the stack stay small.
+POOL_USE_LIFO = True
 
 
 def create_database_engine(
@@ -109,14 +115,11 @@ def create_database_engine(
     pool_size: int = 10,
     overflow: bool = True,
     pool_timeout: float = POOL_TIMEOUT_SECONDS,
-    mapped: bool = False,
 ) -> Engine:
     """`overflow`: past `pool_size`, more connections are opened for a while (SQLite 4x,
     PostgreSQL 1x); without it, `pool_size` is all an engine has (a pool of its own for
     one use: previews, the notification intake). Asking for one waits at most
-    `pool_timeout`, then is BusyError (db_errors.BusyQueuePool). `mapped`: SQLite reads
-    through a memory map of the database (query processes, whose many small reads of hot
-    pages it serves best); see `SQLITE_READS`."""
+    `pool_timeout`, then is BusyError (db_errors.BusyQueuePool)."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = Path(url.removeprefix("sqlite:///"))
@@ -127,9 +130,10 @@ def create_database_engine(
             pool_size=pool_size,
             max_overflow=pool_size * 4 if overflow else 0,
             pool_timeout=pool_timeout,
+            pool_use_lifo=POOL_USE_LIFO,
             connect_args={"check_same_thread": False, "timeout": 30},
         )
-        _configure_sqlite(engine, path, SQLITE_READS[mapped])
+        _configure_sqlite(engine, path)
         return engine
     # No pre-ping: it costs a round trip per request. A connection found dead fails that
     # request with 503 and SQLAlchemy then invalidates the pool.
@@ -139,6 +143,7 @@ def create_database_engine(
         pool_size=pool_size,
         max_overflow=pool_size if overflow else 0,
         pool_timeout=pool_timeout,
+        pool_use_lifo=POOL_USE_LIFO,
         connect_args={"options": PG_SESSION_OPTIONS},
     )
 
@@ -147,7 +152,7 @@ def backend_of(engine: Engine | Connection) -> Backend:
     return Backend(is_postgresql=engine.dialect.name == "postgresql")
 
 
-def _configure_sqlite(engine: Engine, path: Path, reads: tuple[str, ...]) -> None:
+def _configure_sqlite(engine: Engine, path: Path) -> None:
     writers = path.with_name(path.name + WRITERS_SUFFIX)
     prepare_sqlite_file(writers)  # created 0600, as every file of TALLY_HOME
 
@@ -162,7 +167,7 @@ def _configure_sqlite(engine: Engine, path: Path, reads: tuple[str, ...]) -> Non
             "synchronous=FULL",  # a commit survives power loss: nothing accepted is lost
             "foreign_keys=ON",
             f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-            *reads,
+            *SQLITE_READS,
             "wal_autocheckpoint=0",  # a thread of its own does it (storage/wal_checkpoints.py)
         ):
             cursor.execute(f"PRAGMA {pragma}")
@@ -275,6 +280,22 @@ def snapshot_connection(engine: Engine) -> Connection:
     if backend_of(conn).is_postgresql:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
     return conn
+
+
+@contextmanager
+def not_pooled(conn: Connection) -> Iterator[Connection]:
+    """`conn`, closed once done instead of going back to its pool, on PostgreSQL: for
+    work that reads a whole table (an index build, a column snapshot). Its backend
+    would keep what that work touched, every shared buffer in its RSS and the sort's
+    memory its allocator holds, for as long as the pooled connection lives (issue #36:
+    a snapshot's backend kept 288 MB, 103 MB of it its own). A new connection costs a
+    few milliseconds; SQLite's is returned to the pool as usual."""
+    with conn:
+        try:
+            yield conn
+        finally:
+            if backend_of(conn).is_postgresql:
+                conn.invalidate()
 
 
 def autocommit_connection(engine: Engine) -> Connection:

@@ -11,7 +11,13 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import autocommit_connection, backend_of, job_step, write_connection
+from tally.storage.engine import (
+    autocommit_connection,
+    backend_of,
+    job_step,
+    not_pooled,
+    write_connection,
+)
 from tally.storage.resource_tables.stored_types import bind_type
 
 ROW_ID = "_row_id"
@@ -236,7 +242,7 @@ def build_indexes_in_steps(
     all (decision 0013), and the statistics come at the end. `guard` runs first in each
     transaction (a derived run checks there that it still holds its lease)."""
     if backend_of(engine).is_postgresql:
-        with engine.begin() as conn:
+        with not_pooled(engine.connect()) as conn, conn.begin():  # ANALYZE reads the table
             if guard is not None:
                 guard(conn)
             build_indexes(conn, table, columns, names=names, partial=partial)
@@ -302,7 +308,7 @@ def _build_postgresql_indexes(
     shares = [statements[i::PG_INDEX_SESSIONS] for i in range(PG_INDEX_SESSIONS)]
 
     def build(share: Sequence[str]) -> None:
-        with engine.begin() as conn:
+        with not_pooled(engine.connect()) as conn, conn.begin():
             conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{PG_INDEX_SORT_MEMORY}'")
             conn.exec_driver_sql("SET LOCAL max_parallel_maintenance_workers = 0")
             for statement in share:
@@ -318,7 +324,7 @@ def vacuum(engine: Engine, table: str) -> None:
     OFFSETs over an ordering index) skip the heap. Runs outside any transaction."""
     if engine.dialect.name != "postgresql":
         return
-    with autocommit_connection(engine) as conn:
+    with not_pooled(autocommit_connection(engine)) as conn:
         conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
 
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from tally.core.columns import Column, ColumnType
-from tally.storage.engine import job_step
+from tally.storage.engine import not_pooled, write_connection, yield_to_writers
 from tally.storage.resource_tables.ddl import ROW_ID, ROW_JSON
 
 ROW_JSON_BATCH_ROWS = 50_000  # rows given their JSON text per transaction (PostgreSQL)
@@ -181,14 +181,17 @@ def store_row_json(
         return 0
     stored = 0
     rows = ROW_JSON_BATCH_ROWS if postgresql else SQLITE_ROW_JSON_BATCH_ROWS
-    for start in range(low, high + 1, rows):
-        batch = (
-            sa.update(source)
-            .where(row_id >= start, row_id < start + rows, row_json.is_(None))
-            .values({ROW_JSON: text})
-        )
-        with job_step(engine) as conn:
-            if guard is not None:
-                guard(conn)
-            stored += conn.execute(batch).rowcount
+    # one connection for every batch, closed after on PostgreSQL (it read the table)
+    with not_pooled(write_connection(engine)) as conn:
+        for start in range(low, high + 1, rows):
+            batch = (
+                sa.update(source)
+                .where(row_id >= start, row_id < start + rows, row_json.is_(None))
+                .values({ROW_JSON: text})
+            )
+            yield_to_writers(conn)  # what `job_step` does, on the same connection
+            with conn.begin():
+                if guard is not None:
+                    guard(conn)
+                stored += conn.execute(batch).rowcount
     return stored
