@@ -16,7 +16,8 @@ server (and of the PostgreSQL cluster) from /proc every BENCH_MEMORY_SAMPLE_SECO
 (0.2): `status` (RssAnon, RssFile, RssShmem, VmHWM) and `smaps_rollup` (Pss, the
 process's share of every page it maps). Each process is named by its role: the API
 process (with `tally serve`'s own worker), a query process, multiprocessing's resource
-tracker, PostgreSQL's backends and helpers.
+tracker, PostgreSQL's helpers, and each backend by the tally process at the other end
+of its connection (its client port), so each process's backends can be counted.
 
 Why two sums: the kit's driver reports the sum of every process's VmHWM, which counts a
 page mapped by several processes once in each (SQLite's memory-mapped database in every

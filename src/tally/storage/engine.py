@@ -100,12 +100,11 @@ PG_SESSION_OPTIONS = "-c plan_cache_mode=force_custom_plan -c timezone=UTC -c da
 
 
 POOL_TIMEOUT_SECONDS = 30.0  # SQLAlchemy's own default
-# Pools hand out the connection returned last, not the one idle longest: a job's many
-# short transactions (a load's row text, batch after batch) then run on one connection
-# instead of going round every idle one. Round the pool, each of the API process's ten
-# PostgreSQL backends read its share of a 1M-row table and kept the shared buffers it
-# touched in its RSS (~140 MB each, issue #36), and on SQLite each connection's page
-# cache filled; the connections idle at the bottom of the stack stay small.
+# Pools hand out the connection returned last, not the one idle longest, so work does
+# not go round every idle connection: the API process's pool kept seven PostgreSQL
+# backends, five of them 150-220 MB, each holding the shared buffers it had touched
+# (issue #36), and on SQLite each connection's page cache fills. Measured only together
+# with `not_pooled`, which closed most of those.
 POOL_USE_LIFO = True
 
 
