@@ -86,9 +86,7 @@ class Worker:
                 delivery.fail_crashed(file, error, worker=worker)
         return True
 
-    def _loop(self, n: int) -> None:
-        worker = f"{socket.gethostname()}:{os.getpid()}:{n}"
-        jobs = self._jobs(worker)
+    def _loop(self, worker: str, jobs: list[Job]) -> None:
         while not self.stopping.is_set():
             did_work = False
             for job in jobs:
@@ -134,7 +132,14 @@ class Worker:
         listener = threading.Thread(target=self._listen, name="tally-worker-listen", daemon=True)
         listener.start()
         for n in range(self._concurrency):
-            thread = threading.Thread(target=self._loop, args=(n,), name=f"tally-worker-{n}")
+            worker = f"{socket.gethostname()}:{os.getpid()}:{n}"
+            # The jobs' services are built here, before the first thread starts (the runtime
+            # builds each on first use): a thread starts claiming at once, as it did
+            # when the runtime built them all at the start (issue #36).
+            jobs = self._jobs(worker)
+            thread = threading.Thread(
+                target=self._loop, args=(worker, jobs), name=f"tally-worker-{n}"
+            )
             thread.start()
             self._threads.append(thread)
         log.info("worker_started", extra={"concurrency": self._concurrency})
