@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine
 
 from support.awkward import AWKWARD, QUERIES
-from support.factories import Tenant, make_source, read_body, write_file
+from support.factories import Tenant, make_source, read_body, read_data, write_file
 from tally.runtime import Runtime
 from tally.services.catalogue import SourceCatalogue
 from tally.services.loader.load import load_into
@@ -72,6 +72,35 @@ def test_a_page_of_whole_rows_reads_the_stored_text(runtime: Runtime, tenant: Te
     assert b'"memo":"stored"' in read_body(runtime, tenant, resource.id, fields="id,memo")
     assert b'"memo":"a"' in read_body(runtime, tenant, resource.id, fields="memo,id")
     assert b'"memo":"a"' in read_body(runtime, tenant, resource.id, fields="memo")
+
+
+@pytest.mark.parametrize("ordering", [None, "-id", "memo"])
+def test_a_page_chosen_by_another_column_has_exactly_its_rows(
+    runtime: Runtime, tenant: Tenant, ordering: str | None
+) -> None:
+    """A filter on a column other than the ordering reads the rows to choose them; on
+    PostgreSQL the page's values are carried out of that choice (pages.
+    _rendered_after_choosing). Whole rows (stored text or rendered) and chosen fields,
+    system columns among them, are the filter's rows in order, on every page."""
+    rows = "".join(f"{n},{n % 3},m{n:02}\n" for n in range(1, 41))
+    resource = make_source(runtime.engine, tenant, "id,kind,memo\n" + rows)
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE {resource.table_name} SET _json = NULL WHERE _row_id IN (2, 4, 7, 9, 12, 30)"
+        )
+    everything = read_data(runtime, tenant, resource.id, ordering=ordering)
+    kept = [row for row in everything if row["kind"] == 1]
+    with_system = read_data(runtime, tenant, resource.id, fields="kind,memo,_row,_file_id")
+    system = {row["memo"]: row for row in with_system}
+    for page in (1, 2, 3):
+        query = {"filters": [("kind", "1")], "ordering": ordering, "page": page, "page_size": 5}
+        expected = kept[(page - 1) * 5 : page * 5]
+        assert read_data(runtime, tenant, resource.id, **query) == expected
+        chosen = read_data(runtime, tenant, resource.id, fields="memo,_row,_file_id", **query)
+        assert chosen == [
+            {name: system[row["memo"]][name] for name in ("memo", "_row", "_file_id")}
+            for row in expected
+        ]
 
 
 def test_a_load_leaves_its_rows_to_the_workers_job(runtime: Runtime, tenant: Tenant) -> None:
