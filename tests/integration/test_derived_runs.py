@@ -582,6 +582,43 @@ def test_run_now_waits_for_the_run_another_worker_holds(runtime: Runtime, tenant
     assert output_resource(runtime, record).row_count == 6
 
 
+def test_run_now_takes_a_run_claimed_after_its_wish_whatever_its_clock_said(
+    runtime: Runtime, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker reads its clock, then claims: its claim can land after run_now's wish
+    was written, on an earlier wish the new one joined, with a start time before the
+    wish's. That run read everything the wish was for: run_now returns it, not
+    "the run did not finish" (seen in CI, a console test's `tally serve` beside it)."""
+    record = reconciled(runtime, tenant)
+    with write_connection(runtime.engine) as conn, conn.begin():
+        derived_records.request_run(conn, record.id, utc_now())  # an earlier wish
+    clock_read = utc_now()  # the other worker's, before run_now's wish
+    claim = runtime.derived._claim
+
+    def other_worker_first(worker: str, only: int | None) -> DerivedRecord | None:
+        monkeypatch.setattr(runtime.derived, "_claim", claim)
+        with write_connection(runtime.engine) as conn, conn.begin():
+            held = derived_records.claim_due(
+                conn, worker="other", now=clock_read, lease_seconds=30, phase=STARTING
+            )
+            assert held is not None
+            derived_records.record_success(
+                conn,
+                record.id,
+                now=utc_now(),
+                last_run={"started_at": clock_read.isoformat()},
+                output_digest="other",
+                run_basis=None,
+            )
+        return None
+
+    monkeypatch.setattr(runtime.derived, "_claim", other_worker_first)
+    done = run_now(runtime, record)
+
+    assert done.last_run == {"started_at": clock_read.isoformat()}
+    assert done.state == "idle"
+
+
 @pytest.mark.parametrize("long_name", [False, True])
 def test_stored_text_of_awkward_rows_is_what_a_page_renders(
     runtime: Runtime, tenant: Tenant, long_name: bool

@@ -162,13 +162,23 @@ class DerivedRuns:
             if derived_records.find_derived(conn, derived_id, kind) is None:
                 raise ResourceNotFoundError()
             derived_records.request_run(conn, derived_id, asked)
+            # Read after the wish, in its transaction (the row is ours until it commits):
+            # when no run is under way, the next run to end was claimed after the wish
+            # was written, whatever the time its claim took before its statement (a
+            # claim due on an earlier wish, which this one joined, can start "before"
+            # `asked`).
+            wished = derived_records.find_derived(conn, derived_id, kind)
+        assert wished is not None
+        before = _started(wished)
         deadline = time.monotonic() + self.policy.wait_seconds
         while True:
             record = self._claim(worker, only=derived_id)
             if record is not None:
                 self._run(record, worker)
             current = self._get(derived_id)
-            if _ran_since(current, asked):
+            if _ran_since(current, asked) or (
+                wished.state != "running" and _started(current) not in (None, before)
+            ):
                 return current
             due = current.run_due_at is not None and current.run_due_at <= utc_now()
             if current.state == "failed" or (current.state != "running" and not due):
@@ -324,6 +334,12 @@ class DerivedRuns:
         )
 
 
-def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:
+def _started(record: DerivedRecord) -> str | None:
+    """When the record's last successful run started (its `last_run`), as stored."""
     started = (record.last_run or {}).get("started_at")
+    return None if started is None else str(started)
+
+
+def _ran_since(record: DerivedRecord, asked: dt.datetime) -> bool:
+    started = _started(record)
     return started is not None and dt.datetime.fromisoformat(started) >= asked
