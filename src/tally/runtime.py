@@ -120,6 +120,14 @@ class Runtime:
         for engine in self._engines:
             engine.dispose()
 
+    def build_every_service(self) -> None:
+        """Builds what is not built yet. A server's process does so at its start: its
+        requests then pay no import, and what they use is among the start-up objects
+        frozen out of the collector (decision 0007); a command builds only its own."""
+        for name, part in vars(type(self)).items():
+            if isinstance(part, _BuiltOnce):
+                getattr(self, name)
+
     def _own_engine(self, pool_size: int) -> Engine:
         """A pool of its own, so that its user waits for no one else's connections."""
         engine = create_database_engine(

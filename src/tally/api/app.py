@@ -35,6 +35,7 @@ from tally.settings import Settings
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     runtime = runtime or build_runtime(settings)
+    runtime.build_every_service()  # before the lifespan settles the collector
     queries = query_runner_for(settings, runtime)
 
     @asynccontextmanager
