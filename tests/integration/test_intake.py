@@ -30,7 +30,8 @@ from tally.core.errors import (
 from tally.core.files import FileRecord
 from tally.core.ids import hash_secret
 from tally.core.sealing import SecretBox
-from tally.runtime import Runtime, secret_box
+from tally.runtime import Runtime
+from tally.runtime.policies import secret_box
 from tally.services import file_events
 from tally.services.notification_intake import Notification, NotificationIntake
 from tally.services.notified_files import (

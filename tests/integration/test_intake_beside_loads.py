@@ -22,7 +22,8 @@ from sqlalchemy import exc, select
 from support.databases import BACKENDS
 from support.factories import LEDGER_CSV, make_tenant, write_file
 from tally.core.limits import DEFAULT_FILE_LIMITS
-from tally.runtime import Runtime, secret_box
+from tally.runtime import Runtime
+from tally.runtime.policies import secret_box
 from tally.services.delivery import DeliveryService
 from tally.services.file_loading import FileLoading
 from tally.services.loader.load import load_into

@@ -36,7 +36,8 @@ from tally.core.ids import hash_secret
 from tally.core.status_callbacks import DeliveryStatus
 from tally.net.fetch import AddressPolicy
 from tally.net.signing import new_signing_secret
-from tally.runtime import Runtime, secret_box
+from tally.runtime import Runtime
+from tally.runtime.policies import secret_box
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.notification_intake import Notification
 from tally.services.status_callbacks import CallbackSender

@@ -34,7 +34,8 @@ from tally.core.errors import (
 )
 from tally.core.files import FileRecord
 from tally.core.source_bodies import declared_column
-from tally.runtime import Runtime, address_policy, build_runtime, secret_box
+from tally.runtime import Runtime, build_runtime
+from tally.runtime.policies import address_policy, secret_box
 from tally.services import uploads
 from tally.services.callback_endpoints import CallbackConfig
 from tally.services.catalogue import PLACEHOLDER_COLUMNS

@@ -1,5 +1,5 @@
 """The services a route needs, as FastAPI dependencies: each reads the one built at
-startup (app.state.runtime, see runtime.py), so routes never wire anything.
+startup (app.state.runtime, see tally.runtime), so routes never wire anything.
 
 `async def`, though they never wait: FastAPI runs a plain `def` dependency in a thread,
 a hop per request that the ingestion path would pay for nothing."""

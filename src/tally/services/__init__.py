@@ -1,4 +1,4 @@
-"""Domain services: the use cases, as objects built once per process (runtime.py). They
+"""Domain services: the use cases, as objects built once per process (tally.runtime). They
 call storage, net and processes; never FastAPI, typer or the settings.
 
 - The Data API: `data_query` (`DataQueryService`: authorise, plan, count, page, caches),
