@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from support.awkward import AWKWARD
-from support.derived_runs import quick_settings, started_worker
+from support.derived_runs import quick_settings, renders_as_stored_text, started_worker
 from support.factories import Tenant, append, make_source, read_body
 from support.reconciliation_cases import split
 from support.reconciliation_runs import (
@@ -47,6 +47,7 @@ from tally.storage.derived import plans as derived_plans
 from tally.storage.derived import records as derived_records
 from tally.storage.derived.records import DerivedRecord
 from tally.storage.engine import write_connection
+from tally.storage.resource_tables.row_json import store_row_json
 from tally.storage.schema import derived_resources as derived_resources_table
 from tally.storage.schema import outbox_events
 from tally.worker.runner import Worker
@@ -178,20 +179,13 @@ def test_the_output_answers_dotted_filters_status_and_ordering(
     assert (near["status"], near["ledger._row"]) == ("matched_with_difference", 6)
 
 
-def test_stored_row_text_is_what_a_page_renders(runtime: Runtime, tenant: Tenant) -> None:
+def test_an_output_keeps_no_row_text_and_its_pages_read_as_stored_text_would(
+    runtime: Runtime, tenant: Tenant
+) -> None:
     record = reconciled(runtime, tenant)
     run_now(runtime, record)
     output = output_resource(runtime, record)
-    stored = read_body(runtime, tenant, output.id)
-    with runtime.engine.begin() as conn:
-        assert (
-            conn.exec_driver_sql(
-                f"SELECT count(*) FROM {output.table_name} WHERE _json IS NULL"
-            ).scalar_one()
-            == 0
-        )
-        conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
-    assert read_body(runtime, tenant, output.id) == stored
+    renders_as_stored_text(runtime, output, lambda: [read_body(runtime, tenant, output.id)])
     assert (output.rendered_version, output.indexed_version) == (output.data_version,) * 2
 
 
@@ -385,6 +379,26 @@ def test_manual_work_survives_runs(runtime: Runtime, tenant: Tenant) -> None:
             record_left(record),
             f"reference,amount,txn_date,memo\nREF-{n},7.00,2024-02-01,x\n",
         )
+
+
+def test_manual_work_clears_the_text_an_older_output_kept(runtime: Runtime, tenant: Tenant) -> None:
+    """An output published before outputs stopped keeping row text still has it: the rows
+    a match by hand changes lose theirs, so pages show the match, not the stale text."""
+    record = reconciled(runtime, tenant)
+    run_now(runtime, record)
+    output = output_resource(runtime, record)
+    assert store_row_json(runtime.engine, output.table_name, output.columns) == output.row_count
+    service = ReconciliationService(runtime.engine)
+    ids = {"workspace_id": tenant.workspace_id, "reconciliation_id": record.id}
+    assert service.match(**ids, left_rows=[4], right_rows=[5], note="by hand") == 4
+    rows = output_rows(runtime, tenant, record)
+    by_left = {r["bank._row"]: r for r in rows if r["bank._row"] is not None}
+    by_right = {r["ledger._row"]: r for r in rows if r["ledger._row"] is not None}
+    assert by_left[4]["status"] == by_right[5]["status"] == "manual"  # until the next run
+    kept = read_body(runtime, tenant, output.id)
+    with runtime.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
+    assert read_body(runtime, tenant, output.id) == kept  # no row's text was stale
 
 
 # --- the queue, the lease, the attempts ----------------------------------------------------
@@ -620,11 +634,11 @@ def test_run_now_takes_a_run_claimed_after_its_wish_whatever_its_clock_said(
 
 
 @pytest.mark.parametrize("long_name", [False, True])
-def test_stored_text_of_awkward_rows_is_what_a_page_renders(
+def test_pages_of_awkward_rows_read_as_stored_text_would(
     runtime: Runtime, tenant: Tenant, long_name: bool
 ) -> None:
     """Every type and awkward value, a name longer than a PostgreSQL identifier or not:
-    the output rows' stored text is byte for byte a page's rendering."""
+    the output's pages, rendered, are byte for byte what its rows' stored text reads."""
     rows = list(csv.reader(io.StringIO(AWKWARD, newline="")))
     rows = [row if long_name else row[:-1] for row in rows]
     bank = make_source(runtime.engine, tenant, _csv(rows), name="awkward bank")
@@ -639,10 +653,11 @@ def test_stored_text_of_awkward_rows_is_what_a_page_renders(
     record = make_reconciliation(runtime.engine, tenant, definition)
     run_now(runtime, record)
     output = output_resource(runtime, record)
-    stored = [read_body(runtime, tenant, output.id, **q) for q in OUTPUT_QUERIES]
-    with runtime.engine.begin() as conn:
-        conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
-    assert [read_body(runtime, tenant, output.id, **q) for q in OUTPUT_QUERIES] == stored
+    renders_as_stored_text(
+        runtime,
+        output,
+        lambda: [read_body(runtime, tenant, output.id, **q) for q in OUTPUT_QUERIES],
+    )
 
 
 def _csv(rows: list[list[str]]) -> str:

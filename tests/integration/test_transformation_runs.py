@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from support.databases import make_settings
-from support.derived_runs import quick_settings, started_worker
+from support.derived_runs import quick_settings, renders_as_stored_text, started_worker
 from support.factories import Tenant, append, make_source, read_body, read_data
 from support.transformations import (
     FILTER_SQL,
@@ -62,7 +62,7 @@ def rows(runtime: Runtime, tenant: Tenant, derived_id: int) -> list[dict[str, An
     return read_data(runtime, tenant, output(runtime, derived_id).id)
 
 
-def test_stored_row_text_is_what_a_page_renders(
+def test_an_output_keeps_no_row_text_and_its_pages_read_as_stored_text_would(
     runtime: Runtime, tenant: Tenant, inputs: Inputs
 ) -> None:
     sql = (
@@ -73,12 +73,7 @@ def test_stored_row_text_is_what_a_page_renders(
     derived_id = create(runtime, tenant, transformation(inputs, sql=sql))
     run(runtime, derived_id)
     table = output(runtime, derived_id)
-    stored = read_body(runtime, tenant, table.id)
-    with runtime.engine.begin() as conn:
-        unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
-        assert conn.exec_driver_sql(unset).scalar_one() == 0
-        conn.exec_driver_sql(f"UPDATE {table.table_name} SET _json = NULL")
-    assert read_body(runtime, tenant, table.id) == stored
+    renders_as_stored_text(runtime, table, lambda: [read_body(runtime, tenant, table.id)])
     first = rows(runtime, tenant, derived_id)[0]
     assert (first["bank.ref"], first["positive"]) == ("PO-2", False)
     assert (table.rendered_version, table.indexed_version) == (table.data_version,) * 2
@@ -342,11 +337,11 @@ def test_an_incremental_run_past_the_row_limit_fails_and_the_output_stays(
         runtime.close()
 
 
-def test_the_output_is_readable_before_its_row_text_is_stored(
+def test_what_a_page_answers_at_the_swap_it_answers_after_the_indexes(
     runtime: Runtime, tenant: Tenant, inputs: Inputs
 ) -> None:
-    """A whole run publishes its rows without their JSON text (pages render it), then
-    stores it: what a page answers at the swap is what it answers after."""
+    """A whole run publishes its rows, then indexes them: what a page answers at the
+    swap is what it answers after, and no row is given JSON text on the way."""
     derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
     table = output(runtime, derived_id)
     seen: list[tuple[int, str]] = []
@@ -369,28 +364,27 @@ def test_the_output_is_readable_before_its_row_text_is_stored(
         logger.removeHandler(handler)
         logger.setLevel(level)
     [(unset, body)] = seen
-    assert unset == 4  # every row of the published output, before `finish`
+    assert unset == 4  # every row of the published output
     assert body == read_body(runtime, tenant, table.id)
     finished = output(runtime, derived_id)
-    assert finished.rendered_version == finished.data_version
+    assert finished.rendered_version == finished.indexed_version == finished.data_version
+    with runtime.engine.connect() as conn:
+        unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
+        assert conn.exec_driver_sql(unset).scalar_one() == 4
 
 
 def test_a_run_after_one_stopped_past_its_swap_finishes_the_output(
     runtime: Runtime, tenant: Tenant, inputs: Inputs
 ) -> None:
-    """A worker killed between the swap and the end leaves rows without text and no
-    indexes: the next run finishes them, whether it finds nothing new (the same rows,
-    the same data version) or appends new rows in place."""
+    """A worker killed between the swap and the end leaves no indexes: the next run
+    builds them, whether it finds nothing new (the same rows, the same data version)
+    or appends new rows in place."""
     derived_id = create(runtime, tenant, transformation(inputs, sql=FILTER_SQL))
     run(runtime, derived_id)
     for new_rows in ("", "PO-9,EUR,1.25,settled,2024-02-01\n"):
         table = output(runtime, derived_id)
         with runtime.engine.begin() as conn:
-            conn.exec_driver_sql(f"UPDATE {table.table_name} SET _json = NULL")
-            conn.exec_driver_sql(
-                "UPDATE resources SET rendered_version = 0, indexed_version = 0 "
-                f"WHERE id = {table.id}"
-            )
+            conn.exec_driver_sql(f"UPDATE resources SET indexed_version = 0 WHERE id = {table.id}")
         if new_rows:
             append(
                 runtime,
@@ -402,9 +396,6 @@ def test_a_run_after_one_stopped_past_its_swap_finishes_the_output(
         assert after.data_version == table.data_version + (1 if new_rows else 0)
         assert after.row_count == table.row_count + (1 if new_rows else 0)
         assert (after.rendered_version, after.indexed_version) == (after.data_version,) * 2
-        with runtime.engine.connect() as conn:
-            unset = f"SELECT count(*) FROM {table.table_name} WHERE _json IS NULL"
-            assert conn.exec_driver_sql(unset).scalar_one() == 0
 
 
 def test_a_value_past_int64_fails_a_run_and_a_preview_in_tallys_words(

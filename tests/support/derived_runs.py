@@ -5,7 +5,7 @@ to be idle after a given number of runs started in the workers' logs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from support.waiting import eventually
 from tally.runtime import Runtime
 from tally.settings import Settings
 from tally.storage.derived.records import DerivedRecord
+from tally.storage.resource_tables.row_json import store_row_json
+from tally.storage.resources import Resource
 from tally.worker.runner import Worker
 
 WAIT_SECONDS = 120.0
@@ -79,3 +81,24 @@ def idle_after(runtime: Runtime, derived_id: int, runs: int, workers: list[Tally
         what=f"run {runs} of the {kind}",
         explain=lambda: "\n".join(w.describe() for w in workers),
     )
+
+
+def renders_as_stored_text(
+    runtime: Runtime, output: Resource, read: Callable[[], list[bytes]]
+) -> list[bytes]:
+    """A derived output keeps no row JSON text (storage/derived/outputs.py): check that
+    none of its rows has any, then that `read` (its pages) answers byte for byte what it
+    answers once every row has the text a source would store for it; the text is
+    cleared again after. Returns the pages."""
+    with runtime.engine.connect() as conn:
+        kept = f"SELECT count(*) FROM {output.table_name} WHERE _json IS NOT NULL"
+        assert conn.exec_driver_sql(kept).scalar_one() == 0
+    rendered = read()
+    stored = store_row_json(runtime.engine, output.table_name, output.columns)
+    assert stored == output.row_count
+    try:
+        assert read() == rendered
+    finally:
+        with runtime.engine.begin() as conn:
+            conn.exec_driver_sql(f"UPDATE {output.table_name} SET _json = NULL")
+    return rendered

@@ -22,9 +22,9 @@ from tally.core.clock import as_utc
 from tally.core.columns import Column
 from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, Resolution
 from tally.core.reconciliation_actions import MATCH_KINDS, WORK_KINDS, ActionKind, ActionRecord
-from tally.storage.engine import backend_of
-from tally.storage.resource_tables import row_json, source_rows
+from tally.storage.resource_tables import source_rows
 from tally.storage.resource_tables.ddl import ROW_ID, ROW_JSON, row_table
+from tally.storage.resource_tables.stored_types import bind_type
 from tally.storage.schema import reconciliation_actions as actions
 
 
@@ -241,23 +241,15 @@ def set_rows(
 ) -> int:
     """In the caller's transaction: the output's rows showing these positions of one
     side (`position`, its `<side>._row`) with status `was` given these values (the
-    match's own columns), and their JSON text made again; how many rows changed."""
-    source = row_table(table, columns)
+    match's own columns); how many rows changed. Their stored JSON text, which an
+    output published before 2026-11-30 still has, is cleared: pages render them."""
+    source = sa.table(
+        table, sa.column(ROW_JSON), *(sa.column(c.physical, bind_type(c)) for c in columns)
+    )
     status = columns[1]  # output_columns.py's order
     where = sa.and_(source.c[position.physical].in_(list(rows)), source.c[status.physical] == was)
-    changed = conn.execute(
-        sa.update(source).where(where).values({c.physical: v for c, v in values})
-    ).rowcount
-    if changed:
-        postgresql = backend_of(conn).is_postgresql
-        text = row_json.row_text(columns, f"{table}.", postgresql=postgresql)
-        texts = sa.table(table, sa.column(position.physical), sa.column(ROW_JSON))
-        conn.execute(
-            sa.update(texts)
-            .where(texts.c[position.physical].in_(list(rows)))
-            .values({ROW_JSON: text})
-        )
-    return int(changed)
+    changed = {c.physical: v for c, v in values} | {ROW_JSON: None}
+    return int(conn.execute(sa.update(source).where(where).values(changed)).rowcount)
 
 
 def statuses_at(

@@ -38,7 +38,9 @@ class Resource:
     data_version: int
     row_count: int
     indexed_version: int
-    rendered_version: int  # data version whose rows all had their JSON text stored
+    # data version whose rows all have the JSON text their kind keeps: a source every
+    # row's (decision 0011), a derived output none (set as it is published)
+    rendered_version: int
     encoding: str = DEFAULT_ENCODING  # of the source's files (decision 0015)
     layout: FileLayout = PLAIN_LAYOUT  # lines skipped, declared formats (issue 32)
     mode: str = APPEND  # a source's files append rows, or replace them all (snapshots)

@@ -155,7 +155,6 @@ def insert_rows(
     after_row_ids: Mapping[int, int] | None = None,
     kept: int,
     max_rows: int,
-    with_json: bool,
     today: dt.date | None = None,
 ) -> int:
     """The query's rows (from the inputs' rows after `after_row_ids` only, if given)
@@ -163,18 +162,14 @@ def insert_rows(
     (`ddl.create_table(primary_key=False)`: on PostgreSQL it is added once the rows are
     in, one index build instead of a row-by-row upkeep, ~20 % of an 820k-row insert), row
     ids from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of
-    an empty table: cheaper than ROW_NUMBER, which first copies every row aside), with
-    their stored JSON text if `with_json` (a whole output gets it after it is published,
-    as a source does), `today` its CURRENT_DATE; how many. More than `max_rows` with the
+    an empty table: cheaper than ROW_NUMBER, which first copies every row aside), no
+    JSON text (outputs keep none: storage/derived/outputs.py), `today` its CURRENT_DATE;
+    how many. More than `max_rows` with the
     `kept` rows the output holds besides (an incremental run's published rows) is
     RunFailedError (the caller's transaction is rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)
-    if with_json:
-        rendered = row_json.row_text(columns, "o.", postgresql=postgresql)
-        json_sql = str(rendered.compile(conn, compile_kwargs={"literal_binds": True}))
-        names, values = f"{names}, {ddl.ROW_JSON}", f"{values}, {json_sql}"
     limited = f"SELECT * FROM q LIMIT {max(0, max_rows - kept) + 1}"
     if postgresql:
         targets, values = f"{ddl.ROW_ID}, {names}", f"o.{ddl.ROW_ID}, {values}"

@@ -50,11 +50,11 @@ class Publisher:
     ) -> None:
         """Swap in the staged output (when `published`: its digest differs from the
         published one's), then finish it, discard what it replaced, swap in its
-        companion and record the run. Readable from the swap on, its pages rendered and
-        answered by scans until the text and the indexes are there (decisions 0010,
-        0011: the trade a source's load makes). The lease is held throughout, so no
-        other run can swap the table while it is indexed; a run taken over after the
-        swap only finishes it."""
+        companion and record the run. Readable from the swap on, answered by scans until
+        its indexes are there (decision 0010: the trade a source's load makes); its
+        pages render its rows, which keep no JSON text (storage/derived/outputs.py).
+        The lease is held throughout, so no other run can swap the table while it is
+        indexed; a run taken over after the swap only finishes it."""
         resource_id = record.resource_id
         version = None
         if published:
@@ -70,7 +70,7 @@ class Publisher:
                 derived_records.record_output(conn, record.id, output.digest)
                 self._queue_readers(conn, resource_id, now)
             log.info("derived_output_readable", extra={"derived_id": record.id})
-        rendered = self._finish(resource_id, guard, steps, output.indexes)
+        self._finish(resource_id, guard, steps, output.indexes)
         derived_outputs.discard(self._engine, derived_outputs.old_table(resource_id), guard)
         if version is None:
             with self._engine.connect() as conn:
@@ -98,7 +98,6 @@ class Publisher:
                 "derived_id": record.id,
                 "rows": output.row_count,
                 "published": published,
-                "rendered": rendered,
                 "seconds": {k: round(v, 3) for k, v in steps.seconds.items()},
             },
         )
@@ -153,16 +152,16 @@ class Publisher:
         guard: Guard,
         steps: Steps,
         partial: Sequence[PartialIndex],
-    ) -> int:
+    ) -> None:
         """What the published output still lacks (`derived_outputs.finish`, with the
         kind's `partial` indexes), a step of its own when it lacks anything (a run's
-        indexing shown only when there is some); how many rows were given their text."""
+        indexing shown only when there is some)."""
         with self._engine.connect() as conn:
             output = resources.get_resource(conn, resource_id)
         if derived_outputs.is_finished(output):
-            return 0
+            return
         steps.begin("finish")
-        return derived_outputs.finish(self._engine, resource_id, guard, partial)
+        derived_outputs.finish(self._engine, resource_id, guard, partial)
 
     def _queue_readers(self, conn: Connection, resource_id: int, now: dt.datetime) -> None:
         due = now + dt.timedelta(seconds=self._burst_seconds)

@@ -248,7 +248,6 @@ class TransformationBuilder:
                 query,
                 kept=0,
                 max_rows=self._limits.max_rows,
-                with_json=False,  # stored once the output is readable (DerivedRuns)
                 today=run.today,
             )
         if previous is None:  # no output of this definition: publish whatever the rows
@@ -290,7 +289,6 @@ class TransformationBuilder:
                 after_row_ids=after,
                 kept=kept,
                 max_rows=self._limits.max_rows,
-                with_json=True,  # the few new rows, appended to a published output
                 today=run.today,
             )
         if added:

@@ -3,13 +3,14 @@
 A run writes two tables of its own, neither read by anyone else: `r_{id}_plan` and
 `r_{id}_next`, the output itself, filled from the plan (plans.py). `publish`
 then replaces the output in one short transaction: readable from then on; the table
-it replaced, kept as `r_{id}_old`, is `discard`ed after. As after a
-source's load, `finish` then gives its rows their stored JSON text (decision 0011;
-pages render what has none meanwhile) and builds its indexes (decision 0010). SQLite
-has one writer: every step is a transaction of at most `BATCH_ROWS` rows or one index,
-so deliveries wait a fraction of a second at most (decision 0016). A worker killed
-half-way leaves only the two tables, dropped by the next run, or a published output
-not yet finished, finished by the next run: the published output is never half-written.
+it replaced, kept as `r_{id}_old`, is `discard`ed after. `finish` then builds its
+indexes, as after a source's load (decision 0010). An output keeps no row JSON text
+(since 2026-11-30, decision 0011's "Later"): it is rewritten at every run, and pages
+render its rows. SQLite has one writer: every step is a transaction of at most
+`BATCH_ROWS` rows or one index, so deliveries wait a fraction of a second at most
+(decision 0016). A worker killed half-way leaves only the two tables, dropped by the
+next run, or a published output not yet indexed, finished by the next run: the
+published output is never half-written.
 """
 
 from __future__ import annotations
@@ -76,25 +77,19 @@ def copy_rows(conn: Connection, table: str, batch: Sequence[Sequence[Any]]) -> N
 
 
 def is_finished(resource: Resource) -> bool:
-    """The published output has its rows' JSON text and its indexes: `finish` has
-    nothing to do."""
-    return resource.rendered_version == resource.data_version == resource.indexed_version
+    """The published output has its indexes: `finish` has nothing to do."""
+    return resource.indexed_version == resource.data_version
 
 
 def finish(
     engine: Engine, resource_id: int, guard: Guard, partial: Sequence[ddl.PartialIndex] = ()
-) -> int:
+) -> None:
     """What a published output still lacks, as a source after its load (a run taken
-    over after its swap resumes here): its rows' JSON text, then its indexes (one per
-    column and the kind's `partial` ones). In that order: on PostgreSQL the text's
-    UPDATE would maintain every index. Returns how many rows were given their text."""
+    over after its swap resumes here): its indexes, one per column and the kind's
+    `partial` ones."""
     with engine.connect() as conn:
         resource = resources.get_resource(conn, resource_id)
-    stored = 0
-    if resource.rendered_version != resource.data_version:  # the run holds the output
-        stored = resources.store_missing_text(engine, resource, guard)
     _index(engine, resource, guard, partial)
-    return stored
 
 
 def _index(
@@ -145,6 +140,7 @@ def publish(
             is_placeholder=False,
             row_count=row_count,
             data_version=version,
+            rendered_version=version,  # no row text kept: every row is as it should be
             updated_at=now,
         )
     )
@@ -154,20 +150,20 @@ def publish(
 def republish(conn: Connection, resource: Resource, row_count: int, now: dt.datetime) -> int:
     """In the caller's transaction, after rows of the published output were replaced in
     place (an incremental run): its new row count and data version (returned). The
-    statements that replaced them stored their JSON text and kept the indexes up, so
-    the output is as finished as it was: what `finish` had not done yet it still does."""
+    statements that replaced them kept the indexes up, so the output is as indexed as it
+    was: what `finish` had not done yet it still does."""
     version = resource.data_version + 1
-    finished = {
-        name: version
-        for name, done in (
-            ("indexed_version", resource.indexed_version),
-            ("rendered_version", resource.rendered_version),
-        )
-        if done == resource.data_version
-    }
+    was_indexed = resource.indexed_version == resource.data_version
+    indexed = {"indexed_version": version} if was_indexed else {}
     conn.execute(
         update(resources_table)
         .where(resources_table.c.id == resource.id)
-        .values(row_count=row_count, data_version=version, updated_at=now, **finished)
+        .values(
+            row_count=row_count,
+            data_version=version,
+            rendered_version=version,
+            updated_at=now,
+            **indexed,
+        )
     )
     return version

@@ -34,7 +34,7 @@ from tally.storage.derived.outputs import (
     plan_table,
 )
 from tally.storage.engine import backend_of, job_step, write_connection, yield_to_writers
-from tally.storage.resource_tables import ddl, row_json
+from tally.storage.resource_tables import ddl
 from tally.storage.resources import table_name_for
 
 # PostgreSQL fills a large output in this many sessions at once (_fill_in_sessions).
@@ -149,8 +149,8 @@ def build(
     guard: Guard,
     staging_dir: Path,
 ) -> None:
-    """A whole run's output: its plan written, `r_{id}_next` filled from it (its JSON
-    text left to `finish`), the plan gone. SQLite: `write_and_fill` (the plan in scratch
+    """A whole run's output: its plan written, `r_{id}_next` filled from it, the plan
+    gone. SQLite: `write_and_fill` (the plan in scratch
     files, never through the main database's log under its one write lock, then freed
     page by page: ~10 % of a 1M-row reconciliation's time until readable).
     PostgreSQL: a table of the database, which its many writers share without waiting."""
@@ -165,14 +165,14 @@ def build(
 def _fill_postgresql(
     engine: Engine, resource_id: int, layout: Layout, row_count: int, guard: Guard
 ) -> None:
-    """PostgreSQL: `r_{id}_next` filled from the plan, its JSON text left to `finish`,
-    in one statement per session (`_fill_in_sessions`), its primary key added after (one
-    index build instead of a row-by-row upkeep). Its row locks stop no other writer, and
+    """PostgreSQL: `r_{id}_next` filled from the plan in one statement per session
+    (`_fill_in_sessions`), its primary key added after (one index build instead of a
+    row-by-row upkeep). Its row locks stop no other writer, and
     its planner joins a session's part of the plan to each input in one hash join; in
     many small batches, once autovacuum had analysed the plan table, it chose the same
     hash joins for every batch, scanning both inputs whole each time (1M pair: 27 s)."""
     table = next_table(resource_id)
-    insert = _from_plan(table, plan_table(resource_id), layout, postgresql=True, with_json=False)
+    insert = _from_plan(table, plan_table(resource_id), layout, postgresql=True)
     with write_connection(engine) as conn:
         _create_next(conn, table, layout, guard)
         _fill_in_sessions(engine, conn, insert, row_count, guard)
@@ -233,7 +233,7 @@ def write_and_fill(
             parts.put(None)
 
     plan = f"{staging.STAGE_ALIAS}.{plan_table(resource_id)}"
-    insert = _from_plan(table, plan, layout, postgresql=False, with_json=False)
+    insert = _from_plan(table, plan, layout, postgresql=False)
     with write_connection(engine) as conn, ThreadPoolExecutor(1, "tally-plan") as pool:
         _create_next(conn, table, layout, guard)  # before: the first part waits for no lock
         writing = pool.submit(write_parts)
@@ -286,18 +286,18 @@ def _fill_in_sessions(
 
 def insert_planned(conn: Connection, resource_id: int, layout: Layout, low: int, high: int) -> None:
     """In the caller's transaction: the plan's rows `low` <= seq < `high` inserted into
-    the published output (an incremental run's few rows), with their JSON text; the
-    output's indexes take them as any insert."""
+    the published output (an incremental run's few rows); the output's indexes take
+    them as any insert."""
     table = table_name_for(resource_id)
     postgresql = backend_of(conn).is_postgresql
     plan = plan_table(resource_id)
-    insert = _from_plan(table, plan, layout, postgresql=postgresql, with_json=True)
+    insert = _from_plan(table, plan, layout, postgresql=postgresql)
     conn.execute(insert, {"low": low, "high": high})
 
 
-def _from_plan(table: str, plan: str, layout: Layout, *, postgresql: bool, with_json: bool) -> Any:
+def _from_plan(table: str, plan: str, layout: Layout, *, postgresql: bool) -> Any:
     """INSERT INTO `table` the rows `:low` <= seq < `:high` of the plan `plan` joined to
-    their input rows, with their JSON text if `with_json`."""
+    their input rows (no JSON text: outputs keep none, outputs.py)."""
     joins = " ".join(
         f"LEFT JOIN {name} i{n} ON i{n}.{ddl.ROW_ID} = p.ref{n}"
         for n, name in enumerate(layout.inputs)
@@ -316,10 +316,7 @@ def _from_plan(table: str, plan: str, layout: Layout, *, postgresql: bool, with_
         .subquery("o")
     )
     names = [ddl.ROW_ID, *(c.physical for c in layout.columns)]
-    values: list[sa.ColumnElement[Any]] = [sa.literal_column(f"o.{name}") for name in names]
-    if with_json:
-        names.append(ddl.ROW_JSON)
-        values.append(row_json.row_text(layout.columns, "o.", postgresql=postgresql))
+    values = [sa.literal_column(f"o.{name}") for name in names]
     rendered = sa.select(*values).select_from(rows)
     return sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
 
