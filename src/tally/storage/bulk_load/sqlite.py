@@ -138,10 +138,10 @@ class SqliteAppender:
         whole = len(rows) - len(rows) % step
         self._cursor.executemany(
             self._sql,
-            (
+            [
                 [first + start, *chain.from_iterable(rows[start : start + step])]
                 for start in range(0, whole, step)
-            ),
+            ],
         )
         if whole < len(rows):  # the last few: a statement of their own
             rest = rows[whole:]
@@ -155,9 +155,10 @@ class SqliteAppender:
         self._cursor.close()
 
 
-def _rows_per_statement(driver: sqlite3.Connection, width: int) -> int:
+def _rows_per_statement(driver: object, width: int) -> int:
     """Rows of `width` values (and an id) in one INSERT: ROWS_PER_STATEMENT, fewer
     where the statement would pass SQLite's limit on a parameter's number."""
+    assert isinstance(driver, sqlite3.Connection)
     most = driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     return max(1, min(ROWS_PER_STATEMENT, (most - 1) // width))
 
