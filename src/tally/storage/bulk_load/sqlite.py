@@ -1,6 +1,7 @@
 """SQLite's bulk load: the checked rows appended by one `executemany` per batch, converted
-in SQL; for a large file, the raw rows staged while another process checks them, then
-converted by one INSERT ... SELECT (or, from a staging file, as they are copied out of it:
+in SQL (a new table's many rows to a statement, their row ids given: `SqliteAppender`);
+for a large file, the raw rows staged while another process checks them, then converted
+by one INSERT ... SELECT (or, from a staging file, as they are copied out of it:
 `take_staged`)."""
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table, 
 # past a few dozen (measured: docs/benchmarks.md, 2026-11-30).
 ROWS_PER_STATEMENT = 50
 # Rows of a table to be published written per transaction (`SqliteTableFill`): a writer
-# waiting for the lock waits for one at most (~10 ms here, at the benchmark's 10
-# columns); a whole batch of 10,000 took ~35 ms, p99 54 ms for the notifications accepted
-# while a 1M-row file loaded (docs/benchmarks.md, 2026-11-30).
+# waiting for the lock waits for one at most, a quarter of a whole 10,000-row batch
+# (~35 ms on a quiet machine at the benchmark's 10 columns: notifications accepted while
+# a 1M-row file loaded waited p99 54 ms); 1,000 cost 3 % more CPU (docs/benchmarks.md,
+# 2026-11-30).
 FILL_TRANSACTION_ROWS = 2_500
 
 
@@ -83,7 +85,7 @@ class SqliteAppender:
     id given (`first_id` for the first row appended, the next ones in order), so the
     file's order does not rest on the order SQLite inserts a VALUES list's rows in,
     which it does not document. A statement per row costs SQLite the statement's set-up
-    and AUTOINCREMENT's bookkeeping each time: a third of the insert's CPU at 1M rows.
+    and AUTOINCREMENT's bookkeeping each time: ~10 % of the insert's CPU.
     """
 
     def __init__(
