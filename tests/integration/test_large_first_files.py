@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from support.databases import BACKENDS
 from support.factories import Tenant, count_resources, read_data, write_file
-from tally.core.columns import ColumnType
+from tally.core.columns import Column, ColumnType
 from tally.core.errors import LoadError
 from tally.core.limits import DEFAULT_FILE_LIMITS
 from tally.runtime import Runtime
@@ -28,6 +28,11 @@ from tally.services.loader import staged
 from tally.services.loader.reader import BATCH_ROWS
 from tally.services.loader.staged import FillTarget, StagedFile, stage_file
 from tally.storage import staging
+from tally.storage.bulk_load.interface import ValueShape
+from tally.storage.bulk_load.sqlite import FILL_TRANSACTION_ROWS, ROWS_PER_STATEMENT, SqliteAppender
+from tally.storage.engine import write_connection
+from tally.storage.resource_tables.ddl import create_table
+from tally.storage.resources import find_resource
 
 # staging outside the write lock is SQLite's (decision 0013); PostgreSQL loads in one
 SQLITE = pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "sqlite"])
@@ -282,3 +287,76 @@ def test_a_bad_large_first_file_fails_on_its_line_and_leaves_nothing(
     with runtime.engine.connect() as conn:
         tables = sa.inspect(conn).get_table_names()
     assert [t for t in tables if t.startswith("staged_")] == []
+
+
+@SQLITE
+def test_a_large_first_files_rows_keep_the_files_order_and_ids_across_files(
+    runtime: Runtime, tenant: Tenant, parallel: None
+) -> None:
+    """A large first file's rows go into their table many to an INSERT, each with its row
+    id given (`SqliteAppender`'s `first_id`), several transactions to a batch: row ids
+    1 up in the file's order across statements, transactions and batches, a last
+    statement of fewer rows, and a later file's rows numbered after them."""
+    count = 2 * BATCH_ROWS + ROWS_PER_STATEMENT + 7  # not a whole number of statements
+    assert BATCH_ROWS > FILL_TRANSACTION_ROWS
+    lines = "".join(f"{n},{n % 7}.{n % 100:02d},{'' if n % 5 else f'm{n}'}\n" for n in range(count))
+    resource_id = load(runtime, tenant, "id,amount,memo\n" + lines, "ordered")
+    path = write_file("id,amount,memo\n-1,0.5,later\n-2,,\n")
+    try:
+        runtime.catalogue.append_file(resource_id, path)
+    finally:
+        path.unlink()
+    with runtime.engine.connect() as conn:
+        resource = find_resource(conn, resource_id)
+        assert resource is not None
+        table = resource.table_name
+        rows = conn.exec_driver_sql(
+            f"SELECT _row_id, c0, c1, c2 FROM {table} ORDER BY _row_id"
+        ).all()
+        (sequence,) = conn.exec_driver_sql(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
+        ).one()
+    expected = [
+        (n + 1, n, int(f"{n % 7}{n % 100:02d}"), None if n % 5 else f"m{n}") for n in range(count)
+    ]
+    assert [tuple(row) for row in rows] == [
+        *expected,
+        (count + 1, -1, 50, "later"),
+        (count + 2, -2, None, None),
+    ]
+    assert sequence == count + 2
+
+
+@SQLITE
+def test_an_insert_of_many_rows_keeps_within_sqlites_limit_on_parameters(
+    runtime: Runtime,
+) -> None:
+    """Fewer rows to a statement where they would pass SQLite's limit on a parameter's
+    number (lowered here to 7: two rows of 3 values and the id)."""
+    columns = (
+        Column("id", "c0", ColumnType.INTEGER),
+        Column("amount", "c1", ColumnType.DECIMAL, 2),
+        Column("memo", "c2", ColumnType.TEXT),
+    )
+    shapes = {c.physical: ValueShape() for c in columns}
+    rows = [[str(n), f"{n}.5", f"m{n}"] for n in range(5)]
+    with write_connection(runtime.engine) as conn:
+        driver = conn.connection.dbapi_connection
+        assert isinstance(driver, sqlite3.Connection)
+        limit = driver.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 7)
+        try:
+            with conn.begin():
+                create_table(conn, "many", columns, file_ids=True)
+            appender = SqliteAppender(conn, "many", columns, shapes, 77, first_id=1)
+            try:
+                with conn.begin():
+                    appender.append(rows[:3])
+                    appender.append(rows[3:])
+            finally:
+                appender.close()
+        finally:
+            driver.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+        stored = conn.exec_driver_sql("SELECT * FROM many ORDER BY _row_id").all()
+    assert [tuple(row) for row in stored] == [
+        (n + 1, n, n * 100 + 50, f"m{n}", 77, None) for n in range(5)
+    ]

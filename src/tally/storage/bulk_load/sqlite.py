@@ -1,11 +1,14 @@
 """SQLite's bulk load: the checked rows appended by one `executemany` per batch, converted
-in SQL; for a large file, the raw rows staged while another process checks them, then
-converted by one INSERT ... SELECT (or, from a staging file, as they are copied out of it:
+in SQL (a new table's many rows to a statement, their row ids given: `SqliteAppender`);
+for a large file, the raw rows staged while another process checks them, then converted
+by one INSERT ... SELECT (or, from a staging file, as they are copied out of it:
 `take_staged`)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 from sqlalchemy import Connection
 
@@ -19,6 +22,16 @@ from tally.storage.bulk_load.interface import (
 )
 from tally.storage.engine import unsynced_commits, yield_to_writers
 from tally.storage.resource_tables.ddl import ROW_ID, create_table, drop_table, with_file_id
+
+# Rows in one multi-row INSERT (`SqliteAppender` with row ids given): the gain levels off
+# past a few dozen (measured: docs/benchmarks.md, 2026-11-30).
+ROWS_PER_STATEMENT = 50
+# Rows of a table to be published written per transaction (`SqliteTableFill`): a writer
+# waiting for the lock waits for one at most, a quarter of a whole 10,000-row batch
+# (~35 ms on a quiet machine at the benchmark's 10 columns: notifications accepted while
+# a 1M-row file loaded waited p99 54 ms); 1,000 cost 3 % more CPU (docs/benchmarks.md,
+# 2026-11-30).
+FILL_TRANSACTION_ROWS = 2_500
 
 
 def _sqlite_expression(column: Column, v: str, shape: ValueShape) -> str:
@@ -65,7 +78,15 @@ def covers(taken: ValueShape, found: ValueShape, column: Column) -> bool:
 
 
 class SqliteAppender:
-    """Appends batches of raw file rows (lists of str, in the file's column order)."""
+    """Appends batches of raw file rows (lists of str, in the file's column order).
+
+    Row by row (one `executemany` step per row) unless `first_id` is given: then the
+    rows go `ROWS_PER_STATEMENT` at a time in one multi-row INSERT, each with its row
+    id given (`first_id` for the first row appended, the next ones in order), so the
+    file's order does not rest on the order SQLite inserts a VALUES list's rows in,
+    which it does not document. A statement per row costs SQLite the statement's set-up
+    and AUTOINCREMENT's bookkeeping each time: ~10 % of the insert's CPU.
+    """
 
     def __init__(
         self,
@@ -74,6 +95,7 @@ class SqliteAppender:
         ordered: Sequence[Column],
         shapes: Mapping[str, ValueShape],
         file_id: int | None = None,
+        first_id: int | None = None,
     ) -> None:
         shaped = [(c, shapes.get(c.physical, ValueShape())) for c in ordered]
         self._canonicalise = [
@@ -81,27 +103,66 @@ class SqliteAppender:
             for i, (c, shape) in enumerate(shaped)
             if c.type is ColumnType.TIMESTAMP and not shape.plain_timestamps
         ]
-        names, values = with_file_id(
-            ", ".join(c.physical for c in ordered),
-            ", ".join(
-                _sqlite_expression(c, f"?{i + 1}", shape) for i, (c, shape) in enumerate(shaped)
-            ),
-            file_id,
-        )
-        self._sql = f"INSERT INTO {table} ({names}) VALUES ({values})"
         driver = conn.connection.dbapi_connection
         assert driver is not None
         self._cursor = driver.cursor()
+        self._next_id = first_id
+        self._width = len(ordered)
+        names = ", ".join(c.physical for c in ordered)
+
+        def values(first: int) -> str:  # one row's, its values from parameter `first` on
+            return ", ".join(
+                _sqlite_expression(c, f"?{first + i}", shape) for i, (c, shape) in enumerate(shaped)
+            )
+
+        if first_id is None:
+            into, row = with_file_id(names, values(1), file_id)
+            self._sql = f"INSERT INTO {table} ({into}) VALUES ({row})"
+            return
+        # ?1: the statement's first row's id; then each row's values
+        into, _ = with_file_id(f"{ROW_ID}, {names}", "", file_id)
+        self._insert = f"INSERT INTO {table} ({into}) VALUES "
+        self._values = [
+            "({})".format(with_file_id("", f"?1 + {j}, {values(2 + j * self._width)}", file_id)[1])
+            for j in range(_rows_per_statement(driver, self._width))
+        ]
+        self._sql = self._insert + ", ".join(self._values)
 
     def append(self, rows: list[list[str]]) -> None:
         for i in self._canonicalise:  # offsets and fractions: exact conversion in Python
             for row in rows:
                 if row[i]:
                     row[i] = canonical_timestamp(row[i])[0]
-        self._cursor.executemany(self._sql, rows)
+        if self._next_id is None:
+            self._cursor.executemany(self._sql, rows)
+            return
+        step, first = len(self._values), self._next_id
+        whole = len(rows) - len(rows) % step
+        self._cursor.executemany(
+            self._sql,
+            [
+                [first + start, *chain.from_iterable(rows[start : start + step])]
+                for start in range(0, whole, step)
+            ],
+        )
+        if whole < len(rows):  # the last few: a statement of their own
+            rest = rows[whole:]
+            self._cursor.execute(
+                self._insert + ", ".join(self._values[: len(rest)]),
+                [first + whole, *chain.from_iterable(rest)],
+            )
+        self._next_id = first + len(rows)
 
     def close(self) -> None:
         self._cursor.close()
+
+
+def _rows_per_statement(driver: object, width: int) -> int:
+    """Rows of `width` values (and an id) in one INSERT: ROWS_PER_STATEMENT, fewer
+    where the statement would pass SQLite's limit on a parameter's number."""
+    assert isinstance(driver, sqlite3.Connection)
+    most = driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return max(1, min(ROWS_PER_STATEMENT, (most - 1) // width))
 
 
 class SqliteBulkLoad(BulkLoad):
@@ -253,13 +314,17 @@ class SqliteTableFill(BulkLoad):
             drop_table(conn, table)
             create_table(conn, table, expected.columns, file_ids=True)
         self._columns = expected.columns
-        appender = SqliteAppender(conn, table, expected.columns, self._shapes, self._file_id)
+        # a new table: its row ids from 1, given in the INSERTs
+        appender = SqliteAppender(
+            conn, table, expected.columns, self._shapes, self._file_id, first_id=1
+        )
         try:
             with unsynced_commits(conn), batches() as stream:
                 for batch in stream:
-                    yield_to_writers(conn)
-                    with conn.begin():
-                        appender.append(batch)
+                    for start in range(0, len(batch), FILL_TRANSACTION_ROWS):
+                        yield_to_writers(conn)
+                        with conn.begin():
+                            appender.append(batch[start : start + FILL_TRANSACTION_ROWS])
                     self._rows += len(batch)
         finally:
             appender.close()
