@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from support.databases import BACKENDS, make_settings
+from support.databases import BACKENDS, make_settings, other_sessions, primary_key
 from support.factories import make_tenant
 from support.hostile import ledger_csv
-from support.processes import Processes, process_defaults
+from support.processes import Processes, TallyProcess, process_defaults
 from support.waiting import eventually
 from tally.runtime import Runtime
 from tally.settings import Settings
@@ -35,13 +35,17 @@ def settings(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Se
     return make_settings(request, backend, tmp_path / "home", **process_defaults())
 
 
-def primary_key(runtime: Runtime, table: str) -> str | None:
-    sql = (
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = to_regclass(%(t)s) AND i.indisprimary"
+def admin_load(
+    runtime: Runtime, processes: Processes, csv: Path, name: str
+) -> tuple[int, TallyProcess]:
+    """`tally admin load` of a ROWS-row ledger into a new workspace's source `name`, as a
+    process; and the workspace."""
+    csv.write_bytes(ledger_csv(ROWS))
+    workspace_id = make_tenant(runtime.engine).workspace_id
+    load = processes.admin(
+        runtime.settings, "load", "--workspace", str(workspace_id), "--name", name, str(csv)
     )
-    with runtime.engine.connect() as conn:
-        return conn.exec_driver_sql(sql, {"t": table}).scalar()
+    return workspace_id, load
 
 
 def visible_rows(runtime: Runtime, workspace_id: int, name: str) -> int | None:
@@ -61,22 +65,17 @@ def visible_rows(runtime: Runtime, workspace_id: int, name: str) -> int | None:
 def test_the_rows_are_seen_whole_and_a_worker_adds_their_key(
     runtime: Runtime, processes: Processes, tmp_path: Path
 ) -> None:
-    csv = tmp_path / "ledger.csv"
-    csv.write_bytes(ledger_csv(ROWS))
-    tenant = make_tenant(runtime.engine)
-    load = processes.admin(
-        runtime.settings, "load", "--workspace", str(tenant.workspace_id), "--name", "l", str(csv)
-    )
+    workspace_id, load = admin_load(runtime, processes, tmp_path / "ledger.csv", "l")
     seen: set[int | None] = set()
     while load.alive:
-        seen.add(visible_rows(runtime, tenant.workspace_id, "l"))
+        seen.add(visible_rows(runtime, workspace_id, "l"))
     assert load.popen.wait(WAIT_SECONDS) == 0, load.describe()
     assert seen <= {None, ROWS}, seen  # never part of the file
     loaded = json.loads(load.stdout_path.read_text())
     with runtime.engine.connect() as conn:
         resource = resources.get_resource(conn, loaded["id"])
-    assert visible_rows(runtime, tenant.workspace_id, "l") == ROWS
-    assert primary_key(runtime, resource.table_name) is None  # left to the workers
+    assert visible_rows(runtime, workspace_id, "l") == ROWS
+    assert primary_key(runtime.engine, resource.table_name) is None  # left to the workers
 
     worker = processes.worker(runtime.settings, concurrency=1)
 
@@ -85,7 +84,7 @@ def test_the_rows_are_seen_whole_and_a_worker_adds_their_key(
             return resources.get_resource(conn, resource.id).indexed_version > 0
 
     eventually(finished, timeout=WAIT_SECONDS, what="the worker to finish", explain=worker.describe)
-    assert primary_key(runtime, resource.table_name) == f"{resource.table_name}_pkey"
+    assert primary_key(runtime.engine, resource.table_name) == f"{resource.table_name}_pkey"
     assert "resource_keyed" in worker.stderr_text()
     with runtime.engine.connect() as conn:
         ids = sa.text(
@@ -99,28 +98,17 @@ def test_a_load_killed_before_its_commit_leaves_nothing(
     runtime: Runtime, processes: Processes, tmp_path: Path
 ) -> None:
     """SIGKILLed while its COPY runs: no source, no table, nothing for a worker to key."""
-    csv = tmp_path / "ledger.csv"
-    csv.write_bytes(ledger_csv(ROWS))
-    tenant = make_tenant(runtime.engine)
     with runtime.engine.connect() as conn:
         before = set(sa.inspect(conn).get_table_names())
-    load = processes.admin(
-        runtime.settings, "load", "--workspace", str(tenant.workspace_id), "--name", "k", str(csv)
-    )
+    workspace_id, load = admin_load(runtime, processes, tmp_path / "ledger.csv", "k")
 
     def copying() -> bool:
-        with runtime.engine.connect() as conn:
-            return bool(
-                conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY %%' "
-                    "AND state = 'active' AND pid <> pg_backend_pid()"
-                ).scalar_one()
-            )
+        return other_sessions(runtime.engine, "state = 'active' AND query LIKE 'COPY %%'") > 0
 
     eventually(
         copying, timeout=WAIT_SECONDS, what="the load's COPY", interval=0.01, explain=load.describe
     )
     assert load.kill() == -signal.SIGKILL
-    assert visible_rows(runtime, tenant.workspace_id, "k") is None
+    assert visible_rows(runtime, workspace_id, "k") is None
     with runtime.engine.connect() as conn:
         assert set(sa.inspect(conn).get_table_names()) == before

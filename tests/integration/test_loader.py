@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support.databases import make_settings
+from support.databases import make_settings, primary_key
 from support.factories import Tenant, read_body, read_data, write_file
 from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
@@ -991,16 +991,6 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
     assert runtime.catalogue.finish_one_unfinished() is False
 
 
-def _primary_key(runtime: Runtime, table: str) -> str | None:
-    """The name of the table's primary key index (PostgreSQL), None when it has none."""
-    sql = (
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = to_regclass(%(t)s) AND i.indisprimary"
-    )
-    with runtime.engine.connect() as conn:
-        return conn.exec_driver_sql(sql, {"t": table}).scalar()
-
-
 def test_a_new_sources_row_ids_are_keyed_by_the_workers_job(
     runtime: Runtime, tenant: Tenant
 ) -> None:
@@ -1012,7 +1002,7 @@ def test_a_new_sources_row_ids_are_keyed_by_the_workers_job(
     table = result.resource.table_name
     postgresql = runtime.backend_name == "postgresql"
     if postgresql:
-        assert _primary_key(runtime, table) is None
+        assert primary_key(runtime.engine, table) is None
     path = write_file("id,amount\n3,4.00\n")
     try:  # a later file, with no worker since (`append_file` finishes the source itself)
         with write_connection(runtime.engine) as conn, conn.begin():
@@ -1022,7 +1012,7 @@ def test_a_new_sources_row_ids_are_keyed_by_the_workers_job(
     assert column_of(rows_of(runtime, tenant, result.resource.id), "id") == [1, 2, 3]
     assert runtime.catalogue.finish_one_unfinished() is True
     if postgresql:
-        assert _primary_key(runtime, table) == f"{table}_pkey"
+        assert primary_key(runtime.engine, table) == f"{table}_pkey"
         with runtime.engine.connect() as conn:
             ids = conn.exec_driver_sql(f"SELECT _row_id FROM {table} ORDER BY _row_id").scalars()
             assert list(ids) == [1, 2, 3]
