@@ -22,7 +22,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from support.databases import make_settings
+from support.databases import make_settings, other_sessions
 from support.factories import make_tenant
 from support.hostile import ledger_csv
 from support.processes import (
@@ -234,13 +234,7 @@ def loading(runtime: Runtime, load: TallyProcess, before: set[str]) -> None:
 
 
 def writing_transactions(runtime: Runtime) -> int:
-    with runtime.engine.connect() as conn:
-        return int(
-            conn.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()"
-            ).scalar_one()
-        )
+    return other_sessions(runtime.engine, "backend_xid IS NOT NULL")
 
 
 def large_csv() -> bytes:

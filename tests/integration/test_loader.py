@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support.databases import make_settings
+from support.databases import make_settings, primary_key
 from support.factories import Tenant, read_body, read_data, write_file
 from support.waiting import eventually
 from tally.core.columns import Column, ColumnType
@@ -989,6 +989,37 @@ def test_a_loaded_source_gets_one_index_per_column_from_the_workers_job(
         resource = resources.get_resource(conn, result.resource.id)
     assert resource.indexed_version == resource.data_version
     assert runtime.catalogue.finish_one_unfinished() is False
+
+
+def test_a_new_sources_row_ids_are_keyed_by_the_workers_job(
+    runtime: Runtime, tenant: Tenant
+) -> None:
+    """On PostgreSQL a new source's load commits its rows without the row ids' primary
+    key (issue #36); its rows read the same, a later file appends after them, and the
+    workers' job adds the key, once, before the rows' text and indexes. SQLite's row id
+    is always its table's key."""
+    result = load(runtime, tenant, "id,amount\n1,2.50\n2,3.75\n")
+    table = result.resource.table_name
+    postgresql = runtime.backend_name == "postgresql"
+    if postgresql:
+        assert primary_key(runtime.engine, table) is None
+    path = write_file("id,amount\n3,4.00\n")
+    try:  # a later file, with no worker since (`append_file` finishes the source itself)
+        with write_connection(runtime.engine) as conn, conn.begin():
+            load_into(conn, result.resource.id, path)
+    finally:
+        path.unlink()
+    assert column_of(rows_of(runtime, tenant, result.resource.id), "id") == [1, 2, 3]
+    assert runtime.catalogue.finish_one_unfinished() is True
+    if postgresql:
+        assert primary_key(runtime.engine, table) == f"{table}_pkey"
+        with runtime.engine.connect() as conn:
+            ids = conn.exec_driver_sql(f"SELECT _row_id FROM {table} ORDER BY _row_id").scalars()
+            assert list(ids) == [1, 2, 3]
+        with write_connection(runtime.engine) as conn, conn.begin():
+            assert ddl.add_missing_primary_key(conn, table) is False  # once
+    assert runtime.catalogue.finish_one_unfinished() is False
+    assert column_of(rows_of(runtime, tenant, result.resource.id), "id") == [1, 2, 3]
 
 
 def test_building_indexes_leaves_the_connection_as_configured(

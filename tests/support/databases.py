@@ -56,3 +56,26 @@ def setup_engine(settings: Settings) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+def primary_key(engine: Engine, table: str) -> str | None:
+    """The name of a PostgreSQL table's primary key index; None when it has none."""
+    sql = (
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = to_regclass(%(t)s) AND i.indisprimary"
+    )
+    with engine.connect() as conn:
+        name: str | None = conn.exec_driver_sql(sql, {"t": table}).scalar()
+        return name
+
+
+def other_sessions(engine: Engine, condition: str) -> int:
+    """PostgreSQL: the other sessions on the engine's database whose `pg_stat_activity`
+    row meets `condition` (SQL)."""
+    with engine.connect() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                f"AND pid <> pg_backend_pid() AND {condition}"
+            ).scalar_one()
+        )

@@ -436,7 +436,9 @@ def _readable_size(file: Path) -> int:
 
 
 class _progress:  # noqa: N801 - used as a context manager, reads like one
-    """A rich progress bar on stderr for large files; nothing for small ones."""
+    """A rich progress bar on stderr for large files; nothing for small ones, nor when
+    stderr is no terminal (a log file got one line feed from the transient bar, and the
+    load paid rich's import and its refresh thread: issue #36)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
@@ -444,7 +446,7 @@ class _progress:  # noqa: N801 - used as a context manager, reads like one
         self._tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> ProgressCallback | None:
-        if self._size < PROGRESS_MIN_BYTES:
+        if self._size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
             return None
         # Imported here, for the large files alone: rich's progress bar is ~0.05 s of
         # every other command's start-up (issue #36).

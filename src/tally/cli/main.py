@@ -10,6 +10,7 @@ from typer.core import TyperGroup
 
 from tally.cli import admin, serve, worker
 from tally.cli.output import reported_usage_errors
+from tally.processes.collector import freeze_at_exit
 
 
 class _Commands(TyperGroup):
@@ -40,3 +41,4 @@ app = typer.Typer(
 app.add_typer(admin.app, name="admin")
 app.command("serve")(serve.serve)
 app.command("worker")(worker.worker)
+freeze_at_exit()  # a `tally` process leaves its objects to the system as it exits

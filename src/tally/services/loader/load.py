@@ -424,7 +424,7 @@ def guessed_columns(head: FileHead) -> tuple[tuple[Column, ...], dict[str, Value
         check_header(header)
     except LoadError:
         return None
-    guesses = [ColumnGuess() for _ in header]
+    guesses = [ColumnGuess(date_hints=()) for _ in header]  # hints are pass 1's to give
     for batch in head.batches:
         for guess, values in zip(guesses, zip(*batch.rows, strict=True), strict=True):
             guess.observe(values)

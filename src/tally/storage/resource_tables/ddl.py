@@ -64,10 +64,11 @@ def create_table(
     file_ids: bool = False,
 ) -> None:
     """Without `primary_key` (PostgreSQL, for a bulk load), the row id's index is
-    added afterwards by `add_primary_key`: building it once is cheaper than keeping
-    it row by row. Without `generated_ids` (a derived output, written whole with its
-    row ids) PostgreSQL's row id is a plain column: no identity sequence to rename when
-    the table replaces another. `file_ids`: a source's table, with `_file_id`, whose
+    added afterwards by `add_primary_key` (a new source's, once its load committed:
+    `add_missing_primary_key`): building it once is cheaper than keeping it row by row.
+    Without `generated_ids` (a derived output, written whole with its row ids)
+    PostgreSQL's row id is a plain column: no identity sequence to rename when the table
+    replaces another. `file_ids`: a source's table, with `_file_id`, whose
     row ids are never given twice (`source_row_id`)."""
     postgresql = backend_of(conn).is_postgresql
     if not postgresql:
@@ -134,17 +135,41 @@ def prepare_fill(conn: Connection, table: str, file_id: int | None) -> None:
 
 
 def finish_fill(conn: Connection, table: str, rows: int) -> None:
-    """After `prepare_fill` and a COPY of `rows` rows: the columns' usual defaults, the
-    row id's primary key, and the next id right after the last row's (the ids the
-    session cached and did not use are never given)."""
+    """After `prepare_fill` and a COPY of `rows` rows: the columns' usual defaults, and
+    the next id right after the last row's (the ids the session cached and did not use
+    are never given). The row id's primary key is not built here: the load commits
+    without it, and the workers add it (`add_missing_primary_key`) before anything else
+    they do to the rows (issue #36)."""
     conn.exec_driver_sql(
         f"ALTER TABLE {table} ALTER COLUMN {ROW_ID} SET CACHE 1, "
-        f"ALTER COLUMN {FILE_ID} SET DEFAULT {_PG_FILE_ID_DEFAULT}, ADD PRIMARY KEY ({ROW_ID})"
+        f"ALTER COLUMN {FILE_ID} SET DEFAULT {_PG_FILE_ID_DEFAULT}"
     )
     if rows:
         conn.exec_driver_sql(
             f"SELECT setval(pg_get_serial_sequence('{table}', '{ROW_ID}'), {int(rows)})"
         )
+
+
+def add_missing_primary_key(conn: Connection, table: str) -> bool:
+    """PostgreSQL: the row id's primary key, if the table has none (a new source's table
+    is committed without it: `finish_fill`); whether it was built. The unique index is
+    built first under a SHARE lock, which readers do not conflict with; only naming it the
+    key takes the exclusive lock, a catalogue change (an identity is NOT NULL already, so
+    nothing is scanned). The caller holds the resource's lock, so two builders never
+    race. SQLite: nothing to do (the row id is the table's own key)."""
+    if not backend_of(conn).is_postgresql:
+        return False
+    keyed = conn.exec_driver_sql(
+        "SELECT 1 FROM pg_index WHERE indrelid = to_regclass(%(t)s) AND indisprimary",
+        {"t": table},
+    ).first()
+    if keyed is not None:
+        return False
+    conn.exec_driver_sql(f"CREATE UNIQUE INDEX {table}_pkey ON {table} ({ROW_ID})")
+    conn.exec_driver_sql(
+        f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY USING INDEX {table}_pkey"
+    )
+    return True
 
 
 def drop_table(conn: Connection, table: str) -> None:
