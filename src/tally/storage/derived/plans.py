@@ -316,7 +316,7 @@ def _from_plan(table: str, plan: str, layout: Layout, *, postgresql: bool) -> An
         .subquery("o")
     )
     names = [ddl.ROW_ID, *(c.physical for c in layout.columns)]
-    values = [sa.literal_column(f"o.{name}") for name in names]
+    values: list[sa.ColumnElement[Any]] = [sa.literal_column(f"o.{name}") for name in names]
     rendered = sa.select(*values).select_from(rows)
     return sa.insert(sa.table(table, *(sa.column(n) for n in names))).from_select(names, rendered)
 
