@@ -218,9 +218,9 @@ class ColumnSnapshot:
     def _matches_among(self, conditions: Sequence[Condition], start: int, stop: int) -> Mask:
         """Which rows at positions [start, stop) meet every condition."""
         found = np.ones(stop - start, dtype=np.bool_)
+        whole = start == 0 and stop == len(self.row_ids)
         for condition in conditions:
             column = self._column(condition.column.physical)
-            whole = start == 0 and stop == len(self.row_ids)
             mask = (column if whole else column.rows(start, stop)).matches(condition)
             if mask is not None:
                 found &= mask
