@@ -377,7 +377,7 @@ class DataQueryService:
         (`prefers_row_order_scan`: a broad filter). The database would walk and test
         those rows itself; the snapshot tests them ~10x faster, and the database
         reads only the page's rows by id. Issue #36's Q3 (1M rows, in one process):
-        SQLite 1.36 -> 1.12 ms, PostgreSQL's server 1.63-1.8 -> 1.3-1.5 ms a page."""
+        SQLite 1.36 -> ~1.0 ms, PostgreSQL's server 1.63-1.8 -> 1.3-1.5 ms a page."""
         if (
             self._snapshots is None
             or query.searches_text()
