@@ -459,35 +459,37 @@ class ColumnSnapshots:
         outcome: str | None = None  # None: failed, said with its traceback
         started = time.perf_counter()
         try:
-            with self._one_build:
-                snapshot = build_snapshot(self._engine, resource, max_bytes=self._memory_bytes)
-            outcome = "column_snapshot_built" if snapshot else "column_snapshot_outdated"
-        except OverBudgetError:
-            outcome = "column_snapshot_over_budget"
-            with self._lock:
-                self._too_big.add((resource.id, resource.data_version))
-        except Exception:  # SQL answers meanwhile; the next request tries again
-            log.exception("column_snapshot_failed", extra={"resource_id": resource.id})
-        finally:
-            # Kept before the build stops counting as under way, so that whoever sees it
-            # ended (`wait`, `find`) finds it.
-            with self._lock:
-                if snapshot is not None:
+            try:
+                with self._one_build:
+                    snapshot = build_snapshot(self._engine, resource, max_bytes=self._memory_bytes)
+                outcome = "column_snapshot_built" if snapshot else "column_snapshot_outdated"
+            except OverBudgetError:
+                outcome = "column_snapshot_over_budget"
+                with self._lock:
+                    self._too_big.add((resource.id, resource.data_version))
+            except Exception:  # SQL answers meanwhile; the next request tries again
+                log.exception("column_snapshot_failed", extra={"resource_id": resource.id})
+            if snapshot is not None:
+                with self._lock:
                     self._keep(resource.id, snapshot)
+            # The build's strings, lists and dicts are gone: their pages go back.
+            return_freed_memory()
+            if outcome is not None:
+                log.info(
+                    outcome,
+                    extra={
+                        "resource_id": resource.id,
+                        "data_version": resource.data_version,
+                        "seconds": round(time.perf_counter() - started, 2),
+                        "mib": round(snapshot.nbytes / 2**20, 1) if snapshot else 0,
+                    },
+                )
+        finally:
+            # Only now does the build stop counting as under way: whoever sees it ended
+            # (`wait`, `find`) finds its snapshot kept and its end said. Said after it
+            # stopped counting, a fast build's end line came after `wait` returned.
+            with self._lock:
                 self._building.pop(resource.id, None)
-        # The build's strings, lists and dicts are gone: their pages go back.
-        return_freed_memory()
-        if outcome is None:
-            return
-        log.info(
-            outcome,
-            extra={
-                "resource_id": resource.id,
-                "data_version": resource.data_version,
-                "seconds": round(time.perf_counter() - started, 2),
-                "mib": round(snapshot.nbytes / 2**20, 1) if snapshot else 0,
-            },
-        )
 
     def _keep(self, resource_id: int, snapshot: ColumnSnapshot) -> None:
         """Under the lock."""
