@@ -149,55 +149,6 @@ def test_rows_named_one_by_one_start_no_build_and_read_the_same(
     assert [json.loads(r)["id"] for r in by_index] == [99, 7, 3]
 
 
-def test_a_counted_filter_sets_pages_in_row_order_read_as_by_sql(
-    snapshot_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A broad filter set counted before has its pages in row order chosen by the
-    snapshot, a stretch of rows at a time, and only those rows read by id
-    (`DataQueryService._row_order_snapshot`): the same rows, in the same order, as the
-    database's own walk, either way, whole rows or some fields."""
-    runtime = snapshot_runtime
-    tenant = make_tenant(runtime.engine)
-    source = make_source(runtime.engine, tenant, CSV)
-    snapshots = runtime.data_query.snapshots
-    assert snapshots is not None
-    assert ready(snapshots, source)
-    chosen: list[int] = []
-    real = column_snapshots.ColumnSnapshot.row_order_page
-
-    def counted(snapshot: column_snapshots.ColumnSnapshot, *args: Any) -> list[int]:
-        page = real(snapshot, *args)
-        chosen.append(len(page))
-        return page
-
-    monkeypatch.setattr(column_snapshots.ColumnSnapshot, "row_order_page", counted)
-    filters = [("currency__in", "EUR,GBP"), ("amount__gte", "10")]
-
-    def page(fields: str | None, ordering: str | None, number: int, by_indexes: bool) -> Any:
-        request = RowsRequest(
-            resource_id=source.id,
-            workspace_id=tenant.workspace_id,
-            filters=filters,
-            fields=fields,
-            ordering=ordering,
-            page=number,
-            page_size=10,
-            by_indexes=by_indexes,
-        )
-        found = runtime.data_query.read_rows(request)
-        return found.rows, found.total
-
-    for ordering in (None, "-_row"):
-        for fields in (None, "id,amount"):
-            # the first time: counted from the snapshot
-            assert page(fields, ordering, 1, False)[1] == 61
-            for number in (1, 2, 6, 7):
-                by_snapshot = page(fields, ordering, number, False)
-                assert by_snapshot == page(fields, ordering, number, True)
-    # every read but the first (which counted) was chosen so; page 7 holds the last match
-    assert chosen == [10, 10, 10, 1] + [10, 10, 10, 10, 1] * 3
-
-
 def test_a_snapshot_over_the_memory_budget_is_not_kept(runtime: Runtime, tenant: Tenant) -> None:
     source = make_source(runtime.engine, tenant, CSV)
     whole = build_snapshot(runtime.engine, source)

@@ -1,8 +1,7 @@
 """A snapshot's page of row ids against a plain sort, on columns long enough that the
 walk along an order takes several chunks, and with match counts on both sides of the
-walk-or-sort choice, and a page in row order from the rows tested a stretch at a time
-(tests/property/test_query_semantics.py checks whole answers against the reference
-model on small tables)."""
+walk-or-sort choice (tests/property/test_query_semantics.py checks whole answers
+against the reference model on small tables)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 from tally.core.columns import Column, ColumnType
-from tally.core.filters import Condition, Operator, Ordering
+from tally.core.filters import Ordering
 from tally.services.column_snapshots import WALK_CHUNK, ColumnSnapshot, _snapshot_column
 
 ROWS = 2 * WALK_CHUNK + 1234
@@ -56,29 +55,3 @@ def test_pages_in_row_order_either_way() -> None:
     matching = len(ids)
     assert snap.page_row_ids(found, matching, Ordering(None), 5, 4) == ids[5:9]
     assert snap.page_row_ids(found, matching, Ordering(None, True), 0, 3) == ids[::-1][:3]
-
-
-@pytest.mark.parametrize("matching", [0, 1, 7, 300, 5_000, ROWS // 2, ROWS])
-@pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("spread", ["even", "first", "last"])
-def test_pages_in_row_order_are_found_a_stretch_at_a_time(
-    matching: int, descending: bool, spread: str
-) -> None:
-    """The same ids as from every row's matches, whether the matches are spread evenly
-    (the page is in the first stretch tested) or bunched at one end (stretch after
-    stretch, none of them matching)."""
-    rng = np.random.default_rng(matching + descending)
-    values = {
-        "even": rng.permutation(ROWS).tolist(),
-        "first": list(range(ROWS)),
-        "last": list(range(ROWS - 1, -1, -1)),
-    }[spread]
-    snap, column = snapshot([None, *values[1:]])  # a missing value never matches
-    wanted = Condition(column, Operator.LT, (matching,))
-    found, counted = snap.matches([wanted])
-    assert counted == matching - (values[0] < matching)
-    ordering = Ordering(None, descending)
-    for offset, limit in [(0, 10), (0, 1000), (3, 100), (counted - 5, 10), (ROWS, 10)]:
-        offset = max(offset, 0)
-        page = snap.row_order_page([wanted], counted, descending, offset, limit)
-        assert page == snap.page_row_ids(found, counted, ordering, offset, limit)

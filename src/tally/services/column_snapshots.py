@@ -112,12 +112,6 @@ class SnapshotColumn:
         text = 0 if self.distinct is None else self.distinct.nbytes
         return self.keys.nbytes + missing + self.order.nbytes + text
 
-    def rows(self, start: int, stop: int) -> SnapshotColumn:
-        """The column's values at positions [start, stop) (views, no copy), for testing
-        conditions on them alone; without the order, which a part of a column has not."""
-        missing = None if self.missing is None else self.missing[start:stop]
-        return SnapshotColumn(self.keys[start:stop], missing, self.distinct, self.order[:0])
-
     def matches(self, condition: Condition) -> Mask | None:
         """The rows meeting `condition`; None for every row."""
         op = condition.op
@@ -212,54 +206,12 @@ class ColumnSnapshot:
 
     def matches(self, conditions: Sequence[Condition]) -> tuple[Mask, int]:
         """The rows meeting every condition, and how many they are."""
-        found = self._matches_among(conditions, 0, len(self.row_ids))
-        return found, int(np.count_nonzero(found))
-
-    def _matches_among(self, conditions: Sequence[Condition], start: int, stop: int) -> Mask:
-        """Which rows at positions [start, stop) meet every condition."""
-        found = np.ones(stop - start, dtype=np.bool_)
-        whole = start == 0 and stop == len(self.row_ids)
+        found = np.ones(len(self.row_ids), dtype=np.bool_)
         for condition in conditions:
-            column = self._column(condition.column.physical)
-            mask = (column if whole else column.rows(start, stop)).matches(condition)
+            mask = self._column(condition.column.physical).matches(condition)
             if mask is not None:
                 found &= mask
-        return found
-
-    def row_order_page(
-        self,
-        conditions: Sequence[Condition],
-        matching: int,
-        descending: bool,
-        offset: int,
-        limit: int,
-    ) -> list[int]:
-        """The row ids at [offset, offset + limit) of the `matching` rows meeting every
-        condition, in row-id order (`descending`: from the last), with the conditions
-        tested on one stretch of rows at a time, stopping once the page is found. For a
-        filter set counted before and a broad filter (issue #36's Q3: 1,000 rows of
-        116,622 matches among 1M), the page is within the first ~9,000 rows: testing
-        those costs ~0.1 ms, where every row (`matches`) costs milliseconds, and the
-        database's own walk of them ~1 ms (`pages.select_page`)."""
-        rows = len(self.row_ids)
-        wanted = offset + limit
-        # Matches are spread evenly, on average: the stretch expected to hold the page,
-        # a quarter more, then as much again until it is found.
-        stretch = min(rows, max(wanted * rows // max(matching, 1) * 5 // 4, ROW_STRETCH))
-        hits: list[Positions] = []
-        got = 0
-        done = 0
-        while got < wanted and done < rows:
-            size = min(stretch, rows - done)
-            start = rows - done - size if descending else done
-            found = self._matches_among(conditions, start, start + size)
-            positions = np.flatnonzero(found) + start
-            hits.append(positions[::-1] if descending else positions)
-            got += len(positions)
-            done += size
-        if not hits:
-            return []
-        return self._ids(np.concatenate(hits)[offset:wanted])
+        return found, int(np.count_nonzero(found))
 
     def page_row_ids(
         self, found: Mask, matching: int, ordering: Ordering, offset: int, limit: int
@@ -282,11 +234,9 @@ class ColumnSnapshot:
         return self._ids(positions[offset:wanted])
 
     def _ids(self, positions: Positions) -> list[int]:
-        ids: list[int] = self.row_ids[positions].tolist()  # Python ints, in one call
-        return ids
+        return [int(i) for i in self.row_ids[positions]]
 
 
-ROW_STRETCH = 4096  # rows tested at least at a time for a page in row order
 SORT_COST = 30  # sorting a match (~150 ns at 1M rows) costs walking ~30 entries (~5 ns each)
 WALK_CHUNK = 65_536  # entries of an order tested at a time
 

@@ -336,11 +336,9 @@ class DataQueryService:
         not `use_snapshot`: the resource's indexes serve the query): the
         count is what costs SQL most. A filter set seen
         before has its count memoised, and SQL reads its pages from the indexes as fast
-        as the snapshot or faster (Q2, Q5 of the benchmark: 2.0, 3.9 ms a request by
-        SQL, 3.6, 4.4 ms from the whole snapshot, in one process at 1M rows), with
-        checkpoints for the next pages; except a broad filter's page in row order,
-        whose rows the snapshot finds at the start of its columns
-        (`_row_order_snapshot`)."""
+        as the snapshot or faster (Q2, Q3, Q5 of the benchmark: 2.0, 5.9, 3.9 ms a
+        request by SQL, 3.6, 7.2, 4.4 ms from the snapshot, in one process at 1M rows),
+        with checkpoints for the next pages."""
         if (
             use_snapshot
             and self._snapshots is not None
@@ -356,35 +354,8 @@ class DataQueryService:
         rows: list[str] = []
         offset = query.offset + start
         if offset < total and start < stop:
-            snapshot = self._row_order_snapshot(resource, query, total) if use_snapshot else None
-            if snapshot is None:
-                rows = self._page(conn, resource, query, total, offset, stop - start)
-            else:
-                descending = query.ordering.descending
-                row_ids = snapshot.row_order_page(
-                    query.conditions, total, descending, offset, stop - start
-                )
-                rows = pages.rows_by_id(
-                    conn, resource.table_name, resource.columns, query.fields, row_ids
-                )
+            rows = self._page(conn, resource, query, total, offset, stop - start)
         return rows, total, count
-
-    def _row_order_snapshot(
-        self, resource: Resource, query: RowQuery, matching: int
-    ) -> ColumnSnapshot | None:
-        """The snapshot that chooses a counted filter set's page, when the page is in
-        row order and walking the rows in that order is the cheap way to it
-        (`prefers_row_order_scan`: a broad filter). The database would walk and test
-        those rows itself; the snapshot tests them ~10x faster, and the database
-        reads only the page's rows by id. Issue #36's Q3 (1M rows, in one process):
-        SQLite 1.36 -> ~1.0 ms, PostgreSQL's server 1.63-1.8 -> 1.3-1.5 ms a page."""
-        if (
-            self._snapshots is None
-            or query.searches_text()
-            or not prefers_row_order_scan(query, matching, resource.row_count)
-        ):
-            return None
-        return self._snapshots.find(resource)
 
     def _rows_from_snapshot(
         self,

@@ -482,17 +482,9 @@ def _rows_statement(shape: _RowsShape) -> sa.Select[Any]:
     )
     row_id = source.c[ROW_ID]
     if shape.postgresql:
-        # The ids reach the index as a sub-select's result, which the planner does not
-        # look into: given them as a constant (each execution is planned for its
-        # values, engine.py) it estimated each of 1,000 ids in turn, ~0.2-0.3 ms of
-        # server CPU a page, for the same plan whatever the ids (the primary key's).
-        id_array = pg_types.ARRAY(sa.BigInteger())
-        ids = sa.cast(sa.bindparam("row_ids", type_=sa.Text()), id_array)
-        chosen = row_id == sa.any_(sa.cast(sa.select(ids).scalar_subquery(), id_array))
-        return sa.select(rendered, row_id).select_from(rows_from).where(chosen)
-    # The listed ids joined to the rows, each row found by its id in turn: `IN (SELECT
-    # value FROM json_each(...))` first copied the ids into a temporary index (~0.1 ms
-    # of a 1000-row page's ~0.9).
-    listed = sa.func.json_each(sa.bindparam("row_ids", type_=sa.Text()))
-    named = listed.table_valued("value").alias("chosen")
-    return sa.select(rendered, row_id).select_from(named.join(rows_from, row_id == named.c.value))
+        ids = sa.cast(sa.bindparam("row_ids", type_=sa.Text()), pg_types.ARRAY(sa.BigInteger()))
+        chosen = row_id == sa.any_(ids)
+    else:
+        listed = sa.func.json_each(sa.bindparam("row_ids", type_=sa.Text()))
+        chosen = row_id.in_(sa.select(sa.literal_column("value")).select_from(listed))
+    return sa.select(rendered, row_id).select_from(rows_from).where(chosen)
