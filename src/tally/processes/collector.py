@@ -24,16 +24,6 @@ def settle_garbage_collector() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
-def leave_to_exit() -> None:
-    """Call when a short command's work is done and what it opened is closed (its
-    runtime: engines, connections, files). What it built goes with the process: frozen,
-    the collections the interpreter runs as it exits neither walk nor free it (they
-    freed the modules' reference cycles one by one): `tally admin load` of a 10-row
-    file took 0.63 s of CPU, 0.50 s so (issue #36). Nothing left open in a cycle is
-    finalized after this: close it first."""
-    gc.freeze()
-
-
 def freeze_at_exit() -> None:
     """Call once, where a process's command line is read. At its exit everything still
     alive is frozen before the interpreter's last collections, which then neither walk

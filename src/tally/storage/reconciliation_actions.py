@@ -24,7 +24,6 @@ from tally.core.reconciliation import ManualMatch, ManualWork, Rejection, Resolu
 from tally.core.reconciliation_actions import MATCH_KINDS, WORK_KINDS, ActionKind, ActionRecord
 from tally.storage.resource_tables import source_rows
 from tally.storage.resource_tables.ddl import ROW_ID, ROW_JSON, row_table
-from tally.storage.resource_tables.stored_types import bind_type
 from tally.storage.schema import reconciliation_actions as actions
 
 
@@ -243,9 +242,7 @@ def set_rows(
     side (`position`, its `<side>._row`) with status `was` given these values (the
     match's own columns); how many rows changed. Their stored JSON text, which an
     output published before 2026-11-30 still has, is cleared: pages render them."""
-    source = sa.table(
-        table, sa.column(ROW_JSON), *(sa.column(c.physical, bind_type(c)) for c in columns)
-    )
+    source = row_table(table, columns)
     status = columns[1]  # output_columns.py's order
     where = sa.and_(source.c[position.physical].in_(list(rows)), source.c[status.physical] == was)
     changed = {c.physical: v for c, v in values} | {ROW_JSON: None}

@@ -164,9 +164,9 @@ def insert_rows(
     ids from 1 in the SELECT's order (SQLite numbers them itself, as the next row ids of
     an empty table: cheaper than ROW_NUMBER, which first copies every row aside), no
     JSON text (outputs keep none: storage/derived/outputs.py), `today` its CURRENT_DATE;
-    how many. More than `max_rows` with the
-    `kept` rows the output holds besides (an incremental run's published rows) is
-    RunFailedError (the caller's transaction is rolled back)."""
+    how many. More than `max_rows` with the `kept` rows the output holds besides (an
+    incremental run's published rows) is RunFailedError (the caller's transaction is
+    rolled back)."""
     postgresql = backend_of(conn).is_postgresql
     names = ", ".join(c.physical for c in columns)
     values = ", ".join(f"o.{c.physical}" for c in columns)

@@ -150,10 +150,10 @@ def build(
     staging_dir: Path,
 ) -> None:
     """A whole run's output: its plan written, `r_{id}_next` filled from it, the plan
-    gone. SQLite: `write_and_fill` (the plan in scratch
-    files, never through the main database's log under its one write lock, then freed
-    page by page: ~10 % of a 1M-row reconciliation's time until readable).
-    PostgreSQL: a table of the database, which its many writers share without waiting."""
+    gone. SQLite: `write_and_fill` (the plan in scratch files, never through the main
+    database's log under its one write lock, then freed page by page: ~10 % of a 1M-row
+    reconciliation's time until readable). PostgreSQL: a table of the database, which
+    its many writers share without waiting."""
     if backend_of(engine).has_one_writer:
         write_and_fill(engine, resource_id, layout, rows, guard, staging_dir)
         return
@@ -167,10 +167,10 @@ def _fill_postgresql(
 ) -> None:
     """PostgreSQL: `r_{id}_next` filled from the plan in one statement per session
     (`_fill_in_sessions`), its primary key added after (one index build instead of a
-    row-by-row upkeep). Its row locks stop no other writer, and
-    its planner joins a session's part of the plan to each input in one hash join; in
-    many small batches, once autovacuum had analysed the plan table, it chose the same
-    hash joins for every batch, scanning both inputs whole each time (1M pair: 27 s)."""
+    row-by-row upkeep). Its row locks stop no other writer, and its planner joins a
+    session's part of the plan to each input in one hash join; in many small batches,
+    once autovacuum had analysed the plan table, it chose the same hash joins for every
+    batch, scanning both inputs whole each time (1M pair: 27 s)."""
     table = next_table(resource_id)
     insert = _from_plan(table, plan_table(resource_id), layout, postgresql=True)
     with write_connection(engine) as conn:

@@ -355,11 +355,12 @@ def vacuum(engine: Engine, table: str) -> None:
 
 def row_table(table: str, columns: Sequence[Column]) -> sa.TableClause:
     """The table with its columns typed as their values are bound and read, and the
-    system columns (`_row_id`; `_file_id`, which only a source's table has: a statement
-    names it only for a query that asked for it)."""
+    system columns (`_row_id`; `_json`, the row's stored text; `_file_id`, which only a
+    source's table has: a statement names one only for a query that asked for it)."""
     return sa.table(
         table,
         sa.column(ROW_ID, sa.BigInteger()),
+        sa.column(ROW_JSON, sa.Text()),
         sa.column(FILE_ID, sa.BigInteger()),
         *(sa.column(c.physical, bind_type(c)) for c in columns),
     )
